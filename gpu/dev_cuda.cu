@@ -1,0 +1,844 @@
+/*
+ * dev_cuda: the CUDA backend of the device interface (runtime/dev.h).
+ *
+ * One `struct cuda_dev` per device thread: a non-blocking stream of its own, a cuBLAS
+ * handle bound to that stream in the default (float32, no TF32) math mode, a pinned
+ * staging arena for uploads, and small scratch buffers for reductions. Every operation
+ * is queued on the stream; download, sum, argmax_hits, count_nonfinite and sync wait.
+ *
+ * Each op mirrors the host function of the same name in runtime/dev_host.c, with the
+ * element math of runtime/kmath.h; the module is compiled with --fmad=false so that
+ * the shared formulas round exactly as they do on the host. Reductions run in an order
+ * fixed by the sizes alone, never by timing, so results repeat bit for bit:
+ *   xent         one block per row; the row maximum from km_row_max on per-thread
+ *                chunks (a maximum does not depend on order); the sum of exponentials
+ *                in the host's order j = 0..cols-1, so losses and gradients equal the
+ *                host's bit for bit up to the last ulp of log()
+ *   sum          two passes in double with a fixed grid and fixed trees
+ *   col_sum_acc  one thread per column adding rows 0..rows-1 into out[j], as the host
+ *   embed_backward  a stable radix sort (CUB) of the context slots by token id; one
+ *                thread per (table row, t) adds its slots in ascending slot order, i.e.
+ *                positions ascending then j ascending, exactly the host's additions;
+ *                no float atomics anywhere (integer counters only in argmax_hits)
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "dev.h"
+#include "err.h"
+#include "gpu.h"
+}
+#include "kmath.h"
+
+#define EW_THREADS 256        /* element-wise kernels */
+#define EW_MAX_BLOCKS 65536   /* grid-stride beyond this */
+#define ROW_THREADS 128       /* xent / argmax: one block per row */
+#define RED_THREADS 256       /* reductions */
+#define RED_BLOCKS 256        /* at most this many partial results */
+#define STAGE_INIT (1u << 20) /* pinned upload arena: first size */
+#define STAGE_MAX (16u << 20) /* larger uploads are copied directly */
+
+struct cuda_dev {
+	struct dev dev;
+	cudaStream_t stream;
+	cublasHandle_t blas;
+	/* pinned bump arena for uploads; emptied whenever the stream has drained */
+	unsigned char *stage;
+	size_t stage_cap, stage_off;
+	/* device partials of a reduction (RED_BLOCKS + 1 slots of 8 bytes) */
+	void *red;
+	/* pinned landing slot for reduction results */
+	void *host_res;
+	/* embed_backward: sorted keys, slot indices, CUB temporary storage */
+	void *sort_ws;
+	size_t sort_cap;
+};
+
+static struct cuda_dev *cdev(struct dev *d)
+{
+	return (struct cuda_dev *)d->impl;
+}
+
+/* ---- error mapping ---- */
+
+#define CU_TRY(cd, call, e)                                                                  \
+	do {                                                                                 \
+		cudaError_t st_ = (call);                                                    \
+		if (st_ != cudaSuccess)                                                      \
+			return gpu_cuda_error((e), __FILE__, __LINE__, (int)st_, #call,      \
+					      (cd)->dev.rank, (cd)->dev.device_id);          \
+	} while (0)
+
+/* after a kernel launch: configuration errors show up here, faults at the next wait */
+#define LAUNCH_TRY(cd, what, e)                                                              \
+	do {                                                                                 \
+		cudaError_t st_ = cudaGetLastError();                                        \
+		if (st_ != cudaSuccess)                                                      \
+			return gpu_cuda_error((e), __FILE__, __LINE__, (int)st_,             \
+					      "launch of " what, (cd)->dev.rank,             \
+					      (cd)->dev.device_id);                          \
+	} while (0)
+
+static int blas_error(struct cuda_dev *cd, cublasStatus_t st, const char *call, const char *file,
+		      int line, struct err *e)
+{
+	return err_set(e, ERR_DEVICE, file, line, "rank %d device %d: %s failed at %s:%d: %s (%s)",
+		       cd->dev.rank, cd->dev.device_id, call, file, line, cublasGetStatusString(st),
+		       cublasGetStatusName(st));
+}
+
+#define BLAS_TRY(cd, call, e)                                                                \
+	do {                                                                                 \
+		cublasStatus_t st_ = (call);                                                 \
+		if (st_ != CUBLAS_STATUS_SUCCESS)                                            \
+			return blas_error((cd), st_, #call, __FILE__, __LINE__, (e));        \
+	} while (0)
+
+/* The CUDA current device is per thread; a dev may be driven from another thread than
+ * the one that created it (tests, teardown), so every op selects it first. */
+static int enter(struct cuda_dev *cd, struct err *e)
+{
+	CU_TRY(cd, cudaSetDevice(cd->dev.device_id), e);
+	return ERR_OK;
+}
+
+/* Waits for everything queued on the stream; the upload arena is free again. */
+static int drain(struct cuda_dev *cd, struct err *e)
+{
+	CU_TRY(cd, cudaStreamSynchronize(cd->stream), e);
+	cd->stage_off = 0;
+	return ERR_OK;
+}
+
+static unsigned int ew_blocks(size_t n)
+{
+	size_t b = (n + EW_THREADS - 1) / EW_THREADS;
+	return (unsigned int)(b < EW_MAX_BLOCKS ? b : EW_MAX_BLOCKS);
+}
+
+static size_t align_up(size_t n, size_t a)
+{
+	return (n + a - 1) / a * a;
+}
+
+#define GRID_STRIDE(i, n)                                                                    \
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);              \
+	     i += (size_t)gridDim.x * blockDim.x)
+
+/* ---- kernels ---- */
+
+/* C = beta * C for k == 0 (what the host does instead of calling BLAS) */
+__global__ void k_gemm_beta(int m, int n, float beta, float *c, int ldc)
+{
+	GRID_STRIDE(i, (size_t)m * n) {
+		size_t r = i / (size_t)n, col = i % (size_t)n;
+		float *p = c + r * (size_t)ldc + col;
+		*p = beta == 0.0f ? 0.0f : beta * *p;
+	}
+}
+
+__global__ void k_embed_gather(int rows, int width, int dim, const int32_t *ctx,
+			       const float *table, float *x)
+{
+	size_t total = (size_t)rows * width * dim;
+	GRID_STRIDE(i, total) {
+		size_t slot = i / (size_t)dim, t = i % (size_t)dim;
+		x[i] = table[(size_t)ctx[slot] * dim + t];
+	}
+}
+
+__global__ void k_bias_tanh(int rows, int cols, const float *bias, float *z)
+{
+	GRID_STRIDE(i, (size_t)rows * cols) {
+		z[i] = km_tanh(z[i] + bias[i % (size_t)cols]);
+	}
+}
+
+/* Softmax cross-entropy of one row per block (see host_xent, line for line). */
+__global__ void k_xent(int cols, const float *bias, const int32_t *target, float scale,
+		       float *logits, float *loss)
+{
+	__shared__ float s_max[ROW_THREADS];
+	__shared__ float s_zt, s_inv;
+	const int p = blockIdx.x, tid = threadIdx.x;
+	float *row = logits + (size_t)p * cols;
+	const int t = target[p];
+	if (t < 0) {
+		for (int j = tid; j < cols; j += ROW_THREADS)
+			row[j] = 0.0f;
+		if (tid == 0)
+			loss[p] = 0.0f;
+		return;
+	}
+	/* row maximum: km_row_max over a contiguous chunk per thread, then a fixed tree */
+	const int chunk = (cols + ROW_THREADS - 1) / ROW_THREADS;
+	const int lo = tid * chunk, hi = min(cols, lo + chunk);
+	s_max[tid] = lo < hi ? km_row_max(row + lo, bias + lo, hi - lo, NULL) : -INFINITY;
+	if (tid == 0)
+		s_zt = row[t] + bias[t]; /* read before the row is overwritten */
+	__syncthreads();
+	for (int s = ROW_THREADS / 2; s > 0; s >>= 1) {
+		if (tid < s && s_max[tid + s] > s_max[tid])
+			s_max[tid] = s_max[tid + s];
+		__syncthreads();
+	}
+	const float mx = s_max[0];
+	for (int j = tid; j < cols; j += ROW_THREADS)
+		row[j] = km_exp(row[j] + bias[j] - mx);
+	__syncthreads();
+	if (tid == 0) {
+		/* the host's order, j ascending, in float */
+		float s = 0.0f;
+#pragma unroll 8
+		for (int j = 0; j < cols; j++)
+			s += row[j];
+		loss[p] = km_xent_loss(mx, s, s_zt);
+		s_inv = 1.0f / s;
+	}
+	__syncthreads();
+	const float inv = s_inv;
+	for (int j = tid; j < cols; j += ROW_THREADS)
+		row[j] = km_xent_grad(row[j], inv, scale, j == t);
+}
+
+/* Fixed-shape tree over RED_THREADS values in shared memory; result in sh[0]. */
+template <typename T> __device__ void block_tree_sum(T *sh)
+{
+	for (int s = RED_THREADS / 2; s > 0; s >>= 1) {
+		__syncthreads();
+		if ((int)threadIdx.x < s)
+			sh[threadIdx.x] += sh[threadIdx.x + s];
+	}
+	__syncthreads();
+}
+
+struct red_sum {
+	typedef double acc;
+	static __device__ double of(float v) { return (double)v; }
+};
+
+struct red_nonfinite {
+	typedef long long acc;
+	static __device__ long long of(float v) { return km_isfinite(v) ? 0 : 1; }
+};
+
+/* pass 1: block b accumulates x[i] for i = b*T + tid + k*G*T (k ascending), then a tree */
+template <class R> __global__ void k_reduce_partial(size_t n, const float *x, typename R::acc *part)
+{
+	__shared__ typename R::acc sh[RED_THREADS];
+	typename R::acc acc = 0;
+	GRID_STRIDE(i, n) {
+		acc += R::of(x[i]);
+	}
+	sh[threadIdx.x] = acc;
+	block_tree_sum(sh);
+	if (threadIdx.x == 0)
+		part[blockIdx.x] = sh[0];
+}
+
+/* pass 2: one block folds the partials the same way; result in out[0] */
+template <typename T> __global__ void k_reduce_final(int parts, const T *part, T *out)
+{
+	__shared__ T sh[RED_THREADS];
+	T acc = 0;
+	for (int i = threadIdx.x; i < parts; i += RED_THREADS)
+		acc += part[i];
+	sh[threadIdx.x] = acc;
+	block_tree_sum(sh);
+	if (threadIdx.x == 0)
+		out[0] = sh[0];
+}
+
+/* out[j] += x[p*cols + j] for p ascending, accumulated in out's float like the host */
+__global__ void k_col_sum_acc(int rows, int cols, const float *x, float *out)
+{
+	GRID_STRIDE(j, (size_t)cols) {
+		float acc = out[j];
+		for (int p = 0; p < rows; p++)
+			acc += x[(size_t)p * cols + j];
+		out[j] = acc;
+	}
+}
+
+__global__ void k_tanh_backward(size_t n, const float *h, float *dh)
+{
+	GRID_STRIDE(i, n) {
+		dh[i] = km_tanh_backward(h[i], dh[i]);
+	}
+}
+
+__global__ void k_iota(int n, int32_t *v)
+{
+	GRID_STRIDE(i, (size_t)n) {
+		v[i] = (int32_t)i;
+	}
+}
+
+/* keys[0..slots) are the ids of the context slots sorted stably, idx[] the slots. The
+ * thread of (i, t) with i the first slot of its id adds the dx rows of all slots of that
+ * id in ascending slot order into table_grad[id, t]. */
+__global__ void k_embed_backward(int slots, int dim, const int32_t *keys, const int32_t *idx,
+				 const float *dx, float *table_grad)
+{
+	GRID_STRIDE(w, (size_t)slots * dim) {
+		int i = (int)(w / (size_t)dim), t = (int)(w % (size_t)dim);
+		int32_t id = keys[i];
+		if (i > 0 && keys[i - 1] == id)
+			continue;
+		float *g = table_grad + (size_t)id * dim + t;
+		float acc = *g;
+		for (int k = i; k < slots && keys[k] == id; k++)
+			acc += dx[(size_t)idx[k] * dim + t];
+		*g = acc;
+	}
+}
+
+__global__ void k_scale(size_t n, float alpha, float *x)
+{
+	GRID_STRIDE(i, n) {
+		x[i] *= alpha;
+	}
+}
+
+__global__ void k_sgd(size_t n, float lr, float momentum, float weight_decay, int first, float *p,
+		      const float *g, float *buf)
+{
+	GRID_STRIDE(i, n) {
+		km_sgd(&p[i], g[i], &buf[i], lr, momentum, weight_decay, first);
+	}
+}
+
+/* one block per row: (max, lowest index of the max) over the row, as km_row_max gives it
+ * for rows without NaN; counts rows whose argmax equals the target (integer atomics
+ * only: the count does not depend on their order) */
+__global__ void k_argmax_hits(int cols, const float *bias, const float *logits,
+			      const int32_t *target, unsigned long long *hits)
+{
+	__shared__ float s_m[ROW_THREADS];
+	__shared__ int s_i[ROW_THREADS];
+	const int p = blockIdx.x, tid = threadIdx.x;
+	const int t = target[p];
+	if (t < 0)
+		return;
+	const float *row = logits + (size_t)p * cols;
+	const int chunk = (cols + ROW_THREADS - 1) / ROW_THREADS;
+	const int lo = tid * chunk, hi = min(cols, lo + chunk);
+	int arg = -1; /* -1: empty chunk */
+	float m = 0.0f;
+	if (lo < hi) {
+		m = km_row_max(row + lo, bias + lo, hi - lo, &arg);
+		arg += lo;
+	}
+	s_m[tid] = m;
+	s_i[tid] = arg;
+	__syncthreads();
+	for (int s = ROW_THREADS / 2; s > 0; s >>= 1) {
+		if (tid < s) {
+			float om = s_m[tid + s];
+			int oi = s_i[tid + s];
+			int ci = s_i[tid];
+			if (oi >= 0 && (ci < 0 || om > s_m[tid] || (om == s_m[tid] && oi < ci))) {
+				s_m[tid] = om;
+				s_i[tid] = oi;
+			}
+		}
+		__syncthreads();
+	}
+	if (tid == 0 && s_i[0] == t)
+		atomicAdd(hits, 1ULL);
+}
+
+/* ---- operations ---- */
+
+static void cu_destroy(struct dev *d)
+{
+	struct cuda_dev *cd = cdev(d);
+	if (!cd)
+		return;
+	cudaSetDevice(d->device_id);
+	if (cd->stream)
+		cudaStreamSynchronize(cd->stream);
+	if (cd->blas)
+		cublasDestroy(cd->blas);
+	cudaFree(cd->red);
+	cudaFree(cd->sort_ws);
+	cudaFreeHost(cd->stage);
+	cudaFreeHost(cd->host_res);
+	if (cd->stream)
+		cudaStreamDestroy(cd->stream);
+	free(cd);
+}
+
+static int cu_alloc(struct dev *d, size_t bytes, void **out, struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	size_t n = align_up(bytes ? bytes : 1, 256);
+	void *p = NULL;
+	int rc;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	cudaError_t st = cudaMalloc(&p, n);
+	if (st != cudaSuccess) {
+		cudaGetLastError(); /* out of memory is not sticky: clear it */
+		return err_set(e, ERR_DEVICE, __FILE__, __LINE__,
+			       "rank %d device %d: cannot allocate %zu bytes of GPU memory: %s",
+			       d->rank, d->device_id, bytes, cudaGetErrorString(st));
+	}
+	/* zeroed, like the host backend's memory */
+	st = cudaMemsetAsync(p, 0, n, cd->stream);
+	if (st != cudaSuccess) {
+		cudaFree(p);
+		return gpu_cuda_error(e, __FILE__, __LINE__, (int)st, "cudaMemsetAsync", d->rank,
+				      d->device_id);
+	}
+	*out = p;
+	return ERR_OK;
+}
+
+static void cu_release(struct dev *d, void *p)
+{
+	struct cuda_dev *cd = cdev(d);
+	if (!p)
+		return;
+	/* nothing queued may still use it; release has no error channel */
+	cudaSetDevice(d->device_id);
+	cudaStreamSynchronize(cd->stream);
+	cudaFree(p);
+}
+
+static int cu_upload(struct dev *d, void *dst, const void *host, size_t bytes, struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if (!bytes)
+		return ERR_OK;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	if (bytes > STAGE_MAX) {
+		/* rare (parameters at start or resume): copy directly and wait */
+		CU_TRY(cd, cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, cd->stream), e);
+		return drain(cd, e);
+	}
+	size_t need = align_up(bytes, 256);
+	if (cd->stage_off + need > cd->stage_cap) {
+		/* the queued copies still read the arena: wait for them before reusing it */
+		if ((rc = drain(cd, e)) != ERR_OK)
+			return rc;
+		if (need > cd->stage_cap) {
+			size_t cap = cd->stage_cap ? cd->stage_cap * 2 : STAGE_INIT;
+			while (cap < need)
+				cap *= 2;
+			cudaFreeHost(cd->stage);
+			cd->stage = NULL;
+			cd->stage_cap = 0;
+			CU_TRY(cd, cudaHostAlloc((void **)&cd->stage, cap, cudaHostAllocDefault), e);
+			cd->stage_cap = cap;
+		}
+	}
+	unsigned char *slot = cd->stage + cd->stage_off;
+	memcpy(slot, host, bytes);
+	CU_TRY(cd, cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, cd->stream), e);
+	cd->stage_off += need;
+	return ERR_OK;
+}
+
+static int cu_download(struct dev *d, void *host, const void *src, size_t bytes, struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if (!bytes)
+		return ERR_OK;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	CU_TRY(cd, cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, cd->stream), e);
+	return drain(cd, e);
+}
+
+static int cu_copy(struct dev *d, void *dst, const void *src, size_t bytes, struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if (!bytes || dst == src)
+		return ERR_OK;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	CU_TRY(cd, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cd->stream), e);
+	return ERR_OK;
+}
+
+static int cu_zero(struct dev *d, void *p, size_t bytes, struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if (!bytes)
+		return ERR_OK;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	CU_TRY(cd, cudaMemsetAsync(p, 0, bytes, cd->stream), e);
+	return ERR_OK;
+}
+
+static int cu_sync(struct dev *d, struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	return drain(cd, e);
+}
+
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the row-major
+ * buffers read as column-major are the transposes, so swap the operands and m/n. */
+static int cu_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha,
+		   const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
+		   struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if (m <= 0 || n <= 0)
+		return ERR_OK;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	if (k <= 0) {
+		k_gemm_beta<<<ew_blocks((size_t)m * n), EW_THREADS, 0, cd->stream>>>(m, n, beta, c, ldc);
+		LAUNCH_TRY(cd, "k_gemm_beta", e);
+		return ERR_OK;
+	}
+	BLAS_TRY(cd,
+		 cublasSgemm(cd->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+			     trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a, lda,
+			     &beta, c, ldc),
+		 e);
+	return ERR_OK;
+}
+
+static int cu_embed_gather(struct dev *d, int rows, int width, int dim, const int32_t *ctx,
+			   const float *table, float *x, struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	size_t total = (size_t)(rows > 0 ? rows : 0) * (width > 0 ? width : 0) * (dim > 0 ? dim : 0);
+	if (!total)
+		return ERR_OK;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	k_embed_gather<<<ew_blocks(total), EW_THREADS, 0, cd->stream>>>(rows, width, dim, ctx, table, x);
+	LAUNCH_TRY(cd, "k_embed_gather", e);
+	return ERR_OK;
+}
+
+static int cu_bias_tanh(struct dev *d, int rows, int cols, const float *bias, float *z,
+			struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if (rows <= 0 || cols <= 0)
+		return ERR_OK;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	k_bias_tanh<<<ew_blocks((size_t)rows * cols), EW_THREADS, 0, cd->stream>>>(rows, cols, bias, z);
+	LAUNCH_TRY(cd, "k_bias_tanh", e);
+	return ERR_OK;
+}
+
+static int cu_xent(struct dev *d, int rows, int cols, const float *bias, const int32_t *target,
+		   float scale, float *logits, float *loss, struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if (rows <= 0 || cols <= 0)
+		return ERR_OK;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	k_xent<<<rows, ROW_THREADS, 0, cd->stream>>>(cols, bias, target, scale, logits, loss);
+	LAUNCH_TRY(cd, "k_xent", e);
+	return ERR_OK;
+}
+
+/* Copies `bytes` of the reduction result at red[slot] to the host and waits. */
+static int fetch_result(struct cuda_dev *cd, int slot, void *host, size_t bytes, struct err *e)
+{
+	CU_TRY(cd,
+	       cudaMemcpyAsync(cd->host_res, (char *)cd->red + (size_t)slot * 8, bytes,
+			       cudaMemcpyDeviceToHost, cd->stream),
+	       e);
+	int rc = drain(cd, e);
+	if (rc != ERR_OK)
+		return rc;
+	memcpy(host, cd->host_res, bytes);
+	return ERR_OK;
+}
+
+template <class R>
+static int reduce(struct cuda_dev *cd, int n, const float *x, void *host_out, struct err *e)
+{
+	typedef typename R::acc T;
+	int rc;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	if (n <= 0) {
+		T zero = 0;
+		memcpy(host_out, &zero, sizeof zero);
+		return ERR_OK;
+	}
+	size_t blocks = ((size_t)n + RED_THREADS - 1) / RED_THREADS;
+	int parts = (int)(blocks < RED_BLOCKS ? blocks : RED_BLOCKS);
+	T *part = (T *)cd->red;
+	k_reduce_partial<R><<<parts, RED_THREADS, 0, cd->stream>>>((size_t)n, x, part);
+	LAUNCH_TRY(cd, "k_reduce_partial", e);
+	k_reduce_final<T><<<1, RED_THREADS, 0, cd->stream>>>(parts, part, part + RED_BLOCKS);
+	LAUNCH_TRY(cd, "k_reduce_final", e);
+	return fetch_result(cd, RED_BLOCKS, host_out, sizeof(T), e);
+}
+
+static int cu_sum(struct dev *d, int n, const float *x, double *host_out, struct err *e)
+{
+	return reduce<red_sum>(cdev(d), n, x, host_out, e);
+}
+
+static int cu_count_nonfinite(struct dev *d, int n, const float *x, int64_t *bad, struct err *e)
+{
+	long long b = 0;
+	int rc = reduce<red_nonfinite>(cdev(d), n, x, &b, e);
+	if (rc == ERR_OK)
+		*bad = (int64_t)b;
+	return rc;
+}
+
+static int cu_col_sum_acc(struct dev *d, int rows, int cols, const float *x, float *out,
+			  struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if (rows <= 0 || cols <= 0)
+		return ERR_OK;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	k_col_sum_acc<<<ew_blocks((size_t)cols), EW_THREADS, 0, cd->stream>>>(rows, cols, x, out);
+	LAUNCH_TRY(cd, "k_col_sum_acc", e);
+	return ERR_OK;
+}
+
+static int cu_tanh_backward(struct dev *d, int n, const float *h, float *dh, struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if (n <= 0)
+		return ERR_OK;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	k_tanh_backward<<<ew_blocks((size_t)n), EW_THREADS, 0, cd->stream>>>((size_t)n, h, dh);
+	LAUNCH_TRY(cd, "k_tanh_backward", e);
+	return ERR_OK;
+}
+
+/* Grows the embed_backward workspace; geometric so that it settles after a few calls. */
+static int sort_reserve(struct cuda_dev *cd, size_t bytes, struct err *e)
+{
+	int rc;
+	if (bytes <= cd->sort_cap)
+		return ERR_OK;
+	size_t cap = cd->sort_cap ? cd->sort_cap : (1u << 16);
+	while (cap < bytes)
+		cap *= 2;
+	if ((rc = drain(cd, e)) != ERR_OK) /* queued kernels may still use the old one */
+		return rc;
+	cudaFree(cd->sort_ws);
+	cd->sort_ws = NULL;
+	cd->sort_cap = 0;
+	CU_TRY(cd, cudaMalloc(&cd->sort_ws, cap), e);
+	cd->sort_cap = cap;
+	return ERR_OK;
+}
+
+static int cu_embed_backward(struct dev *d, int rows, int width, int dim, const int32_t *ctx,
+			     const float *dx, float *table_grad, struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if (rows <= 0 || width <= 0 || dim <= 0)
+		return ERR_OK;
+	if ((size_t)rows * width > (size_t)INT32_MAX)
+		return err_set(e, ERR_DEVICE, __FILE__, __LINE__,
+			       "rank %d device %d: embed_backward over %zu context slots exceeds "
+			       "the kernel's limit", d->rank, d->device_id, (size_t)rows * width);
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	int slots = rows * width;
+	size_t temp_bytes = 0;
+	CU_TRY(cd,
+	       cub::DeviceRadixSort::SortPairs(NULL, temp_bytes, (const int32_t *)NULL,
+					       (int32_t *)NULL, (const int32_t *)NULL,
+					       (int32_t *)NULL, slots, 0, 32, cd->stream),
+	       e);
+	size_t arr = align_up((size_t)slots * sizeof(int32_t), 256);
+	if ((rc = sort_reserve(cd, 3 * arr + temp_bytes, e)) != ERR_OK)
+		return rc;
+	char *base = (char *)cd->sort_ws;
+	int32_t *keys = (int32_t *)base;
+	int32_t *idx_in = (int32_t *)(base + arr);
+	int32_t *idx = (int32_t *)(base + 2 * arr);
+	void *temp = base + 3 * arr;
+	k_iota<<<ew_blocks((size_t)slots), EW_THREADS, 0, cd->stream>>>(slots, idx_in);
+	LAUNCH_TRY(cd, "k_iota", e);
+	/* stable: slots of one id stay in ascending order */
+	CU_TRY(cd,
+	       cub::DeviceRadixSort::SortPairs(temp, temp_bytes, ctx, keys, idx_in, idx, slots, 0, 32,
+					       cd->stream),
+	       e);
+	k_embed_backward<<<ew_blocks((size_t)slots * dim), EW_THREADS, 0, cd->stream>>>(
+		slots, dim, keys, idx, dx, table_grad);
+	LAUNCH_TRY(cd, "k_embed_backward", e);
+	return ERR_OK;
+}
+
+static int cu_scale(struct dev *d, int n, float alpha, float *x, struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if (n <= 0)
+		return ERR_OK;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	k_scale<<<ew_blocks((size_t)n), EW_THREADS, 0, cd->stream>>>((size_t)n, alpha, x);
+	LAUNCH_TRY(cd, "k_scale", e);
+	return ERR_OK;
+}
+
+static int cu_sgd(struct dev *d, int n, float lr, float momentum, float weight_decay, int first,
+		  float *p, const float *g, float *buf, struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if (n <= 0)
+		return ERR_OK;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	k_sgd<<<ew_blocks((size_t)n), EW_THREADS, 0, cd->stream>>>((size_t)n, lr, momentum,
+								     weight_decay, first, p, g, buf);
+	LAUNCH_TRY(cd, "k_sgd", e);
+	return ERR_OK;
+}
+
+static int cu_argmax_hits(struct dev *d, int rows, int cols, const float *bias,
+			  const float *logits, const int32_t *target, int64_t *host_hits,
+			  struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	unsigned long long hits = 0;
+	*host_hits = 0;
+	if (rows <= 0 || cols <= 0)
+		return ERR_OK;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	unsigned long long *counter = (unsigned long long *)cd->red + RED_BLOCKS;
+	CU_TRY(cd, cudaMemsetAsync(counter, 0, sizeof *counter, cd->stream), e);
+	k_argmax_hits<<<rows, ROW_THREADS, 0, cd->stream>>>(cols, bias, logits, target, counter);
+	LAUNCH_TRY(cd, "k_argmax_hits", e);
+	if ((rc = fetch_result(cd, RED_BLOCKS, &hits, sizeof hits, e)) != ERR_OK)
+		return rc;
+	*host_hits = (int64_t)hits;
+	return ERR_OK;
+}
+
+static const struct dev_ops cuda_ops = {
+	.name = "cuda",
+	.destroy = cu_destroy,
+	.alloc = cu_alloc,
+	.release = cu_release,
+	.upload = cu_upload,
+	.download = cu_download,
+	.copy = cu_copy,
+	.zero = cu_zero,
+	.sync = cu_sync,
+	.gemm = cu_gemm,
+	.embed_gather = cu_embed_gather,
+	.bias_tanh = cu_bias_tanh,
+	.xent = cu_xent,
+	.sum = cu_sum,
+	.col_sum_acc = cu_col_sum_acc,
+	.tanh_backward = cu_tanh_backward,
+	.embed_backward = cu_embed_backward,
+	.scale = cu_scale,
+	.sgd = cu_sgd,
+	.argmax_hits = cu_argmax_hits,
+	.count_nonfinite = cu_count_nonfinite,
+};
+
+/* ---- creation ---- */
+
+extern "C" int cuda_dev_create(int rank, int device_id, struct dev **out, struct err *e)
+{
+	int count = 0, rc;
+	*out = NULL;
+	cudaError_t st = cudaGetDeviceCount(&count);
+	if (st != cudaSuccess) {
+		cudaGetLastError();
+		return err_set(e, ERR_DEVICE, __FILE__, __LINE__,
+			       "rank %d: no usable GPU for device %d: %s", rank, device_id,
+			       cudaGetErrorString(st));
+	}
+	if (device_id < 0 || device_id >= count)
+		return err_set(e, ERR_CONFIG, __FILE__, __LINE__,
+			       "rank %d: GPU %d does not exist (%d visible, ordinals 0..%d)", rank,
+			       device_id, count, count - 1);
+	struct cuda_dev *cd = (struct cuda_dev *)calloc(1, sizeof *cd);
+	if (!cd)
+		return err_set(e, ERR_DEVICE, __FILE__, __LINE__, "rank %d: out of memory", rank);
+	cd->dev.ops = &cuda_ops;
+	cd->dev.backend = DEV_BACKEND_CUDA;
+	cd->dev.rank = rank;
+	cd->dev.device_id = device_id;
+	cd->dev.impl = cd;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		goto fail;
+#define CREATE_TRY(call)                                                                     \
+	do {                                                                                 \
+		cudaError_t cst_ = (call);                                                   \
+		if (cst_ != cudaSuccess) {                                                   \
+			rc = gpu_cuda_error(e, __FILE__, __LINE__, (int)cst_, #call, rank,    \
+					    device_id);                                      \
+			goto fail;                                                           \
+		}                                                                            \
+	} while (0)
+#define CREATE_BLAS_TRY(call)                                                                \
+	do {                                                                                 \
+		cublasStatus_t bst_ = (call);                                                \
+		if (bst_ != CUBLAS_STATUS_SUCCESS) {                                         \
+			rc = blas_error(cd, bst_, #call, __FILE__, __LINE__, e);              \
+			goto fail;                                                           \
+		}                                                                            \
+	} while (0)
+	CREATE_TRY(cudaStreamCreateWithFlags(&cd->stream, cudaStreamNonBlocking));
+	CREATE_BLAS_TRY(cublasCreate(&cd->blas));
+	CREATE_BLAS_TRY(cublasSetStream(cd->blas, cd->stream));
+	/* float32 stays float32: no TF32 tensor-core shortcut */
+	CREATE_BLAS_TRY(cublasSetMathMode(cd->blas, CUBLAS_DEFAULT_MATH));
+	CREATE_TRY(cudaHostAlloc((void **)&cd->stage, STAGE_INIT, cudaHostAllocDefault));
+	cd->stage_cap = STAGE_INIT;
+	CREATE_TRY(cudaMalloc(&cd->red, (RED_BLOCKS + 1) * 8));
+	CREATE_TRY(cudaHostAlloc(&cd->host_res, 64, cudaHostAllocDefault));
+#undef CREATE_TRY
+#undef CREATE_BLAS_TRY
+	*out = &cd->dev;
+	return ERR_OK;
+fail:
+	cu_destroy(&cd->dev);
+	return rc;
+}
+
+extern "C" struct CUstream_st *cuda_dev_stream(struct dev *d)
+{
+	if (!d || d->backend != DEV_BACKEND_CUDA || !d->impl)
+		return NULL;
+	return cdev(d)->stream;
+}

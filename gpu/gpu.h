@@ -1,0 +1,68 @@
+/*
+ * gpu: the CUDA backend of the device interface and the NCCL collective.
+ *
+ * Built only when the `cuda` option allows it and the toolkit (nvcc, cuBLAS, NCCL) is
+ * found; DDPTOK_HAVE_CUDA in ddptok_config.h says whether it was. The header is plain C
+ * and names no CUDA type, so the program can include it without the CUDA headers.
+ *
+ *   gpu_device_count   how many GPUs are usable; none (or no driver) is not an error
+ *   cuda_dev_create    a `struct dev` on one GPU: its own non-blocking stream, a cuBLAS
+ *                      handle bound to it (float32 math, no TF32), kernels that mirror
+ *                      the host backend op by op (runtime/dev_host.c)
+ *   nccl_coll_create   a `struct coll` over one NCCL communicator per rank, in one
+ *                      process; waits by polling so that an aborted peer or the barrier
+ *                      timeout releases every rank
+ *   gpu_env_report     driver, runtime, NCCL versions and the visible devices
+ *
+ * Every CUDA, cuBLAS and NCCL failure becomes ERR_DEVICE with the call, the library's
+ * error string, the source location and "rank R device D". A kernel that faults is
+ * reported by the next call that waits on the stream (download, sum, sync, ...).
+ */
+#ifndef DDPTOK_GPU_H
+#define DDPTOK_GPU_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "dev.h"
+#include "err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct barrier;
+struct coll;
+struct CUstream_st; /* cudaStream_t is `struct CUstream_st *` */
+
+/* Number of usable GPUs in *count. No device, no driver or an unusable driver is not an
+ * error: *count = 0, ERR_OK, and `why` (if not NULL) says what the runtime answered. */
+int gpu_device_count(int *count, char *why, size_t whylen, struct err *e);
+
+/* Creates the device of `rank` on GPU `device_id`. Call it from the thread that will use
+ * the device (the device thread of that rank): the CUDA current device is set there. */
+int cuda_dev_create(int rank, int device_id, struct dev **out, struct err *e);
+/* The stream every operation of a CUDA device runs on (NULL for another backend). */
+struct CUstream_st *cuda_dev_stream(struct dev *d);
+
+/* One NCCL communicator per rank over device_ids[0..world). A device id may appear only
+ * once (ERR_CONFIG otherwise: ranks sharing a GPU use `[devices] collective = host`).
+ * The barrier (not owned) supplies the abort flag and the timeout of every wait. */
+int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
+		     struct coll **out, struct err *e);
+
+/* Human-readable report of the CUDA/NCCL environment; a machine without GPU or driver
+ * gets a line saying so (not an error). */
+int gpu_env_report(FILE *out, struct err *e);
+
+/* Shared by the files of this module: fills `e` with ERR_DEVICE for a failed CUDA
+ * runtime call (`status` is the cudaError_t) and returns ERR_DEVICE. rank/device < 0
+ * are left out of the message. */
+int gpu_cuda_error(struct err *e, const char *file, int line, int status, const char *call,
+		   int rank, int device);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

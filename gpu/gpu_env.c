@@ -1,0 +1,97 @@
+/*
+ * gpu_env: what the CUDA side of this machine looks like, and the CUDA error mapping.
+ *
+ * gpu_device_count() decides whether the program can use the CUDA backend at all: a
+ * machine without GPU or driver answers an error from cudaGetDeviceCount(), which here
+ * becomes "0 devices" plus the reason, never a failure. gpu_env_report() prints the
+ * versions and devices for `ddptok-run` diagnostics and tools/gpu-check.sh.
+ */
+#include "gpu.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdio.h>
+
+int gpu_cuda_error(struct err *e, const char *file, int line, int status, const char *call,
+		   int rank, int device)
+{
+	cudaError_t st = (cudaError_t)status;
+	char who[64] = "";
+	if (rank >= 0 && device >= 0)
+		snprintf(who, sizeof who, "rank %d device %d: ", rank, device);
+	else if (device >= 0)
+		snprintf(who, sizeof who, "device %d: ", device);
+	return err_set(e, ERR_DEVICE, file, line, "%s%s failed at %s:%d: %s (%s)", who, call, file,
+		       line, cudaGetErrorString(st), cudaGetErrorName(st));
+}
+
+int gpu_device_count(int *count, char *why, size_t whylen, struct err *e)
+{
+	int n = 0;
+	cudaError_t st = cudaGetDeviceCount(&n);
+	*count = 0;
+	if (st != cudaSuccess) {
+		cudaGetLastError(); /* not sticky: leave the runtime clean */
+		if (why && whylen)
+			snprintf(why, whylen, "%s (%s)", cudaGetErrorString(st), cudaGetErrorName(st));
+		return ERR_OK;
+	}
+	*count = n;
+	if (why && whylen) {
+		if (n == 0)
+			snprintf(why, whylen, "the CUDA runtime sees no device");
+		else
+			snprintf(why, whylen, "%d CUDA device%s visible", n, n == 1 ? "" : "s");
+	}
+	return ERR_OK;
+}
+
+static void print_version(FILE *out, const char *what, int v)
+{
+	fprintf(out, "%-14s %d.%d\n", what, v / 1000, (v % 1000) / 10);
+}
+
+int gpu_env_report(FILE *out, struct err *e)
+{
+	int drv = 0, rt = 0, nccl = 0, n = 0;
+	if (cudaRuntimeGetVersion(&rt) == cudaSuccess)
+		print_version(out, "CUDA runtime", rt);
+	if (cudaDriverGetVersion(&drv) != cudaSuccess || drv == 0) {
+		cudaGetLastError();
+		fprintf(out, "%-14s none: no NVIDIA driver is loaded\n", "CUDA driver");
+	} else {
+		print_version(out, "CUDA driver", drv);
+	}
+	if (ncclGetVersion(&nccl) == ncclSuccess) {
+		/* 2.9 and later: major * 10000 + minor * 100 + patch */
+		if (nccl >= 20900)
+			fprintf(out, "%-14s %d.%d.%d\n", "NCCL", nccl / 10000, nccl / 100 % 100,
+				nccl % 100);
+		else
+			fprintf(out, "%-14s %d.%d.%d\n", "NCCL", nccl / 1000, nccl / 100 % 10,
+				nccl % 100);
+	}
+	cudaError_t st = cudaGetDeviceCount(&n);
+	if (st != cudaSuccess) {
+		cudaGetLastError();
+		fprintf(out, "%-14s none: %s (%s)\n", "GPUs", cudaGetErrorString(st),
+			cudaGetErrorName(st));
+		return ERR_OK;
+	}
+	if (n == 0) {
+		fprintf(out, "%-14s none visible\n", "GPUs");
+		return ERR_OK;
+	}
+	fprintf(out, "%-14s %d\n", "GPUs", n);
+	for (int i = 0; i < n; i++) {
+		struct cudaDeviceProp p;
+		st = cudaGetDeviceProperties(&p, i);
+		if (st != cudaSuccess)
+			return gpu_cuda_error(e, __FILE__, __LINE__, (int)st, "cudaGetDeviceProperties",
+					      -1, i);
+		fprintf(out, "  GPU %d: %s, %.1f GiB, compute capability %d.%d, %d SMs, PCI %04x:%02x:%02x\n",
+			i, p.name, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), p.major,
+			p.minor, p.multiProcessorCount, p.pciDomainID, p.pciBusID, p.pciDeviceID);
+	}
+	return ERR_OK;
+}

@@ -1,0 +1,126 @@
+/*
+ * barrier: generation-counted barrier with abort and timeout (see barrier.h).
+ */
+#include "barrier.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+int barrier_init(struct barrier *b, int parties, double timeout_s, struct err *e)
+{
+	int rc;
+	memset(b, 0, sizeof *b);
+	if ((rc = pthread_mutex_init(&b->mu, NULL)) != 0)
+		return ERR(e, ERR_DEVICE, "pthread_mutex_init: %s", strerror(rc));
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	rc = pthread_cond_init(&b->cv, &attr);
+	pthread_condattr_destroy(&attr);
+	if (rc != 0) {
+		pthread_mutex_destroy(&b->mu);
+		return ERR(e, ERR_DEVICE, "pthread_cond_init: %s", strerror(rc));
+	}
+	b->parties = parties;
+	b->timeout_s = timeout_s;
+	b->abort_rank = -1;
+	atomic_store(&b->aborted, 0);
+	return ERR_OK;
+}
+
+void barrier_destroy(struct barrier *b)
+{
+	pthread_cond_destroy(&b->cv);
+	pthread_mutex_destroy(&b->mu);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int aborted_error(struct barrier *b, int rank, struct err *e)
+{
+	return ERR(e, ERR_ABORTED, "rank %d released: rank %d failed", rank, b->abort_rank);
+}
+
+int barrier_wait(struct barrier *b, int rank, struct err *e)
+{
+	double t0 = now_s();
+	int rc = ERR_OK;
+	pthread_mutex_lock(&b->mu);
+	if (atomic_load(&b->aborted)) {
+		rc = aborted_error(b, rank, e);
+		goto out;
+	}
+	unsigned long gen = b->generation;
+	if (++b->waiting == b->parties) {
+		b->waiting = 0;
+		b->generation++;
+		pthread_cond_broadcast(&b->cv);
+		goto out;
+	}
+	struct timespec deadline;
+	if (b->timeout_s > 0) {
+		clock_gettime(CLOCK_MONOTONIC, &deadline);
+		double whole = (double)(long)b->timeout_s;
+		deadline.tv_sec += (time_t)whole;
+		deadline.tv_nsec += (long)((b->timeout_s - whole) * 1e9);
+		if (deadline.tv_nsec >= 1000000000L) {
+			deadline.tv_sec++;
+			deadline.tv_nsec -= 1000000000L;
+		}
+	}
+	while (gen == b->generation && !atomic_load(&b->aborted)) {
+		int w = b->timeout_s > 0 ? pthread_cond_timedwait(&b->cv, &b->mu, &deadline)
+					 : pthread_cond_wait(&b->cv, &b->mu);
+		if (w == ETIMEDOUT && gen == b->generation && !atomic_load(&b->aborted)) {
+			b->waiting--;
+			atomic_store(&b->aborted, 1);
+			b->abort_rank = rank;
+			pthread_cond_broadcast(&b->cv);
+			rc = ERR(e, ERR_DEVICE,
+				 "rank %d: barrier timed out after %.1f s waiting for its peers "
+				 "(devices.timeout)", rank, b->timeout_s);
+			goto out;
+		}
+	}
+	if (gen == b->generation) { /* woken by an abort */
+		b->waiting--;
+		rc = aborted_error(b, rank, e);
+	}
+out:
+	if (rank >= 0 && rank < 8)
+		b->wait_ns_total[rank] += (now_s() - t0) * 1e9;
+	pthread_mutex_unlock(&b->mu);
+	return rc;
+}
+
+void barrier_abort(struct barrier *b, int rank)
+{
+	pthread_mutex_lock(&b->mu);
+	if (!atomic_load(&b->aborted)) {
+		b->abort_rank = rank;
+		atomic_store(&b->aborted, 1);
+	}
+	pthread_cond_broadcast(&b->cv);
+	pthread_mutex_unlock(&b->mu);
+}
+
+int barrier_is_aborted(struct barrier *b)
+{
+	return atomic_load(&b->aborted);
+}
+
+void barrier_reset(struct barrier *b)
+{
+	pthread_mutex_lock(&b->mu);
+	atomic_store(&b->aborted, 0);
+	b->abort_rank = -1;
+	b->waiting = 0;
+	b->generation++;
+	pthread_mutex_unlock(&b->mu);
+}

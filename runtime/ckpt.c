@@ -1,0 +1,702 @@
+/*
+ * ckpt: the checkpoint store (protocol and guarantees described in ckpt.h).
+ *
+ * Writing: files go into a temporary sibling directory, each fsynced and digested as it
+ * is written; the manifest is written last, so a directory without MANIFEST.json is by
+ * construction incomplete. Publishing is one rename (or one exchange when the step is
+ * being rewritten), followed by an fsync of the parent directory.
+ * Reading: the manifest (jansson) is the single source of truth; every check compares the
+ * files on disk against it.
+ */
+#include "ckpt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+struct ckpt_writer {
+	char root[FSX_PATH_MAX];
+	char tmp[FSX_PATH_MAX];   /* root/.step-NNNN.tmp.<pid> */
+	char final[FSX_PATH_MAX]; /* root/step-NNNN */
+	uint64_t step;
+	struct ckpt_file *files;
+	size_t n, cap;
+};
+
+/* --- names --- */
+
+void ckpt_step_name(uint64_t step, char *out, size_t cap)
+{
+	snprintf(out, cap, "step-%04" PRIu64, step);
+}
+
+/* Parses the digits of a canonical step number at s (stops at the first non-digit);
+ * returns the number of characters consumed, or 0. */
+static size_t parse_step_digits(const char *s, uint64_t *step)
+{
+	uint64_t v = 0;
+	size_t n = 0;
+	char canon[32];
+	while (s[n] >= '0' && s[n] <= '9') {
+		unsigned d = (unsigned)(s[n] - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return 0;
+		v = v * 10 + d;
+		n++;
+	}
+	snprintf(canon, sizeof canon, "%04" PRIu64, v);
+	if (n == 0 || strlen(canon) != n || memcmp(canon, s, n) != 0)
+		return 0;
+	*step = v;
+	return n;
+}
+
+int ckpt_parse_step_name(const char *name, uint64_t *step)
+{
+	uint64_t v;
+	size_t n;
+	if (strncmp(name, "step-", 5) != 0)
+		return 0;
+	n = parse_step_digits(name + 5, &v);
+	if (n == 0 || name[5 + n] != '\0')
+		return 0;
+	*step = v;
+	return 1;
+}
+
+/* ".step-NNNN.tmp.<pid>" or ".step-NNNN.old.<pid>". */
+static int parse_aside_name(const char *name, enum ckpt_kind *kind, uint64_t *step, long *pid)
+{
+	uint64_t v;
+	size_t n;
+	const char *p;
+	long pv = 0;
+	if (strncmp(name, ".step-", 6) != 0)
+		return 0;
+	n = parse_step_digits(name + 6, &v);
+	if (n == 0)
+		return 0;
+	p = name + 6 + n;
+	if (!strncmp(p, ".tmp.", 5))
+		*kind = CKPT_PARTIAL;
+	else if (!strncmp(p, ".old.", 5))
+		*kind = CKPT_TRASH;
+	else
+		return 0;
+	p += 5;
+	if (!*p)
+		return 0;
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9' || pv > 100000000000L)
+			return 0;
+		pv = pv * 10 + (*p - '0');
+	}
+	*step = v;
+	*pid = pv;
+	return 1;
+}
+
+static int valid_file_name(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n >= CKPT_NAME_MAX || name[0] == '.' || !strcmp(name, CKPT_MANIFEST))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+static const struct ckpt_file *find_file(const struct ckpt_file *v, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(v[i].name, name))
+			return &v[i];
+	return NULL;
+}
+
+const char *ckpt_problem_name(enum ckpt_problem p)
+{
+	switch (p) {
+	case CKPT_OK: return "ok";
+	case CKPT_NO_DIR: return "no directory";
+	case CKPT_NO_MANIFEST: return "no manifest";
+	case CKPT_BAD_MANIFEST: return "unparsable manifest";
+	case CKPT_STEP_MISMATCH: return "step mismatch";
+	case CKPT_MISSING_FILE: return "missing file";
+	case CKPT_SIZE_MISMATCH: return "size mismatch";
+	case CKPT_DIGEST_MISMATCH: return "digest mismatch";
+	case CKPT_NOT_LISTED: return "not in manifest";
+	}
+	return "unknown";
+}
+
+/* --- writing --- */
+
+int ckpt_begin(const char *root, uint64_t step, struct ckpt_writer **out, struct err *e)
+{
+	char name[64];
+	struct ckpt_writer *w;
+	int rc;
+
+	*out = NULL;
+	w = calloc(1, sizeof *w);
+	if (!w)
+		return ERR(e, ERR_IO, "checkpoint: out of memory");
+	w->step = step;
+	if ((rc = fsx_mkdirs(root, e)))
+		goto fail;
+	snprintf(w->root, sizeof w->root, "%s", root);
+	ckpt_step_name(step, name, sizeof name);
+	if ((rc = fsx_join(w->final, sizeof w->final, root, name, e)))
+		goto fail;
+	snprintf(name, sizeof name, ".step-%04" PRIu64 ".tmp.%ld", step, (long)getpid());
+	if ((rc = fsx_join(w->tmp, sizeof w->tmp, root, name, e)))
+		goto fail;
+	if ((rc = fsx_remove_tree(w->tmp, e)))
+		goto fail;
+	if (mkdir(w->tmp, 0777) != 0) {
+		rc = ERR_ERRNO(e, "cannot create checkpoint directory %s", w->tmp);
+		goto fail;
+	}
+	*out = w;
+	return 0;
+fail:
+	w->tmp[0] = '\0'; /* nothing of ours to remove */
+	ckpt_abort(w);
+	return rc;
+}
+
+int ckpt_add(struct ckpt_writer *w, const char *name, const void *data, size_t len,
+	     struct err *e)
+{
+	char path[FSX_PATH_MAX];
+	struct ckpt_file *f;
+	int rc;
+
+	if (!valid_file_name(name))
+		return ERR(e, ERR_DATA, "checkpoint %s: invalid file name '%s'", w->final, name);
+	if (find_file(w->files, w->n, name))
+		return ERR(e, ERR_DATA, "checkpoint %s: file '%s' added twice", w->final, name);
+	if (w->n == w->cap) {
+		size_t ncap = w->cap ? 2 * w->cap : 8;
+		struct ckpt_file *p = realloc(w->files, ncap * sizeof *p);
+		if (!p)
+			return ERR(e, ERR_IO, "checkpoint %s: out of memory", w->final);
+		w->files = p;
+		w->cap = ncap;
+	}
+	if ((rc = fsx_join(path, sizeof path, w->tmp, name, e)) ||
+	    (rc = fsx_write_durable(path, data, len, e)))
+		return rc;
+	f = &w->files[w->n];
+	memset(f, 0, sizeof *f);
+	snprintf(f->name, sizeof f->name, "%s", name);
+	f->size = len;
+	if ((rc = digest_sha256(data, len, f->sha256, e)))
+		return rc;
+	w->n++;
+	return 0;
+}
+
+static int write_manifest(struct ckpt_writer *w, struct err *e)
+{
+	char path[FSX_PATH_MAX];
+	json_t *root = NULL, *files;
+	char *text = NULL;
+	int rc = 0;
+
+	root = json_object();
+	files = json_array();
+	if (!root || !files || json_object_set_new(root, "format", json_string(CKPT_FORMAT)) ||
+	    json_object_set_new(root, "step", json_integer((json_int_t)w->step)) ||
+	    json_object_set_new(root, "files", files)) {
+		if (!root)
+			json_decref(files);
+		rc = ERR(e, ERR_IO, "checkpoint %s: cannot build manifest", w->final);
+		goto out;
+	}
+	for (size_t i = 0; i < w->n; i++) {
+		json_t *f = json_pack("{s:s, s:I, s:s}", "name", w->files[i].name, "size",
+				      (json_int_t)w->files[i].size, "sha256", w->files[i].sha256);
+		if (!f || json_array_append_new(files, f)) {
+			rc = ERR(e, ERR_IO, "checkpoint %s: cannot build manifest", w->final);
+			goto out;
+		}
+	}
+	text = json_dumps(root, JSON_INDENT(2));
+	if (!text) {
+		rc = ERR(e, ERR_IO, "checkpoint %s: cannot serialize manifest", w->final);
+		goto out;
+	}
+	size_t len = strlen(text);
+	char *t = realloc(text, len + 2);
+	if (!t) {
+		rc = ERR(e, ERR_IO, "checkpoint %s: out of memory", w->final);
+		goto out;
+	}
+	text = t;
+	text[len++] = '\n';
+	text[len] = '\0';
+	if ((rc = fsx_join(path, sizeof path, w->tmp, CKPT_MANIFEST, e)) ||
+	    (rc = fsx_write_durable(path, text, len, e)))
+		goto out;
+out:
+	free(text);
+	json_decref(root);
+	return rc;
+}
+
+/* Moves the finished temporary directory to its final name. On success w->tmp names what
+ * is left to delete (the replaced old copy) or is "". */
+static int publish(struct ckpt_writer *w, struct err *e)
+{
+	if (!fsx_exists(w->final)) {
+		if (rename(w->tmp, w->final) != 0)
+			return ERR_ERRNO(e, "cannot rename %s to %s", w->tmp, w->final);
+		w->tmp[0] = '\0';
+		return 0;
+	}
+	/* Rewriting a step: swap, so that step-NNNN never stops existing. */
+	if (renameat2(AT_FDCWD, w->tmp, AT_FDCWD, w->final, RENAME_EXCHANGE) == 0)
+		return 0; /* w->tmp now holds the old copy */
+	if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+		return ERR_ERRNO(e, "cannot exchange %s and %s", w->tmp, w->final);
+
+	/* No exchange on this file system: move the old copy aside first. */
+	char trash[FSX_PATH_MAX], name[64];
+	int rc;
+	snprintf(name, sizeof name, ".step-%04" PRIu64 ".old.%ld", w->step, (long)getpid());
+	if ((rc = fsx_join(trash, sizeof trash, w->root, name, e)) || (rc = fsx_remove_tree(trash, e)))
+		return rc;
+	if (rename(w->final, trash) != 0)
+		return ERR_ERRNO(e, "cannot rename %s to %s", w->final, trash);
+	if (rename(w->tmp, w->final) != 0) {
+		rc = ERR_ERRNO(e, "cannot rename %s to %s", w->tmp, w->final);
+		if (rename(trash, w->final) != 0) /* put the old one back */
+			err_prefix(e, "old checkpoint left at %s", trash);
+		return rc;
+	}
+	snprintf(w->tmp, sizeof w->tmp, "%s", trash);
+	return 0;
+}
+
+int ckpt_commit(struct ckpt_writer *w, char *path_out, size_t cap, struct err *e)
+{
+	int rc;
+
+	if (path_out && cap)
+		path_out[0] = '\0';
+	if ((rc = write_manifest(w, e)) || (rc = fsx_fsync_dir(w->tmp, e)) || (rc = publish(w, e)))
+		goto out;
+	if ((rc = fsx_fsync_dir(w->root, e)))
+		goto out;
+	if (path_out && cap)
+		snprintf(path_out, cap, "%s", w->final);
+out:
+	/* On success w->tmp is "" or the replaced copy; on failure our unpublished data.
+	 * A replaced copy that cannot be removed stays (ckpt_list reports it). */
+	ckpt_abort(w);
+	return rc;
+}
+
+void ckpt_abort(struct ckpt_writer *w)
+{
+	if (!w)
+		return;
+	if (w->tmp[0]) {
+		struct err ignored;
+		err_clear(&ignored);
+		fsx_remove_tree(w->tmp, &ignored);
+	}
+	free(w->files);
+	free(w);
+}
+
+/* --- reading --- */
+
+static void report_init(struct ckpt_report *r)
+{
+	memset(r, 0, sizeof *r);
+}
+
+void ckpt_report_free(struct ckpt_report *r)
+{
+	if (!r)
+		return;
+	free(r->files);
+	fsx_free_names(r->extra, r->nextra);
+	report_init(r);
+}
+
+static int bad_manifest(struct ckpt_report *r, struct err *e, const char *dir, const char *why)
+{
+	r->problem = CKPT_BAD_MANIFEST;
+	return ERR(e, ERR_DATA, "checkpoint %s: unparsable manifest %s: %s", dir, CKPT_MANIFEST, why);
+}
+
+/* Reads and checks dir/MANIFEST.json into r (step, files, nfiles, total_bytes). */
+static int load_manifest(const char *dir, struct ckpt_report *r, struct err *e)
+{
+	char path[FSX_PATH_MAX], why[300];
+	char *text = NULL;
+	size_t len;
+	json_t *root = NULL, *files, *v;
+	json_error_t jerr;
+	struct stat st;
+	int rc;
+
+	if (!fsx_is_dir(dir)) {
+		r->problem = CKPT_NO_DIR;
+		return ERR(e, ERR_DATA, "checkpoint %s does not exist or is not a directory", dir);
+	}
+	if ((rc = fsx_join(path, sizeof path, dir, CKPT_MANIFEST, e)))
+		return rc;
+	if (lstat(path, &st) != 0) {
+		if (errno == ENOENT) {
+			r->problem = CKPT_NO_MANIFEST;
+			return ERR(e, ERR_DATA, "checkpoint %s has no %s: incomplete checkpoint, not used",
+				   dir, CKPT_MANIFEST);
+		}
+		return ERR_ERRNO(e, "cannot stat %s", path);
+	}
+	if (!S_ISREG(st.st_mode))
+		return bad_manifest(r, e, dir, "not a regular file");
+	if ((rc = fsx_read_all(path, &text, &len, e)))
+		return rc;
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		snprintf(why, sizeof why, "invalid JSON at line %d: %s", jerr.line, jerr.text);
+		rc = bad_manifest(r, e, dir, why);
+		goto out;
+	}
+	v = json_object_get(root, "format");
+	if (!json_is_string(v) || strcmp(json_string_value(v), CKPT_FORMAT) != 0) {
+		rc = bad_manifest(r, e, dir, "\"format\" is not \"" CKPT_FORMAT "\"");
+		goto out;
+	}
+	v = json_object_get(root, "step");
+	if (!json_is_integer(v) || json_integer_value(v) < 0) {
+		rc = bad_manifest(r, e, dir, "\"step\" is not a non-negative integer");
+		goto out;
+	}
+	r->step = (uint64_t)json_integer_value(v);
+	files = json_object_get(root, "files");
+	if (!json_is_array(files)) {
+		rc = bad_manifest(r, e, dir, "\"files\" is not an array");
+		goto out;
+	}
+	size_t n = json_array_size(files);
+	r->files = calloc(n ? n : 1, sizeof *r->files);
+	if (!r->files) {
+		rc = ERR(e, ERR_IO, "checkpoint %s: out of memory", dir);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *f = json_array_get(files, i);
+		json_t *jn = json_object_get(f, "name"), *js = json_object_get(f, "size"),
+		       *jh = json_object_get(f, "sha256");
+		struct ckpt_file *cf = &r->files[i];
+		if (!json_is_object(f) || !json_is_string(jn) || !json_is_integer(js) ||
+		    !json_is_string(jh) || json_integer_value(js) < 0) {
+			snprintf(why, sizeof why, "entry %zu lacks a string \"name\", an integer \"size\" "
+				 "or a string \"sha256\"", i);
+			rc = bad_manifest(r, e, dir, why);
+			goto out;
+		}
+		const char *name = json_string_value(jn), *hex = json_string_value(jh);
+		if (!valid_file_name(name)) {
+			snprintf(why, sizeof why, "entry %zu: invalid file name '%.100s'", i, name);
+			rc = bad_manifest(r, e, dir, why);
+			goto out;
+		}
+		if (find_file(r->files, r->nfiles, name)) {
+			snprintf(why, sizeof why, "file '%s' listed twice", name);
+			rc = bad_manifest(r, e, dir, why);
+			goto out;
+		}
+		if (!digest_is_hex(hex)) {
+			snprintf(why, sizeof why, "file '%s': \"sha256\" is not 64 lowercase hex digits", name);
+			rc = bad_manifest(r, e, dir, why);
+			goto out;
+		}
+		snprintf(cf->name, sizeof cf->name, "%s", name);
+		cf->size = (uint64_t)json_integer_value(js);
+		memcpy(cf->sha256, hex, DIGEST_HEX_SIZE);
+		r->total_bytes += cf->size;
+		r->nfiles++;
+	}
+out:
+	json_decref(root);
+	free(text);
+	return rc;
+}
+
+/* The last path component of dir, ignoring trailing slashes, into out. */
+static void base_name(const char *dir, char *out, size_t cap)
+{
+	size_t end = strlen(dir), start;
+	while (end > 1 && dir[end - 1] == '/')
+		end--;
+	start = end;
+	while (start > 0 && dir[start - 1] != '/')
+		start--;
+	size_t n = end - start < cap - 1 ? end - start : cap - 1;
+	memcpy(out, dir + start, n);
+	out[n] = '\0';
+}
+
+/* Checks one listed file on disk (size, then digest). */
+static int check_file(const char *dir, const struct ckpt_file *f, struct ckpt_report *r,
+		      struct err *e)
+{
+	char path[FSX_PATH_MAX], hex[DIGEST_HEX_SIZE];
+	struct stat st;
+	uint64_t size;
+	int rc;
+
+	if ((rc = fsx_join(path, sizeof path, dir, f->name, e)))
+		return rc;
+	if (lstat(path, &st) != 0) {
+		if (errno == ENOENT) {
+			r->problem = CKPT_MISSING_FILE;
+			return ERR(e, ERR_DATA, "checkpoint %s: missing file %s (listed in %s)", dir,
+				   f->name, CKPT_MANIFEST);
+		}
+		return ERR_ERRNO(e, "cannot stat %s", path);
+	}
+	if (!S_ISREG(st.st_mode)) {
+		r->problem = CKPT_MISSING_FILE;
+		return ERR(e, ERR_DATA, "checkpoint %s: missing file %s (not a regular file)", dir, f->name);
+	}
+	if ((uint64_t)st.st_size != f->size)
+		goto size_mismatch;
+	if ((rc = digest_file(path, hex, &size, e)))
+		return rc;
+	if (size != f->size) {
+		st.st_size = (off_t)size;
+		goto size_mismatch;
+	}
+	if (strcmp(hex, f->sha256) != 0) {
+		r->problem = CKPT_DIGEST_MISMATCH;
+		return ERR(e, ERR_DATA, "checkpoint %s: digest mismatch for %s (corrupt): sha256 %s, "
+			   "manifest says %s", dir, f->name, hex, f->sha256);
+	}
+	return 0;
+size_mismatch:
+	r->problem = CKPT_SIZE_MISMATCH;
+	return ERR(e, ERR_DATA, "checkpoint %s: size mismatch for %s (%s): %" PRIu64 " bytes, "
+		   "manifest says %" PRIu64, dir, f->name,
+		   (uint64_t)st.st_size < f->size ? "truncated" : "grown", (uint64_t)st.st_size, f->size);
+}
+
+int ckpt_verify(const char *dir, struct ckpt_report *r_out, struct err *e)
+{
+	struct ckpt_report local, *r = r_out ? r_out : &local;
+	char base[256];
+	char **names = NULL;
+	size_t count = 0;
+	uint64_t named_step;
+	int rc;
+
+	report_init(r);
+	if ((rc = load_manifest(dir, r, e)))
+		goto out;
+	base_name(dir, base, sizeof base);
+	if (ckpt_parse_step_name(base, &named_step) && named_step != r->step) {
+		r->problem = CKPT_STEP_MISMATCH;
+		rc = ERR(e, ERR_DATA, "checkpoint %s: its manifest is for step %" PRIu64, dir, r->step);
+		goto out;
+	}
+	for (size_t i = 0; i < r->nfiles; i++)
+		if ((rc = check_file(dir, &r->files[i], r, e)))
+			goto out;
+
+	if ((rc = fsx_list_dir(dir, &names, &count, e)))
+		goto out;
+	r->extra = calloc(count ? count : 1, sizeof *r->extra);
+	if (!r->extra) {
+		rc = ERR(e, ERR_IO, "checkpoint %s: out of memory", dir);
+		goto out;
+	}
+	for (size_t i = 0; i < count; i++) {
+		if (!strcmp(names[i], CKPT_MANIFEST) || find_file(r->files, r->nfiles, names[i]))
+			continue;
+		r->extra[r->nextra++] = names[i];
+		names[i] = NULL;
+	}
+	if (r->nextra) {
+		size_t n = (size_t)snprintf(r->warning, sizeof r->warning,
+					    "%zu file%s not listed in %s (ignored):", r->nextra,
+					    r->nextra == 1 ? "" : "s", CKPT_MANIFEST);
+		for (size_t i = 0; i < r->nextra && n < sizeof r->warning; i++)
+			n += (size_t)snprintf(r->warning + n, sizeof r->warning - n, " %s", r->extra[i]);
+		if (n >= sizeof r->warning && sizeof r->warning > 4)
+			memcpy(r->warning + sizeof r->warning - 4, "...", 4);
+	}
+out:
+	fsx_free_names(names, count);
+	if (r == &local)
+		ckpt_report_free(&local);
+	return rc;
+}
+
+int ckpt_read(const char *dir, const char *name, char **buf, size_t *len, struct err *e)
+{
+	struct ckpt_report r;
+	char path[FSX_PATH_MAX], hex[DIGEST_HEX_SIZE];
+	const struct ckpt_file *f;
+	int rc;
+
+	*buf = NULL;
+	*len = 0;
+	report_init(&r);
+	if ((rc = load_manifest(dir, &r, e)))
+		goto out;
+	if (!(f = find_file(r.files, r.nfiles, name))) {
+		rc = ERR(e, ERR_DATA, "checkpoint %s: no file %s in its %s", dir, name, CKPT_MANIFEST);
+		goto out;
+	}
+	if ((rc = fsx_join(path, sizeof path, dir, name, e)))
+		goto out;
+	if (!fsx_exists(path)) {
+		rc = ERR(e, ERR_DATA, "checkpoint %s: missing file %s (listed in %s)", dir, name,
+			 CKPT_MANIFEST);
+		goto out;
+	}
+	if ((rc = fsx_read_all(path, buf, len, e)))
+		goto out;
+	if ((uint64_t)*len != f->size) {
+		rc = ERR(e, ERR_DATA, "checkpoint %s: size mismatch for %s (%s): %zu bytes, manifest "
+			 "says %" PRIu64, dir, name, (uint64_t)*len < f->size ? "truncated" : "grown",
+			 *len, f->size);
+		goto out;
+	}
+	if ((rc = digest_sha256(*buf, *len, hex, e)))
+		goto out;
+	if (strcmp(hex, f->sha256) != 0) {
+		rc = ERR(e, ERR_DATA, "checkpoint %s: digest mismatch for %s (corrupt): sha256 %s, "
+			 "manifest says %s", dir, name, hex, f->sha256);
+		goto out;
+	}
+out:
+	if (rc) {
+		free(*buf);
+		*buf = NULL;
+		*len = 0;
+	}
+	ckpt_report_free(&r);
+	return rc;
+}
+
+/* --- enumerating --- */
+
+static int cmp_entries(const void *pa, const void *pb)
+{
+	const struct ckpt_entry *a = pa, *b = pb;
+	if (a->step != b->step)
+		return a->step < b->step ? -1 : 1;
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1;
+	return strcmp(a->name, b->name);
+}
+
+void ckpt_listing_free(struct ckpt_listing *l)
+{
+	if (!l)
+		return;
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+int ckpt_list(const char *root, struct ckpt_listing *out, struct err *e)
+{
+	char **names = NULL;
+	size_t count = 0;
+	int rc;
+
+	out->v = NULL;
+	out->n = 0;
+	if (!fsx_exists(root))
+		return 0;
+	if ((rc = fsx_list_dir(root, &names, &count, e)))
+		return rc;
+	out->v = calloc(count ? count : 1, sizeof *out->v);
+	if (!out->v) {
+		rc = ERR(e, ERR_IO, "cannot list checkpoints in %s: out of memory", root);
+		goto out;
+	}
+	for (size_t i = 0; i < count; i++) {
+		struct ckpt_entry *en = &out->v[out->n];
+		if (strlen(names[i]) >= sizeof en->name)
+			continue;
+		if (ckpt_parse_step_name(names[i], &en->step)) {
+			en->kind = CKPT_STEP;
+			en->pid = 0;
+		} else if (!parse_aside_name(names[i], &en->kind, &en->step, &en->pid)) {
+			continue;
+		}
+		snprintf(en->name, sizeof en->name, "%s", names[i]);
+		if ((rc = fsx_join(en->path, sizeof en->path, root, names[i], e)))
+			goto out;
+		out->n++;
+	}
+	qsort(out->v, out->n, sizeof *out->v, cmp_entries);
+out:
+	fsx_free_names(names, count);
+	if (rc)
+		ckpt_listing_free(out);
+	return rc;
+}
+
+int ckpt_latest_valid(const char *root, char *path_out, size_t cap, uint64_t *step_out,
+		      int *skipped, struct err *e)
+{
+	struct ckpt_listing l;
+	struct err first;
+	int rc, nskip = 0;
+
+	if (path_out && cap)
+		path_out[0] = '\0';
+	if (skipped)
+		*skipped = 0;
+	err_clear(&first);
+	if ((rc = ckpt_list(root, &l, e)))
+		return rc;
+	for (size_t i = l.n; i-- > 0;) {
+		struct err one;
+		if (l.v[i].kind != CKPT_STEP)
+			continue;
+		err_clear(&one);
+		if (ckpt_verify(l.v[i].path, NULL, &one) == 0) {
+			if (path_out && cap)
+				snprintf(path_out, cap, "%s", l.v[i].path);
+			if (step_out)
+				*step_out = l.v[i].step;
+			if (skipped)
+				*skipped = nskip;
+			ckpt_listing_free(&l);
+			return 0;
+		}
+		if (nskip++ == 0)
+			first = one;
+	}
+	ckpt_listing_free(&l);
+	if (skipped)
+		*skipped = nskip;
+	if (nskip)
+		return ERR(e, ERR_DATA, "no valid checkpoint in %s (%d rejected; newest: %s)", root, nskip,
+			   first.msg);
+	return ERR(e, ERR_DATA, "no checkpoint in %s", root);
+}

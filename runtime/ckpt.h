@@ -1,0 +1,148 @@
+/*
+ * ckpt: the checkpoint store, a directory of named files published atomically.
+ *
+ * A checkpoint is the directory <root>/step-NNNN (NNNN = number of completed updates,
+ * zero-padded to at least 4 digits; root is normally <artifacts>/checkpoints). The store
+ * does not know what the files mean (parameters, optimizer state, configuration, sampler
+ * state, rank parts are the trainer's business); it guarantees that a checkpoint it
+ * accepts is exactly what was written:
+ *
+ *   - ckpt_begin() creates a temporary sibling "<root>/.step-NNNN.tmp.<pid>";
+ *   - ckpt_add() writes each file there, fsyncs it and records its size and SHA-256;
+ *   - ckpt_commit() writes MANIFEST.json last ({"format": CKPT_FORMAT, "step": N,
+ *     "files": [{"name", "size", "sha256"}, ...]}), fsyncs it and the directory, then
+ *     renames the directory to step-NNNN and fsyncs root. When step-NNNN already exists
+ *     the two directories are swapped in one renameat2(RENAME_EXCHANGE) and the old one
+ *     is removed afterwards, so a valid checkpoint for that step exists at every instant.
+ *     (File systems without RENAME_EXCHANGE fall back to moving the old one to
+ *     ".step-NNNN.old.<pid>" first; a crash between the two renames then leaves it there.)
+ *   - ckpt_verify() accepts a directory only if MANIFEST.json is present and valid and
+ *     every listed file has exactly the recorded size and digest.
+ *
+ * A crash at any point therefore leaves either the previous state or the new checkpoint,
+ * plus possibly a temporary directory that is never accepted (it has no manifest, or it
+ * is not named step-NNNN). ckpt_list() reports such leftovers; nothing deletes them
+ * silently (except ckpt_begin() reusing its own temporary name).
+ *
+ * Checkpoint problems (no manifest, bad manifest, missing/truncated/altered files) are
+ * ERR_DATA; failing system calls are ERR_IO. All functions name the directory/file.
+ */
+#ifndef DDPTOK_CKPT_H
+#define DDPTOK_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "digest.h"
+#include "err.h"
+#include "fsx.h"
+
+#define CKPT_FORMAT "ddptok-checkpoint-1"
+#define CKPT_MANIFEST "MANIFEST.json"
+/* File names: 1..CKPT_NAME_MAX-1 characters from [A-Za-z0-9._-], not starting with '.',
+ * not CKPT_MANIFEST. No subdirectories. */
+#define CKPT_NAME_MAX 128
+
+struct ckpt_file {
+	char name[CKPT_NAME_MAX];
+	uint64_t size;
+	char sha256[DIGEST_HEX_SIZE];
+};
+
+/* --- writing --- */
+
+struct ckpt_writer;
+
+/* Starts checkpoint `step` under root (created if needed). A temporary directory of the
+ * same name left by an earlier process with this pid is removed first. */
+int ckpt_begin(const char *root, uint64_t step, struct ckpt_writer **out, struct err *e);
+/* Writes one file (durably) and records it. Names must be unique within a checkpoint.
+ * After a failure, call ckpt_abort(). */
+int ckpt_add(struct ckpt_writer *w, const char *name, const void *data, size_t len,
+	     struct err *e);
+/* Publishes the checkpoint; path_out (if not NULL, cap bytes) receives its directory.
+ * Always consumes w: on failure the temporary directory is removed and the previous
+ * step-NNNN (if any) is still in place. When a step is rewritten, the replaced copy is
+ * deleted after the swap; if that deletion fails it stays (ckpt_list reports it) and the
+ * commit still succeeds. */
+int ckpt_commit(struct ckpt_writer *w, char *path_out, size_t cap, struct err *e);
+/* Discards an unfinished checkpoint (removes its temporary directory, frees w). NULL ok. */
+void ckpt_abort(struct ckpt_writer *w);
+
+/* --- checking and reading --- */
+
+enum ckpt_problem {
+	CKPT_OK = 0,
+	CKPT_NO_DIR,          /* the directory does not exist or is not a directory */
+	CKPT_NO_MANIFEST,     /* incomplete checkpoint (MANIFEST.json absent) */
+	CKPT_BAD_MANIFEST,    /* MANIFEST.json unreadable, not JSON, or not our format */
+	CKPT_STEP_MISMATCH,   /* manifest step differs from the step-NNNN directory name */
+	CKPT_MISSING_FILE,    /* a listed file does not exist (or is not a regular file) */
+	CKPT_SIZE_MISMATCH,   /* a listed file has another size (truncated or grown) */
+	CKPT_DIGEST_MISMATCH, /* a listed file has the right size but other content */
+	CKPT_NOT_LISTED,      /* ckpt_read: the name is not in the manifest */
+};
+
+const char *ckpt_problem_name(enum ckpt_problem p);
+
+struct ckpt_report {
+	enum ckpt_problem problem; /* CKPT_OK when the checkpoint is valid */
+	uint64_t step;             /* from the manifest */
+	struct ckpt_file *files;   /* the manifest's entries, in manifest order */
+	size_t nfiles;
+	uint64_t total_bytes;      /* sum of the listed sizes */
+	char **extra;              /* files present but not in the manifest (sorted): */
+	size_t nextra;             /* allowed, reported as the warning below */
+	char warning[512];         /* "" or a line describing the extra files */
+};
+
+/* Verifies the checkpoint directory `dir` (it need not be named step-NNNN; if it is, the
+ * manifest's step must match). r may be NULL; if not, it is always initialized (free it
+ * with ckpt_report_free whatever the result) and r->problem classifies a failure. */
+int ckpt_verify(const char *dir, struct ckpt_report *r, struct err *e);
+void ckpt_report_free(struct ckpt_report *r);
+
+/* Reads file `name` of the checkpoint `dir` into a malloc'd, NUL-terminated buffer, after
+ * checking it against the manifest (listed, same size, same SHA-256). Other files are
+ * not checked: call ckpt_verify() first to accept a checkpoint as a whole. */
+int ckpt_read(const char *dir, const char *name, char **buf, size_t *len, struct err *e);
+
+/* --- enumerating --- */
+
+enum ckpt_kind {
+	CKPT_STEP,    /* step-NNNN: published (ckpt_verify tells whether it is valid) */
+	CKPT_PARTIAL, /* .step-NNNN.tmp.<pid>: being written, or left by a crash */
+	CKPT_TRASH,   /* .step-NNNN.old.<pid>: an older copy that was being replaced */
+};
+
+struct ckpt_entry {
+	enum ckpt_kind kind;
+	uint64_t step;
+	long pid;                  /* writer's pid for PARTIAL/TRASH, 0 for STEP */
+	char name[256];            /* entry name inside root */
+	char path[FSX_PATH_MAX];   /* root/name */
+};
+
+struct ckpt_listing {
+	struct ckpt_entry *v;
+	size_t n;
+};
+
+/* Lists the checkpoint-related entries of root sorted by step, then kind (STEP first),
+ * then name. Other entries are ignored; a missing root gives an empty listing. Names
+ * must be canonical (exactly what ckpt_step_name produces for their step). */
+int ckpt_list(const char *root, struct ckpt_listing *out, struct err *e);
+void ckpt_listing_free(struct ckpt_listing *l);
+
+/* The newest step-NNNN under root that passes ckpt_verify: its path (cap bytes) and step
+ * (may be NULL). *skipped (may be NULL) counts newer step directories that failed. None
+ * valid: ERR_DATA naming root (and the newest failure's reason, if any). */
+int ckpt_latest_valid(const char *root, char *path_out, size_t cap, uint64_t *step_out,
+		      int *skipped, struct err *e);
+
+/* "step-NNNN" for a step (out needs at least 32 bytes). */
+void ckpt_step_name(uint64_t step, char *out, size_t cap);
+/* Parses a canonical "step-NNNN"; returns 1 and sets *step, or 0. */
+int ckpt_parse_step_name(const char *name, uint64_t *step);
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * coll: collectives with the semantics of NCCL's allreduce, in place.
+ *
+ * Every rank calls the same collectives in the same order (the caller's contract; the
+ * window logic guarantees it by deciding from global counts only). Two implementations:
+ * the host one here (CPU backend, or CUDA ranks sharing a GPU: `collective = host`), and
+ * NCCL in gpu/. The host reduction is deterministic: element i is always summed in rank
+ * order 0..W-1, so every rank receives identical bits, run after run.
+ */
+#ifndef DDPTOK_COLL_H
+#define DDPTOK_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "barrier.h"
+#include "dev.h"
+#include "err.h"
+
+enum coll_dtype { COLL_F32 = 0, COLL_F64 = 1, COLL_I64 = 2 };
+enum coll_op { COLL_SUM = 0, COLL_AVG = 1 };
+
+struct coll;
+
+struct coll_ops {
+	const char *name; /* "host" or "nccl" */
+	/* In-place allreduce of buf[0..count) on every rank. `buf` is in the memory space of
+	 * the rank's device (`dev`), or host memory when `host_buf` is non-zero. */
+	int (*allreduce)(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
+			 enum coll_dtype type, enum coll_op op, int host_buf, struct err *e);
+	/* Called by any rank that fails: releases all peers (abort communicators/barrier). */
+	void (*abort)(struct coll *c, int rank);
+	void (*destroy)(struct coll *c);
+};
+
+struct coll {
+	const struct coll_ops *ops;
+	int world;
+	struct barrier *barrier; /* the pool's barrier, shared */
+	void *impl;
+	double seconds[8];       /* per-rank time inside allreduce (statistics) */
+};
+
+/* Host collective over `world` ranks synchronized by `barrier` (not owned). Device
+ * buffers are staged through host memory with the device's download/upload. */
+int coll_host_create(int world, struct barrier *barrier, size_t max_count, struct coll **out,
+		     struct err *e);
+void coll_destroy(struct coll *c);
+const char *coll_op_name(enum coll_op op);
+
+#endif

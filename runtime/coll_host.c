@@ -1,0 +1,170 @@
+/*
+ * coll_host: the host collective, deterministic allreduce through shared memory.
+ *
+ * Every rank publishes a host pointer to its data (device buffers are first staged into
+ * host memory through the device's download), then, after a barrier, rank r reduces
+ * the r-th slice of the vector for everybody: element i is the sum over ranks taken in
+ * rank order 0..W-1 (then divided by W for avg), written once into a shared result.
+ * After a second barrier each rank copies the result back into its buffer. Two barriers
+ * per call suffice: a rank can only start overwriting the shared result in its next
+ * call after every rank has reached that call's first barrier, i.e. finished copying.
+ */
+#include "coll.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct host_coll {
+	size_t max_count;
+	const void *src[8];
+	void *stage[8];   /* per-rank host staging for device buffers */
+	void *result;     /* max_count * 8 bytes */
+};
+
+static size_t dtype_size(enum coll_dtype t)
+{
+	return t == COLL_F32 ? 4 : 8;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void reduce_slice(const struct coll *c, const struct host_coll *h, size_t lo, size_t hi,
+			 enum coll_dtype type, enum coll_op op)
+{
+	int w = c->world;
+	switch (type) {
+	case COLL_F32: {
+		float *out = h->result;
+		for (size_t i = lo; i < hi; i++) {
+			float acc = ((const float *)h->src[0])[i];
+			for (int q = 1; q < w; q++)
+				acc += ((const float *)h->src[q])[i];
+			out[i] = op == COLL_AVG ? acc / (float)w : acc;
+		}
+		break;
+	}
+	case COLL_F64: {
+		double *out = h->result;
+		for (size_t i = lo; i < hi; i++) {
+			double acc = ((const double *)h->src[0])[i];
+			for (int q = 1; q < w; q++)
+				acc += ((const double *)h->src[q])[i];
+			out[i] = op == COLL_AVG ? acc / (double)w : acc;
+		}
+		break;
+	}
+	case COLL_I64: {
+		int64_t *out = h->result;
+		for (size_t i = lo; i < hi; i++) {
+			int64_t acc = ((const int64_t *)h->src[0])[i];
+			for (int q = 1; q < w; q++)
+				acc += ((const int64_t *)h->src[q])[i];
+			out[i] = op == COLL_AVG ? acc / w : acc;
+		}
+		break;
+	}
+	}
+}
+
+static int host_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
+			  enum coll_dtype type, enum coll_op op, int host_buf, struct err *e)
+{
+	struct host_coll *h = c->impl;
+	double t0 = now_s();
+	size_t bytes = count * dtype_size(type);
+	int rc;
+	if (count > h->max_count)
+		return ERR(e, ERR_DEVICE, "rank %d: allreduce of %zu elements exceeds the collective's "
+			   "capacity of %zu", rank, count, h->max_count);
+	int direct = host_buf || !dev || dev->backend == DEV_BACKEND_CPU;
+	if (direct) {
+		h->src[rank] = buf;
+	} else {
+		if ((rc = dev->ops->download(dev, h->stage[rank], buf, bytes, e)) != ERR_OK)
+			return rc;
+		h->src[rank] = h->stage[rank];
+	}
+	if ((rc = barrier_wait(c->barrier, rank, e)) != ERR_OK)
+		return rc;
+	size_t lo = count * rank / c->world, hi = count * (rank + 1) / c->world;
+	reduce_slice(c, h, lo, hi, type, op);
+	if ((rc = barrier_wait(c->barrier, rank, e)) != ERR_OK)
+		return rc;
+	if (direct)
+		memcpy(buf, h->result, bytes);
+	else if ((rc = dev->ops->upload(dev, buf, h->result, bytes, e)) != ERR_OK)
+		return rc;
+	c->seconds[rank] += now_s() - t0;
+	return ERR_OK;
+}
+
+static void host_abort(struct coll *c, int rank)
+{
+	barrier_abort(c->barrier, rank);
+}
+
+static void host_destroy(struct coll *c)
+{
+	struct host_coll *h = c->impl;
+	if (h) {
+		for (int r = 0; r < 8; r++)
+			free(h->stage[r]);
+		free(h->result);
+		free(h);
+	}
+	free(c);
+}
+
+static const struct coll_ops host_coll_ops = {
+	.name = "host",
+	.allreduce = host_allreduce,
+	.abort = host_abort,
+	.destroy = host_destroy,
+};
+
+int coll_host_create(int world, struct barrier *barrier, size_t max_count, struct coll **out,
+		     struct err *e)
+{
+	struct coll *c = calloc(1, sizeof *c);
+	struct host_coll *h = calloc(1, sizeof *h);
+	if (!c || !h)
+		goto oom;
+	c->ops = &host_coll_ops;
+	c->world = world;
+	c->barrier = barrier;
+	c->impl = h;
+	h->max_count = max_count;
+	h->result = malloc(max_count * 8 + 8);
+	if (!h->result)
+		goto oom;
+	for (int r = 0; r < world; r++)
+		if (!(h->stage[r] = malloc(max_count * 8 + 8)))
+			goto oom;
+	*out = c;
+	return ERR_OK;
+oom:
+	if (c) {
+		c->impl = h;
+		host_destroy(c);
+	} else {
+		free(h);
+	}
+	return ERR(e, ERR_DEVICE, "out of memory for the host collective (%zu elements)", max_count);
+}
+
+void coll_destroy(struct coll *c)
+{
+	if (c && c->ops)
+		c->ops->destroy(c);
+}
+
+const char *coll_op_name(enum coll_op op)
+{
+	return op == COLL_AVG ? "avg" : "sum";
+}

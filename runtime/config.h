@@ -1,0 +1,71 @@
+/*
+ * config: INI configuration with a declared key table.
+ *
+ * Every key is declared once (section, name, type, default, range or choices, whether it
+ * changes the math, one doc line) by the program; this module loads an .ini file with
+ * iniparser, applies `--set section.key=value` overrides, and validates everything
+ * against the table. Unknown sections/keys and malformed or out-of-range values are
+ * errors (ERR_CONFIG) naming the file, section and key. Integers and floats are parsed
+ * strictly (whole string, base 10, no "010" as octal, no trailing garbage, no overflow).
+ */
+#ifndef DDPTOK_CONFIG_H
+#define DDPTOK_CONFIG_H
+
+#include <stdio.h>
+
+#include "err.h"
+
+enum cfg_type { CFG_INT, CFG_FLOAT, CFG_STRING, CFG_ENUM, CFG_BOOL };
+
+struct cfg_key {
+	const char *section;
+	const char *name;
+	enum cfg_type type;
+	const char *def;     /* default, as it would be written in the file */
+	double min, max;     /* CFG_INT / CFG_FLOAT range, inclusive unless `open` says */
+	const char *choices; /* CFG_ENUM: "a|b|c" */
+	int math;            /* 1: changes the computation (resume refuses a change) */
+	const char *doc;     /* one line for --help and the README reference */
+	unsigned open;       /* CFG_OPEN_MIN / CFG_OPEN_MAX: that bound is excluded */
+};
+
+/* cfg_key.open flags: the range is (min, ...] or [..., max) instead of inclusive. */
+enum { CFG_OPEN_MIN = 1, CFG_OPEN_MAX = 2 };
+
+struct cfg_value {
+	char text[256];  /* resolved value as text (canonical) */
+	long long i;     /* CFG_INT, CFG_BOOL (0/1), CFG_ENUM (index in choices) */
+	double f;        /* CFG_FLOAT */
+	char origin[64]; /* "default", the file name, or "--set" */
+};
+
+struct cfg {
+	const struct cfg_key *keys;
+	int n;
+	struct cfg_value *vals; /* n entries, same order as keys */
+	char path[1024];        /* file it was loaded from */
+};
+
+/* Fills c with the defaults of the table (keys[] ends with a {NULL} entry). */
+int cfg_init(struct cfg *c, const struct cfg_key *keys, struct err *e);
+void cfg_free(struct cfg *c);
+/* Loads `path` over the current values (missing/unreadable file: ERR_CONFIG). All or
+ * nothing: on any error no value changes. On success c->path = path. */
+int cfg_load_file(struct cfg *c, const char *path, struct err *e);
+/* Parses loaded INI text (used by checkpoints, which store the resolved config).
+ * `origin` names the text in messages and value origins; on success c->path = origin. */
+int cfg_load_text(struct cfg *c, const char *text, const char *origin, struct err *e);
+/* Applies "section.key=value". */
+int cfg_set(struct cfg *c, const char *assignment, struct err *e);
+/* Typed access; aborting on an undeclared key is a programming error (assert). */
+long long cfg_int(const struct cfg *c, const char *section, const char *name);
+double cfg_float(const struct cfg *c, const char *section, const char *name);
+const char *cfg_str(const struct cfg *c, const char *section, const char *name);
+int cfg_enum(const struct cfg *c, const char *section, const char *name);
+/* Writes every key with its resolved value as INI (sections in table order). */
+int cfg_write(const struct cfg *c, FILE *f);
+/* Compares the math keys of a (current) with b (stored): returns the number of keys
+ * that differ and describes the first ones in `out` ("model.hidden: 512 != 256; ..."). */
+int cfg_diff_math(const struct cfg *a, const struct cfg *b, char *out, size_t outlen);
+
+#endif

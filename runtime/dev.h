@@ -1,0 +1,104 @@
+/*
+ * dev: the device memory/compute interface the model is written against.
+ *
+ * One `struct dev` belongs to one device thread and is only ever used from it. Its
+ * operations are a table of function pointers filled by a backend: the host (CPU)
+ * backend in runtime/dev_host.c, the CUDA backend in gpu/. The model calls nothing
+ * else, so the same model code runs on both. Pointers handed to these functions live in
+ * the device's memory space (host memory on the CPU backend, device memory on CUDA),
+ * except where a parameter says `host`.
+ *
+ * Matrices are row-major. Every operation returns ERR_OK or an error code with `e`
+ * filled; operations may be asynchronous on a backend that has streams: dev_sync() and
+ * the download of results order them.
+ *
+ * Each compute operation mirrors a host function of the same name and argument order;
+ * their per-element formulas live in runtime/kmath.h, shared by both backends.
+ */
+#ifndef DDPTOK_DEV_H
+#define DDPTOK_DEV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+enum dev_backend { DEV_BACKEND_CPU = 0, DEV_BACKEND_CUDA = 1 };
+
+struct dev;
+
+struct dev_ops {
+	const char *name; /* "cpu" or "cuda" */
+	void (*destroy)(struct dev *d);
+
+	/* memory */
+	int (*alloc)(struct dev *d, size_t bytes, void **out, struct err *e);
+	void (*release)(struct dev *d, void *p);
+	/* host -> device; `host` may be reused by the caller once dev_sync() returned */
+	int (*upload)(struct dev *d, void *dst, const void *host, size_t bytes, struct err *e);
+	/* device -> host; returns once `host` holds the data */
+	int (*download)(struct dev *d, void *host, const void *src, size_t bytes, struct err *e);
+	int (*copy)(struct dev *d, void *dst, const void *src, size_t bytes, struct err *e);
+	int (*zero)(struct dev *d, void *p, size_t bytes, struct err *e);
+	int (*sync)(struct dev *d, struct err *e);
+
+	/* C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C, row-major;
+	 * op(X) = X^T when the trans flag is non-zero. lda/ldb/ldc are row strides. */
+	int (*gemm)(struct dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha,
+		    const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
+		    struct err *e);
+
+	/* x[p, j*dim + t] = table[ctx[p*width + j]*dim + t] for p < rows, j < width, t < dim */
+	int (*embed_gather)(struct dev *d, int rows, int width, int dim, const int32_t *ctx,
+			    const float *table, float *x, struct err *e);
+	/* h[p,j] = tanh(z[p,j] + bias[j]) in place on z (rows x cols) */
+	int (*bias_tanh)(struct dev *d, int rows, int cols, const float *bias, float *z,
+			 struct err *e);
+	/* Softmax cross-entropy over each row of logits (rows x cols), after adding bias[j].
+	 * For a row with target[p] >= 0: loss[p] = logsumexp(row) - row[target] and the row is
+	 * replaced by scale * (softmax(row) - onehot(target)). For target[p] < 0 (not
+	 * supervised): loss[p] = 0 and the row becomes 0. `loss` has `rows` entries. */
+	int (*xent)(struct dev *d, int rows, int cols, const float *bias, const int32_t *target,
+		    float scale, float *logits, float *loss, struct err *e);
+	/* *host_out = sum of x[0..n) accumulated in double in a fixed order (the same every
+	 * call); waits for the result */
+	int (*sum)(struct dev *d, int n, const float *x, double *host_out, struct err *e);
+	/* out[j] += sum over p < rows of x[p*cols + j], p ascending */
+	int (*col_sum_acc)(struct dev *d, int rows, int cols, const float *x, float *out,
+			   struct err *e);
+	/* dz[i] = dh[i] * (1 - h[i]*h[i]) in place on dh, n elements */
+	int (*tanh_backward)(struct dev *d, int n, const float *h, float *dh, struct err *e);
+	/* table_grad[ctx[p*width+j]*dim + t] += dx[p, j*dim + t], positions p ascending
+	 * then j ascending for each table row (deterministic, no float atomics) */
+	int (*embed_backward)(struct dev *d, int rows, int width, int dim, const int32_t *ctx,
+			      const float *dx, float *table_grad, struct err *e);
+	/* x *= alpha, n elements */
+	int (*scale)(struct dev *d, int n, float alpha, float *x, struct err *e);
+	/* SGD with momentum, PyTorch semantics, n elements:
+	 *   g' = g + weight_decay * p
+	 *   buf = first ? g' : momentum * buf + g'
+	 *   p  -= lr * buf                                        */
+	int (*sgd)(struct dev *d, int n, float lr, float momentum, float weight_decay, int first,
+		   float *p, const float *g, float *buf, struct err *e);
+	/* *host_hits = number of rows p with target[p] >= 0 whose argmax over j of
+	 * (logits[p,j] + bias[j]) equals target[p] (ties: the lowest j). Waits. */
+	int (*argmax_hits)(struct dev *d, int rows, int cols, const float *bias,
+			   const float *logits, const int32_t *target, int64_t *host_hits,
+			   struct err *e);
+	/* all-finite check: *bad (host) = number of non-finite entries of x[0..n) */
+	int (*count_nonfinite)(struct dev *d, int n, const float *x, int64_t *bad, struct err *e);
+};
+
+struct dev {
+	const struct dev_ops *ops;
+	enum dev_backend backend;
+	int rank;      /* rank of the device thread that owns it */
+	int device_id; /* CPU: rank; CUDA: the GPU ordinal */
+	void *impl;    /* backend state */
+};
+
+/* Host backend: one OpenBLAS thread per device thread; call from the owning thread. */
+int dev_host_create(int rank, struct dev **out, struct err *e);
+void dev_destroy(struct dev *d);
+
+#endif

@@ -1,0 +1,131 @@
+/*
+ * kmath: the element math shared by the host backend and the CUDA kernels.
+ *
+ * Every formula that a kernel applies to one element (or one row) lives here once, as
+ * a static inline function that compiles as C and as CUDA device code, so that the CPU
+ * tests exercise exactly the formulas the GPU runs. exp and tanh are our own: plain
+ * float arithmetic and bit manipulation, no libm calls, so that compilers vectorize the
+ * host loops without -ffast-math (which would also drop the NaN/Inf checks the runtime
+ * relies on) and both backends evaluate the same polynomial.
+ *
+ *   km_exp   Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, degree-6 polynomial,
+ *            2^k built in the exponent bits; relative error about 2e-7; 0 below -87.3,
+ *            saturates at e^88; NaN propagates.
+ *   km_tanh  odd Taylor polynomial (through x^9) for |x| < 0.25, 1 - 2/(e^{2|x|}+1)
+ *            elsewhere, sign restored; absolute error below 3e-7.
+ */
+#ifndef DDPTOK_KMATH_H
+#define DDPTOK_KMATH_H
+
+#include <math.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define KM_FN static __host__ __device__ __forceinline__
+#else
+#define KM_FN static inline
+#endif
+
+KM_FN float km_from_bits(uint32_t u)
+{
+#ifdef __CUDA_ARCH__
+	return __uint_as_float(u);
+#else
+	union { uint32_t u; float f; } v;
+	v.u = u;
+	return v.f;
+#endif
+}
+
+KM_FN float km_exp(float x)
+{
+	const float hi = 88.0f, lo = -87.3f;
+	float xc = x > hi ? hi : x;
+	xc = xc < lo ? lo : xc;
+	/* k = round(x / ln2) with the 1.5 * 2^23 trick (exact under round-to-nearest) */
+	const float shifter = 12582912.0f;
+	float kf = xc * 1.44269504088896341f + shifter;
+	kf = kf - shifter;
+	float r = xc - kf * 0.693145751953125f;   /* ln2 high part (exact product) */
+	r = r - kf * 1.42860682030941723e-06f;    /* ln2 low part */
+	float p = 1.0f / 720.0f;
+	p = p * r + 1.0f / 120.0f;
+	p = p * r + 1.0f / 24.0f;
+	p = p * r + 1.0f / 6.0f;
+	p = p * r + 0.5f;
+	p = p * r + 1.0f;
+	p = p * r + 1.0f;
+	int32_t k = (int32_t)kf;
+	float scale = km_from_bits((uint32_t)(k + 127) << 23);
+	float y = p * scale;
+	return x < lo ? 0.0f : y;
+}
+
+KM_FN float km_tanh(float x)
+{
+	float ax = x < 0.0f ? -x : x;
+	/* small |x|: x - x^3/3 + 2x^5/15 - 17x^7/315 + 62x^9/2835 */
+	float x2 = ax * ax;
+	float s = 62.0f / 2835.0f;
+	s = s * x2 - 17.0f / 315.0f;
+	s = s * x2 + 2.0f / 15.0f;
+	s = s * x2 - 1.0f / 3.0f;
+	s = s * x2 * ax + ax;
+	float big = 1.0f - 2.0f / (km_exp(2.0f * ax) + 1.0f);
+	float t = ax < 0.25f ? s : big;
+	t = x != x ? x : t; /* NaN stays NaN */
+	return x < 0.0f ? -t : t;
+}
+
+/* derivative of tanh through its output h */
+KM_FN float km_tanh_backward(float h, float dh)
+{
+	return dh * (1.0f - h * h);
+}
+
+/* PyTorch SGD: g' = g + wd*p; buf = first ? g' : mu*buf + g'; p -= lr*buf */
+KM_FN void km_sgd(float *p, float g, float *buf, float lr, float momentum, float weight_decay,
+		  int first)
+{
+	float gd = weight_decay != 0.0f ? g + weight_decay * *p : g;
+	float b = first ? gd : momentum * *buf + gd;
+	*buf = b;
+	*p = *p - lr * b;
+}
+
+/* loss of one row from its max, sum of km_exp(z - max) and target logit z_t:
+ * logsumexp - z_t = max + log(sum) - z_t, evaluated in double, rounded once */
+KM_FN float km_xent_loss(float mx, float sum, float zt)
+{
+	return (float)((double)mx + log((double)sum) - (double)zt);
+}
+
+/* gradient of scale * loss for one logit: scale * (softmax_j - [j == target]) */
+KM_FN float km_xent_grad(float ex, float inv_sum, float scale, int is_target)
+{
+	return scale * (ex * inv_sum - (is_target ? 1.0f : 0.0f));
+}
+
+KM_FN int km_isfinite(float x)
+{
+	return x - x == 0.0f; /* false for NaN and +-Inf */
+}
+
+/* Row maximum (the first maximum wins ties for argmax) */
+KM_FN float km_row_max(const float *row, const float *bias, int n, int *arg)
+{
+	float m = row[0] + bias[0];
+	int a = 0;
+	for (int j = 1; j < n; j++) {
+		float v = row[j] + bias[j];
+		if (v > m) {
+			m = v;
+			a = j;
+		}
+	}
+	if (arg)
+		*arg = a;
+	return m;
+}
+
+#endif

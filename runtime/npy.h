@@ -1,0 +1,58 @@
+/*
+ * npy: tensors as NumPy .npy files (format version 1.0), so that anyone can load what
+ * ddptok writes with numpy.load() and nothing else.
+ *
+ * Layout written: the magic "\x93NUMPY", version 1.0, a little-endian uint16 header
+ * length, then the header, a Python dict literal such as
+ *     {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+ * padded with spaces and ended by '\n' so that the data starts at a multiple of 64 bytes,
+ * then the values in C order, little-endian. Shape () is a scalar (one value).
+ *
+ * The reader is strict: it accepts what this writer produces (and the same dict written
+ * by numpy itself, versions 1.0 to 3.0), and anything else (wrong magic, unknown dtype,
+ * Fortran order, truncated or over-long data, malformed header) is ERR_DATA naming the
+ * file. Only little-endian hosts are supported; both directions check it at runtime.
+ */
+#ifndef DDPTOK_NPY_H
+#define DDPTOK_NPY_H
+
+#include <stddef.h>
+
+#include "err.h"
+
+#define NPY_MAX_DIMS 8
+#define NPY_ALIGN 64 /* the data offset is a multiple of this */
+
+enum npy_dtype {
+	NPY_F32, /* '<f4' */
+	NPY_F64, /* '<f8' */
+	NPY_I32, /* '<i4' */
+	NPY_I64, /* '<i8' */
+};
+
+size_t npy_dtype_size(enum npy_dtype dt);
+const char *npy_dtype_descr(enum npy_dtype dt); /* "<f4", ... or NULL */
+
+/* Builds the complete file image in a malloc'd buffer (*out, *out_len); for storing
+ * tensors inside other containers such as checkpoints. data may be NULL when the shape
+ * holds no element. */
+int npy_write_to_memory(enum npy_dtype dt, const size_t *shape, int ndim, const void *data,
+			void **out, size_t *out_len, struct err *e);
+
+/* Writes the file atomically (fsx_writer: temp + fsync + rename + fsync dir). */
+int npy_write(const char *path, enum npy_dtype dt, const size_t *shape, int ndim,
+	      const void *data, struct err *e);
+
+/* Parses a file image. `name` is used in error messages. On success *data is a malloc'd
+ * copy of the values (at least one byte allocated, free() it), shape[0..*ndim-1] the
+ * dimensions. */
+int npy_read_from_memory(const void *buf, size_t len, const char *name, enum npy_dtype *dt,
+			 size_t shape[NPY_MAX_DIMS], int *ndim, void **data, struct err *e);
+
+int npy_read(const char *path, enum npy_dtype *dt, size_t shape[NPY_MAX_DIMS], int *ndim,
+	     void **data, struct err *e);
+
+/* Number of elements of a shape (1 for ndim == 0); 0 and ERR_DATA on overflow. */
+int npy_count(const size_t *shape, int ndim, size_t *count, struct err *e);
+
+#endif

@@ -1,0 +1,189 @@
+/*
+ * pool: one pthread per device, created once, running caller-supplied functions.
+ *
+ * The threads sleep on a condition variable between runs. pool_run() publishes the
+ * function and a run number, wakes them, and waits until every thread has reported.
+ * A failing rank aborts the barrier (and the collective, when one is attached) at once,
+ * so peers blocked in a barrier or a collective return ERR_ABORTED; the root cause
+ * reported is the error of a rank whose code is not ERR_ABORTED (lowest such rank).
+ */
+#include "pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+
+struct pool_slot {
+	struct pool *pool;
+	int rank;
+	pthread_t thread;
+	int started;
+	void *ctx;
+	struct err err;
+	int rc;
+};
+
+struct pool {
+	int world;
+	pthread_mutex_t mu;
+	pthread_cond_t cv_start, cv_done;
+	unsigned long run_id;
+	int done;
+	int quit;
+	pool_fn fn;
+	void *arg;
+	struct barrier barrier;
+	struct coll *coll;
+	struct pool_slot slot[POOL_MAX_WORLD];
+};
+
+static void *pool_main(void *p)
+{
+	struct pool_slot *s = p;
+	struct pool *pl = s->pool;
+	unsigned long seen = 0;
+	for (;;) {
+		pthread_mutex_lock(&pl->mu);
+		while (!pl->quit && pl->run_id == seen)
+			pthread_cond_wait(&pl->cv_start, &pl->mu);
+		if (pl->quit) {
+			pthread_mutex_unlock(&pl->mu);
+			return NULL;
+		}
+		seen = pl->run_id;
+		pool_fn fn = pl->fn;
+		void *arg = pl->arg;
+		pthread_mutex_unlock(&pl->mu);
+
+		err_clear(&s->err);
+		s->rc = fn(s->rank, s->ctx, arg, &s->err);
+		if (s->rc != ERR_OK) {
+			if (s->err.code == ERR_OK)
+				ERR(&s->err, s->rc, "rank %d failed", s->rank);
+			barrier_abort(&pl->barrier, s->rank);
+			if (pl->coll && pl->coll->ops->abort)
+				pl->coll->ops->abort(pl->coll, s->rank);
+		}
+		pthread_mutex_lock(&pl->mu);
+		if (++pl->done == pl->world)
+			pthread_cond_signal(&pl->cv_done);
+		pthread_mutex_unlock(&pl->mu);
+	}
+}
+
+int pool_create(int world, double barrier_timeout_s, struct pool **out, struct err *e)
+{
+	if (world < 1 || world > POOL_MAX_WORLD)
+		return ERR(e, ERR_CONFIG, "world size %d outside 1..%d", world, POOL_MAX_WORLD);
+	struct pool *p = calloc(1, sizeof *p);
+	if (!p)
+		return ERR(e, ERR_DEVICE, "out of memory");
+	p->world = world;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv_start, NULL);
+	pthread_cond_init(&p->cv_done, NULL);
+	if (barrier_init(&p->barrier, world, barrier_timeout_s, e) != ERR_OK)
+		goto fail_sync;
+	for (int r = 0; r < world; r++) {
+		p->slot[r].pool = p;
+		p->slot[r].rank = r;
+		int rc = pthread_create(&p->slot[r].thread, NULL, pool_main, &p->slot[r]);
+		if (rc != 0) {
+			ERR(e, ERR_DEVICE, "cannot start the thread of rank %d: %s", r, strerror(rc));
+			goto fail_threads;
+		}
+		p->slot[r].started = 1;
+	}
+	*out = p;
+	return ERR_OK;
+fail_threads:
+	pthread_mutex_lock(&p->mu);
+	p->quit = 1;
+	pthread_cond_broadcast(&p->cv_start);
+	pthread_mutex_unlock(&p->mu);
+	for (int r = 0; r < world; r++)
+		if (p->slot[r].started)
+			pthread_join(p->slot[r].thread, NULL);
+	barrier_destroy(&p->barrier);
+fail_sync:
+	pthread_cond_destroy(&p->cv_done);
+	pthread_cond_destroy(&p->cv_start);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+	return e ? e->code : ERR_DEVICE;
+}
+
+void pool_destroy(struct pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->quit = 1;
+	pthread_cond_broadcast(&p->cv_start);
+	pthread_mutex_unlock(&p->mu);
+	for (int r = 0; r < p->world; r++)
+		if (p->slot[r].started)
+			pthread_join(p->slot[r].thread, NULL);
+	barrier_destroy(&p->barrier);
+	pthread_cond_destroy(&p->cv_done);
+	pthread_cond_destroy(&p->cv_start);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+int pool_world(const struct pool *p)
+{
+	return p->world;
+}
+
+struct barrier *pool_barrier(struct pool *p)
+{
+	return &p->barrier;
+}
+
+void pool_set_coll(struct pool *p, struct coll *c)
+{
+	p->coll = c;
+}
+
+void pool_set_ctx(struct pool *p, int rank, void *ctx)
+{
+	p->slot[rank].ctx = ctx;
+}
+
+void *pool_ctx(struct pool *p, int rank)
+{
+	return p->slot[rank].ctx;
+}
+
+int pool_run(struct pool *p, pool_fn fn, void *arg, struct err *e)
+{
+	pthread_mutex_lock(&p->mu);
+	p->fn = fn;
+	p->arg = arg;
+	p->done = 0;
+	p->run_id++;
+	pthread_cond_broadcast(&p->cv_start);
+	while (p->done < p->world)
+		pthread_cond_wait(&p->cv_done, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+
+	int root = -1, echo = -1;
+	for (int r = 0; r < p->world; r++) {
+		if (p->slot[r].rc == ERR_OK)
+			continue;
+		if (p->slot[r].rc != ERR_ABORTED && root < 0)
+			root = r;
+		if (echo < 0)
+			echo = r;
+	}
+	if (root < 0)
+		root = echo;
+	if (barrier_is_aborted(&p->barrier))
+		barrier_reset(&p->barrier);
+	if (root < 0)
+		return ERR_OK;
+	struct err *re = &p->slot[root].err;
+	return ERR(e, re->code, "rank %d: %s", root, re->msg);
+}

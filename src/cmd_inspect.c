@@ -1,0 +1,961 @@
+/*
+ * cmd_inspect: an interactive prompt to step through training one window at a time and
+ * look at the gradients it produces.
+ *
+ * The session opens the same state as the trainer (run_open: corpus, sampler, engine
+ * with the seeded parameters) and then reads commands, one per line: `plan` shows the
+ * next window and the factor c each rank will use, `step` runs windows with updates,
+ * `grad` prints per-tensor statistics of the last window's reduced or local gradient,
+ * `compare` recomputes that window's reduced gradient under any normalization and sets
+ * it against the single-device reference, `mode` switches the normalization, `dump`
+ * writes tensors as .npy, `save` checkpoints, `eval` measures the test split.
+ *
+ * `compare` must never change the training trajectory: before every window the session
+ * keeps a host copy of the parameters and momentum, the comparison runs from that copy
+ * without an update, and afterwards the state in force is uploaded again (and read back
+ * to prove it is unchanged).
+ *
+ * On a terminal the prompt has line editing and history (libedit); otherwise lines are
+ * read plainly so the session can be scripted. A mistake in a command prints a message
+ * and the session goes on; only a failure to read the input or a device/runtime failure
+ * ends it with an error.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app.h"
+#include "ddptok_config.h"
+#include "fsx.h"
+#include "norm.h"
+#include "npy.h"
+#include "parity.h"
+#include "run.h"
+
+#if DDPTOK_HAVE_LIBEDIT
+#include <editline/readline.h>
+#endif
+
+#define INSPECT_PROMPT "ddptok> "
+#define INSPECT_LINE_MAX 4096
+#define INSPECT_MAX_ARGS 16
+#define INSPECT_MAX_STEPS 1000000L
+#define INSPECT_WORST 5
+#define INSPECT_FIRST_VALUES 4
+
+struct inspect {
+	struct app *a;
+	struct run r;
+	struct window extra;      /* the second window buffer (the first is r.w) */
+	int have_extra;
+	struct window *last;      /* the last stepped window */
+	struct window *draw;      /* scratch: the next draw, or a peek at it */
+	int have_last;
+	int mode;                 /* normalization for the next windows */
+	int last_mode;            /* the one the last window used */
+	struct window_result last_res;
+	size_t n;
+	/* the state at the start of the last window, and a scratch pair for the next one */
+	float *before_p, *before_m, *next_p, *next_m;
+	int64_t before_updates;
+	/* the last window's gradients (engine host buffers are reused by compare) */
+	float *last_reduced;
+	float *last_local[PLAN_MAX_WORLD];
+	/* scratch */
+	float *cur_p, *cur_m, *check_p, *ref;
+	int fatal;                /* a device/runtime failure: the session ends */
+	int noted_end;            /* told once that [train] updates was passed */
+};
+
+/* A device or runtime call: a failure ends the session with its code. */
+#define DEV(in, call)                          \
+	do {                                   \
+		int rc_ = (call);              \
+		if (rc_ != ERR_OK) {           \
+			(in)->fatal = 1;       \
+			return rc_;            \
+		}                              \
+	} while (0)
+
+/* ------------------------------------------------------------------ helpers */
+
+/* Strict positive integer: digits only, no sign, no leading zero, at most max. */
+static int parse_count(const char *s, long max, long *out)
+{
+	long v = 0;
+	if (!s || !*s || s[0] == '0')
+		return -1;
+	for (const char *p = s; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		v = v * 10 + (*p - '0');
+		if (v > max)
+			return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_rank(const char *s, int world, int *out, struct err *e)
+{
+	long v;
+	if (s && strcmp(s, "0") == 0)
+		v = 0;
+	else if (parse_count(s, 1000000L, &v) != 0)
+		return ERR(e, ERR_USAGE, "'%s' is not a rank number", s ? s : "");
+	if (v >= world)
+		return ERR(e, ERR_USAGE, "rank %ld is out of range (W = %d: ranks 0..%d)", v, world,
+			   world - 1);
+	*out = (int)v;
+	return ERR_OK;
+}
+
+static const char *reduce_name(const struct app *a)
+{
+	return a->s.reduce == COLL_AVG ? "avg" : "sum";
+}
+
+static const char *plan_name(int plan)
+{
+	return plan == PLAN_BALANCED ? "balanced" : "length_bands";
+}
+
+static void swap_windows(struct inspect *in)
+{
+	struct window *t = in->last;
+	in->last = in->draw;
+	in->draw = t;
+}
+
+/* The next window in in->draw, leaving the sampler where it was. */
+static int peek_next(struct inspect *in, struct err *e)
+{
+	struct sampler_state st;
+	sampler_get_state(&in->r.sampler, &st);
+	int rc = sampler_next(&in->r.sampler, in->draw, e);
+	sampler_set_state(&in->r.sampler, &st);
+	if (rc != ERR_OK)
+		in->fatal = 1;
+	return rc;
+}
+
+static void tensor_label(const struct model_shape *m, size_t i, char *out, size_t cap)
+{
+	int row, col;
+	int t = model_locate(m, i, &row, &col);
+	if (t < 0)
+		snprintf(out, cap, "?[%zu]", i);
+	else if (m->p[t].cols == 1)
+		snprintf(out, cap, "%s[%d]", m->p[t].name, row);
+	else
+		snprintf(out, cap, "%s[%d, %d]", m->p[t].name, row, col);
+}
+
+static void shape_text(const struct param_info *p, char *out, size_t cap)
+{
+	if (p->cols == 1)
+		snprintf(out, cap, "%d", p->rows);
+	else
+		snprintf(out, cap, "%dx%d", p->rows, p->cols);
+}
+
+static int find_param(const struct model_shape *m, const char *name)
+{
+	for (int t = 0; t < MODEL_NPARAM; t++)
+		if (strcmp(m->p[t].name, name) == 0)
+			return t;
+	return -1;
+}
+
+static void param_names(const struct model_shape *m, char *out, size_t cap)
+{
+	size_t len = 0;
+	out[0] = '\0';
+	for (int t = 0; t < MODEL_NPARAM && len < cap; t++)
+		len += snprintf(out + len, cap - len, "%s%s", t ? ", " : "", m->p[t].name);
+}
+
+/* The formula of norm_factor for a mode, with the symbols of norm.h. */
+static const char *factor_formula(int mode)
+{
+	switch (mode) {
+	case NORM_GLOBAL_TOKEN: return "c = k / N";
+	case NORM_MEAN_OF_MEANS: return "c = k / (W * N_rank)";
+	case NORM_MICROBATCH_MEAN: return "c = k / (W * M * N_micro)";
+	case NORM_DOUBLE_ACCUM: return "c = k / (N * M)";
+	default: return "?";
+	}
+}
+
+/* The same formula with this microbatch's numbers. */
+static void factor_numbers(int mode, double k, int W, int M, int64_t N, int64_t nr, int64_t nm,
+			   char *out, size_t cap)
+{
+	switch (mode) {
+	case NORM_GLOBAL_TOKEN:
+		snprintf(out, cap, "%g / %lld", k, (long long)N);
+		break;
+	case NORM_MEAN_OF_MEANS:
+		snprintf(out, cap, "%g / (%d * %lld)", k, W, (long long)nr);
+		break;
+	case NORM_MICROBATCH_MEAN:
+		snprintf(out, cap, "%g / (%d * %d * %lld)", k, W, M, (long long)nm);
+		break;
+	case NORM_DOUBLE_ACCUM:
+		snprintf(out, cap, "%g / (%lld * %d)", k, (long long)N, M);
+		break;
+	default:
+		snprintf(out, cap, "?");
+	}
+}
+
+/* ------------------------------------------------------------------ plan */
+
+static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
+{
+	struct app *a = in->a;
+	int rc;
+	if (argc > 1)
+		return ERR(e, ERR_USAGE, "plan takes no argument");
+	if ((rc = peek_next(in, e)) != ERR_OK)
+		return rc;
+	const struct window *w = in->draw;
+	int avg = a->s.reduce == COLL_AVG;
+	double k = avg ? (double)w->world : 1.0;
+	printf("plan: next window %lld (not consumed), W = %d, M = %d microbatches per rank, plan "
+	       "%s, mode %s, reduce %s\n", (long long)w->index + 1, w->world, w->micro,
+	       plan_name(a->s.plan), norm_mode_name(in->mode), reduce_name(a));
+	for (int r = 0; r < w->world; r++)
+		for (int m = 0; m < w->micro; m++) {
+			const struct plan_micro *mb = &w->mb[r][m];
+			char ids[1024], nums[160];
+			size_t len = 0;
+			ids[0] = '\0';
+			for (int j = 0; j < mb->n && len < sizeof ids; j++)
+				len += snprintf(ids + len, sizeof ids - len, "%s%d", j ? " " : "",
+						mb->ids[j]);
+			double c = norm_factor(in->mode, avg, w->world, w->micro, w->N,
+					       w->rank_tokens[r], mb->tokens);
+			factor_numbers(in->mode, k, w->world, w->micro, w->N, w->rank_tokens[r],
+				       mb->tokens, nums, sizeof nums);
+			printf("plan: rank %d microbatch %d: sequences [%s], %lld supervised tokens, "
+			       "c = %s = %.6e%s\n", r, m, ids, (long long)mb->tokens, nums, c,
+			       c == 0.0 ? " (no token here: no contribution)" : "");
+		}
+	for (int r = 0; r < w->world; r++)
+		printf("plan: rank %d: %lld supervised tokens\n", r, (long long)w->rank_tokens[r]);
+	printf("plan: N = %lld (sum over ranks of supervised tokens:", (long long)w->N);
+	for (int r = 0; r < w->world; r++)
+		printf("%s%lld", r ? " + " : " ", (long long)w->rank_tokens[r]);
+	printf(")\n");
+	printf("plan: factor under %s: %s, with k = %g because reduce = %s %s\n",
+	       norm_mode_name(in->mode), factor_formula(in->mode), k, reduce_name(a),
+	       avg ? "divides the summed gradients by W" : "does not divide");
+	printf("plan: why: rank r backpropagates c * (sum of its token losses) for each "
+	       "microbatch; after the reduce a token weighs c / k\n");
+	if (w->N == 0) {
+		printf("plan: this window has no supervised token: every rank will reject it "
+		       "(empty_window = %s)\n", a->s.empty_window == EMPTY_ERROR ? "error" : "skip");
+		return ERR_OK;
+	}
+	printf("plan: the window's token mean needs every token to weigh 1 / N = %.6e\n",
+	       1.0 / (double)w->N);
+	int off = 0;
+	for (int r = 0; r < w->world; r++)
+		for (int m = 0; m < w->micro; m++) {
+			const struct plan_micro *mb = &w->mb[r][m];
+			if (mb->tokens == 0)
+				continue;
+			double c = norm_factor(in->mode, avg, w->world, w->micro, w->N,
+					       w->rank_tokens[r], mb->tokens);
+			double ratio = c / k * (double)w->N;
+			if (fabs(ratio - 1.0) > 1e-12) {
+				printf("plan: rank %d microbatch %d: a token weighs %.6e = %.4f x 1 / N\n",
+				       r, m, c / k, ratio);
+				off = 1;
+			}
+		}
+	printf("plan: %s\n", off ? "this mode weighs tokens unequally on this window: its gradient "
+				   "is not the gradient of the window's token mean"
+				 : "every token weighs 1 / N: the reduced gradient is the gradient of "
+				   "the window's token mean");
+	return ERR_OK;
+}
+
+/* ------------------------------------------------------------------ step */
+
+static int step_once(struct inspect *in, struct err *e)
+{
+	struct app *a = in->a;
+	struct engine *eng = in->r.eng;
+	struct window_result res;
+	int64_t updates_before = eng->updates_done;
+	DEV(in, engine_get_state(eng, in->next_p, in->next_m, e));
+	DEV(in, sampler_next(&in->r.sampler, in->draw, e));
+	DEV(in, engine_window(eng, in->draw, in->mode,
+			      ENGINE_UPDATE | ENGINE_CAPTURE_LOCAL | ENGINE_CAPTURE_REDUCED, &res, e));
+	if (res.rejected) {
+		if (a->s.empty_window == EMPTY_ERROR)
+			return ERR(e, ERR_EMPTY, "window %lld has no supervised token (empty_window = "
+				   "error): it was consumed without an update",
+				   (long long)in->draw->index + 1);
+		printf("step: window %lld skipped: no supervised token (empty_window = skip)\n",
+		       (long long)in->draw->index + 1);
+		return ERR_OK;
+	}
+	/* keep this window, its starting state and its gradients */
+	swap_windows(in);
+	float *t = in->before_p;
+	in->before_p = in->next_p;
+	in->next_p = t;
+	t = in->before_m;
+	in->before_m = in->next_m;
+	in->next_m = t;
+	in->before_updates = updates_before;
+	memcpy(in->last_reduced, eng->host_reduced, in->n * sizeof(float));
+	for (int r = 0; r < eng->world; r++)
+		memcpy(in->last_local[r], eng->host_local[r], in->n * sizeof(float));
+	in->last_res = res;
+	in->last_mode = in->mode;
+	in->have_last = 1;
+	printf("step %lld: window %lld, loss %.6f (global token mean), N = %lld, grad norm %.6e "
+	       "[mode %s]\n", (long long)eng->updates_done, (long long)in->last->index + 1,
+	       res.loss, (long long)res.N, res.grad_norm, norm_mode_name(in->mode));
+	if (!in->noted_end && eng->updates_done == a->s.updates) {
+		printf("step: note: [train] updates = %d reached; further steps go beyond the "
+		       "configured run\n", a->s.updates);
+		in->noted_end = 1;
+	}
+	return ERR_OK;
+}
+
+static int do_step(struct inspect *in, int argc, char **argv, struct err *e)
+{
+	long k = 1;
+	if (argc > 2)
+		return ERR(e, ERR_USAGE, "step takes at most one argument (a number of windows)");
+	if (argc == 2 && parse_count(argv[1], INSPECT_MAX_STEPS, &k) != 0)
+		return ERR(e, ERR_USAGE, "step: '%s' is not a number of windows (1..%ld)", argv[1],
+			   INSPECT_MAX_STEPS);
+	for (long i = 0; i < k; i++) {
+		int rc = step_once(in, e);
+		if (rc != ERR_OK)
+			return rc;
+		fflush(stdout);
+	}
+	return ERR_OK;
+}
+
+/* ------------------------------------------------------------------ grad */
+
+static void grad_line(const struct param_info *p, const float *g)
+{
+	double s2 = 0.0, mx = 0.0, sum = 0.0;
+	char shape[48];
+	for (size_t i = 0; i < p->count; i++) {
+		double v = g[i];
+		s2 += v * v;
+		sum += v;
+		if (fabs(v) > mx)
+			mx = fabs(v);
+	}
+	shape_text(p, shape, sizeof shape);
+	printf("grad:   %-6s %-9s %12.6e %12.6e %13.6e ", p->name, shape, sqrt(s2), mx,
+	       p->count ? sum / (double)p->count : 0.0);
+	for (size_t i = 0; i < p->count && i < INSPECT_FIRST_VALUES; i++)
+		printf(" %+.4e", g[i]);
+	if (p->count > INSPECT_FIRST_VALUES)
+		printf(" ...");
+	printf("\n");
+}
+
+static int do_grad(struct inspect *in, int argc, char **argv, struct err *e)
+{
+	const struct model_shape *m = &in->r.eng->shape;
+	const char *name = NULL;
+	int rank = -1, rc;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--rank") == 0) {
+			if (i + 1 >= argc)
+				return ERR(e, ERR_USAGE, "grad: --rank needs a rank number");
+			if ((rc = parse_rank(argv[++i], in->r.eng->world, &rank, e)) != ERR_OK) {
+				err_prefix(e, "grad");
+				return rc;
+			}
+		} else if (argv[i][0] == '-') {
+			return ERR(e, ERR_USAGE, "grad: unknown option '%s' (only --rank R)", argv[i]);
+		} else if (name) {
+			return ERR(e, ERR_USAGE, "grad: one parameter name at most");
+		} else {
+			name = argv[i];
+		}
+	}
+	int only = -1;
+	if (name && (only = find_param(m, name)) < 0) {
+		char names[256];
+		param_names(m, names, sizeof names);
+		return ERR(e, ERR_USAGE, "grad: unknown parameter '%s' (parameters: %s)", name, names);
+	}
+	if (!in->have_last)
+		return ERR(e, ERR_USAGE, "grad: no window has been stepped yet (run 'step' first)");
+	const float *g = rank < 0 ? in->last_reduced : in->last_local[rank];
+	if (rank < 0)
+		printf("grad: reduced gradient of window %lld (step %lld, mode %s, reduce %s)\n",
+		       (long long)in->last->index + 1, (long long)in->before_updates + 1,
+		       norm_mode_name(in->last_mode), reduce_name(in->a));
+	else
+		printf("grad: local gradient of rank %d before the reduce, window %lld (step %lld, "
+		       "mode %s; %lld supervised tokens on this rank)\n", rank,
+		       (long long)in->last->index + 1, (long long)in->before_updates + 1,
+		       norm_mode_name(in->last_mode), (long long)in->last->rank_tokens[rank]);
+	printf("grad:   %-6s %-9s %12s %12s %13s  first values\n", "tensor", "shape", "L2 norm",
+	       "max |g|", "mean");
+	double s2 = 0.0;
+	for (int t = 0; t < MODEL_NPARAM; t++) {
+		const struct param_info *p = &m->p[t];
+		if (only >= 0 && t != only)
+			continue;
+		grad_line(p, g + p->offset);
+		for (size_t i = 0; i < p->count; i++)
+			s2 += (double)g[p->offset + i] * g[p->offset + i];
+	}
+	if (only < 0)
+		printf("grad:   total: %zu components, L2 norm %.6e\n", in->n, sqrt(s2));
+	return ERR_OK;
+}
+
+/* ------------------------------------------------------------------ compare */
+
+struct worst {
+	size_t i;
+	double excess, diff, lim;
+};
+
+static void worst_components(const float *g, const float *ref, size_t n, double atol,
+			     double rtol, struct worst *w, int *nw)
+{
+	int k = 0;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)g[i] - (double)ref[i]);
+		double lim = atol + rtol * fabs((double)ref[i]);
+		double x = d != d ? INFINITY : d - lim;
+		if (k == INSPECT_WORST && !(x > w[k - 1].excess))
+			continue;
+		int j = k < INSPECT_WORST ? k++ : k - 1;
+		while (j > 0 && x > w[j - 1].excess) {
+			w[j] = w[j - 1];
+			j--;
+		}
+		w[j] = (struct worst){i, x, d, lim};
+	}
+	*nw = k;
+}
+
+static int restore_state(struct inspect *in, int64_t updates, struct err *e)
+{
+	struct engine *eng = in->r.eng;
+	DEV(in, engine_set_state(eng, in->cur_p, in->cur_m, updates, e));
+	DEV(in, engine_get_state(eng, in->check_p, NULL, e));
+	if (memcmp(in->check_p, in->cur_p, in->n * sizeof(float)) != 0) {
+		in->fatal = 1;
+		return ERR(e, ERR_CHECK, "compare: the parameters could not be restored exactly");
+	}
+	return ERR_OK;
+}
+
+static int do_compare(struct inspect *in, int argc, char **argv, struct err *e)
+{
+	struct app *a = in->a;
+	struct engine *eng = in->r.eng;
+	int mode = in->mode, rc;
+	if (argc > 2)
+		return ERR(e, ERR_USAGE, "compare takes at most one argument (a normalization)");
+	if (argc == 2 && (mode = norm_mode_parse(argv[1])) < 0)
+		return ERR(e, ERR_USAGE, "compare: unknown normalization '%s' (global_token, "
+			   "mean_of_means, microbatch_mean, double_accumulation)", argv[1]);
+	const struct window *w;
+	int64_t updates = eng->updates_done;
+	if (in->have_last) {
+		w = in->last;
+		DEV(in, engine_get_state(eng, in->cur_p, in->cur_m, e));
+		DEV(in, engine_set_state(eng, in->before_p, in->before_m, in->before_updates, e));
+		printf("compare: window %lld (step %lld), from the parameters at its start\n",
+		       (long long)w->index + 1, (long long)in->before_updates + 1);
+	} else {
+		if ((rc = peek_next(in, e)) != ERR_OK)
+			return rc;
+		w = in->draw;
+		printf("compare: window %lld (the next one; nothing stepped yet), from the current "
+		       "parameters, without an update\n", (long long)w->index + 1);
+	}
+	struct window_result res;
+	double ref_loss = 0.0;
+	DEV(in, engine_window(eng, w, mode, ENGINE_CAPTURE_REDUCED, &res, e));
+	if (!res.rejected)
+		DEV(in, engine_reference(eng, w, in->ref, &ref_loss, e));
+	if (in->have_last && (rc = restore_state(in, updates, e)) != ERR_OK)
+		return rc;
+	if (res.rejected) {
+		printf("compare: the window has no supervised token: there is no mean to compare\n");
+		return ERR_OK;
+	}
+	struct parity_stats st;
+	parity_compare(eng->host_reduced, in->ref, in->n, a->s.atol, a->s.rtol, &st);
+	printf("compare: mode %s (reduce %s, W = %d, N = %lld) against the single-device "
+	       "reference\n", norm_mode_name(mode), reduce_name(a), w->world, (long long)w->N);
+	printf("compare: loss %.6f (global token mean; reference %.6f)\n", res.loss, ref_loss);
+	printf("compare: max abs error %.3e, max rel error %.3e\n", st.max_abs, st.max_rel);
+	printf("compare: mode %s: %zu of %zu components outside tolerance (atol %g, rtol %g): %s\n",
+	       norm_mode_name(mode), st.outside, st.components, a->s.atol, a->s.rtol,
+	       st.pass ? "pass" : "FAIL");
+	if (mode != NORM_GLOBAL_TOKEN && !parity_distinguishable(mode, w, a->s.reduce == COLL_AVG))
+		printf("compare: note: on this window %s gives every microbatch the same factor as "
+		       "global_token\n", norm_mode_name(mode));
+	struct worst wv[INSPECT_WORST];
+	int nw = 0;
+	worst_components(eng->host_reduced, in->ref, in->n, a->s.atol, a->s.rtol, wv, &nw);
+	printf("compare: the %d worst components (|g - ref| minus atol + rtol |ref|):\n", nw);
+	for (int i = 0; i < nw; i++) {
+		char label[96];
+		tensor_label(&eng->shape, wv[i].i, label, sizeof label);
+		printf("compare:   %-16s index %-7zu g %+.6e  ref %+.6e  |g - ref| %.3e  "
+		       "tolerance %.3e%s\n", label, wv[i].i, eng->host_reduced[wv[i].i],
+		       in->ref[wv[i].i], wv[i].diff, wv[i].lim,
+		       wv[i].diff <= wv[i].lim ? "" : "  outside");
+	}
+	return ERR_OK;
+}
+
+/* ------------------------------------------------------------------ mode */
+
+static int do_mode(struct inspect *in, int argc, char **argv, struct err *e)
+{
+	if (argc == 1) {
+		printf("mode: %s (global_token, mean_of_means, microbatch_mean, "
+		       "double_accumulation)\n", norm_mode_name(in->mode));
+		return ERR_OK;
+	}
+	if (argc > 2)
+		return ERR(e, ERR_USAGE, "mode takes one argument (a normalization)");
+	int m = norm_mode_parse(argv[1]);
+	if (m < 0)
+		return ERR(e, ERR_USAGE, "mode: unknown normalization '%s' (global_token, "
+			   "mean_of_means, microbatch_mean, double_accumulation)", argv[1]);
+	printf("mode: %s for the next windows (was %s)%s\n", norm_mode_name(m),
+	       norm_mode_name(in->mode),
+	       m == NORM_GLOBAL_TOKEN ? "" : "; this normalization is wrong on purpose");
+	in->mode = m;
+	return ERR_OK;
+}
+
+/* ------------------------------------------------------------------ dump */
+
+static int dump_vec(const char *dir, const char *name, const float *x, size_t n, struct err *e)
+{
+	char path[FSX_PATH_MAX];
+	size_t shape[1] = {n};
+	int rc = fsx_join(path, sizeof path, dir, name, e);
+	if (rc != ERR_OK)
+		return rc;
+	return npy_write(path, NPY_F32, shape, 1, x, e);
+}
+
+static int do_dump(struct inspect *in, int argc, char **argv, struct err *e)
+{
+	struct engine *eng = in->r.eng;
+	char path[FSX_PATH_MAX], name[64];
+	int rc;
+	if (argc != 2)
+		return ERR(e, ERR_USAGE, "dump needs one argument: a directory");
+	if (!in->have_last)
+		return ERR(e, ERR_USAGE, "dump: no window has been stepped yet (run 'step' first)");
+	const char *dir = argv[1];
+	if ((rc = fsx_mkdirs(dir, e)) != ERR_OK)
+		return rc;
+	DEV(in, engine_get_state(eng, in->cur_p, NULL, e));
+	if ((rc = dump_vec(dir, "reduced.npy", in->last_reduced, in->n, e)) != ERR_OK)
+		return rc;
+	json_t *files = json_pack("{s:s, s:s, s:s}", "reduced",
+				  "reduced.npy: the reduced gradient the update used",
+				  "params_before",
+				  "params-before.npy: the parameters at the start of the window (the "
+				  "gradients are taken there)",
+				  "params", "params.npy: the parameters after the window's update");
+	json_t *locals = json_array();
+	for (int r = 0; r < eng->world; r++) {
+		snprintf(name, sizeof name, "rank%d-local.npy", r);
+		json_array_append_new(locals, json_string(name));
+		if ((rc = dump_vec(dir, name, in->last_local[r], in->n, e)) != ERR_OK)
+			goto out;
+	}
+	if ((rc = dump_vec(dir, "params-before.npy", in->before_p, in->n, e)) != ERR_OK ||
+	    (rc = dump_vec(dir, "params.npy", in->cur_p, in->n, e)) != ERR_OK)
+		goto out;
+	json_t *j = json_pack(
+		"{s:s, s:I, s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:o, s:O, s:O, s:o}", "what",
+		"gradients of one window of inspect: flat float32 vectors of n_params components; "
+		"'tensors' gives each parameter's slice (offset, count) and shape (row-major)",
+		"step", (json_int_t)in->before_updates + 1, "normalization",
+		norm_mode_name(in->last_mode), "reduce", reduce_name(in->a), "world", eng->world,
+		"accumulation", in->last->micro, "n_params", (json_int_t)in->n, "loss",
+		in->last_res.loss, "grad_norm", in->last_res.grad_norm, "tensors",
+		run_layout_json(&eng->shape), "files", files, "local", locals, "window",
+		parity_window_json(in->last));
+	if (!j) {
+		rc = ERR(e, ERR_IO, "dump: cannot build layout.json");
+		goto out;
+	}
+	char *txt = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+	json_decref(j);
+	if (!txt) {
+		rc = ERR(e, ERR_IO, "dump: cannot serialize layout.json");
+		goto out;
+	}
+	if ((rc = fsx_join(path, sizeof path, dir, "layout.json", e)) == ERR_OK)
+		rc = fsx_write_atomic(path, txt, strlen(txt), e);
+	free(txt);
+	if (rc == ERR_OK)
+		printf("dump: wrote reduced.npy, rank0..%d-local.npy, params-before.npy, params.npy "
+		       "and layout.json to %s (step %lld, %zu components each)\n", eng->world - 1, dir,
+		       (long long)in->before_updates + 1, in->n);
+out:
+	json_decref(files);
+	json_decref(locals);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ save */
+
+static int do_save(struct inspect *in, int argc, char **argv, struct err *e)
+{
+	if (argc > 1)
+		return ERR(e, ERR_USAGE, "save takes no argument");
+	return ERR(e, ERR_USAGE, "save: unavailable: this build has no checkpoint writer for "
+		   "the training state");
+}
+
+/* ------------------------------------------------------------------ eval */
+
+static int do_eval(struct inspect *in, int argc, char **argv, struct err *e)
+{
+	double loss_sum = 0.0;
+	int64_t tokens = 0, hits = 0, seqs = 0;
+	if (argc > 1)
+		return ERR(e, ERR_USAGE, "eval takes no argument");
+	DEV(in, engine_evaluate(in->r.eng, SPLIT_TEST, &loss_sum, &tokens, &hits, &seqs, e));
+	if (tokens == 0) {
+		printf("eval: test split: %lld sequences, no supervised token\n", (long long)seqs);
+		return ERR_OK;
+	}
+	printf("eval: test split after %lld updates: loss %.6f (global token mean over %lld "
+	       "supervised tokens of %lld sequences), accuracy %.4f (%lld / %lld tokens)\n",
+	       (long long)in->r.eng->updates_done, loss_sum / (double)tokens, (long long)tokens,
+	       (long long)seqs, (double)hits / (double)tokens, (long long)hits, (long long)tokens);
+	return ERR_OK;
+}
+
+/* ------------------------------------------------------------------ help, table */
+
+static int do_help(struct inspect *in, int argc, char **argv, struct err *e);
+
+struct icmd {
+	const char *name;
+	int (*fn)(struct inspect *in, int argc, char **argv, struct err *e);
+	const char *usage;
+	const char *brief;
+	const char *detail;
+};
+
+static const struct icmd icmds[] = {
+	{"plan", do_plan, "plan", "the next window, its token counts and each rank's factor c",
+	 "Draws the next window without consuming it and shows, per rank and microbatch, the\n"
+	 "sequence ids, the supervised tokens and the factor c the rank will multiply its loss\n"
+	 "sum by under the current mode; then the tokens per rank, N (their sum) and why c is\n"
+	 "what it is (reduce op, W, N, the formula of the mode). A token ends up weighing c / k\n"
+	 "in the reduced gradient (k = W for reduce avg, 1 for sum); only global_token gives\n"
+	 "every token 1 / N."},
+	{"step", do_step, "step [K]", "run K windows (default 1) with updates",
+	 "Runs K windows, each with the optimizer update, under the current mode, and prints\n"
+	 "per window the step number, the loss (the global token mean of the window, whatever\n"
+	 "the mode), N and the L2 norm of the reduced gradient. The last window is kept for\n"
+	 "grad, compare and dump."},
+	{"grad", do_grad, "grad [PARAM] [--rank R]", "gradient statistics of the last window",
+	 "Per parameter tensor (or only PARAM): L2 norm, max |g|, mean and the first values of\n"
+	 "the last window's reduced gradient, or with --rank R of rank R's local gradient\n"
+	 "before the reduce (already multiplied by its factor c)."},
+	{"compare", do_compare, "compare [MODE]", "reduced gradient under MODE vs the reference",
+	 "Recomputes the reduced gradient of the current window (the last stepped one, from the\n"
+	 "parameters at its start; if none yet, the next one) under MODE (default: the current\n"
+	 "mode), without an update, and compares it component by component with the\n"
+	 "single-device reference gradient of the window's token mean: max abs/rel error, the\n"
+	 "number of components outside |g - ref| <= atol + rtol |ref| ([parity] atol, rtol) and\n"
+	 "the worst components with their parameter name and (row, col). The training state is\n"
+	 "restored afterwards: comparing never changes the trajectory."},
+	{"mode", do_mode, "mode [NAME]", "switch the normalization for the next windows",
+	 "Sets the normalization of the next windows: global_token (correct), mean_of_means,\n"
+	 "microbatch_mean or double_accumulation (wrong ones, to watch them drift). Without a\n"
+	 "name, shows the current one."},
+	{"dump", do_dump, "dump DIR", "write the last window's tensors as .npy",
+	 "Writes to DIR: reduced.npy (the reduced gradient), rankR-local.npy (each rank's local\n"
+	 "gradient before the reduce), params-before.npy (the parameters the gradients were\n"
+	 "taken at), params.npy (after the update) and layout.json (each tensor's name, shape,\n"
+	 "offset and count in the flat vectors, and the window)."},
+	{"save", do_save, "save", "write a checkpoint of the current state now",
+	 "Writes a checkpoint of the current training state (parameters, momentum, sampler)\n"
+	 "under the artifacts directory, as the trainer does, so `train --resume` or\n"
+	 "`inspect --resume` can continue from it."},
+	{"eval", do_eval, "eval", "test split loss and accuracy",
+	 "Evaluates the current parameters on the test split: the global token mean of the loss\n"
+	 "and the argmax accuracy, with the token and sequence counts."},
+	{"help", do_help, "help [CMD]", "list the commands, or explain one", NULL},
+	{"quit", NULL, "quit", "leave (end of input does the same)", NULL},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
+static const struct icmd *find_cmd(const char *name)
+{
+	for (const struct icmd *c = icmds; c->name; c++)
+		if (strcmp(c->name, name) == 0)
+			return c;
+	if (strcmp(name, "exit") == 0)
+		return find_cmd("quit");
+	return NULL;
+}
+
+static int do_help(struct inspect *in, int argc, char **argv, struct err *e)
+{
+	if (argc > 2)
+		return ERR(e, ERR_USAGE, "help takes at most one argument (a command)");
+	if (argc == 2) {
+		const struct icmd *c = find_cmd(argv[1]);
+		if (!c)
+			return ERR(e, ERR_USAGE, "help: unknown command '%s' (type 'help')", argv[1]);
+		printf("%s: %s\n", c->usage, c->brief);
+		if (c->detail)
+			printf("%s\n", c->detail);
+		return ERR_OK;
+	}
+	printf("commands (help CMD for details):\n");
+	for (const struct icmd *c = icmds; c->name; c++)
+		printf("  %-24s %s\n", c->usage, c->brief);
+	return ERR_OK;
+}
+
+/* ------------------------------------------------------------------ line input */
+
+#if DDPTOK_HAVE_LIBEDIT
+static char *complete_gen(const char *text, int state)
+{
+	static int idx;
+	size_t len = strlen(text);
+	if (!state)
+		idx = 0;
+	while (icmds[idx].name) {
+		const char *n = icmds[idx++].name;
+		if (strncmp(n, text, len) == 0)
+			return strdup(n);
+	}
+	return NULL;
+}
+
+static char **complete(const char *text, int start, int end)
+{
+	(void)end;
+	if (start != 0)
+		return NULL;
+	return rl_completion_matches(text, complete_gen);
+}
+#endif
+
+struct reader {
+	int edit; /* libedit on a terminal */
+	char buf[INSPECT_LINE_MAX];
+	char *owned;
+};
+
+/* 1: a line in *line; 0: end of input; -1: read error (errno kept). */
+static int read_line(struct reader *rd, char **line, int *too_long)
+{
+	*too_long = 0;
+	free(rd->owned);
+	rd->owned = NULL;
+#if DDPTOK_HAVE_LIBEDIT
+	if (rd->edit) {
+		char *l = readline(INSPECT_PROMPT);
+		if (!l)
+			return 0;
+		if (*l)
+			add_history(l);
+		rd->owned = l;
+		*line = l;
+		return 1;
+	}
+#endif
+	fputs(INSPECT_PROMPT, stdout);
+	fflush(stdout);
+	if (!fgets(rd->buf, sizeof rd->buf, stdin))
+		return ferror(stdin) ? -1 : 0;
+	size_t len = strlen(rd->buf);
+	if (len > 0 && rd->buf[len - 1] == '\n') {
+		rd->buf[len - 1] = '\0';
+	} else if (!feof(stdin)) {
+		/* longer than the buffer: drop the rest of it */
+		int ch;
+		while ((ch = getchar()) != EOF && ch != '\n')
+			;
+		if (ferror(stdin))
+			return -1;
+		*too_long = 1;
+	}
+	*line = rd->buf;
+	return 1;
+}
+
+static int split_args(char *line, char **argv, int max)
+{
+	int argc = 0;
+	char *save = NULL;
+	for (char *t = strtok_r(line, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
+		if (argc == max)
+			return -1;
+		argv[argc++] = t;
+	}
+	return argc;
+}
+
+/* ------------------------------------------------------------------ session */
+
+static void inspect_free(struct inspect *in)
+{
+	free(in->before_p);
+	free(in->before_m);
+	free(in->next_p);
+	free(in->next_m);
+	free(in->last_reduced);
+	for (int r = 0; r < PLAN_MAX_WORLD; r++)
+		free(in->last_local[r]);
+	free(in->cur_p);
+	free(in->cur_m);
+	free(in->check_p);
+	free(in->ref);
+	if (in->have_extra)
+		window_free(&in->extra);
+	run_close(&in->r);
+}
+
+static int inspect_open(struct app *a, struct inspect *in, struct err *e)
+{
+	int rc;
+	memset(in, 0, sizeof *in);
+	in->a = a;
+	in->mode = a->s.normalization;
+	in->last_mode = in->mode;
+	if ((rc = run_open(a, &in->r, e)) != ERR_OK)
+		return rc;
+	if ((rc = window_init(&in->extra, a->s.world, a->s.accumulation, a->s.batch_size, e)) !=
+	    ERR_OK)
+		return rc;
+	in->have_extra = 1;
+	in->last = &in->r.w;
+	in->draw = &in->extra;
+	in->n = in->r.eng->shape.n_params;
+	size_t bytes = in->n * sizeof(float);
+	float **bufs[] = {&in->before_p, &in->before_m, &in->next_p, &in->next_m,
+			  &in->last_reduced, &in->cur_p, &in->cur_m, &in->check_p, &in->ref};
+	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+		if (!(*bufs[i] = malloc(bytes)))
+			return ERR(e, ERR_DEVICE, "out of memory");
+	for (int r = 0; r < a->s.world; r++)
+		if (!(in->last_local[r] = malloc(bytes)))
+			return ERR(e, ERR_DEVICE, "out of memory");
+	return ERR_OK;
+}
+
+int cmd_inspect(struct app *a, struct err *e)
+{
+	struct inspect in;
+	struct reader rd;
+	int rc;
+	memset(&rd, 0, sizeof rd);
+	if (a->o.resume_dir) {
+		memset(&in, 0, sizeof in);
+		return ERR(e, ERR_USAGE, "inspect --resume: unavailable in this build (no "
+			   "checkpoint reader for the training state)");
+	}
+	if ((rc = inspect_open(a, &in, e)) != ERR_OK)
+		goto out;
+	printf("inspect: W = %d on the %s backend, reduce %s, plan %s, accumulation %d, mode %s, "
+	       "%zu parameters, %lld updates done; type 'help' for the commands\n",
+	       a->s.world, engine_backend_name(in.r.eng), reduce_name(a), plan_name(a->s.plan),
+	       a->s.accumulation, norm_mode_name(in.mode), in.n,
+	       (long long)in.r.eng->updates_done);
+	fflush(stdout);
+#if DDPTOK_HAVE_LIBEDIT
+	rd.edit = isatty(STDIN_FILENO);
+	if (rd.edit) {
+		rl_readline_name = "ddptok";
+		rl_attempted_completion_function = complete;
+		using_history();
+	}
+#endif
+	for (;;) {
+		char *line, *argv[INSPECT_MAX_ARGS];
+		int too_long;
+		int got = read_line(&rd, &line, &too_long);
+		if (got < 0) {
+			rc = ERR(e, ERR_IO, "inspect: cannot read standard input: %s",
+				 strerror(errno));
+			goto out;
+		}
+		if (got == 0) {
+			printf("\n");
+			break;
+		}
+		if (too_long) {
+			printf("error: line longer than %d characters, ignored\n",
+			       INSPECT_LINE_MAX - 2);
+			continue;
+		}
+		int argc = split_args(line, argv, INSPECT_MAX_ARGS);
+		if (argc == 0)
+			continue;
+		if (argc < 0) {
+			printf("error: too many words on the line (at most %d)\n", INSPECT_MAX_ARGS);
+			continue;
+		}
+		if (argv[0][0] == '#')
+			continue;
+		const struct icmd *c = find_cmd(argv[0]);
+		if (!c) {
+			printf("error: unknown command '%s' (type 'help')\n", argv[0]);
+			fflush(stdout);
+			continue;
+		}
+		if (!c->fn)
+			break; /* quit */
+		struct err ce;
+		err_clear(&ce);
+		int crc = c->fn(&in, argc, argv, &ce);
+		if (crc != ERR_OK) {
+			if (ce.code == ERR_OK)
+				ERR(&ce, crc, "%s", err_code_name(crc));
+			if (in.fatal) {
+				*e = ce;
+				rc = crc;
+				err_prefix(e, "inspect: %s", c->name);
+				goto out;
+			}
+			printf("error: %s\n", ce.msg);
+		}
+		fflush(stdout);
+	}
+	rc = ERR_OK;
+out:
+	free(rd.owned);
+	fflush(stdout);
+	inspect_free(&in);
+	return rc;
+}

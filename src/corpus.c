@@ -1,0 +1,730 @@
+/*
+ * corpus: drawing the synthetic corpus, its data lock, and its files on disk.
+ *
+ * The source is a sparse second-order Markov chain over the usable ids
+ * [DATA_RESERVED, vocab). The two previous tokens (DATA_BOS before the start) are hashed
+ * to one of vocab - DATA_RESERVED states; each state has `branching` distinct successors
+ * with fixed, Zipf-skewed probabilities (successor k has weight 1/(k + 1), quantized to
+ * integer thresholds out of 2^16), and with probability CORPUS_NOISE / 2^16 the next
+ * token is uniform instead. A model
+ * that sees two tokens of context can therefore learn most of the chain, and no id is
+ * impossible. All draws are integers from prng.h (stream CORPUS_STREAM), so a seed gives
+ * the same corpus everywhere.
+ *
+ * Draw order (part of the format): the hash salt, then the successor table state by
+ * state, then length and prefix of every sequence (ids in order: train, validation,
+ * test), then the tokens of every sequence in id order.
+ *
+ * The data lock is the hex SHA-256 of this little-endian serialization:
+ *     "ddptok-corpus" (13 bytes), u32 CORPUS_FORMAT,
+ *     u64 seed, i32 train_count, validation_count, test_count, min_len, max_len, vocab,
+ *         prefix_max, branching                       (struct corpus_params; zero for
+ *                                                      corpus_from_arrays)
+ *     i32 n, i32 vocab, i32 offset[n + 1], i32 tokens[offset[n]], i32 prefix[n], u8 split[n]
+ *
+ * corpus.bin, little-endian:
+ *     0    8 bytes  magic "DDPTOKC1"
+ *     8   64 bytes  data lock, hex
+ *     72  u32 CORPUS_FORMAT, i32 n, i32 vocab, i32 total tokens
+ *     88  u64 seed, then the 8 i32 of struct corpus_params in declaration order
+ *     128 i32 offset[n + 1], i32 tokens[total], i32 prefix[n], u8 split[n]  (end of file)
+ * data.lock is a JSON object: format, lock, sequences, vocab, source ("generated" or
+ * "arrays"), parameters (named like the [data] keys; seed as a decimal string, since
+ * it may exceed 2^63) and, per split, sequences, tokens and supervised tokens.
+ */
+#include "corpus.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "digest.h"
+#include "fsx.h"
+#include "prng.h"
+
+#define CORPUS_STREAM 0x636f72707573ULL /* "corpus" */
+#define CORPUS_NOISE 3277u              /* ~5% of 2^16: next token uniform */
+#define CORPUS_MAX_TABLE (1 << 26)      /* successor table entries */
+#define CORPUS_MAGIC "DDPTOKC1"
+#define CORPUS_HEADER 128
+#define CORPUS_LOCK_TAG "ddptok-corpus"
+
+static const char *split_names[3] = { "train", "validation", "test" };
+
+/* ---- little-endian helpers ------------------------------------------------------ */
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+	put_u32(p, (uint32_t)v);
+	put_u32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+	return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+}
+
+/* ---- the lock ------------------------------------------------------------------- */
+
+/* Feeds the hash through a small staging buffer so that arrays are converted to
+ * little-endian without a full copy. */
+struct lock_hash {
+	struct digest *d;
+	uint8_t buf[4096];
+	size_t n;
+	int rc;
+	struct err *e;
+};
+
+static void lh_flush(struct lock_hash *h)
+{
+	if (h->n && !h->rc)
+		h->rc = digest_update(h->d, h->buf, h->n, h->e);
+	h->n = 0;
+}
+
+static void lh_bytes(struct lock_hash *h, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	while (len) {
+		size_t k = sizeof h->buf - h->n;
+		if (k > len)
+			k = len;
+		memcpy(h->buf + h->n, p, k);
+		h->n += k;
+		p += k;
+		len -= k;
+		if (h->n == sizeof h->buf)
+			lh_flush(h);
+	}
+}
+
+static void lh_u32(struct lock_hash *h, uint32_t v)
+{
+	uint8_t b[4];
+	put_u32(b, v);
+	lh_bytes(h, b, 4);
+}
+
+static void lh_u64(struct lock_hash *h, uint64_t v)
+{
+	uint8_t b[8];
+	put_u64(b, v);
+	lh_bytes(h, b, 8);
+}
+
+static void lh_i32s(struct lock_hash *h, const int32_t *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		lh_u32(h, (uint32_t)v[i]);
+}
+
+static void params_words(const struct corpus_params *p, int32_t w[8])
+{
+	w[0] = p->train_count;
+	w[1] = p->validation_count;
+	w[2] = p->test_count;
+	w[3] = p->min_len;
+	w[4] = p->max_len;
+	w[5] = p->vocab;
+	w[6] = p->prefix_max;
+	w[7] = p->branching;
+}
+
+static void params_from_words(struct corpus_params *p, const int32_t w[8])
+{
+	p->train_count = w[0];
+	p->validation_count = w[1];
+	p->test_count = w[2];
+	p->min_len = w[3];
+	p->max_len = w[4];
+	p->vocab = w[5];
+	p->prefix_max = w[6];
+	p->branching = w[7];
+}
+
+int corpus_compute_lock(const struct corpus *c, char lock[65], struct err *e)
+{
+	struct lock_hash *h;
+	int32_t w[8];
+	int rc;
+
+	lock[0] = '\0';
+	h = calloc(1, sizeof *h);
+	if (!h)
+		return ERR(e, ERR_DEVICE, "data lock: out of memory");
+	h->e = e;
+	rc = digest_init(&h->d, e);
+	if (rc) {
+		free(h);
+		return rc;
+	}
+	lh_bytes(h, CORPUS_LOCK_TAG, strlen(CORPUS_LOCK_TAG));
+	lh_u32(h, CORPUS_FORMAT);
+	lh_u64(h, c->params.seed);
+	params_words(&c->params, w);
+	lh_i32s(h, w, 8);
+	lh_u32(h, (uint32_t)c->n);
+	lh_u32(h, (uint32_t)c->vocab);
+	lh_i32s(h, c->offset, (size_t)c->n + 1);
+	lh_i32s(h, c->tokens, (size_t)c->offset[c->n]);
+	lh_i32s(h, c->prefix, (size_t)c->n);
+	lh_bytes(h, c->split, (size_t)c->n);
+	lh_flush(h);
+	if (h->rc) {
+		rc = h->rc;
+		digest_free(h->d);
+	} else {
+		rc = digest_final(h->d, lock, e);
+	}
+	free(h);
+	return rc;
+}
+
+/* ---- construction ---------------------------------------------------------------- */
+
+void corpus_free(struct corpus *c)
+{
+	if (!c)
+		return;
+	free(c->offset);
+	free(c->tokens);
+	free(c->prefix);
+	free(c->split);
+	memset(c, 0, sizeof *c);
+}
+
+/* Allocates the arrays of an n-sequence, `total`-token corpus (zeroed). */
+static int corpus_alloc(struct corpus *c, int n, int64_t total, struct err *e)
+{
+	memset(c, 0, sizeof *c);
+	c->n = n;
+	c->offset = calloc((size_t)n + 1, sizeof *c->offset);
+	c->tokens = calloc(total > 0 ? (size_t)total : 1, sizeof *c->tokens);
+	c->prefix = calloc(n > 0 ? (size_t)n : 1, sizeof *c->prefix);
+	c->split = calloc(n > 0 ? (size_t)n : 1, 1);
+	if (!c->offset || !c->tokens || !c->prefix || !c->split) {
+		corpus_free(c);
+		return ERR(e, ERR_DEVICE, "corpus: out of memory (%d sequences, %" PRId64
+			   " tokens)", n, total);
+	}
+	return ERR_OK;
+}
+
+/* Checks the arrays of c (offsets, ids, prefixes, split order) and fills split_count and
+ * split_first. `what` names the source in messages. */
+static int corpus_validate(struct corpus *c, const char *what, struct err *e)
+{
+	int last = 0;
+
+	if (c->n < 0)
+		return ERR(e, ERR_DATA, "%s: negative sequence count %d", what, c->n);
+	if (c->vocab <= DATA_RESERVED)
+		return ERR(e, ERR_DATA, "%s: vocab %d leaves no usable id (ids below %d are "
+			   "reserved)", what, c->vocab, DATA_RESERVED);
+	if (c->offset[0] != 0)
+		return ERR(e, ERR_DATA, "%s: first offset is %d, not 0", what, c->offset[0]);
+	memset(c->split_count, 0, sizeof c->split_count);
+	for (int i = 0; i < c->n; i++) {
+		int len = c->offset[i + 1] - c->offset[i];
+		if (c->offset[i + 1] <= c->offset[i])
+			return ERR(e, ERR_DATA, "%s: sequence %d is empty or has a decreasing "
+				   "offset", what, i);
+		if (c->prefix[i] < 0 || c->prefix[i] > len)
+			return ERR(e, ERR_DATA, "%s: sequence %d has prefix %d outside [0, %d]",
+				   what, i, c->prefix[i], len);
+		if (c->split[i] > SPLIT_TEST)
+			return ERR(e, ERR_DATA, "%s: sequence %d has unknown split %d", what, i,
+				   c->split[i]);
+		if (c->split[i] < last)
+			return ERR(e, ERR_DATA, "%s: sequence %d (%s) after a %s sequence: splits "
+				   "must come in order train, validation, test", what, i,
+				   split_names[c->split[i]], split_names[last]);
+		last = c->split[i];
+		c->split_count[last]++;
+	}
+	for (int32_t t = 0; t < c->offset[c->n]; t++) {
+		int32_t id = c->tokens[t];
+		if (id < DATA_RESERVED || id >= c->vocab)
+			return ERR(e, ERR_DATA, "%s: token %d has id %d outside [%d, %d)", what, t,
+				   id, DATA_RESERVED, c->vocab);
+	}
+	c->split_first[0] = 0;
+	c->split_first[1] = c->split_count[0];
+	c->split_first[2] = c->split_count[0] + c->split_count[1];
+	return ERR_OK;
+}
+
+static uint32_t markov_state(uint64_t salt, int32_t p2, int32_t p1, uint32_t n_states)
+{
+	uint64_t x = salt ^ ((uint64_t)(uint32_t)p2 << 32 | (uint32_t)p1);
+	return (uint32_t)(prng_splitmix64(&x) % n_states);
+}
+
+int corpus_build(const struct settings *s, struct corpus *c, struct err *e)
+{
+	struct prng r;
+	uint32_t usable, cum[CORPUS_MAX_BRANCHING];
+	int32_t *succ = NULL, *perm = NULL;
+	int64_t n64, total = 0;
+	int n, b, rc;
+	uint64_t salt;
+
+	memset(c, 0, sizeof *c);
+	if (s->train_count < 0 || s->validation_count < 0 || s->test_count < 0)
+		return ERR(e, ERR_CONFIG, "data.train, data.validation and data.test must not "
+			   "be negative");
+	n64 = (int64_t)s->train_count + s->validation_count + s->test_count;
+	if (n64 > (1 << 24))
+		return ERR(e, ERR_CONFIG, "data: %" PRId64 " sequences are too many (at most %d)",
+			   n64, 1 << 24);
+	if (s->min_len < 1 || s->max_len < s->min_len)
+		return ERR(e, ERR_CONFIG, "data.min_len = %d, data.max_len = %d: need "
+			   "1 <= min_len <= max_len", s->min_len, s->max_len);
+	if (s->vocab <= DATA_RESERVED)
+		return ERR(e, ERR_CONFIG, "data.vocab = %d: must exceed the %d reserved ids",
+			   s->vocab, DATA_RESERVED);
+	if (s->prefix_max < 0)
+		return ERR(e, ERR_CONFIG, "data.prefix_max = %d must not be negative",
+			   s->prefix_max);
+	usable = (uint32_t)(s->vocab - DATA_RESERVED);
+	b = s->branching;
+	if (b < 1 || (uint32_t)b > usable || b > CORPUS_MAX_BRANCHING)
+		return ERR(e, ERR_CONFIG, "data.branching = %d: must be in [1, min(%d, vocab - "
+			   "%d = %u)]", b, CORPUS_MAX_BRANCHING, DATA_RESERVED, usable);
+	if ((int64_t)usable * b > CORPUS_MAX_TABLE)
+		return ERR(e, ERR_CONFIG, "data.vocab = %d with data.branching = %d: transition "
+			   "table too large", s->vocab, b);
+	if (n64 * s->max_len > INT32_MAX)
+		return ERR(e, ERR_CONFIG, "data: up to %" PRId64 " tokens exceed the corpus "
+			   "limit of %d", n64 * s->max_len, INT32_MAX);
+	n = (int)n64;
+
+	/* successor k has weight 1/(k + 1): cumulative thresholds out of 2^16 (every step is
+	 * at least 200 wide for b <= 64, so each successor stays reachable) */
+	{
+		uint64_t wsum = 0, acc = 0;
+		for (int k = 0; k < b; k++)
+			wsum += (1u << 24) / (uint32_t)(k + 1);
+		for (int k = 0; k < b; k++) {
+			acc += (1u << 24) / (uint32_t)(k + 1);
+			cum[k] = k == b - 1 ? 65536u : (uint32_t)((acc << 16) / wsum);
+		}
+	}
+
+	prng_seed(&r, s->seed, CORPUS_STREAM);
+	salt = prng_next(&r);
+	succ = malloc((size_t)usable * b * sizeof *succ);
+	perm = malloc((size_t)usable * sizeof *perm);
+	if (!succ || !perm) {
+		rc = ERR(e, ERR_DEVICE, "corpus: out of memory for the transition table");
+		goto fail;
+	}
+	for (uint32_t i = 0; i < usable; i++)
+		perm[i] = DATA_RESERVED + (int32_t)i;
+	/* a partial Fisher-Yates per state: b distinct successors in random order */
+	for (uint32_t st = 0; st < usable; st++) {
+		for (int k = 0; k < b; k++) {
+			uint32_t j = (uint32_t)k + prng_below(&r, usable - (uint32_t)k);
+			int32_t t = perm[k];
+			perm[k] = perm[j];
+			perm[j] = t;
+			succ[(size_t)st * b + k] = perm[k];
+		}
+	}
+
+	/* lengths and prefixes: offsets hold the lengths until the prefix sum below */
+	{
+		int32_t *len = malloc(((size_t)n + 1) * sizeof *len);
+		int32_t *pre = malloc(((size_t)n + 1) * sizeof *pre);
+		if (!len || !pre) {
+			free(len);
+			free(pre);
+			rc = ERR(e, ERR_DEVICE, "corpus: out of memory");
+			goto fail;
+		}
+		for (int i = 0; i < n; i++) {
+			int pmax;
+			len[i] = prng_range(&r, s->min_len, s->max_len);
+			pmax = s->prefix_max < len[i] - 1 ? s->prefix_max : len[i] - 1;
+			pre[i] = prng_range(&r, 0, pmax);
+			total += len[i];
+		}
+		rc = corpus_alloc(c, n, total, e);
+		if (rc) {
+			free(len);
+			free(pre);
+			goto fail;
+		}
+		for (int i = 0; i < n; i++) {
+			c->offset[i + 1] = c->offset[i] + len[i];
+			c->prefix[i] = pre[i];
+			c->split[i] = i < s->train_count ? SPLIT_TRAIN
+				    : i < s->train_count + s->validation_count ? SPLIT_VALIDATION
+				    : SPLIT_TEST;
+		}
+		free(len);
+		free(pre);
+	}
+
+	for (int i = 0; i < n; i++) {
+		int32_t p2 = DATA_BOS, p1 = DATA_BOS;
+		for (int32_t t = c->offset[i]; t < c->offset[i + 1]; t++) {
+			uint64_t x = prng_next(&r);
+			uint32_t u_noise = (uint32_t)(x >> 48);
+			uint32_t u_succ = (uint32_t)(x >> 32) & 0xffffu;
+			int32_t tok;
+			if (u_noise < CORPUS_NOISE) {
+				tok = DATA_RESERVED + (int32_t)prng_below(&r, usable);
+			} else {
+				uint32_t st = markov_state(salt, p2, p1, usable);
+				int k = 0;
+				while (u_succ >= cum[k])
+					k++;
+				tok = succ[(size_t)st * b + k];
+			}
+			c->tokens[t] = tok;
+			p2 = p1;
+			p1 = tok;
+		}
+	}
+
+	c->vocab = s->vocab;
+	c->params.seed = s->seed;
+	c->params.train_count = s->train_count;
+	c->params.validation_count = s->validation_count;
+	c->params.test_count = s->test_count;
+	c->params.min_len = s->min_len;
+	c->params.max_len = s->max_len;
+	c->params.vocab = s->vocab;
+	c->params.prefix_max = s->prefix_max;
+	c->params.branching = s->branching;
+	rc = corpus_validate(c, "generated corpus", e);
+	if (!rc)
+		rc = corpus_compute_lock(c, c->lock, e);
+	if (rc)
+		goto fail;
+	free(succ);
+	free(perm);
+	return ERR_OK;
+fail:
+	free(succ);
+	free(perm);
+	corpus_free(c);
+	return rc;
+}
+
+int corpus_from_arrays(int n, const int32_t *lengths, const int32_t *prefix,
+		       const int32_t *tokens, int vocab, struct corpus *c, struct err *e)
+{
+	int64_t total = 0;
+	int rc;
+
+	memset(c, 0, sizeof *c);
+	if (n < 0)
+		return ERR(e, ERR_DATA, "corpus: negative sequence count %d", n);
+	for (int i = 0; i < n; i++) {
+		if (lengths[i] < 1)
+			return ERR(e, ERR_DATA, "corpus: sequence %d has length %d (at least 1)", i,
+				   lengths[i]);
+		total += lengths[i];
+		if (total > INT32_MAX)
+			return ERR(e, ERR_DATA, "corpus: more than %d tokens", INT32_MAX);
+	}
+	rc = corpus_alloc(c, n, total, e);
+	if (rc)
+		return rc;
+	c->vocab = vocab;
+	for (int i = 0; i < n; i++) {
+		c->offset[i + 1] = c->offset[i] + lengths[i];
+		c->prefix[i] = prefix ? prefix[i] : 0;
+		c->split[i] = SPLIT_TRAIN;
+	}
+	if (total)
+		memcpy(c->tokens, tokens, (size_t)total * sizeof *tokens);
+	rc = corpus_validate(c, "corpus", e);
+	if (!rc)
+		rc = corpus_compute_lock(c, c->lock, e);
+	if (rc)
+		corpus_free(c);
+	return rc;
+}
+
+/* ---- files ----------------------------------------------------------------------- */
+
+static int params_match(const struct corpus_params *p, const struct settings *s)
+{
+	return p->seed == s->seed && p->train_count == s->train_count &&
+	       p->validation_count == s->validation_count && p->test_count == s->test_count &&
+	       p->min_len == s->min_len && p->max_len == s->max_len && p->vocab == s->vocab &&
+	       p->prefix_max == s->prefix_max && p->branching == s->branching;
+}
+
+static int save_bin(const struct corpus *c, const char *path, struct err *e)
+{
+	size_t total = (size_t)c->offset[c->n];
+	size_t size = CORPUS_HEADER + 4 * ((size_t)c->n + 1 + total + (size_t)c->n) + (size_t)c->n;
+	uint8_t *buf = malloc(size), *p;
+	int32_t w[8];
+	int rc;
+
+	if (!buf)
+		return ERR(e, ERR_DEVICE, "%s: out of memory", path);
+	memset(buf, 0, CORPUS_HEADER);
+	memcpy(buf, CORPUS_MAGIC, 8);
+	memcpy(buf + 8, c->lock, 64);
+	put_u32(buf + 72, CORPUS_FORMAT);
+	put_u32(buf + 76, (uint32_t)c->n);
+	put_u32(buf + 80, (uint32_t)c->vocab);
+	put_u32(buf + 84, (uint32_t)total);
+	put_u64(buf + 88, c->params.seed);
+	params_words(&c->params, w);
+	for (int k = 0; k < 8; k++)
+		put_u32(buf + 96 + 4 * k, (uint32_t)w[k]);
+	p = buf + CORPUS_HEADER;
+	for (int i = 0; i <= c->n; i++, p += 4)
+		put_u32(p, (uint32_t)c->offset[i]);
+	for (size_t t = 0; t < total; t++, p += 4)
+		put_u32(p, (uint32_t)c->tokens[t]);
+	for (int i = 0; i < c->n; i++, p += 4)
+		put_u32(p, (uint32_t)c->prefix[i]);
+	memcpy(p, c->split, (size_t)c->n);
+	rc = fsx_write_atomic(path, buf, size, e);
+	free(buf);
+	return rc;
+}
+
+static int json_set_new(json_t *obj, const char *key, json_t *v, int *bad)
+{
+	if (!v || json_object_set_new(obj, key, v))
+		*bad = 1;
+	return *bad;
+}
+
+static int save_lock(const struct corpus *c, const char *path, struct err *e)
+{
+	json_t *root = json_object(), *par = json_object(), *spl = json_object();
+	char seed[32];
+	char *text = NULL;
+	int bad = !root || !par || !spl, rc;
+
+	snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->params.seed);
+	json_set_new(root, "format", json_integer(CORPUS_FORMAT), &bad);
+	json_set_new(root, "lock", json_string(c->lock), &bad);
+	json_set_new(root, "sequences", json_integer(c->n), &bad);
+	json_set_new(root, "vocab", json_integer(c->vocab), &bad);
+	json_set_new(root, "source", json_string(c->params.vocab ? "generated" : "arrays"),
+		     &bad);
+	json_set_new(par, "seed", json_string(seed), &bad);
+	json_set_new(par, "train", json_integer(c->params.train_count), &bad);
+	json_set_new(par, "validation", json_integer(c->params.validation_count), &bad);
+	json_set_new(par, "test", json_integer(c->params.test_count), &bad);
+	json_set_new(par, "min_len", json_integer(c->params.min_len), &bad);
+	json_set_new(par, "max_len", json_integer(c->params.max_len), &bad);
+	json_set_new(par, "vocab", json_integer(c->params.vocab), &bad);
+	json_set_new(par, "prefix_max", json_integer(c->params.prefix_max), &bad);
+	json_set_new(par, "branching", json_integer(c->params.branching), &bad);
+	for (int k = 0; k < 3; k++) {
+		json_t *o = json_object();
+		int64_t tok = 0, sup = 0;
+		for (int i = c->split_first[k]; i < c->split_first[k] + c->split_count[k]; i++) {
+			tok += corpus_len(c, i);
+			sup += corpus_supervised(c, i);
+		}
+		if (!o) {
+			bad = 1;
+			break;
+		}
+		json_set_new(o, "sequences", json_integer(c->split_count[k]), &bad);
+		json_set_new(o, "tokens", json_integer(tok), &bad);
+		json_set_new(o, "supervised", json_integer(sup), &bad);
+		json_set_new(spl, split_names[k], o, &bad);
+	}
+	json_set_new(root, "parameters", par, &bad);
+	par = NULL;
+	json_set_new(root, "splits", spl, &bad);
+	spl = NULL;
+	if (!bad)
+		text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(root);
+	if (!text)
+		return ERR(e, ERR_DEVICE, "%s: cannot serialize the data lock", path);
+	{
+		size_t len = strlen(text);
+		char *withnl = malloc(len + 2);
+		if (!withnl) {
+			free(text);
+			return ERR(e, ERR_DEVICE, "%s: out of memory", path);
+		}
+		memcpy(withnl, text, len);
+		withnl[len] = '\n';
+		withnl[len + 1] = '\0';
+		rc = fsx_write_atomic(path, withnl, len + 1, e);
+		free(withnl);
+	}
+	free(text);
+	return rc;
+}
+
+int corpus_save(const struct corpus *c, const struct settings *s, const char *dir,
+		struct err *e)
+{
+	char path[FSX_PATH_MAX];
+	int rc;
+
+	if (s && c->params.vocab && !params_match(&c->params, s))
+		return ERR(e, ERR_DATA, "corpus_save: the corpus was built with other [data] "
+			   "settings than the ones given");
+	rc = fsx_mkdirs(dir, e);
+	if (!rc)
+		rc = fsx_join(path, sizeof path, dir, "corpus.bin", e);
+	if (!rc)
+		rc = save_bin(c, path, e);
+	/* the lock last: a data.lock on disk always describes the corpus.bin beside it */
+	if (!rc)
+		rc = fsx_join(path, sizeof path, dir, "data.lock", e);
+	if (!rc)
+		rc = save_lock(c, path, e);
+	return rc;
+}
+
+int corpus_read_lock(const char *dir, char lock[65], struct err *e)
+{
+	char path[FSX_PATH_MAX];
+	char *text = NULL;
+	size_t len;
+	json_t *root, *v;
+	json_error_t jerr;
+	int rc;
+
+	lock[0] = '\0';
+	rc = fsx_join(path, sizeof path, dir, "data.lock", e);
+	if (!rc)
+		rc = fsx_read_all(path, &text, &len, e);
+	if (rc)
+		return rc;
+	root = json_loadb(text, len, 0, &jerr);
+	free(text);
+	if (!root)
+		return ERR(e, ERR_DATA, "%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
+	v = json_is_object(root) ? json_object_get(root, "lock") : NULL;
+	if (!json_is_string(v) || !digest_is_hex(json_string_value(v))) {
+		json_decref(root);
+		return ERR(e, ERR_DATA, "%s: no \"lock\" holding 64 lowercase hex digits", path);
+	}
+	memcpy(lock, json_string_value(v), 65);
+	json_decref(root);
+	return ERR_OK;
+}
+
+int corpus_load(const char *dir, struct corpus *c, struct err *e)
+{
+	char path[FSX_PATH_MAX], lpath[FSX_PATH_MAX];
+	char stored[65], onfile[65];
+	char *buf = NULL;
+	const uint8_t *p;
+	size_t size;
+	int64_t n, total, need;
+	int32_t w[8];
+	int vocab, rc;
+
+	memset(c, 0, sizeof *c);
+	rc = fsx_join(path, sizeof path, dir, "corpus.bin", e);
+	if (!rc)
+		rc = fsx_join(lpath, sizeof lpath, dir, "data.lock", e);
+	if (!rc)
+		rc = fsx_read_all(path, &buf, &size, e);
+	if (rc)
+		return rc;
+	p = (const uint8_t *)buf;
+	if (size < CORPUS_HEADER || memcmp(p, CORPUS_MAGIC, 8) != 0) {
+		rc = ERR(e, ERR_DATA, "%s: not a ddptok corpus (bad magic or truncated header)",
+			 path);
+		goto fail;
+	}
+	if (get_u32(p + 72) != CORPUS_FORMAT) {
+		rc = ERR(e, ERR_DATA, "%s: corpus format %u, this program reads format %d", path,
+			 get_u32(p + 72), CORPUS_FORMAT);
+		goto fail;
+	}
+	memcpy(stored, p + 8, 64);
+	stored[64] = '\0';
+	n = (int32_t)get_u32(p + 76);
+	vocab = (int32_t)get_u32(p + 80);
+	total = (int32_t)get_u32(p + 84);
+	if (n < 0 || total < 0) {
+		rc = ERR(e, ERR_DATA, "%s: negative sizes in the header", path);
+		goto fail;
+	}
+	need = CORPUS_HEADER + 4 * (n + 1 + total + n) + n;
+	if ((int64_t)size != need) {
+		rc = ERR(e, ERR_DATA, "%s: %zu bytes, the header announces %" PRId64, path, size,
+			 need);
+		goto fail;
+	}
+	rc = corpus_alloc(c, (int)n, total, e);
+	if (rc)
+		goto fail;
+	c->vocab = vocab;
+	c->params.seed = get_u64(p + 88);
+	for (int k = 0; k < 8; k++)
+		w[k] = (int32_t)get_u32(p + 96 + 4 * k);
+	params_from_words(&c->params, w);
+	p += CORPUS_HEADER;
+	for (int64_t i = 0; i <= n; i++, p += 4)
+		c->offset[i] = (int32_t)get_u32(p);
+	for (int64_t t = 0; t < total; t++, p += 4)
+		c->tokens[t] = (int32_t)get_u32(p);
+	for (int64_t i = 0; i < n; i++, p += 4)
+		c->prefix[i] = (int32_t)get_u32(p);
+	memcpy(c->split, p, (size_t)n);
+	free(buf);
+	buf = NULL;
+	if (c->offset[n] != total) {
+		rc = ERR(e, ERR_DATA, "%s: offsets end at %d, the header announces %" PRId64
+			 " tokens", path, c->offset[n], total);
+		goto fail;
+	}
+	rc = corpus_validate(c, path, e);
+	if (!rc)
+		rc = corpus_compute_lock(c, c->lock, e);
+	if (rc)
+		goto fail;
+	if (strcmp(c->lock, stored) != 0) {
+		rc = ERR(e, ERR_DATA, "%s: content does not match its data lock (stored %.12s..., "
+			 "computed %.12s...): the file is corrupt", path, stored, c->lock);
+		goto fail;
+	}
+	if (fsx_exists(lpath)) {
+		rc = corpus_read_lock(dir, onfile, e);
+		if (rc)
+			goto fail;
+		if (strcmp(onfile, c->lock) != 0) {
+			rc = ERR(e, ERR_DATA, "%s: lock %.12s... does not match %s (%.12s...)", lpath,
+				 onfile, path, c->lock);
+			goto fail;
+		}
+	}
+	return ERR_OK;
+fail:
+	free(buf);
+	corpus_free(c);
+	return rc;
+}

@@ -1,0 +1,506 @@
+/*
+ * engine: device threads, replicas and the window step (see engine.h).
+ */
+#include "engine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ddptok_config.h"
+#include "norm.h"
+#if DDPTOK_HAVE_CUDA
+#include "gpu.h"
+#endif
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+#define TRY(call)                        \
+	do {                             \
+		int rc_ = (call);        \
+		if (rc_ != ERR_OK)       \
+			return rc_;      \
+	} while (0)
+
+static int max_batch_rows(const struct settings *s)
+{
+	return batch_max_rows(s->batch_size, s->max_len);
+}
+
+/* ---- replica lifecycle, run on each device thread ---- */
+
+static int replica_init_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct engine *eng = arg;
+	struct replica *r = ctx;
+	size_t bytes = eng->shape.n_params * sizeof(float);
+	r->rank = rank;
+	if (eng->backend == DEV_BACKEND_CUDA) {
+#if DDPTOK_HAVE_CUDA
+		int id = eng->s.n_ids ? eng->s.ids[rank] : rank;
+		TRY(cuda_dev_create(rank, id, &r->dev, e));
+#else
+		return ERR(e, ERR_DEVICE, "this build has no CUDA backend");
+#endif
+	} else {
+		TRY(dev_host_create(rank, &r->dev, e));
+	}
+	struct dev *d = r->dev;
+	TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
+	TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));
+	TRY(d->ops->alloc(d, bytes, (void **)&r->momentum, e));
+	TRY(model_ws_create(d, &eng->shape, max_batch_rows(&eng->s), &r->ws, e));
+	TRY(batch_alloc(&r->batch, max_batch_rows(&eng->s), eng->shape.context, e));
+	return ERR_OK;
+}
+
+static int replica_destroy_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct replica *r = ctx;
+	if (!r->dev)
+		return ERR_OK;
+	model_ws_destroy(r->ws);
+	batch_free(&r->batch);
+	void *bufs[] = {r->params, r->grads, r->momentum};
+	for (int i = 0; i < 3; i++)
+		if (bufs[i])
+			r->dev->ops->release(r->dev, bufs[i]);
+	dev_destroy(r->dev);
+	r->dev = NULL;
+	return ERR_OK;
+}
+
+static int choose_backend(struct engine *eng, struct err *e)
+{
+	const struct settings *s = &eng->s;
+	int gpus = 0;
+	char why[200] = "this build has no CUDA backend";
+#if DDPTOK_HAVE_CUDA
+	if (s->backend != BACKEND_CPU)
+		TRY(gpu_device_count(&gpus, why, sizeof why, e));
+#endif
+	if (s->backend == BACKEND_CPU) {
+		eng->backend = DEV_BACKEND_CPU;
+		snprintf(eng->backend_why, sizeof eng->backend_why, "cpu: requested by devices.backend");
+	} else if (gpus > 0) {
+		eng->backend = DEV_BACKEND_CUDA;
+		snprintf(eng->backend_why, sizeof eng->backend_why, "cuda: %d GPU(s) visible", gpus);
+	} else if (s->backend == BACKEND_CUDA) {
+		return ERR(e, ERR_DEVICE, "devices.backend = cuda but no GPU is usable: %s", why);
+	} else {
+		eng->backend = DEV_BACKEND_CPU;
+		snprintf(eng->backend_why, sizeof eng->backend_why, "cpu: auto, no GPU (%s)", why);
+	}
+	if (eng->backend == DEV_BACKEND_CUDA) {
+		for (int r = 0; r < eng->world; r++) {
+			int id = s->n_ids ? s->ids[r] : r;
+			if (id >= gpus && !(s->n_ids == 0 && s->collective == COLLECTIVE_HOST))
+				return ERR(e, ERR_CONFIG,
+					   "devices: rank %d needs GPU %d but only %d are visible (set "
+					   "devices.ids, e.g. repeat an id with devices.collective = host)",
+					   r, id, gpus);
+		}
+	}
+	return ERR_OK;
+}
+
+static int create_collective(struct engine *eng, struct err *e)
+{
+	const struct settings *s = &eng->s;
+	size_t count = eng->shape.n_params;
+	int use_nccl = eng->backend == DEV_BACKEND_CUDA && s->collective != COLLECTIVE_HOST;
+	if (s->collective == COLLECTIVE_NCCL && eng->backend != DEV_BACKEND_CUDA)
+		return ERR(e, ERR_CONFIG, "devices.collective = nccl needs the cuda backend");
+	if (use_nccl) {
+#if DDPTOK_HAVE_CUDA
+		int ids[PLAN_MAX_WORLD];
+		for (int r = 0; r < eng->world; r++)
+			ids[r] = s->n_ids ? s->ids[r] : r;
+		return nccl_coll_create(eng->world, ids, pool_barrier(eng->pool), &eng->coll, e);
+#endif
+	}
+	return coll_host_create(eng->world, pool_barrier(eng->pool), count, &eng->coll, e);
+}
+
+int engine_create(const struct settings *s, const struct corpus *c, struct engine **out,
+		  struct err *e)
+{
+	struct engine *eng = calloc(1, sizeof *eng);
+	int rc;
+	if (!eng)
+		return ERR(e, ERR_DEVICE, "out of memory");
+	eng->s = *s;
+	eng->corpus = c;
+	eng->world = s->world;
+	eng->inject_rank = -1;
+	eng->inject_window = -1;
+	model_shape_init(&eng->shape, s->vocab, s->context, s->embed, s->hidden);
+	if ((rc = choose_backend(eng, e)) != ERR_OK)
+		goto fail;
+	if ((rc = pool_create(s->world, s->timeout_s, &eng->pool, e)) != ERR_OK)
+		goto fail;
+	for (int r = 0; r < s->world; r++) {
+		eng->rep[r].rank = r;
+		pool_set_ctx(eng->pool, r, &eng->rep[r]);
+	}
+	if ((rc = pool_run(eng->pool, replica_init_fn, eng, e)) != ERR_OK)
+		goto fail;
+	if ((rc = create_collective(eng, e)) != ERR_OK)
+		goto fail;
+	pool_set_coll(eng->pool, eng->coll);
+	size_t bytes = eng->shape.n_params * sizeof(float);
+	if (!(eng->host_reduced = malloc(bytes))) {
+		rc = ERR(e, ERR_DEVICE, "out of memory");
+		goto fail;
+	}
+	for (int r = 0; r < s->world; r++)
+		if (!(eng->host_local[r] = malloc(bytes))) {
+			rc = ERR(e, ERR_DEVICE, "out of memory");
+			goto fail;
+		}
+	*out = eng;
+	return ERR_OK;
+fail:
+	engine_destroy(eng);
+	return rc;
+}
+
+void engine_destroy(struct engine *eng)
+{
+	if (!eng)
+		return;
+	if (eng->pool) {
+		struct err ignore;
+		err_clear(&ignore);
+		pool_set_coll(eng->pool, NULL);
+		coll_destroy(eng->coll);
+		pool_run(eng->pool, replica_destroy_fn, eng, &ignore);
+		pool_destroy(eng->pool);
+	}
+	free(eng->host_reduced);
+	for (int r = 0; r < PLAN_MAX_WORLD; r++)
+		free(eng->host_local[r]);
+	free(eng);
+}
+
+const char *engine_backend_name(const struct engine *eng)
+{
+	return eng->backend == DEV_BACKEND_CUDA ? "cuda" : "cpu";
+}
+
+/* ---- state ---- */
+
+struct state_arg {
+	struct engine *eng;
+	const float *params, *momentum;
+};
+
+static int set_state_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct state_arg *a = arg;
+	struct replica *r = ctx;
+	size_t bytes = a->eng->shape.n_params * sizeof(float);
+	TRY(r->dev->ops->upload(r->dev, r->params, a->params, bytes, e));
+	if (a->momentum)
+		TRY(r->dev->ops->upload(r->dev, r->momentum, a->momentum, bytes, e));
+	else
+		TRY(r->dev->ops->zero(r->dev, r->momentum, bytes, e));
+	return r->dev->ops->sync(r->dev, e);
+}
+
+int engine_set_state(struct engine *eng, const float *params, const float *momentum,
+		     int64_t updates_done, struct err *e)
+{
+	struct state_arg a = {eng, params, momentum};
+	eng->updates_done = updates_done;
+	return pool_run(eng->pool, set_state_fn, &a, e);
+}
+
+static int get_state_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct state_arg *a = arg;
+	struct replica *r = ctx;
+	size_t bytes = a->eng->shape.n_params * sizeof(float);
+	if (rank != 0)
+		return ERR_OK;
+	if (a->params)
+		TRY(r->dev->ops->download(r->dev, (float *)a->params, r->params, bytes, e));
+	if (a->momentum)
+		TRY(r->dev->ops->download(r->dev, (float *)a->momentum, r->momentum, bytes, e));
+	return ERR_OK;
+}
+
+int engine_get_state(struct engine *eng, float *params, float *momentum, struct err *e)
+{
+	struct state_arg a = {eng, params, momentum};
+	return pool_run(eng->pool, get_state_fn, &a, e);
+}
+
+/* ---- the window step ---- */
+
+static uint64_t digest_floats(const float *x, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	const unsigned char *b = (const unsigned char *)x;
+	for (size_t i = 0; i < n * sizeof(float); i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+struct window_shared {
+	struct engine *eng;
+	const struct window *w;
+	int mode, flags;
+	double loss_sum[PLAN_MAX_WORLD];
+	int64_t N_seen[PLAN_MAX_WORLD];
+	int rejected[PLAN_MAX_WORLD];
+	uint64_t param_digest[PLAN_MAX_WORLD];
+	double coll_s[PLAN_MAX_WORLD];
+};
+
+static int window_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct window_shared *ws = arg;
+	struct engine *eng = ws->eng;
+	struct replica *r = ctx;
+	struct dev *d = r->dev;
+	const struct dev_ops *o = d->ops;
+	const struct window *w = ws->w;
+	const struct settings *s = &eng->s;
+	size_t n = eng->shape.n_params;
+	int avg = s->reduce == COLL_AVG;
+	double t0;
+
+	if (eng->inject_rank == rank && eng->inject_window == w->index)
+		return ERR(e, ERR_DEVICE, "injected failure at window %lld (step %lld)",
+			   (long long)w->index, (long long)w->index + 1);
+
+	TRY(o->zero(d, r->grads, n * sizeof(float), e));
+
+	/* the global count goes through the collective, like it would across processes */
+	int64_t count = w->rank_tokens[rank];
+	t0 = now_s();
+	TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &count, 1, COLL_I64, COLL_SUM, 1, e));
+	ws->coll_s[rank] += now_s() - t0;
+	ws->N_seen[rank] = count;
+	if (count != w->N)
+		return ERR(e, ERR_DEVICE,
+			   "window %lld: the collective counted %lld supervised tokens, the scheduler "
+			   "%lld", (long long)w->index, (long long)count, (long long)w->N);
+	if (count == 0) {
+		/* every rank reaches this branch from the same number: nobody enters the
+		 * gradient collective that the others would skip */
+		ws->rejected[rank] = 1;
+		return ERR_OK;
+	}
+
+	double local = 0.0;
+	for (int m = 0; m < w->micro; m++) {
+		const struct plan_micro *mb = &w->mb[rank][m];
+		double c = norm_factor(ws->mode, avg, w->world, w->micro, count, w->rank_tokens[rank],
+				       mb->tokens);
+		double part = 0.0;
+		r->factor_used[m] = c;
+		TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, s->layout, e));
+		TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, &part, e));
+		local += part;
+	}
+	if (!isfinite(local))
+		return ERR(e, ERR_CHECK, "window %lld: non-finite loss sum on rank %d",
+			   (long long)w->index, rank);
+	r->loss_sum = local;
+
+	if (ws->flags & ENGINE_CAPTURE_LOCAL)
+		TRY(o->download(d, eng->host_local[rank], r->grads, n * sizeof(float), e));
+
+	t0 = now_s();
+	TRY(eng->coll->ops->allreduce(eng->coll, rank, d, r->grads, n, COLL_F32,
+				      avg ? COLL_AVG : COLL_SUM, 0, e));
+	double sum = local;
+	TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &sum, 1, COLL_F64, COLL_SUM, 1, e));
+	ws->coll_s[rank] += now_s() - t0;
+	ws->loss_sum[rank] = sum;
+
+	if (rank == 0 && (ws->flags & ENGINE_CAPTURE_REDUCED))
+		TRY(o->download(d, eng->host_reduced, r->grads, n * sizeof(float), e));
+
+	if (ws->flags & ENGINE_UPDATE)
+		TRY(o->sgd(d, (int)n, (float)s->lr, (float)s->momentum, (float)s->weight_decay,
+			   eng->updates_done == 0, r->params, r->grads, r->momentum, e));
+
+	if (ws->flags & ENGINE_CHECK_REPLICAS) {
+		TRY(o->download(d, eng->host_local[rank], r->params, n * sizeof(float), e));
+		ws->param_digest[rank] = digest_floats(eng->host_local[rank], n);
+	}
+	return o->sync(d, e);
+}
+
+int engine_window(struct engine *eng, const struct window *w, int mode, int flags,
+		  struct window_result *res, struct err *e)
+{
+	struct window_shared ws;
+	double t0 = now_s();
+	memset(&ws, 0, sizeof ws);
+	memset(res, 0, sizeof *res);
+	if (w->world != eng->world)
+		return ERR(e, ERR_DEVICE, "window planned for %d ranks, engine has %d", w->world,
+			   eng->world);
+	if ((flags & ENGINE_CAPTURE_LOCAL) && (flags & ENGINE_CHECK_REPLICAS))
+		return ERR(e, ERR_DEVICE, "capture_local and check_replicas share host buffers");
+	ws.eng = eng;
+	ws.w = w;
+	ws.mode = mode;
+	ws.flags = flags;
+	struct barrier *b = pool_barrier(eng->pool);
+	double wait0[PLAN_MAX_WORLD];
+	for (int r = 0; r < eng->world; r++) {
+		wait0[r] = b->wait_ns_total[r];
+		eng->coll->seconds[r] = 0;
+	}
+	int rc = pool_run(eng->pool, window_fn, &ws, e);
+	if (rc != ERR_OK) {
+		err_prefix(e, "window %lld", (long long)w->index);
+		return rc;
+	}
+	res->N = w->N;
+	for (int r = 0; r < eng->world; r++) {
+		res->rank_tokens[r] = w->rank_tokens[r];
+		res->rank_loss_sum[r] = eng->rep[r].loss_sum;
+		if (ws.rejected[r] != ws.rejected[0])
+			return ERR(e, ERR_DEVICE, "window %lld: ranks disagree on rejecting it",
+				   (long long)w->index);
+		double wait = (b->wait_ns_total[r] - wait0[r]) * 1e-9;
+		if (wait > res->seconds_barrier)
+			res->seconds_barrier = wait;
+		if (ws.coll_s[r] > res->seconds_coll)
+			res->seconds_coll = ws.coll_s[r];
+	}
+	res->seconds = now_s() - t0;
+	if (ws.rejected[0]) {
+		res->rejected = 1;
+		return ERR_OK;
+	}
+	for (int r = 1; r < eng->world; r++)
+		if (ws.loss_sum[r] != ws.loss_sum[0])
+			return ERR(e, ERR_DEVICE, "window %lld: ranks received different loss sums",
+				   (long long)w->index);
+	if (flags & ENGINE_CHECK_REPLICAS)
+		for (int r = 1; r < eng->world; r++)
+			if (ws.param_digest[r] != ws.param_digest[0])
+				return ERR(e, ERR_CHECK,
+					   "window %lld: replica %d's parameters differ from rank 0's",
+					   (long long)w->index, r);
+	res->loss_sum = ws.loss_sum[0];
+	res->loss = ws.loss_sum[0] / (double)w->N;
+	if (flags & ENGINE_CAPTURE_REDUCED) {
+		double g2 = 0.0;
+		for (size_t i = 0; i < eng->shape.n_params; i++)
+			g2 += (double)eng->host_reduced[i] * eng->host_reduced[i];
+		res->grad_norm = sqrt(g2);
+	}
+	if (flags & ENGINE_UPDATE)
+		eng->updates_done++;
+	return ERR_OK;
+}
+
+/* ---- single-device reference ---- */
+
+struct ref_arg {
+	struct engine *eng;
+	const struct window *w;
+	float *host_grad;
+	double loss_sum;
+};
+
+static int reference_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct ref_arg *a = arg;
+	struct replica *r = ctx;
+	struct engine *eng = a->eng;
+	const struct window *w = a->w;
+	struct dev *d = r->dev;
+	size_t n = eng->shape.n_params;
+	if (rank != 0)
+		return ERR_OK;
+	TRY(d->ops->zero(d, r->grads, n * sizeof(float), e));
+	double total = 0.0;
+	float c = (float)(1.0 / (double)w->N);
+	for (int q = 0; q < w->world; q++)
+		for (int m = 0; m < w->micro; m++) {
+			const struct plan_micro *mb = &w->mb[q][m];
+			double part = 0.0;
+			TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, eng->s.layout, e));
+			TRY(model_step(r->ws, r->params, r->grads, &r->batch, c, &part, e));
+			total += part;
+		}
+	a->loss_sum = total;
+	return d->ops->download(d, a->host_grad, r->grads, n * sizeof(float), e);
+}
+
+int engine_reference(struct engine *eng, const struct window *w, float *host_grad,
+		     double *loss, struct err *e)
+{
+	struct ref_arg a = {eng, w, host_grad, 0.0};
+	if (w->N <= 0)
+		return ERR(e, ERR_EMPTY, "window %lld has no supervised token: no reference mean",
+			   (long long)w->index);
+	TRY(pool_run(eng->pool, reference_fn, &a, e));
+	*loss = a.loss_sum / (double)w->N;
+	return ERR_OK;
+}
+
+/* ---- evaluation ---- */
+
+struct eval_arg {
+	struct engine *eng;
+	int split;
+	double loss_sum;
+	int64_t tokens, hits, sequences;
+};
+
+static int evaluate_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct eval_arg *a = arg;
+	struct replica *r = ctx;
+	struct engine *eng = a->eng;
+	const struct corpus *c = eng->corpus;
+	if (rank != 0)
+		return ERR_OK;
+	int first = c->split_first[a->split], count = c->split_count[a->split];
+	int chunk = eng->s.batch_size;
+	int ids[4096];
+	for (int i = 0; i < count; i += chunk) {
+		int k = count - i < chunk ? count - i : chunk;
+		for (int j = 0; j < k; j++)
+			ids[j] = first + i + j;
+		double part;
+		int64_t hits;
+		TRY(batch_build(&r->batch, c, ids, k, LAYOUT_PACKED, e));
+		TRY(model_eval(r->ws, r->params, &r->batch, &part, &hits, e));
+		a->loss_sum += part;
+		a->hits += hits;
+		a->tokens += r->batch.supervised;
+		a->sequences += k;
+	}
+	return ERR_OK;
+}
+
+int engine_evaluate(struct engine *eng, int split, double *loss_sum, int64_t *tokens,
+		    int64_t *hits, int64_t *sequences, struct err *e)
+{
+	struct eval_arg a = {eng, split, 0.0, 0, 0, 0};
+	TRY(pool_run(eng->pool, evaluate_fn, &a, e));
+	*loss_sum = a.loss_sum;
+	*tokens = a.tokens;
+	*hits = a.hits;
+	*sequences = a.sequences;
+	return ERR_OK;
+}

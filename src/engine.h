@@ -1,0 +1,109 @@
+/*
+ * engine: the data-parallel machinery for one window, on W device threads.
+ *
+ * The engine owns the device pool, one replica per rank (its device, parameters,
+ * gradients, momentum buffer, model workspace and host batch) and the collective. The
+ * host-side scheduler (the caller) draws a window and hands it here; engine_window()
+ * then runs, on every device thread:
+ *   1. zero the gradients;
+ *   2. the token count through the collective (int64 sum) and a check that it equals
+ *      the scheduler's N; if N == 0 every rank takes the same decision from that same
+ *      number and leaves before any other collective (the window is rejected);
+ *   3. for each microbatch: build the batch, forward, loss sum, backward of c * sum with
+ *      c = norm_factor(...) (gradients accumulate locally, nothing is reduced);
+ *   4. one allreduce of the flat gradient (sum or avg), one of the loss sums;
+ *   5. optionally the optimizer step, identical on every replica.
+ * Results the caller may inspect: the per-rank local gradients (when captured) and the
+ * reduced gradient, on the host.
+ */
+#ifndef DDPTOK_ENGINE_H
+#define DDPTOK_ENGINE_H
+
+#include <stdint.h>
+
+#include "coll.h"
+#include "corpus.h"
+#include "dev.h"
+#include "model.h"
+#include "plan.h"
+#include "pool.h"
+#include "settings.h"
+
+struct replica {
+	int rank;
+	struct dev *dev;
+	float *params, *grads, *momentum; /* device */
+	struct model_ws *ws;
+	struct batch batch;               /* host */
+	/* per-window outputs */
+	double loss_sum;                  /* this rank's unscaled loss sum */
+	int64_t count_seen;               /* N as returned by the collective */
+	int decided_empty;
+	double factor_used[PLAN_MAX_MICRO];
+	double seconds_compute, seconds_coll;
+};
+
+enum engine_flags {
+	ENGINE_UPDATE = 1,        /* apply the optimizer step */
+	ENGINE_CAPTURE_LOCAL = 2, /* copy each rank's local gradient to the host */
+	ENGINE_CAPTURE_REDUCED = 4,
+	ENGINE_CHECK_REPLICAS = 8 /* compare a digest of the parameters across ranks */
+};
+
+struct window_result {
+	int rejected;      /* N == 0: every rank declined the window */
+	int64_t N;
+	int64_t rank_tokens[PLAN_MAX_WORLD];
+	double rank_loss_sum[PLAN_MAX_WORLD];
+	double loss_sum;   /* global sum of token losses */
+	double loss;       /* loss_sum / N (the global token mean) */
+	double grad_norm;  /* L2 norm of the reduced gradient (when captured) */
+	double seconds;    /* wall time of the window */
+	double seconds_coll;    /* max over ranks of the time inside collectives */
+	double seconds_barrier; /* max over ranks of the time waiting at barriers */
+};
+
+struct engine {
+	struct settings s;
+	const struct corpus *corpus;
+	struct model_shape shape;
+	struct pool *pool;
+	struct coll *coll;
+	struct replica rep[PLAN_MAX_WORLD];
+	int world;
+	int backend;        /* enum dev_backend actually used */
+	char backend_why[256];
+	int64_t updates_done; /* optimizer steps taken (first step: buf = g) */
+	float *host_reduced;  /* n_params, filled with ENGINE_CAPTURE_REDUCED */
+	float *host_local[PLAN_MAX_WORLD];
+	/* failure injection (tests): rank `inject_rank` fails at window index
+	 * `inject_window` (-1: off) */
+	int inject_rank;
+	int64_t inject_window;
+	/* set by engine_window for its device threads */
+	const struct window *cur_window;
+	int cur_mode, cur_flags;
+};
+
+int engine_create(const struct settings *s, const struct corpus *c, struct engine **out,
+		  struct err *e);
+void engine_destroy(struct engine *eng);
+/* Copies host parameters (and optionally momentum, NULL = zero) to every replica. */
+int engine_set_state(struct engine *eng, const float *params, const float *momentum,
+		     int64_t updates_done, struct err *e);
+/* Copies rank 0's parameters and momentum to the host (either may be NULL). */
+int engine_get_state(struct engine *eng, float *params, float *momentum, struct err *e);
+/* Runs one window with normalization `mode` (see above). */
+int engine_window(struct engine *eng, const struct window *w, int mode, int flags,
+		  struct window_result *res, struct err *e);
+/* Single-device reference: the gradient of (sum of every supervised token loss of the
+ * window) / N computed by ONE device (rank 0's) over all the window's sequences, with
+ * the same microbatches in rank-major order; no collective involved. */
+int engine_reference(struct engine *eng, const struct window *w, float *host_grad,
+		     double *loss, struct err *e);
+/* Loss sum, supervised positions and correct argmax predictions of a split (rank 0). */
+int engine_evaluate(struct engine *eng, int split, double *loss_sum, int64_t *tokens,
+		    int64_t *hits, int64_t *sequences, struct err *e);
+const char *engine_backend_name(const struct engine *eng);
+
+#endif

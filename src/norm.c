@@ -1,0 +1,42 @@
+/*
+ * norm: normalization factors (see norm.h for the table).
+ */
+#include "norm.h"
+
+double norm_factor(int mode, int reduce_avg, int world, int micro, int64_t N, int64_t n_rank,
+		   int64_t n_micro)
+{
+	double k = reduce_avg ? (double)world : 1.0;
+	switch (mode) {
+	case NORM_GLOBAL_TOKEN:
+		return N > 0 ? k / (double)N : 0.0;
+	case NORM_MEAN_OF_MEANS:
+		return n_rank > 0 ? k / ((double)world * (double)n_rank) : 0.0;
+	case NORM_MICROBATCH_MEAN:
+		return n_micro > 0 ? k / ((double)world * (double)micro * (double)n_micro) : 0.0;
+	case NORM_DOUBLE_ACCUM:
+		return N > 0 ? k / ((double)N * (double)micro) : 0.0;
+	default:
+		return 0.0;
+	}
+}
+
+double norm_collective(int reduce_avg, int world, const double *per_rank)
+{
+	double s = 0.0;
+	for (int r = 0; r < world; r++)
+		s += per_rank[r];
+	return reduce_avg ? s / world : s;
+}
+
+double norm_window_loss(int mode, int reduce_avg, int world, const double *sums,
+			const int64_t *counts)
+{
+	double scaled[8];
+	int64_t N = 0;
+	for (int r = 0; r < world; r++)
+		N += counts[r];
+	for (int r = 0; r < world; r++)
+		scaled[r] = norm_factor(mode, reduce_avg, world, 1, N, counts[r], counts[r]) * sums[r];
+	return norm_collective(reduce_avg, world, scaled);
+}

@@ -1,0 +1,33 @@
+/*
+ * norm: the normalization of the window loss, the one place where it is decided.
+ *
+ * Every rank backpropagates, for each microbatch, factor * (sum of its token losses).
+ * The factor depends on the mode, on the reduce op the collective really performs
+ * (avg divides by W, sum does not) and on token counts that every rank knows
+ * identically (N from the collective, its own counts):
+ *
+ *   global_token         k / N                  (correct: the window's token mean)
+ *   mean_of_means        k / (W * N_rank)       rank-local mean, then averaged over ranks
+ *   microbatch_mean      k / (W * M * N_micro)  each microbatch its own mean, / M
+ *   double_accumulation  k / (N * M)            global count, divided again by M
+ *
+ * with k = W when reduce = avg (it cancels the collective's division) and 1 for sum.
+ * A count of zero gives a factor of zero (no token, no contribution). The trainer, the
+ * parity check, check-loss and the exercise all go through norm_factor().
+ */
+#ifndef DDPTOK_NORM_H
+#define DDPTOK_NORM_H
+
+#include <stdint.h>
+
+#include "settings.h"
+
+double norm_factor(int mode, int reduce_avg, int world, int micro, int64_t N, int64_t n_rank,
+		   int64_t n_micro);
+/* What an allreduce makes of one scalar per rank (sum, or mean when reduce_avg). */
+double norm_collective(int reduce_avg, int world, const double *per_rank);
+/* The loss the collective reports for scalar per-rank sums with M = 1 (check-loss). */
+double norm_window_loss(int mode, int reduce_avg, int world, const double *sums,
+			const int64_t *counts);
+
+#endif

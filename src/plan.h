@@ -1,0 +1,94 @@
+/*
+ * plan: the sampler and the host-side split of a window into plan[rank][microbatch].
+ *
+ * The sampler generalizes the seed's make_rank_batches to W ranks: the training
+ * sequences are divided into W length bands (band r holds lengths in
+ * (max_len*r/W, max_len*(r+1)/W]; W = 2 gives <= 64 and > 64 as in the seed) and each
+ * window draws accumulation x batch_size ids without replacement from every band. What
+ * the window contains therefore does not depend on the plan; the plan only decides who
+ * computes what:
+ *   length_bands  rank r takes band r's draw, in draw order, batch_size per microbatch;
+ *   balanced      the window's sequences go to ranks (then microbatches) greedily, largest
+ *                 supervised count first, to the least loaded rank with room left, so the
+ *                 supervised tokens per rank are as even as the sequences allow.
+ * The sampler state is its prng state plus the window index: a checkpoint stores it and a
+ * restored sampler continues exactly where it stopped (no replay from the seed).
+ */
+#ifndef DDPTOK_PLAN_H
+#define DDPTOK_PLAN_H
+
+#include <stdint.h>
+
+#include "corpus.h"
+#include "err.h"
+#include "prng.h"
+#include "settings.h"
+
+#define PLAN_MAX_WORLD 8
+#define PLAN_MAX_MICRO 64
+
+struct plan_micro {
+	int n;            /* sequences in this microbatch */
+	const int *ids;   /* points into window.storage */
+	int64_t tokens;   /* supervised positions */
+};
+
+struct window {
+	int64_t index;    /* 0-based window number in the run */
+	int world, micro;
+	int batch;        /* most sequences one microbatch may hold */
+	struct plan_micro mb[PLAN_MAX_WORLD][PLAN_MAX_MICRO];
+	int64_t rank_tokens[PLAN_MAX_WORLD];
+	int64_t N;        /* sum of rank_tokens */
+	int n_ids;
+	int *storage;     /* all ids of the window, rank-major then microbatch (packed) */
+};
+
+struct sampler_state {
+	uint64_t rng[4];
+	int64_t window_index;
+};
+
+struct sampler {
+	struct prng rng;
+	int64_t window_index;
+	int world, micro, batch;
+	int plan;                 /* enum plan_kind */
+	int *pool[PLAN_MAX_WORLD];
+	int pool_n[PLAN_MAX_WORLD];
+	int *scratch;
+	const struct corpus *corpus;
+};
+
+/* Length band r of W for sequences up to max_len: lengths in (*lo, *hi]. Band 0 also takes
+ * every length <= *hi, band W-1 every length > *lo. */
+void plan_band_bounds(int max_len, int world, int r, int *lo, int *hi);
+/* The band (0..world-1) a sequence of length len falls into. */
+int plan_band_of(int len, int max_len, int world);
+
+/* Uses s->world, s->accumulation, s->batch_size, s->plan, s->seed and s->max_len (if
+ * s->max_len <= 0, the longest training sequence). ERR_CONFIG when a band holds fewer
+ * than accumulation x batch_size training sequences. sp keeps a pointer to c. */
+int sampler_init(struct sampler *sp, const struct corpus *c, const struct settings *s,
+		 struct err *e);
+void sampler_free(struct sampler *sp);
+/* Draws the next window and splits it into w (allocated by window_init). */
+int sampler_next(struct sampler *sp, struct window *w, struct err *e);
+void sampler_get_state(const struct sampler *sp, struct sampler_state *st);
+void sampler_set_state(struct sampler *sp, const struct sampler_state *st);
+
+int window_init(struct window *w, int world, int micro, int batch, struct err *e);
+void window_free(struct window *w);
+/* Assigns explicit sequence ids (rank-major: ids[r][m][k]) to w and counts tokens.
+ * counts[r * w->micro + m] (0..w->batch) ids for microbatch m of rank r, taken in order
+ * from the packed list ids. */
+int window_assign(struct window *w, const struct corpus *c, const int *ids, const int *counts,
+		  struct err *e);
+/* Re-splits the window's sequences with the given plan kind (same sequences).
+ * PLAN_BALANCED: n ids -> at most ceil(n / world) per rank, then at most
+ * ceil(k_r / micro) per microbatch, greedily as described above. PLAN_LENGTH_BANDS: a
+ * window holds no band information, so the assignment is kept as it is and only the
+ * token counts are recomputed. */
+int window_replan(struct window *w, const struct corpus *c, int plan, struct err *e);
+
+#endif

@@ -1,0 +1,80 @@
+/*
+ * run: opening the shared state of a computing command (see run.h).
+ */
+#include "run.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+int run_open(struct app *a, struct run *r, struct err *e)
+{
+	struct corpus c;
+	int rc = app_corpus(a, &c, e);
+	if (rc != ERR_OK) {
+		memset(r, 0, sizeof *r);
+		return rc;
+	}
+	return run_open_corpus(a, r, &c, e);
+}
+
+int run_open_corpus(struct app *a, struct run *r, struct corpus *c, struct err *e)
+{
+	int rc;
+	memset(r, 0, sizeof *r);
+	r->corpus = *c; /* moved: the run owns (and frees) it from here on */
+	memset(c, 0, sizeof *c);
+	r->have_corpus = 1;
+	if ((rc = sampler_init(&r->sampler, &r->corpus, &a->s, e)) != ERR_OK)
+		goto fail;
+	r->have_sampler = 1;
+	if ((rc = window_init(&r->w, a->s.world, a->s.accumulation, a->s.batch_size, e)) != ERR_OK)
+		goto fail;
+	r->have_window = 1;
+	if ((rc = engine_create(&a->s, &r->corpus, &r->eng, e)) != ERR_OK)
+		goto fail;
+	r->eng->inject_rank = a->o.inject_rank;
+	r->eng->inject_window = a->o.inject_window;
+	r->init_params = malloc(r->eng->shape.n_params * sizeof(float));
+	if (!r->init_params) {
+		rc = ERR(e, ERR_DEVICE, "out of memory");
+		goto fail;
+	}
+	model_init_params(&r->eng->shape, a->s.seed, r->init_params);
+	if ((rc = engine_set_state(r->eng, r->init_params, NULL, 0, e)) != ERR_OK)
+		goto fail;
+	app_debug(a, "backend %s", r->eng->backend_why);
+	return ERR_OK;
+fail:
+	run_close(r);
+	return rc;
+}
+
+void run_close(struct run *r)
+{
+	engine_destroy(r->eng);
+	r->eng = NULL;
+	free(r->init_params);
+	r->init_params = NULL;
+	if (r->have_window)
+		window_free(&r->w);
+	if (r->have_sampler)
+		sampler_free(&r->sampler);
+	if (r->have_corpus)
+		corpus_free(&r->corpus);
+	r->have_window = r->have_sampler = r->have_corpus = 0;
+}
+
+void *run_layout_json(const struct model_shape *m)
+{
+	json_t *arr = json_array();
+	for (int i = 0; i < MODEL_NPARAM; i++) {
+		const struct param_info *p = &m->p[i];
+		json_t *shape = p->cols == 1 ? json_pack("[i]", p->rows)
+					     : json_pack("[i,i]", p->rows, p->cols);
+		json_array_append_new(arr, json_pack("{s:s, s:o, s:I, s:I}", "name", p->name, "shape",
+						     shape, "offset", (json_int_t)p->offset, "count",
+						     (json_int_t)p->count));
+	}
+	return arr;
+}

@@ -1,0 +1,31 @@
+/*
+ * run: what a computing command opens: the corpus, the sampler, the engine with the
+ * seeded initial parameters, and a window buffer. Shared by reference, parity,
+ * exercise, train, inspect and bench so they all start from the same state.
+ */
+#ifndef DDPTOK_RUN_H
+#define DDPTOK_RUN_H
+
+#include "app.h"
+#include "engine.h"
+#include "plan.h"
+
+struct run {
+	struct corpus corpus;
+	struct sampler sampler;
+	struct engine *eng;
+	struct window w;
+	float *init_params; /* host, the seeded initial parameters */
+	int have_corpus, have_sampler, have_window;
+};
+
+int run_open(struct app *a, struct run *r, struct err *e);
+/* Same, on a corpus the caller already has (e.g. loaded from disk): *c is moved into the
+ * run (and zeroed), which frees it in run_close, also when opening fails. */
+int run_open_corpus(struct app *a, struct run *r, struct corpus *c, struct err *e);
+void run_close(struct run *r);
+/* Writes a flat parameter-shaped vector as .npy and returns the JSON layout of the
+ * tensors (name, shape, offset) for summaries. */
+void *run_layout_json(const struct model_shape *m);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * settings: the program's configuration keys and their typed view.
+ *
+ * keys.c holds the one table that declares every key (see runtime/config.h);
+ * settings_from_cfg() turns a validated cfg into this struct, checking the relations
+ * between keys that a per-key range cannot express (e.g. stop_at < updates, a window
+ * that fits in the smallest sampler pool is checked later by the plan).
+ */
+#ifndef DDPTOK_SETTINGS_H
+#define DDPTOK_SETTINGS_H
+
+#include "config.h"
+#include "err.h"
+
+enum norm_mode {
+	NORM_GLOBAL_TOKEN = 0, /* correct: c = (avg ? W : 1) / N */
+	NORM_MEAN_OF_MEANS,    /* wrong: rank-local mean, then the collective average */
+	NORM_MICROBATCH_MEAN,  /* wrong: per-microbatch mean / M, then the collective average */
+	NORM_DOUBLE_ACCUM,     /* wrong: global count, then divided again by M */
+	NORM_COUNT
+};
+
+enum plan_kind { PLAN_LENGTH_BANDS = 0, PLAN_BALANCED = 1 };
+enum layout_kind { LAYOUT_PACKED = 0, LAYOUT_PADDED = 1 };
+enum empty_policy { EMPTY_SKIP = 0, EMPTY_ERROR = 1 };
+enum backend_choice { BACKEND_AUTO = 0, BACKEND_CPU = 1, BACKEND_CUDA = 2 };
+enum collective_choice { COLLECTIVE_AUTO = 0, COLLECTIVE_HOST = 1, COLLECTIVE_NCCL = 2 };
+
+struct settings {
+	/* [run] */
+	unsigned long long seed;
+	char outputs[512];
+	char artifacts[512];
+	int log_level; /* 0 quiet, 1 info, 2 debug */
+
+	/* [data] */
+	int train_count, validation_count, test_count;
+	int min_len, max_len;
+	int vocab;       /* total ids, of which DATA_RESERVED are reserved */
+	int prefix_max;  /* unsupervised prompt length drawn uniformly in [0, prefix_max] */
+	int branching;   /* successors per state of the Markov source */
+
+	/* [model] */
+	int context, embed, hidden;
+	int layout;      /* enum layout_kind */
+
+	/* [train] */
+	int updates, stop_at, accumulation, batch_size;
+	double lr, momentum, weight_decay;
+	int normalization; /* enum norm_mode */
+	int plan;          /* enum plan_kind */
+	int empty_window;  /* enum empty_policy */
+	int checkpoint_every; /* 0: only at stop_at / end / signal */
+
+	/* [devices] */
+	int world;
+	int backend;    /* enum backend_choice */
+	int reduce;     /* enum coll_op */
+	int collective; /* enum collective_choice */
+	int ids[8];     /* GPU ordinals; n_ids == 0: the first `world` */
+	int n_ids;
+	double timeout_s;
+
+	/* [parity] */
+	double atol, rtol;
+
+	/* [exercise] */
+	int ex_short, ex_long_before, ex_long_after;
+};
+
+extern const struct cfg_key settings_keys[];
+
+int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e);
+const char *norm_mode_name(int mode);
+int norm_mode_parse(const char *name); /* -1 if unknown */
+
+#endif

@@ -1,0 +1,183 @@
+/*
+ * train: the training loop, its checkpoints and the resume that continues bit for bit.
+ *
+ * A step is one accumulation window: the sampler draws it, the engine runs it on every
+ * rank and applies one SGD-with-momentum update to every replica. A window the engine
+ * rejects because it holds no supervised token still consumes its window index and counts
+ * as a step, with no update (train.empty_window = skip); with empty_window = error the
+ * run stops with ERR_EMPTY naming the window.
+ *
+ * train_run() runs from step 0 (or from a checkpoint) up to opts.stop_at and writes a
+ * checkpoint there, plus one every [train] checkpoint_every steps, plus one when SIGINT or
+ * SIGTERM arrives (the current window is finished first; the run then returns
+ * ERR_INTERRUPTED; a second signal kills the process at once). Checkpoints are taken
+ * between windows, while no device thread runs, through the runtime's atomic store
+ * (runtime/ckpt.h). A checkpoint step-NNNN holds:
+ *
+ *   params.npy, momentum.npy   flat float32 vectors (layout in state.json)
+ *   config.ini                 the full resolved configuration
+ *   data.lock                  the data lock of the corpus it was trained on (JSON)
+ *   state.json                 step, updates_done, sampler rng (4 x 64-bit hex) and window
+ *                              index, normalization, backend, world, parameter layout
+ *   rank-R.json                one per rank: rank, device, backend, rng (null: the ranks
+ *                              draw no random numbers in this model), history (windows,
+ *                              sequences and supervised tokens that rank processed)
+ *
+ * Nothing in a checkpoint depends on the time or the machine beyond the backend, so the
+ * final checkpoints of a continuous and of a stopped-and-resumed run are byte-identical.
+ *
+ * Loading a checkpoint (resume, evaluate, inspect) refuses, each with its own ERR_DATA
+ * message: a checkpoint that fails verification (missing manifest, missing, truncated or
+ * altered file), a configuration whose math keys differ from the stored config.ini, a
+ * corpus whose data lock differs from the stored one, another normalization, or content
+ * that does not fit the model (wrong parameter count, missing rank file).
+ *
+ * The corpus used for training is the prepared one in <outputs>/corpus (corpus_save /
+ * corpus_load); train_corpus() builds and saves it first when it is missing.
+ */
+#ifndef DDPTOK_TRAIN_H
+#define DDPTOK_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "app.h"
+#include "engine.h"
+#include "fsx.h"
+#include "plan.h"
+#include "run.h"
+
+#define TRAIN_STATE_FORMAT "ddptok-train-state-1"
+
+/* The three runs of the protocol. */
+enum train_kind {
+	TRAIN_STOP,       /* 0 -> [train] stop_at into <artifacts>/checkpoints */
+	TRAIN_CONTINUOUS, /* 0 -> [train] updates into <artifacts>/continuous */
+	TRAIN_RESUME,     /* checkpoint -> [train] updates into <artifacts>/checkpoints */
+};
+
+struct train_opts {
+	int64_t stop_at;            /* stop (and checkpoint) after this many steps in total */
+	const char *resume_dir;     /* NULL: start from the seeded initial parameters */
+	char ckpt_root[FSX_PATH_MAX];    /* "" : write no checkpoint at all */
+	char metrics_path[FSX_PATH_MAX]; /* "" : no metrics file (JSONL, one line per window) */
+	int checkpoint_every;       /* extra checkpoints every n steps (0: none) */
+	int progress;               /* a live "\r" progress line on stdout */
+	int mode;                   /* normalization (enum norm_mode) */
+	/* called after every window (may be NULL); a non-zero return stops the run with that
+	 * code after checkpointing, like a signal would (tests use it) */
+	int (*on_window)(void *arg, int64_t step, const struct window_result *wr);
+	void *on_window_arg;
+};
+
+/* Fills o for one of the three runs from the settings: stop_at, checkpoint root, metrics
+ * file (<outputs>/train-stop.jsonl, train-continuous.jsonl, train-resume.jsonl),
+ * checkpoint_every, mode, progress (when stdout is a terminal and log_level >= info). */
+int train_opts_for(const struct app *a, enum train_kind kind, const char *resume_dir,
+		   struct train_opts *o, struct err *e);
+
+struct train_history {
+	int64_t windows;   /* windows this rank took part in (rejected ones included) */
+	int64_t sequences; /* sequences it computed */
+	int64_t tokens;    /* supervised tokens it computed */
+};
+
+struct train_result {
+	int64_t start_step;   /* 0, or the step of the checkpoint resumed from */
+	int64_t step;         /* steps done at the end */
+	int64_t updates_done; /* optimizer steps (step minus skipped windows) */
+	int64_t skipped;      /* empty windows skipped during this run */
+	size_t n;             /* parameters */
+	float *params;        /* host copies at the end, n each */
+	float *momentum;
+	char checkpoint[FSX_PATH_MAX]; /* the last checkpoint written (or resumed from), or "" */
+	int checkpoints_written;
+	double seconds;       /* wall time of the windows */
+	int64_t tokens;       /* supervised tokens processed in this run */
+	double tokens_per_s;
+	double first_loss, last_loss; /* global token means of the first and last window */
+	int interrupted;      /* stopped early by a signal (or on_window) */
+	char backend[16];
+	struct train_history hist[PLAN_MAX_WORLD];
+};
+
+/* Runs the training described by o. On ERR_INTERRUPTED res is filled as for a normal end
+ * (res->checkpoint names the checkpoint just written). On other errors res holds nothing
+ * to free beyond what train_result_free releases. */
+int train_run(struct app *a, const struct train_opts *o, struct train_result *res,
+	      struct err *e);
+void train_result_free(struct train_result *r);
+
+/* The corpus for training: <outputs>/corpus loaded (and checked against its lock). When
+ * it is missing it is built from the configuration and saved first. When its [data]
+ * parameters are not those of the configuration: rebuilt and saved if `rebuild` is set,
+ * otherwise used as it is (a resume then refuses it through the data lock). */
+int train_corpus(struct app *a, int rebuild, struct corpus *c, struct err *e);
+
+/* A checkpoint as the trainer reads it back. */
+struct train_ckpt {
+	char dir[FSX_PATH_MAX];
+	int64_t step, updates_done;
+	struct sampler_state sampler;
+	int world;
+	int normalization;
+	char backend[16];
+	char lock[65];
+	double last_loss;
+	size_t n;
+	float *params, *momentum;
+	struct train_history hist[PLAN_MAX_WORLD];
+};
+
+enum train_ckpt_checks {
+	TRAIN_CHECK_CONFIG = 1, /* math keys of a->cfg against the stored config.ini */
+	TRAIN_CHECK_DATA = 2,   /* the stored data lock against corpus c */
+	TRAIN_CHECK_ALL = 3,
+};
+
+/* Verifies and reads checkpoint `dir`. Always verifies the store (manifest, sizes,
+ * digests) and the content (state.json, params/momentum shaped like a->s's model, one
+ * rank file per rank); `checks` adds the comparisons above (c may be NULL without
+ * TRAIN_CHECK_DATA). Every refusal is ERR_DATA with a message naming the checkpoint and
+ * what differs. Free with train_ckpt_free (also after a failure). */
+int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c,
+		    unsigned checks, struct train_ckpt *ck, struct err *e);
+void train_ckpt_free(struct train_ckpt *ck);
+
+/* Opens a run on the prepared corpus and, when ck is not NULL, loads its state (params,
+ * momentum, updates_done, sampler). */
+int train_open(struct app *a, struct run *r, struct corpus *c, const struct train_ckpt *ck,
+	       struct err *e);
+
+/* ---- evaluation ---- */
+
+struct train_split_eval {
+	int64_t sequences, tokens, hits;
+	double loss_sum;
+	double loss;        /* loss_sum / tokens: the global token mean */
+	double accuracy;    /* hits / tokens */
+	int64_t const_hits; /* positions whose target is the best constant guess */
+	double const_accuracy;
+};
+
+struct train_eval {
+	char checkpoint[FSX_PATH_MAX];
+	int64_t step;
+	int const_id;       /* most frequent target id of the training split */
+	struct train_split_eval test, validation;
+};
+
+/* Evaluates checkpoint dir (NULL: the newest valid one under <artifacts>/checkpoints),
+ * after the same checks as a resume. */
+int train_evaluate(struct app *a, const char *dir, struct train_eval *ev, struct err *e);
+/* The most frequent supervised target id of a split (ties: the smallest id) and how many
+ * supervised positions of `split2` have it as target. */
+int train_const_guess(const struct corpus *c, int split, int split2, int64_t *hits2);
+
+/* Largest |a[i] - b[i]| and the count of elements whose bits differ. */
+double train_max_abs_diff(const float *a, const float *b, size_t n, size_t *n_differ);
+
+/* The checkpoint roots: <artifacts>/checkpoints and <artifacts>/continuous. */
+int train_ckpt_root(const struct app *a, int continuous, char *out, size_t cap, struct err *e);
+
+#endif

@@ -1,0 +1,636 @@
+/*
+ * test-ckpt: the checkpoint store. A committed checkpoint verifies and reads back; every
+ * kind of damage (flipped byte, truncation, missing file, missing or broken manifest) is
+ * refused with its own message; unfinished checkpoints are listed but never used; and a
+ * writer killed with SIGKILL at random moments never leaves a step-NNNN directory that
+ * is accepted with content other than what was written for it.
+ */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "ckpt.h"
+#include "digest.h"
+#include "err.h"
+#include "fsx.h"
+#include "prng.h"
+
+static char *make_tmpdir(void)
+{
+	const char *base = getenv("TMPDIR");
+	char tmpl[512];
+	snprintf(tmpl, sizeof tmpl, "%s/test-ckpt-XXXXXX", base && base[0] ? base : "/tmp");
+	char *d = mkdtemp(tmpl);
+	ck_assert_msg(d != NULL, "mkdtemp: %s", strerror(errno));
+	return strdup(d);
+}
+
+static void drop_tmpdir(char *d)
+{
+	struct err e;
+	err_clear(&e);
+	ck_assert_msg(fsx_remove_tree(d, &e) == 0, "%s", e.msg);
+	free(d);
+}
+
+static void path2(char *out, const char *a, const char *b)
+{
+	struct err e;
+	err_clear(&e);
+	ck_assert_msg(fsx_join(out, FSX_PATH_MAX, a, b, &e) == 0, "%s", e.msg);
+}
+
+/* Writes a three-file checkpoint for `step` with a recognizable payload. */
+static void write_ckpt(const char *root, uint64_t step, const char *payload, char *dir_out)
+{
+	struct err e;
+	struct ckpt_writer *w;
+	char cfg[64];
+	err_clear(&e);
+	snprintf(cfg, sizeof cfg, "[train]\nstep = %" PRIu64 "\n", step);
+	ck_assert_msg(ckpt_begin(root, step, &w, &e) == 0, "%s", e.msg);
+	ck_assert_msg(ckpt_add(w, "config.ini", cfg, strlen(cfg), &e) == 0, "%s", e.msg);
+	ck_assert_msg(ckpt_add(w, "params.bin", payload, strlen(payload), &e) == 0, "%s", e.msg);
+	ck_assert_msg(ckpt_add(w, "abc.txt", "abc", 3, &e) == 0, "%s", e.msg);
+	ck_assert_msg(ckpt_commit(w, dir_out, FSX_PATH_MAX, &e) == 0, "%s", e.msg);
+}
+
+static void expect_problem(const char *dir, enum ckpt_problem want, const char *needle)
+{
+	struct err e;
+	struct ckpt_report r;
+	err_clear(&e);
+	ck_assert_int_eq(ckpt_verify(dir, &r, &e), ERR_DATA);
+	ck_assert_msg(r.problem == want, "problem %s, expected %s (%s)", ckpt_problem_name(r.problem),
+		      ckpt_problem_name(want), e.msg);
+	ck_assert_msg(strstr(e.msg, needle) != NULL, "expected '%s' in: %s", needle, e.msg);
+	ck_assert_msg(strstr(e.msg, dir) != NULL, "message does not name %s: %s", dir, e.msg);
+	ckpt_report_free(&r);
+}
+
+START_TEST(test_digest)
+{
+	struct err e;
+	char hex[DIGEST_HEX_SIZE];
+	err_clear(&e);
+	/* FIPS 180-2 test vectors */
+	ck_assert_int_eq(digest_sha256("abc", 3, hex, &e), 0);
+	ck_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	ck_assert_int_eq(digest_sha256("", 0, hex, &e), 0);
+	ck_assert_str_eq(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+
+	/* streaming = one shot */
+	struct digest *d;
+	const char *msg = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+	ck_assert_int_eq(digest_init(&d, &e), 0);
+	for (size_t i = 0, n = strlen(msg); i < n; i += 5)
+		ck_assert_int_eq(digest_update(d, msg + i, n - i < 5 ? n - i : 5, &e), 0);
+	ck_assert_int_eq(digest_final(d, hex, &e), 0);
+	ck_assert_str_eq(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+	ck_assert(digest_is_hex(hex));
+	ck_assert(!digest_is_hex("ABC"));
+
+	char *t = make_tmpdir(), p[FSX_PATH_MAX];
+	uint64_t size;
+	path2(p, t, "f");
+	ck_assert_int_eq(fsx_write_atomic(p, msg, strlen(msg), &e), 0);
+	ck_assert_int_eq(digest_file(p, hex, &size, &e), 0);
+	ck_assert_uint_eq(size, strlen(msg));
+	ck_assert_str_eq(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+	path2(p, t, "absent");
+	ck_assert_int_eq(digest_file(p, hex, &size, &e), ERR_IO);
+	ck_assert_ptr_nonnull(strstr(e.msg, p));
+	drop_tmpdir(t);
+}
+END_TEST
+
+START_TEST(test_write_verify_read)
+{
+	struct err e;
+	struct ckpt_report r;
+	char *t = make_tmpdir(), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
+	char *buf;
+	size_t len;
+	err_clear(&e);
+
+	path2(root, t, "artifacts/checkpoints"); /* created by ckpt_begin */
+	write_ckpt(root, 50, "parameters-50", dir);
+	path2(p, root, "step-0050");
+	ck_assert_str_eq(dir, p);
+
+	ck_assert_msg(ckpt_verify(dir, &r, &e) == 0, "%s", e.msg);
+	ck_assert_int_eq(r.problem, CKPT_OK);
+	ck_assert_uint_eq(r.step, 50);
+	ck_assert_uint_eq(r.nfiles, 3);
+	ck_assert_str_eq(r.files[0].name, "config.ini");
+	ck_assert_str_eq(r.files[1].name, "params.bin");
+	ck_assert_uint_eq(r.files[1].size, 13);
+	ck_assert_str_eq(r.files[2].name, "abc.txt");
+	ck_assert_str_eq(r.files[2].sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	ck_assert_uint_eq(r.nextra, 0);
+	ck_assert_str_eq(r.warning, "");
+	ckpt_report_free(&r);
+
+	/* the manifest as an outside reader sees it */
+	json_error_t jerr;
+	path2(p, dir, "MANIFEST.json");
+	json_t *m = json_load_file(p, 0, &jerr);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_str_eq(json_string_value(json_object_get(m, "format")), "ddptok-checkpoint-1");
+	ck_assert_int_eq(json_integer_value(json_object_get(m, "step")), 50);
+	json_t *files = json_object_get(m, "files");
+	ck_assert_uint_eq(json_array_size(files), 3);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(files, 2), "size")), 3);
+	json_decref(m);
+
+	ck_assert_int_eq(ckpt_read(dir, "params.bin", &buf, &len, &e), 0);
+	ck_assert_uint_eq(len, 13);
+	ck_assert_str_eq(buf, "parameters-50");
+	free(buf);
+	ck_assert_int_eq(ckpt_read(dir, "config.ini", &buf, &len, &e), 0);
+	ck_assert_str_eq(buf, "[train]\nstep = 50\n");
+	free(buf);
+	ck_assert_int_eq(ckpt_read(dir, "nothere.bin", &buf, &len, &e), ERR_DATA);
+	ck_assert_ptr_null(buf);
+	ck_assert_ptr_nonnull(strstr(e.msg, "nothere.bin"));
+	err_clear(&e);
+
+	/* nothing but the checkpoint in root */
+	struct ckpt_listing l;
+	ck_assert_int_eq(ckpt_list(root, &l, &e), 0);
+	ck_assert_uint_eq(l.n, 1);
+	ck_assert_int_eq(l.v[0].kind, CKPT_STEP);
+	ck_assert_uint_eq(l.v[0].step, 50);
+	ck_assert_str_eq(l.v[0].name, "step-0050");
+	ckpt_listing_free(&l);
+
+	/* an extra file is allowed, reported as a warning */
+	path2(p, dir, "notes.txt");
+	ck_assert_int_eq(fsx_write_atomic(p, "hi", 2, &e), 0);
+	ck_assert_int_eq(ckpt_verify(dir, &r, &e), 0);
+	ck_assert_uint_eq(r.nextra, 1);
+	ck_assert_str_eq(r.extra[0], "notes.txt");
+	ck_assert_ptr_nonnull(strstr(r.warning, "notes.txt"));
+	ckpt_report_free(&r);
+	ck_assert_int_eq(ckpt_verify(dir, NULL, &e), 0);
+
+	/* step numbers beyond four digits */
+	write_ckpt(root, 123456, "big", dir);
+	path2(p, root, "step-123456");
+	ck_assert_str_eq(dir, p);
+	ck_assert_int_eq(ckpt_verify(dir, NULL, &e), 0);
+	uint64_t step;
+	ck_assert_int_eq(ckpt_latest_valid(root, p, sizeof p, &step, NULL, &e), 0);
+	ck_assert_uint_eq(step, 123456);
+	ck_assert_str_eq(p, dir);
+
+	/* name parsing: canonical only */
+	ck_assert(ckpt_parse_step_name("step-0000", &step) && step == 0);
+	ck_assert(ckpt_parse_step_name("step-10000", &step) && step == 10000);
+	ck_assert(!ckpt_parse_step_name("step-050", &step));
+	ck_assert(!ckpt_parse_step_name("step-00050", &step));
+	ck_assert(!ckpt_parse_step_name("step-0050x", &step));
+	ck_assert(!ckpt_parse_step_name("step-", &step));
+	drop_tmpdir(t);
+}
+END_TEST
+
+START_TEST(test_bad_names)
+{
+	struct err e;
+	struct ckpt_writer *w;
+	char *t = make_tmpdir(), root[FSX_PATH_MAX];
+	static const char *const bad[] = { "", "a/b", "../x", ".hidden", "MANIFEST.json", "sp ace",
+					   "x\n" };
+	path2(root, t, "ck");
+	err_clear(&e);
+	ck_assert_int_eq(ckpt_begin(root, 3, &w, &e), 0);
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		err_clear(&e);
+		ck_assert_msg(ckpt_add(w, bad[i], "x", 1, &e) == ERR_DATA, "accepted '%s'", bad[i]);
+	}
+	err_clear(&e);
+	ck_assert_int_eq(ckpt_add(w, "ok.bin", "x", 1, &e), 0);
+	ck_assert_int_eq(ckpt_add(w, "ok.bin", "y", 1, &e), ERR_DATA);
+	ck_assert_ptr_nonnull(strstr(e.msg, "twice"));
+	ckpt_abort(w);
+	/* abort removed the temporary: root is empty */
+	char **names;
+	size_t n;
+	ck_assert_int_eq(fsx_list_dir(root, &names, &n, &e), 0);
+	ck_assert_uint_eq(n, 0);
+	fsx_free_names(names, n);
+
+	/* unwritable root: ERR_IO naming it */
+	char p[FSX_PATH_MAX];
+	path2(p, t, "file");
+	ck_assert_int_eq(fsx_write_atomic(p, "x", 1, &e), 0);
+	path2(root, p, "checkpoints");
+	err_clear(&e);
+	ck_assert_int_eq(ckpt_begin(root, 1, &w, &e), ERR_IO);
+	ck_assert_ptr_null(w);
+	ck_assert_ptr_nonnull(strstr(e.msg, root));
+	drop_tmpdir(t);
+}
+END_TEST
+
+static void flip_byte(const char *path, long at)
+{
+	FILE *f = fopen(path, "r+b");
+	ck_assert_ptr_nonnull(f);
+	fseek(f, at, SEEK_SET);
+	int c = fgetc(f);
+	fseek(f, at, SEEK_SET);
+	fputc(c ^ 0x01, f);
+	fclose(f);
+}
+
+START_TEST(test_damage)
+{
+	struct err e;
+	char *t = make_tmpdir(), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
+	char *buf;
+	size_t len;
+	path2(root, t, "checkpoints");
+	err_clear(&e);
+
+	/* flipped byte: right size, wrong digest */
+	write_ckpt(root, 1, "0123456789", dir);
+	path2(p, dir, "params.bin");
+	flip_byte(p, 4);
+	expect_problem(dir, CKPT_DIGEST_MISMATCH, "digest mismatch for params.bin");
+	ck_assert_int_eq(ckpt_read(dir, "params.bin", &buf, &len, &e), ERR_DATA);
+	ck_assert_ptr_nonnull(strstr(e.msg, "digest mismatch"));
+	err_clear(&e);
+	ck_assert_int_eq(ckpt_read(dir, "abc.txt", &buf, &len, &e), 0); /* other files still readable */
+	free(buf);
+
+	/* truncated */
+	write_ckpt(root, 2, "0123456789", dir);
+	path2(p, dir, "params.bin");
+	ck_assert_int_eq(truncate(p, 6), 0);
+	expect_problem(dir, CKPT_SIZE_MISMATCH, "size mismatch for params.bin (truncated)");
+	ck_assert_int_eq(ckpt_read(dir, "params.bin", &buf, &len, &e), ERR_DATA);
+	ck_assert_ptr_nonnull(strstr(e.msg, "size mismatch"));
+	err_clear(&e);
+
+	/* grown */
+	write_ckpt(root, 3, "0123456789", dir);
+	path2(p, dir, "config.ini");
+	FILE *f = fopen(p, "ab");
+	fputs("x", f);
+	fclose(f);
+	expect_problem(dir, CKPT_SIZE_MISMATCH, "size mismatch for config.ini (grown)");
+
+	/* no manifest */
+	write_ckpt(root, 4, "0123456789", dir);
+	path2(p, dir, "MANIFEST.json");
+	ck_assert_int_eq(unlink(p), 0);
+	expect_problem(dir, CKPT_NO_MANIFEST, "has no MANIFEST.json: incomplete checkpoint, not used");
+	ck_assert_int_eq(ckpt_read(dir, "abc.txt", &buf, &len, &e), ERR_DATA);
+	err_clear(&e);
+
+	/* missing file */
+	write_ckpt(root, 5, "0123456789", dir);
+	path2(p, dir, "abc.txt");
+	ck_assert_int_eq(unlink(p), 0);
+	expect_problem(dir, CKPT_MISSING_FILE, "missing file abc.txt");
+
+	/* unparsable manifests */
+	static const char *const broken[] = {
+		"{\"format\": \"ddptok-checkpoint-1\", \"step\": 6, \"files\": [",
+		"{\"format\": \"other\", \"step\": 6, \"files\": []}",
+		"{\"format\": \"ddptok-checkpoint-1\", \"step\": -6, \"files\": []}",
+		"{\"format\": \"ddptok-checkpoint-1\", \"step\": 6, \"files\": {}}",
+		"{\"format\": \"ddptok-checkpoint-1\", \"step\": 6, \"files\": [{\"name\": \"../../x\", "
+		"\"size\": 1, \"sha256\": \"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\"}]}",
+		"{\"format\": \"ddptok-checkpoint-1\", \"step\": 6, \"files\": [{\"name\": \"abc.txt\", "
+		"\"size\": 3, \"sha256\": \"BA7816\"}]}",
+		"[]",
+		"",
+	};
+	for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++) {
+		write_ckpt(root, 6, "0123456789", dir);
+		path2(p, dir, "MANIFEST.json");
+		ck_assert_int_eq(fsx_write_atomic(p, broken[i], strlen(broken[i]), &e), 0);
+		expect_problem(dir, CKPT_BAD_MANIFEST, "unparsable manifest");
+	}
+
+	/* a directory renamed to another step is refused */
+	write_ckpt(root, 7, "0123456789", dir);
+	path2(p, root, "step-0008");
+	ck_assert_int_eq(rename(dir, p), 0);
+	expect_problem(p, CKPT_STEP_MISMATCH, "step 7");
+	path2(dir, root, "step-0009");
+	expect_problem(dir, CKPT_NO_DIR, "does not exist");
+
+	/* the newest valid one is used, damaged newer ones are skipped and counted */
+	write_ckpt(root, 10, "ten", dir);
+	write_ckpt(root, 11, "eleven", dir);
+	path2(p, dir, "abc.txt");
+	flip_byte(p, 0);
+	uint64_t step = 0;
+	int skipped = -1;
+	ck_assert_msg(ckpt_latest_valid(root, p, sizeof p, &step, &skipped, &e) == 0, "%s", e.msg);
+	ck_assert_uint_eq(step, 10);
+	ck_assert_int_eq(skipped, 1);
+	ck_assert_int_eq(ckpt_read(p, "params.bin", &buf, &len, &e), 0);
+	ck_assert_str_eq(buf, "ten");
+	free(buf);
+	drop_tmpdir(t);
+
+	/* nothing valid at all */
+	t = make_tmpdir();
+	path2(root, t, "checkpoints");
+	ck_assert_int_eq(ckpt_latest_valid(root, p, sizeof p, &step, &skipped, &e), ERR_DATA);
+	ck_assert_ptr_nonnull(strstr(e.msg, root));
+	err_clear(&e);
+	write_ckpt(root, 12, "twelve", dir);
+	path2(p, dir, "MANIFEST.json");
+	unlink(p);
+	ck_assert_int_eq(ckpt_latest_valid(root, p, sizeof p, &step, &skipped, &e), ERR_DATA);
+	ck_assert_int_eq(skipped, 1);
+	ck_assert_ptr_nonnull(strstr(e.msg, "no MANIFEST.json"));
+	drop_tmpdir(t);
+}
+END_TEST
+
+START_TEST(test_partial_never_used)
+{
+	struct err e;
+	char *t = make_tmpdir(), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
+	path2(root, t, "checkpoints");
+	err_clear(&e);
+
+	write_ckpt(root, 5, "five", dir);
+
+	/* a writer that dies before committing step 7 */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct ckpt_writer *w;
+		struct err ce;
+		err_clear(&ce);
+		if (ckpt_begin(root, 7, &w, &ce) || ckpt_add(w, "params.bin", "seven", 5, &ce))
+			_exit(3);
+		_exit(0); /* no commit, no abort */
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+	/* a crash after the manifest but before the rename: complete content, temporary name */
+	char tmpname[64];
+	snprintf(tmpname, sizeof tmpname, ".step-0009.tmp.%d", 999999);
+	path2(p, root, tmpname);
+	ck_assert_int_eq(rename(dir, p), 0);
+	ck_assert_int_eq(ckpt_verify(p, NULL, &e), 0); /* its content is fine... */
+	write_ckpt(root, 5, "five", dir);
+
+	uint64_t step = 0;
+	ck_assert_int_eq(ckpt_latest_valid(root, p, sizeof p, &step, NULL, &e), 0);
+	ck_assert_uint_eq(step, 5); /* ...but only step-NNNN directories are ever used */
+	ck_assert_str_eq(p, dir);
+
+	struct ckpt_listing l;
+	ck_assert_int_eq(ckpt_list(root, &l, &e), 0);
+	ck_assert_uint_eq(l.n, 3);
+	ck_assert_int_eq(l.v[0].kind, CKPT_STEP);
+	ck_assert_uint_eq(l.v[0].step, 5);
+	ck_assert_int_eq(l.v[1].kind, CKPT_PARTIAL);
+	ck_assert_uint_eq(l.v[1].step, 7);
+	ck_assert_int_eq(l.v[1].pid, pid);
+	ck_assert_int_eq(l.v[2].kind, CKPT_PARTIAL);
+	ck_assert_uint_eq(l.v[2].step, 9);
+	ck_assert_int_eq(l.v[2].pid, 999999);
+	/* the unfinished one has no manifest */
+	struct ckpt_report r;
+	ck_assert_int_eq(ckpt_verify(l.v[1].path, &r, &e), ERR_DATA);
+	ck_assert_int_eq(r.problem, CKPT_NO_MANIFEST);
+	ckpt_report_free(&r);
+	ckpt_listing_free(&l);
+	err_clear(&e);
+
+	/* listing leaves them in place */
+	ck_assert_int_eq(ckpt_list(root, &l, &e), 0);
+	ck_assert_uint_eq(l.n, 3);
+	ckpt_listing_free(&l);
+
+	/* unrelated entries are ignored */
+	path2(p, root, "README");
+	ck_assert_int_eq(fsx_write_atomic(p, "x", 1, &e), 0);
+	path2(p, root, "step-07");
+	ck_assert_int_eq(mkdir(p, 0755), 0);
+	ck_assert_int_eq(ckpt_list(root, &l, &e), 0);
+	ck_assert_uint_eq(l.n, 3);
+	ckpt_listing_free(&l);
+
+	/* a missing root is an empty listing */
+	path2(p, t, "nothing-here");
+	ck_assert_int_eq(ckpt_list(p, &l, &e), 0);
+	ck_assert_uint_eq(l.n, 0);
+	ckpt_listing_free(&l);
+	drop_tmpdir(t);
+}
+END_TEST
+
+START_TEST(test_overwrite)
+{
+	struct err e;
+	struct ckpt_writer *w;
+	char *t = make_tmpdir(), root[FSX_PATH_MAX], dir[FSX_PATH_MAX];
+	char *buf;
+	size_t len;
+	path2(root, t, "checkpoints");
+	err_clear(&e);
+
+	write_ckpt(root, 10, "first", dir);
+	write_ckpt(root, 10, "second", dir);
+	ck_assert_int_eq(ckpt_verify(dir, NULL, &e), 0);
+	ck_assert_int_eq(ckpt_read(dir, "params.bin", &buf, &len, &e), 0);
+	ck_assert_str_eq(buf, "second");
+	free(buf);
+
+	/* an aborted rewrite leaves the committed one */
+	ck_assert_int_eq(ckpt_begin(root, 10, &w, &e), 0);
+	ck_assert_int_eq(ckpt_add(w, "params.bin", "third", 5, &e), 0);
+	ckpt_abort(w);
+	ck_assert_int_eq(ckpt_verify(dir, NULL, &e), 0);
+	ck_assert_int_eq(ckpt_read(dir, "params.bin", &buf, &len, &e), 0);
+	ck_assert_str_eq(buf, "second");
+	free(buf);
+
+	/* a rewrite with fewer files: no file of the old one survives */
+	ck_assert_int_eq(ckpt_begin(root, 10, &w, &e), 0);
+	ck_assert_int_eq(ckpt_add(w, "only.bin", "4", 1, &e), 0);
+	ck_assert_int_eq(ckpt_commit(w, NULL, 0, &e), 0);
+	struct ckpt_report r;
+	ck_assert_int_eq(ckpt_verify(dir, &r, &e), 0);
+	ck_assert_uint_eq(r.nfiles, 1);
+	ck_assert_uint_eq(r.nextra, 0);
+	ckpt_report_free(&r);
+
+	/* no leftovers beside it */
+	struct ckpt_listing l;
+	ck_assert_int_eq(ckpt_list(root, &l, &e), 0);
+	ck_assert_uint_eq(l.n, 1);
+	ck_assert_str_eq(l.v[0].name, "step-0010");
+	ckpt_listing_free(&l);
+	drop_tmpdir(t);
+}
+END_TEST
+
+/* --- crash test --- */
+
+#define KILL_TRIALS 30
+#define KILL_STEPS 4
+static const char *const kill_names[3] = { "meta", "params.bin", "state.bin" };
+
+/* File k of the checkpoint written for (step, generation): recomputable by the checker. */
+static size_t kill_content(uint64_t step, uint32_t gen, int k, unsigned char *buf, size_t cap)
+{
+	if (k == 0)
+		return (size_t)snprintf((char *)buf, cap, "step=%" PRIu64 " gen=%u\n", step, gen);
+	size_t n = k == 1 ? 20000 + (step * 131 + gen * 17) % 30000 : 100 + gen % 50;
+	struct prng r;
+	prng_seed(&r, step * 1000003u + gen, (uint64_t)k);
+	for (size_t i = 0; i < n && i < cap; i++)
+		buf[i] = (unsigned char)(prng_next(&r) >> 56);
+	return n;
+}
+
+static void kill_writer(const char *root)
+{
+	static unsigned char buf[64 * 1024];
+	struct err e;
+	for (uint32_t gen = 0;; gen++) {
+		uint64_t step = 1 + gen % KILL_STEPS;
+		struct ckpt_writer *w;
+		err_clear(&e);
+		if (ckpt_begin(root, step, &w, &e))
+			_exit(3);
+		for (int k = 0; k < 3; k++) {
+			size_t n = kill_content(step, gen, k, buf, sizeof buf);
+			if (ckpt_add(w, kill_names[k], buf, n, &e))
+				_exit(4);
+		}
+		if (ckpt_commit(w, NULL, 0, &e))
+			_exit(5);
+	}
+}
+
+/* Every published step directory must verify and hold exactly one generation's content. */
+static int check_published(const char *root, int *valid_before, int *partials)
+{
+	static unsigned char want[64 * 1024];
+	struct err e;
+	struct ckpt_listing l;
+	int accepted = 0;
+	err_clear(&e);
+	ck_assert_msg(ckpt_list(root, &l, &e) == 0, "%s", e.msg);
+	for (size_t i = 0; i < l.n; i++) {
+		struct ckpt_entry *en = &l.v[i];
+		if (en->kind != CKPT_STEP) {
+			(*partials)++;
+			continue;
+		}
+		struct ckpt_report r;
+		err_clear(&e);
+		ck_assert_msg(ckpt_verify(en->path, &r, &e) == 0, "published but invalid: %s", e.msg);
+		ck_assert_uint_eq(r.nfiles, 3);
+		ck_assert_uint_eq(r.nextra, 0);
+		ckpt_report_free(&r);
+
+		char *meta;
+		size_t len;
+		uint64_t step;
+		unsigned gen;
+		ck_assert_int_eq(ckpt_read(en->path, "meta", &meta, &len, &e), 0);
+		ck_assert_int_eq(sscanf(meta, "step=%" SCNu64 " gen=%u", &step, &gen), 2);
+		free(meta);
+		ck_assert_uint_eq(step, en->step);
+		for (int k = 0; k < 3; k++) {
+			char *got;
+			size_t n = kill_content(step, gen, k, want, sizeof want);
+			ck_assert_int_eq(ckpt_read(en->path, kill_names[k], &got, &len, &e), 0);
+			ck_assert_uint_eq(len, n);
+			ck_assert_msg(memcmp(got, want, n) == 0, "step %" PRIu64 " gen %u: %s differs",
+				      step, gen, kill_names[k]);
+			free(got);
+		}
+		valid_before[step] = 1;
+		accepted++;
+	}
+	/* a step that was valid once stays valid (rewrites swap, never remove first) */
+	for (int s = 1; s <= KILL_STEPS; s++) {
+		if (!valid_before[s])
+			continue;
+		char name[32], p[FSX_PATH_MAX];
+		ckpt_step_name((uint64_t)s, name, sizeof name);
+		path2(p, root, name);
+		ck_assert_msg(fsx_is_dir(p), "%s disappeared", name);
+	}
+	ckpt_listing_free(&l);
+	return accepted;
+}
+
+START_TEST(test_sigkill_never_invalid)
+{
+	char *t = make_tmpdir(), root[FSX_PATH_MAX];
+	int valid_before[KILL_STEPS + 1] = { 0 };
+	int accepted = 0, partials = 0;
+	struct prng r;
+	path2(root, t, "checkpoints");
+	prng_seed(&r, 20240601, 7);
+
+	for (int trial = 0; trial < KILL_TRIALS; trial++) {
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0)
+			kill_writer(root);
+		/* 0..40 ms: from before the first file to several commits in */
+		struct timespec ts = { 0, (long)prng_below(&r, 40000) * 1000L };
+		nanosleep(&ts, NULL);
+		ck_assert_int_eq(kill(pid, SIGKILL), 0);
+		int status;
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+			      "writer stopped by itself (status 0x%x)", status);
+		accepted += check_published(root, valid_before, &partials);
+	}
+	fprintf(stderr, "test-ckpt: %d trials, %d accepted checkpoint checks, %d partial entries seen\n",
+		KILL_TRIALS, accepted, partials);
+	ck_assert_int_gt(accepted, 0); /* the writer did get checkpoints through */
+	drop_tmpdir(t);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("ckpt");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_digest);
+	tcase_add_test(tc, test_write_verify_read);
+	tcase_add_test(tc, test_bad_names);
+	tcase_add_test(tc, test_damage);
+	tcase_add_test(tc, test_partial_never_used);
+	tcase_add_test(tc, test_overwrite);
+	tcase_add_test(tc, test_sigkill_never_invalid);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,363 @@
+/*
+ * test-engine: the heart of the mission on the CPU backend.
+ *
+ * The W-device gradient of a window equals the single-device reference component by
+ * component (atol 1e-6, rtol 1e-4) for W = 1..4, accumulation 1 and 3, reduce sum and
+ * avg, packed and padded layouts, with masked prompts; the wrong normalizations are
+ * caught on imbalanced windows (and mean_of_means is shown to slip through a window
+ * whose ranks hold equal counts); both plans give the same gradient; a globally empty
+ * window is declined by every rank together; a locally empty rank still matches; an
+ * injected failure on one rank releases the others; replicas stay identical.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "norm.h"
+#include "parity.h"
+#include "testutil.h"
+
+struct env {
+	struct settings s;
+	struct corpus c;
+	struct sampler sp;
+	struct window w;
+	struct engine *eng;
+	float *params, *ref;
+};
+
+static void env_open(struct env *v, int world, int micro, int reduce_avg, int layout, int prefix)
+{
+	struct err e;
+	err_clear(&e);
+	testutil_tiny_settings(&v->s);
+	v->s.world = world;
+	v->s.accumulation = micro;
+	v->s.reduce = reduce_avg;
+	v->s.layout = layout;
+	v->s.prefix_max = prefix;
+	v->s.train_count = 256;
+	ck_assert_int_eq(corpus_build(&v->s, &v->c, &e), ERR_OK);
+	ck_assert_msg(sampler_init(&v->sp, &v->c, &v->s, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(window_init(&v->w, world, micro, v->s.batch_size, &e), ERR_OK);
+	ck_assert_msg(engine_create(&v->s, &v->c, &v->eng, &e) == ERR_OK, "%s", e.msg);
+	v->params = malloc(v->eng->shape.n_params * sizeof(float));
+	v->ref = malloc(v->eng->shape.n_params * sizeof(float));
+	model_init_params(&v->eng->shape, v->s.seed, v->params);
+	ck_assert_int_eq(engine_set_state(v->eng, v->params, NULL, 0, &e), ERR_OK);
+}
+
+static void env_close(struct env *v)
+{
+	engine_destroy(v->eng);
+	free(v->params);
+	free(v->ref);
+	window_free(&v->w);
+	sampler_free(&v->sp);
+	corpus_free(&v->c);
+}
+
+/* reduced gradient of the current window under `mode`, compared with the reference */
+static struct parity_stats env_parity(struct env *v, int mode)
+{
+	struct err e;
+	struct window_result res;
+	struct parity_stats st;
+	double loss;
+	err_clear(&e);
+	ck_assert_msg(engine_reference(v->eng, &v->w, v->ref, &loss, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(engine_set_state(v->eng, v->params, NULL, 0, &e), ERR_OK);
+	ck_assert_msg(engine_window(v->eng, &v->w, mode, ENGINE_CAPTURE_REDUCED, &res, &e) == ERR_OK,
+		      "%s", e.msg);
+	ck_assert(!res.rejected);
+	ck_assert_double_eq_tol(res.loss, loss, 1e-9 * fabs(loss) + 1e-12);
+	parity_compare(v->eng->host_reduced, v->ref, v->eng->shape.n_params, 1e-6, 1e-4, &st);
+	return st;
+}
+
+static int imbalanced(const struct window *w)
+{
+	for (int r = 1; r < w->world; r++)
+		if (w->rank_tokens[r] != w->rank_tokens[0])
+			return 1;
+	return 0;
+}
+
+START_TEST(parity_over_worlds_accumulations_reduces_layouts)
+{
+	static const int worlds[] = {1, 2, 3, 4};
+	static const int micros[] = {1, 3};
+	int cases = 0;
+	for (size_t wi = 0; wi < 4; wi++)
+		for (size_t mi = 0; mi < 2; mi++)
+			for (int avg = 0; avg < 2; avg++)
+				for (int layout = 0; layout < 2; layout++) {
+					struct env v;
+					struct err e;
+					err_clear(&e);
+					env_open(&v, worlds[wi], micros[mi], avg, layout, 3);
+					ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+					struct parity_stats st = env_parity(&v, NORM_GLOBAL_TOKEN);
+					ck_assert_msg(st.pass,
+						      "W=%d M=%d avg=%d layout=%d: %zu outside, max abs %g",
+						      worlds[wi], micros[mi], avg, layout, st.outside,
+						      st.max_abs);
+					/* every negative control that differs on this window is caught */
+					for (int mode = 1; mode < NORM_COUNT; mode++) {
+						if (!parity_distinguishable(mode, &v.w, avg))
+							continue;
+						struct parity_stats bad = env_parity(&v, mode);
+						ck_assert_msg(!bad.pass, "W=%d M=%d: %s not caught",
+							      worlds[wi], micros[mi], norm_mode_name(mode));
+					}
+					if (worlds[wi] > 1 && imbalanced(&v.w))
+						ck_assert(parity_distinguishable(NORM_MEAN_OF_MEANS, &v.w, avg));
+					if (micros[mi] > 1)
+						ck_assert(parity_distinguishable(NORM_DOUBLE_ACCUM, &v.w, avg));
+					env_close(&v);
+					cases++;
+				}
+	ck_assert_int_eq(cases, 32);
+}
+END_TEST
+
+START_TEST(sum_and_avg_give_the_same_gradient)
+{
+	struct env a, b;
+	struct err e;
+	err_clear(&e);
+	env_open(&a, 3, 2, 0, LAYOUT_PACKED, 0);
+	env_open(&b, 3, 2, 1, LAYOUT_PACKED, 0);
+	ck_assert_int_eq(sampler_next(&a.sp, &a.w, &e), ERR_OK);
+	ck_assert_int_eq(sampler_next(&b.sp, &b.w, &e), ERR_OK);
+	struct window_result ra, rb;
+	ck_assert_int_eq(engine_window(a.eng, &a.w, NORM_GLOBAL_TOKEN, ENGINE_CAPTURE_REDUCED, &ra, &e),
+			 ERR_OK);
+	ck_assert_int_eq(engine_window(b.eng, &b.w, NORM_GLOBAL_TOKEN, ENGINE_CAPTURE_REDUCED, &rb, &e),
+			 ERR_OK);
+	struct parity_stats st;
+	parity_compare(a.eng->host_reduced, b.eng->host_reduced, a.eng->shape.n_params, 1e-6, 1e-4, &st);
+	ck_assert(st.pass);
+	env_close(&a);
+	env_close(&b);
+}
+END_TEST
+
+START_TEST(negative_controls_fail_on_the_seed_imbalance)
+{
+	struct env v;
+	struct err e;
+	err_clear(&e);
+	env_open(&v, 2, 2, 1, LAYOUT_PACKED, 0);
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	/* length bands: rank 1 holds the long sequences */
+	ck_assert_int_gt(v.w.rank_tokens[1], v.w.rank_tokens[0]);
+	ck_assert(env_parity(&v, NORM_GLOBAL_TOKEN).pass);
+	for (int mode = 1; mode < NORM_COUNT; mode++) {
+		ck_assert(parity_distinguishable(mode, &v.w, 1));
+		struct parity_stats st = env_parity(&v, mode);
+		ck_assert_msg(!st.pass, "%s passed", norm_mode_name(mode));
+		ck_assert_uint_gt(st.outside, 0);
+	}
+	env_close(&v);
+}
+END_TEST
+
+START_TEST(balanced_counts_hide_mean_of_means)
+{
+	/* two ranks with exactly the same number of supervised tokens: mean_of_means then
+	 * coincides with the global mean, which is why a balanced test alone proves nothing */
+	struct env v;
+	struct err e;
+	err_clear(&e);
+	env_open(&v, 2, 1, 1, LAYOUT_PACKED, 0);
+	int a = -1, b = -1;
+	for (int i = 0; i < v.c.split_count[SPLIT_TRAIN] && b < 0; i++)
+		for (int j = i + 1; j < v.c.split_count[SPLIT_TRAIN]; j++)
+			if (corpus_supervised(&v.c, i) == corpus_supervised(&v.c, j)) {
+				a = i;
+				b = j;
+				break;
+			}
+	ck_assert_int_ge(b, 0);
+	int ids[2] = {a, b}, counts[2] = {1, 1};
+	ck_assert_int_eq(window_assign(&v.w, &v.c, ids, counts, &e), ERR_OK);
+	ck_assert(!parity_distinguishable(NORM_MEAN_OF_MEANS, &v.w, 1));
+	ck_assert(env_parity(&v, NORM_MEAN_OF_MEANS).pass);
+	env_close(&v);
+}
+END_TEST
+
+START_TEST(plans_give_the_same_gradient)
+{
+	struct env v;
+	struct err e;
+	err_clear(&e);
+	env_open(&v, 2, 2, 1, LAYOUT_PACKED, 2);
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	ck_assert(env_parity(&v, NORM_GLOBAL_TOKEN).pass);
+	float *bands = malloc(v.eng->shape.n_params * sizeof(float));
+	memcpy(bands, v.eng->host_reduced, v.eng->shape.n_params * sizeof(float));
+	int64_t spread_bands = llabs(v.w.rank_tokens[1] - v.w.rank_tokens[0]);
+	ck_assert_int_eq(window_replan(&v.w, &v.c, PLAN_BALANCED, &e), ERR_OK);
+	ck_assert_int_le(llabs(v.w.rank_tokens[1] - v.w.rank_tokens[0]), spread_bands);
+	ck_assert(env_parity(&v, NORM_GLOBAL_TOKEN).pass);
+	struct parity_stats st;
+	parity_compare(v.eng->host_reduced, bands, v.eng->shape.n_params, 1e-6, 1e-4, &st);
+	ck_assert(st.pass);
+	free(bands);
+	env_close(&v);
+}
+END_TEST
+
+START_TEST(globally_empty_window_is_declined_by_every_rank)
+{
+	struct env v;
+	struct err e;
+	err_clear(&e);
+	env_open(&v, 3, 2, 1, LAYOUT_PACKED, 0);
+	int counts[6] = {0, 0, 0, 0, 0, 0};
+	ck_assert_int_eq(window_assign(&v.w, &v.c, NULL, counts, &e), ERR_OK);
+	ck_assert_int_eq(v.w.N, 0);
+	struct window_result res;
+	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e), ERR_OK);
+	ck_assert(res.rejected);
+	ck_assert_int_eq(v.eng->updates_done, 0);
+	/* and the engine is still usable afterwards: no rank was left inside a collective */
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e), ERR_OK);
+	ck_assert(!res.rejected);
+	env_close(&v);
+}
+END_TEST
+
+START_TEST(locally_empty_rank_still_matches)
+{
+	struct env v;
+	struct err e;
+	err_clear(&e);
+	env_open(&v, 3, 2, 1, LAYOUT_PACKED, 0);
+	/* rank 1 has no sequence at all; ranks 0 and 2 have uneven work */
+	int ids[] = {0, 1, 2, 10, 11};
+	int counts[6] = {1, 2, 0, 0, 2, 0};
+	ck_assert_int_eq(window_assign(&v.w, &v.c, ids, counts, &e), ERR_OK);
+	ck_assert_int_eq(v.w.rank_tokens[1], 0);
+	ck_assert_int_gt(v.w.N, 0);
+	struct parity_stats st = env_parity(&v, NORM_GLOBAL_TOKEN);
+	ck_assert_msg(st.pass, "%zu outside, max abs %g", st.outside, st.max_abs);
+	env_close(&v);
+}
+END_TEST
+
+START_TEST(injected_failure_releases_every_rank)
+{
+	struct env v;
+	struct err e;
+	err_clear(&e);
+	env_open(&v, 4, 2, 1, LAYOUT_PACKED, 0);
+	v.eng->inject_rank = 2;
+	v.eng->inject_window = 1;
+	struct window_result res;
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e), ERR_OK);
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	int rc = engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e);
+	ck_assert_int_eq(rc, ERR_DEVICE);
+	ck_assert_msg(strstr(e.msg, "rank 2") && strstr(e.msg, "step 2"), "message: %s", e.msg);
+	/* the pool is usable again once the failure is gone */
+	v.eng->inject_rank = -1;
+	err_clear(&e);
+	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e), ERR_OK);
+	env_close(&v);
+}
+END_TEST
+
+START_TEST(replicas_stay_identical)
+{
+	struct env v;
+	struct err e;
+	err_clear(&e);
+	env_open(&v, 3, 2, 0, LAYOUT_PACKED, 1);
+	for (int i = 0; i < 5; i++) {
+		struct window_result res;
+		ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+		ck_assert_msg(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN,
+					    ENGINE_UPDATE | ENGINE_CHECK_REPLICAS, &res, &e) == ERR_OK,
+			      "%s", e.msg);
+		ck_assert(isfinite(res.loss));
+	}
+	ck_assert_int_eq(v.eng->updates_done, 5);
+	env_close(&v);
+}
+END_TEST
+
+START_TEST(runs_are_reproducible_bit_for_bit)
+{
+	float *first = NULL;
+	for (int run = 0; run < 2; run++) {
+		struct env v;
+		struct err e;
+		err_clear(&e);
+		env_open(&v, 2, 2, 1, LAYOUT_PACKED, 0);
+		for (int i = 0; i < 4; i++) {
+			struct window_result res;
+			ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+			ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res,
+						       &e), ERR_OK);
+		}
+		size_t n = v.eng->shape.n_params;
+		float *p = malloc(n * sizeof(float));
+		ck_assert_int_eq(engine_get_state(v.eng, p, NULL, &e), ERR_OK);
+		if (run == 0)
+			first = p;
+		else {
+			ck_assert(memcmp(first, p, n * sizeof(float)) == 0);
+			free(p);
+		}
+		env_close(&v);
+	}
+	free(first);
+}
+END_TEST
+
+START_TEST(check_loss_counterexample)
+{
+	const double sums[2] = {12.0, 108.0};
+	const int64_t counts[2] = {12, 36};
+	for (int avg = 0; avg < 2; avg++) {
+		ck_assert(norm_window_loss(NORM_MEAN_OF_MEANS, avg, 2, sums, counts) == 2.0);
+		ck_assert(norm_window_loss(NORM_GLOBAL_TOKEN, avg, 2, sums, counts) == 2.5);
+	}
+	/* the W / N factor of the seed: 2 / 48 */
+	ck_assert(norm_factor(NORM_GLOBAL_TOKEN, 1, 2, 1, 48, 12, 12) == 2.0 / 48.0);
+	ck_assert(norm_factor(NORM_GLOBAL_TOKEN, 0, 2, 1, 48, 12, 12) == 1.0 / 48.0);
+	ck_assert(norm_factor(NORM_DOUBLE_ACCUM, 1, 2, 2, 48, 12, 6) == 2.0 / 96.0);
+	ck_assert(norm_factor(NORM_MEAN_OF_MEANS, 1, 2, 1, 48, 0, 0) == 0.0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("engine");
+	TCase *tc = tcase_create("engine");
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, check_loss_counterexample);
+	tcase_add_test(tc, parity_over_worlds_accumulations_reduces_layouts);
+	tcase_add_test(tc, sum_and_avg_give_the_same_gradient);
+	tcase_add_test(tc, negative_controls_fail_on_the_seed_imbalance);
+	tcase_add_test(tc, balanced_counts_hide_mean_of_means);
+	tcase_add_test(tc, plans_give_the_same_gradient);
+	tcase_add_test(tc, globally_empty_window_is_declined_by_every_rank);
+	tcase_add_test(tc, locally_empty_rank_still_matches);
+	tcase_add_test(tc, injected_failure_releases_every_rank);
+	tcase_add_test(tc, replicas_stay_identical);
+	tcase_add_test(tc, runs_are_reproducible_bit_for_bit);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

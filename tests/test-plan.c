@@ -1,0 +1,516 @@
+/*
+ * test-plan: the sampler's bands and draws, and the length_bands / balanced splits.
+ *
+ * Band membership is recomputed here from the documented integer bounds; the greedy
+ * balanced split is checked on a hand-worked example and, on sampled windows, against
+ * the length_bands split of the same draw (same sequences, smaller token spread).
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "corpus.h"
+#include "plan.h"
+
+static void data_settings(struct settings *s)
+{
+	memset(s, 0, sizeof *s);
+	s->seed = 77;
+	s->train_count = 300;
+	s->validation_count = 20;
+	s->test_count = 20;
+	s->min_len = 16;
+	s->max_len = 128;
+	s->vocab = 40;
+	s->prefix_max = 6;
+	s->branching = 3;
+	s->world = 2;
+	s->accumulation = 2;
+	s->batch_size = 4;
+	s->plan = PLAN_LENGTH_BANDS;
+}
+
+static void build_ok(const struct settings *s, struct corpus *c)
+{
+	struct err e;
+	err_clear(&e);
+	ck_assert_msg(corpus_build(s, c, &e) == ERR_OK, "corpus_build: %s", e.msg);
+}
+
+static void sampler_ok(struct sampler *sp, const struct corpus *c, const struct settings *s)
+{
+	struct err e;
+	err_clear(&e);
+	ck_assert_msg(sampler_init(sp, c, s, &e) == ERR_OK, "sampler_init: %s", e.msg);
+}
+
+static void window_ok(struct window *w, const struct settings *s)
+{
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(window_init(w, s->world, s->accumulation, s->batch_size, &e), ERR_OK);
+}
+
+static void next_ok(struct sampler *sp, struct window *w)
+{
+	struct err e;
+	err_clear(&e);
+	ck_assert_msg(sampler_next(sp, w, &e) == ERR_OK, "sampler_next: %s", e.msg);
+}
+
+/* The band of a length by the documented rule, written out independently. */
+static int band_of(int len, int max_len, int world)
+{
+	for (int r = 0; r < world; r++) {
+		int lo = max_len * r / world, hi = max_len * (r + 1) / world;
+		if ((r == 0 || len > lo) && (r == world - 1 || len <= hi))
+			return r;
+	}
+	return -1;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+/* Sorted copy of all ids of a window into out (n_ids entries); checks the packing. */
+static void window_ids_sorted(const struct window *w, int *out)
+{
+	int k = 0;
+	for (int r = 0; r < w->world; r++)
+		for (int m = 0; m < w->micro; m++)
+			for (int i = 0; i < w->mb[r][m].n; i++) {
+				ck_assert_ptr_eq(&w->mb[r][m].ids[i], &w->storage[k]);
+				out[k++] = w->mb[r][m].ids[i];
+			}
+	ck_assert_int_eq(k, w->n_ids);
+	qsort(out, (size_t)k, sizeof *out, cmp_int);
+}
+
+/* Recounts tokens per microbatch and rank and checks the window's figures. */
+static void check_counts(const struct window *w, const struct corpus *c)
+{
+	int64_t N = 0;
+	for (int r = 0; r < w->world; r++) {
+		int64_t rt = 0;
+		for (int m = 0; m < w->micro; m++) {
+			int64_t t = 0;
+			for (int i = 0; i < w->mb[r][m].n; i++) {
+				int id = w->mb[r][m].ids[i];
+				t += (c->offset[id + 1] - c->offset[id]) - c->prefix[id];
+			}
+			ck_assert_int_eq(w->mb[r][m].tokens, t);
+			rt += t;
+		}
+		ck_assert_int_eq(w->rank_tokens[r], rt);
+		N += rt;
+	}
+	ck_assert_int_eq(w->N, N);
+}
+
+static int64_t spread(const struct window *w)
+{
+	int64_t lo = w->rank_tokens[0], hi = w->rank_tokens[0];
+	for (int r = 1; r < w->world; r++) {
+		if (w->rank_tokens[r] < lo)
+			lo = w->rank_tokens[r];
+		if (w->rank_tokens[r] > hi)
+			hi = w->rank_tokens[r];
+	}
+	return hi - lo;
+}
+
+START_TEST(test_bands_seed_cutoff)
+{
+	/* W = 2 over max_len 128 reproduces the seed's <= 64 / > 64 split */
+	int lo, hi;
+	plan_band_bounds(128, 2, 0, &lo, &hi);
+	ck_assert_int_eq(lo, 0);
+	ck_assert_int_eq(hi, 64);
+	plan_band_bounds(128, 2, 1, &lo, &hi);
+	ck_assert_int_eq(lo, 64);
+	ck_assert_int_eq(hi, 128);
+	ck_assert_int_eq(plan_band_of(64, 128, 2), 0);
+	ck_assert_int_eq(plan_band_of(65, 128, 2), 1);
+	ck_assert_int_eq(plan_band_of(1, 128, 2), 0);
+	ck_assert_int_eq(plan_band_of(500, 128, 2), 1);
+	for (int w = 1; w <= PLAN_MAX_WORLD; w++)
+		for (int len = 1; len <= 130; len++)
+			ck_assert_int_eq(plan_band_of(len, 128, w), band_of(len, 128, w));
+}
+END_TEST
+
+START_TEST(test_pools)
+{
+	struct settings s;
+	struct corpus c;
+	struct sampler sp;
+	int *owner;
+
+	for (int world = 1; world <= 4; world++) {
+		data_settings(&s);
+		s.world = world;
+		s.batch_size = 2;
+		build_ok(&s, &c);
+		sampler_ok(&sp, &c, &s);
+		owner = malloc((size_t)c.n * sizeof *owner);
+		for (int i = 0; i < c.n; i++)
+			owner[i] = -1;
+		for (int r = 0; r < world; r++)
+			for (int k = 0; k < sp.pool_n[r]; k++) {
+				int id = sp.pool[r][k];
+				ck_assert_int_ge(id, 0);
+				ck_assert_int_lt(id, s.train_count); /* training split only */
+				ck_assert_int_eq(owner[id], -1);     /* pools are disjoint */
+				owner[id] = r;
+				if (k)
+					ck_assert_int_lt(sp.pool[r][k - 1], id); /* sorted */
+				ck_assert_int_eq(band_of(corpus_len(&c, id), s.max_len, world), r);
+			}
+		for (int i = 0; i < s.train_count; i++)
+			ck_assert_int_ge(owner[i], 0); /* and cover the training set */
+		free(owner);
+		sampler_free(&sp);
+		corpus_free(&c);
+	}
+}
+END_TEST
+
+START_TEST(test_length_bands_windows)
+{
+	struct settings s;
+	struct corpus c;
+	struct sampler sp;
+	struct window w;
+	int *seen, ids[64];
+
+	for (int world = 2; world <= 3; world++) {
+		data_settings(&s);
+		s.world = world;
+		build_ok(&s, &c);
+		sampler_ok(&sp, &c, &s);
+		window_ok(&w, &s);
+		seen = calloc((size_t)c.n, sizeof *seen);
+		for (int win = 0; win < 30; win++) {
+			next_ok(&sp, &w);
+			ck_assert_int_eq(w.index, win);
+			ck_assert_int_eq(w.n_ids, world * s.accumulation * s.batch_size);
+			for (int r = 0; r < world; r++)
+				for (int m = 0; m < s.accumulation; m++) {
+					ck_assert_int_eq(w.mb[r][m].n, s.batch_size);
+					for (int i = 0; i < w.mb[r][m].n; i++) {
+						int id = w.mb[r][m].ids[i];
+						ck_assert_int_eq(band_of(corpus_len(&c, id), s.max_len,
+									 world), r);
+						seen[id]++;
+					}
+				}
+			window_ids_sorted(&w, ids);
+			for (int k = 1; k < w.n_ids; k++)
+				ck_assert_int_ne(ids[k - 1], ids[k]); /* no duplicate in a window */
+			check_counts(&w, &c);
+		}
+		/* across windows ids do come back (draws are per window, with replacement
+		 * between windows), and many different ids were drawn */
+		{
+			int distinct = 0, repeated = 0;
+			for (int i = 0; i < c.n; i++) {
+				distinct += seen[i] > 0;
+				repeated += seen[i] > 1;
+			}
+			ck_assert_int_gt(distinct, 100);
+			ck_assert_int_gt(repeated, 0);
+		}
+		free(seen);
+		window_free(&w);
+		sampler_free(&sp);
+		corpus_free(&c);
+	}
+}
+END_TEST
+
+START_TEST(test_balanced_same_sequences)
+{
+	struct settings s;
+	struct corpus c;
+	struct sampler sb, sl;
+	struct window wb, wl;
+	int ib[64], il[64], cap;
+
+	data_settings(&s);
+	build_ok(&s, &c);
+	sampler_ok(&sl, &c, &s);
+	window_ok(&wl, &s);
+	s.plan = PLAN_BALANCED;
+	sampler_ok(&sb, &c, &s);
+	window_ok(&wb, &s);
+	cap = s.accumulation * s.batch_size;
+	for (int win = 0; win < 20; win++) {
+		next_ok(&sl, &wl);
+		next_ok(&sb, &wb);
+		window_ids_sorted(&wl, il);
+		window_ids_sorted(&wb, ib);
+		ck_assert_int_eq(wl.n_ids, wb.n_ids);
+		ck_assert_mem_eq(il, ib, (size_t)wl.n_ids * sizeof *il);
+		ck_assert_int_eq(wl.N, wb.N);
+		check_counts(&wb, &c);
+		for (int r = 0; r < s.world; r++) {
+			int n = 0;
+			for (int m = 0; m < s.accumulation; m++) {
+				ck_assert_int_eq(wb.mb[r][m].n, s.batch_size);
+				n += wb.mb[r][m].n;
+			}
+			ck_assert_int_eq(n, cap);
+		}
+		ck_assert_msg(spread(&wb) < spread(&wl), "window %d: balanced spread %lld, "
+			      "bands %lld", win, (long long)spread(&wb), (long long)spread(&wl));
+		/* replanning the length_bands window gives exactly the balanced window */
+		{
+			struct err e;
+			err_clear(&e);
+			ck_assert_int_eq(window_replan(&wl, &c, PLAN_BALANCED, &e), ERR_OK);
+			ck_assert_int_eq(wl.n_ids, wb.n_ids);
+			ck_assert_mem_eq(wl.storage, wb.storage, (size_t)wb.n_ids * sizeof(int));
+		}
+	}
+	window_free(&wb);
+	window_free(&wl);
+	sampler_free(&sb);
+	sampler_free(&sl);
+	corpus_free(&c);
+}
+END_TEST
+
+START_TEST(test_balanced_by_hand)
+{
+	/* 8 sequences, supervised counts 10 9 8 7 6 5 2 1 (ids 0..7, some with prompts),
+	 * W = 2, 2 microbatches of 2; the expected split is worked out by hand below. */
+	const int32_t len[8] = { 12, 9, 8, 7, 9, 5, 2, 3 };
+	const int32_t pre[8] = { 2, 0, 0, 0, 3, 0, 0, 2 };
+	int32_t tok[64];
+	struct corpus c;
+	struct window w;
+	struct err e;
+	int ids[8] = { 7, 6, 5, 4, 3, 2, 1, 0 };
+	int counts[4] = { 2, 2, 2, 2 };
+
+	for (int i = 0; i < 64; i++)
+		tok[i] = DATA_RESERVED + i % 5;
+	err_clear(&e);
+	ck_assert_int_eq(corpus_from_arrays(8, len, pre, tok, 10, &c, &e), ERR_OK);
+	/* supervised: id0 10, id1 9, id2 8, id3 7, id4 6, id5 5, id6 2, id7 1 */
+	ck_assert_int_eq(window_init(&w, 2, 2, 2, &e), ERR_OK);
+	ck_assert_int_eq(window_assign(&w, &c, ids, counts, &e), ERR_OK);
+	ck_assert_int_eq(w.N, 48);
+	ck_assert_int_eq(window_replan(&w, &c, PLAN_BALANCED, &e), ERR_OK);
+	/* Ranks, heaviest first, to the least loaded rank with room (4 each):
+	 *   id0 10 -> r0 (0,0 tie)       r0 10  r1 0
+	 *   id1  9 -> r1                 r0 10  r1 9
+	 *   id2  8 -> r1                 r0 10  r1 17
+	 *   id3  7 -> r0                 r0 17  r1 17
+	 *   id4  6 -> r0 (tie)           r0 23  r1 17
+	 *   id5  5 -> r1                 r0 23  r1 22
+	 *   id6  2 -> r1                 r0 23  r1 24   (r1 full: 1,2,5,6)
+	 *   id7  1 -> r0                 r0 24  r1 24
+	 * Rank 0 {0,3,4,7}: id0 -> m0 (10), id3 -> m1 (7), id4 -> m1 (13), id7 -> m0 (11)
+	 * Rank 1 {1,2,5,6}: id1 -> m0 (9), id2 -> m1 (8), id5 -> m1 (13), id6 -> m0 (11) */
+	{
+		const int want[8] = { 0, 7, 3, 4, 1, 6, 2, 5 };
+		ck_assert_int_eq(w.n_ids, 8);
+		ck_assert_mem_eq(w.storage, want, sizeof want);
+	}
+	ck_assert_int_eq(w.rank_tokens[0], 24);
+	ck_assert_int_eq(w.rank_tokens[1], 24);
+	ck_assert_int_eq(w.mb[0][0].tokens, 11);
+	ck_assert_int_eq(w.mb[0][1].tokens, 13);
+	ck_assert_int_eq(w.mb[1][0].tokens, 11);
+	ck_assert_int_eq(w.mb[1][1].tokens, 13);
+	ck_assert_int_eq(w.N, 48);
+	window_free(&w);
+	corpus_free(&c);
+}
+END_TEST
+
+START_TEST(test_assign_empty_and_replan_bands)
+{
+	const int32_t len[4] = { 5, 6, 7, 3 };
+	const int32_t pre[4] = { 5, 0, 2, 3 }; /* ids 0 and 3: no supervised position */
+	int32_t tok[21];
+	struct corpus c;
+	struct window w;
+	struct err e;
+	/* rank 0: m0 = {0}, m1 = {}   rank 1: m0 = {}, m1 = {1, 2, 3} */
+	int ids[4] = { 0, 1, 2, 3 };
+	int counts[4] = { 1, 0, 0, 3 };
+	int bad[4] = { 1, 0, 0, 4 };
+
+	for (int i = 0; i < 21; i++)
+		tok[i] = DATA_RESERVED;
+	err_clear(&e);
+	ck_assert_int_eq(corpus_from_arrays(4, len, pre, tok, 8, &c, &e), ERR_OK);
+	ck_assert_int_eq(window_init(&w, 2, 2, 3, &e), ERR_OK);
+	ck_assert_int_eq(window_assign(&w, &c, ids, counts, &e), ERR_OK);
+	ck_assert_int_eq(w.mb[0][0].n, 1);
+	ck_assert_int_eq(w.mb[0][1].n, 0);
+	ck_assert_int_eq(w.mb[1][0].n, 0);
+	ck_assert_int_eq(w.mb[1][1].n, 3);
+	ck_assert_int_eq(w.rank_tokens[0], 0); /* an empty rank */
+	ck_assert_int_eq(w.rank_tokens[1], 11);
+	ck_assert_int_eq(w.N, 11);
+	check_counts(&w, &c);
+
+	/* length_bands replan: nothing to go by, the assignment stays */
+	ck_assert_int_eq(window_replan(&w, &c, PLAN_LENGTH_BANDS, &e), ERR_OK);
+	ck_assert_int_eq(w.mb[1][1].n, 3);
+	ck_assert_int_eq(w.mb[1][1].ids[0], 1);
+	ck_assert_int_eq(w.rank_tokens[0], 0);
+
+	/* balanced replan of 4 ids over 2 ranks: 2 per rank, 1 per microbatch */
+	ck_assert_int_eq(window_replan(&w, &c, PLAN_BALANCED, &e), ERR_OK);
+	ck_assert_int_eq(w.n_ids, 4);
+	ck_assert_int_eq(w.N, 11);
+	for (int r = 0; r < 2; r++)
+		for (int m = 0; m < 2; m++)
+			ck_assert_int_eq(w.mb[r][m].n, 1);
+	/* supervised 6 (id1), 5 (id2), 0, 0: r0 gets id1, r1 gets id2 */
+	ck_assert_int_eq(w.rank_tokens[0], 6);
+	ck_assert_int_eq(w.rank_tokens[1], 5);
+	check_counts(&w, &c);
+
+	/* too many ids in a microbatch, or an unknown id */
+	ck_assert_int_ne(window_assign(&w, &c, ids, bad, &e), ERR_OK);
+	err_clear(&e);
+	ids[2] = 4;
+	ck_assert_int_ne(window_assign(&w, &c, ids, counts, &e), ERR_OK);
+	window_free(&w);
+	corpus_free(&c);
+}
+END_TEST
+
+START_TEST(test_state_round_trip)
+{
+	struct settings s;
+	struct corpus c;
+	struct sampler a, b;
+	struct sampler_state st;
+	struct window wa, wb;
+
+	for (int plan = PLAN_LENGTH_BANDS; plan <= PLAN_BALANCED; plan++) {
+		data_settings(&s);
+		s.plan = plan;
+		build_ok(&s, &c);
+		sampler_ok(&a, &c, &s);
+		window_ok(&wa, &s);
+		window_ok(&wb, &s);
+		for (int k = 0; k < 7; k++)
+			next_ok(&a, &wa);
+		sampler_get_state(&a, &st);
+		ck_assert_int_eq(st.window_index, 7);
+
+		sampler_ok(&b, &c, &s);
+		next_ok(&b, &wb); /* a fresh sampler elsewhere in its stream */
+		sampler_set_state(&b, &st);
+		for (int k = 0; k < 5; k++) {
+			next_ok(&a, &wa);
+			next_ok(&b, &wb);
+			ck_assert_int_eq(wa.index, 7 + k);
+			ck_assert_int_eq(wb.index, wa.index);
+			ck_assert_int_eq(wa.n_ids, wb.n_ids);
+			ck_assert_mem_eq(wa.storage, wb.storage, (size_t)wa.n_ids * sizeof(int));
+			for (int r = 0; r < s.world; r++)
+				ck_assert_int_eq(wa.rank_tokens[r], wb.rank_tokens[r]);
+		}
+		/* and a sampler from the same seed that did not skip differs from window 7 on */
+		{
+			struct sampler f;
+			int differ = 0;
+			sampler_ok(&f, &c, &s);
+			for (int k = 0; k < 5; k++) {
+				next_ok(&f, &wb);
+				if (memcmp(wa.storage, wb.storage, (size_t)wa.n_ids * sizeof(int)))
+					differ = 1;
+			}
+			ck_assert(differ);
+			sampler_free(&f);
+		}
+		window_free(&wa);
+		window_free(&wb);
+		sampler_free(&a);
+		sampler_free(&b);
+		corpus_free(&c);
+	}
+}
+END_TEST
+
+START_TEST(test_pool_too_small)
+{
+	struct settings s;
+	struct corpus c;
+	struct sampler sp;
+	struct err e;
+
+	data_settings(&s);
+	s.train_count = 30;
+	build_ok(&s, &c);
+	s.batch_size = 8; /* 16 per band and window; about 15 per band exist */
+	err_clear(&e);
+	ck_assert_int_eq(sampler_init(&sp, &c, &s, &e), ERR_CONFIG);
+	ck_assert_ptr_nonnull(strstr(e.msg, "train.batch_size"));
+	ck_assert_ptr_nonnull(strstr(e.msg, "train.accumulation"));
+	ck_assert_ptr_nonnull(strstr(e.msg, "band"));
+
+	/* one band empty: max_len 128 over 8 ranks with all lengths in 16..32 */
+	data_settings(&s);
+	corpus_free(&c);
+	s.min_len = 16;
+	s.max_len = 32;
+	build_ok(&s, &c);
+	s.max_len = 128;
+	s.world = 8;
+	s.batch_size = 1;
+	s.accumulation = 1;
+	err_clear(&e);
+	ck_assert_int_eq(sampler_init(&sp, &c, &s, &e), ERR_CONFIG);
+	ck_assert_ptr_nonnull(strstr(e.msg, "band 2"));
+
+	/* just enough is fine */
+	data_settings(&s);
+	s.accumulation = 1;
+	s.batch_size = 1;
+	s.world = 1;
+	err_clear(&e);
+	ck_assert_int_eq(sampler_init(&sp, &c, &s, &e), ERR_OK);
+	sampler_free(&sp);
+	corpus_free(&c);
+}
+END_TEST
+
+static Suite *plan_suite(void)
+{
+	Suite *s = suite_create("plan");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_bands_seed_cutoff);
+	tcase_add_test(tc, test_pools);
+	tcase_add_test(tc, test_length_bands_windows);
+	tcase_add_test(tc, test_balanced_same_sequences);
+	tcase_add_test(tc, test_balanced_by_hand);
+	tcase_add_test(tc, test_assign_empty_and_replan_bands);
+	tcase_add_test(tc, test_state_round_trip);
+	tcase_add_test(tc, test_pool_too_small);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(plan_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
