@@ -10,6 +10,7 @@
 #ifndef DDPTOK_ERR_H
 #define DDPTOK_ERR_H
 
+#include <errno.h>
 #include <stdarg.h>
 
 enum err_code {

@@ -34,6 +34,7 @@
 #include "npy.h"
 #include "parity.h"
 #include "run.h"
+#include "train.h"
 
 #if DDPTOK_HAVE_LIBEDIT
 #include <editline/readline.h>
@@ -66,6 +67,12 @@ struct inspect {
 	float *last_local[PLAN_MAX_WORLD];
 	/* scratch */
 	float *cur_p, *cur_m, *check_p, *ref;
+	int64_t step;             /* windows consumed (as the trainer counts steps) */
+	int64_t last_step;        /* the step number of the last window */
+	int64_t start_step;       /* where the session started (0, or the checkpoint's) */
+	const char *resume_dir;   /* the checkpoint the session started from, or NULL */
+	int run_mode;             /* the mode every window of the session used; -1: none
+				     yet, -2: several */
 	int fatal;                /* a device/runtime failure: the session ends */
 	int noted_end;            /* told once that [train] updates was passed */
 };
@@ -225,8 +232,9 @@ static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
 	const struct window *w = in->draw;
 	int avg = a->s.reduce == COLL_AVG;
 	double k = avg ? (double)w->world : 1.0;
-	printf("plan: next window %lld (not consumed), W = %d, M = %d microbatches per rank, plan "
-	       "%s, mode %s, reduce %s\n", (long long)w->index + 1, w->world, w->micro,
+	printf("plan: next window %lld (step %lld, not consumed), W = %d, M = %d microbatches per rank, plan "
+	       "%s, mode %s, reduce %s\n", (long long)w->index + 1, (long long)in->step + 1,
+	       w->world, w->micro,
 	       plan_name(a->s.plan), norm_mode_name(in->mode), reduce_name(a));
 	for (int r = 0; r < w->world; r++)
 		for (int m = 0; m < w->micro; m++) {
@@ -293,17 +301,29 @@ static int step_once(struct inspect *in, struct err *e)
 	struct engine *eng = in->r.eng;
 	struct window_result res;
 	int64_t updates_before = eng->updates_done;
+	struct sampler_state before;
+	sampler_get_state(&in->r.sampler, &before);
 	DEV(in, engine_get_state(eng, in->next_p, in->next_m, e));
 	DEV(in, sampler_next(&in->r.sampler, in->draw, e));
 	DEV(in, engine_window(eng, in->draw, in->mode,
 			      ENGINE_UPDATE | ENGINE_CAPTURE_LOCAL | ENGINE_CAPTURE_REDUCED, &res, e));
+	if (res.rejected && a->s.empty_window == EMPTY_ERROR) {
+		/* the trainer stops here without counting the window; the session keeps it
+		 * as the next one, so the step count and the sampler stay in step */
+		sampler_set_state(&in->r.sampler, &before);
+		return ERR(e, ERR_EMPTY, "step: window %lld (step %lld) has no supervised token on "
+			   "any rank and train.empty_window = error: no update, and training cannot "
+			   "go past it", (long long)in->draw->index + 1, (long long)in->step + 1);
+	}
+	/* like the trainer: a rejected window still counts as a step (without an update) */
+	in->step++;
+	if (in->run_mode == -1)
+		in->run_mode = in->mode;
+	else if (in->run_mode != in->mode)
+		in->run_mode = -2;
 	if (res.rejected) {
-		if (a->s.empty_window == EMPTY_ERROR)
-			return ERR(e, ERR_EMPTY, "window %lld has no supervised token (empty_window = "
-				   "error): it was consumed without an update",
-				   (long long)in->draw->index + 1);
-		printf("step: window %lld skipped: no supervised token (empty_window = skip)\n",
-		       (long long)in->draw->index + 1);
+		printf("step %lld: window %lld skipped: no supervised token (empty_window = skip), "
+		       "no update\n", (long long)in->step, (long long)in->draw->index + 1);
 		return ERR_OK;
 	}
 	/* keep this window, its starting state and its gradients */
@@ -320,11 +340,12 @@ static int step_once(struct inspect *in, struct err *e)
 		memcpy(in->last_local[r], eng->host_local[r], in->n * sizeof(float));
 	in->last_res = res;
 	in->last_mode = in->mode;
+	in->last_step = in->step;
 	in->have_last = 1;
 	printf("step %lld: window %lld, loss %.6f (global token mean), N = %lld, grad norm %.6e "
-	       "[mode %s]\n", (long long)eng->updates_done, (long long)in->last->index + 1,
-	       res.loss, (long long)res.N, res.grad_norm, norm_mode_name(in->mode));
-	if (!in->noted_end && eng->updates_done == a->s.updates) {
+	       "[mode %s]\n", (long long)in->step, (long long)in->last->index + 1, res.loss,
+	       (long long)res.N, res.grad_norm, norm_mode_name(in->mode));
+	if (!in->noted_end && in->step >= a->s.updates) {
 		printf("step: note: [train] updates = %d reached; further steps go beyond the "
 		       "configured run\n", a->s.updates);
 		in->noted_end = 1;
@@ -404,12 +425,12 @@ static int do_grad(struct inspect *in, int argc, char **argv, struct err *e)
 	const float *g = rank < 0 ? in->last_reduced : in->last_local[rank];
 	if (rank < 0)
 		printf("grad: reduced gradient of window %lld (step %lld, mode %s, reduce %s)\n",
-		       (long long)in->last->index + 1, (long long)in->before_updates + 1,
+		       (long long)in->last->index + 1, (long long)in->last_step,
 		       norm_mode_name(in->last_mode), reduce_name(in->a));
 	else
 		printf("grad: local gradient of rank %d before the reduce, window %lld (step %lld, "
 		       "mode %s; %lld supervised tokens on this rank)\n", rank,
-		       (long long)in->last->index + 1, (long long)in->before_updates + 1,
+		       (long long)in->last->index + 1, (long long)in->last_step,
 		       norm_mode_name(in->last_mode), (long long)in->last->rank_tokens[rank]);
 	printf("grad:   %-6s %-9s %12s %12s %13s  first values\n", "tensor", "shape", "L2 norm",
 	       "max |g|", "mean");
@@ -431,9 +452,11 @@ static int do_grad(struct inspect *in, int argc, char **argv, struct err *e)
 
 struct worst {
 	size_t i;
-	double excess, diff, lim;
+	double ratio, diff, lim;
 };
 
+/* The components with the largest |g - ref| / (atol + rtol |ref|), largest first (ties:
+ * the lowest index). A ratio above 1 is outside the tolerance. */
 static void worst_components(const float *g, const float *ref, size_t n, double atol,
 			     double rtol, struct worst *w, int *nw)
 {
@@ -441,11 +464,11 @@ static void worst_components(const float *g, const float *ref, size_t n, double 
 	for (size_t i = 0; i < n; i++) {
 		double d = fabs((double)g[i] - (double)ref[i]);
 		double lim = atol + rtol * fabs((double)ref[i]);
-		double x = d != d ? INFINITY : d - lim;
-		if (k == INSPECT_WORST && !(x > w[k - 1].excess))
+		double x = d != d ? INFINITY : lim > 0.0 ? d / lim : d > 0.0 ? INFINITY : 0.0;
+		if (k == INSPECT_WORST && !(x > w[k - 1].ratio))
 			continue;
 		int j = k < INSPECT_WORST ? k++ : k - 1;
-		while (j > 0 && x > w[j - 1].excess) {
+		while (j > 0 && x > w[j - 1].ratio) {
 			w[j] = w[j - 1];
 			j--;
 		}
@@ -483,7 +506,7 @@ static int do_compare(struct inspect *in, int argc, char **argv, struct err *e)
 		DEV(in, engine_get_state(eng, in->cur_p, in->cur_m, e));
 		DEV(in, engine_set_state(eng, in->before_p, in->before_m, in->before_updates, e));
 		printf("compare: window %lld (step %lld), from the parameters at its start\n",
-		       (long long)w->index + 1, (long long)in->before_updates + 1);
+		       (long long)w->index + 1, (long long)in->last_step);
 	} else {
 		if ((rc = peek_next(in, e)) != ERR_OK)
 			return rc;
@@ -517,13 +540,14 @@ static int do_compare(struct inspect *in, int argc, char **argv, struct err *e)
 	struct worst wv[INSPECT_WORST];
 	int nw = 0;
 	worst_components(eng->host_reduced, in->ref, in->n, a->s.atol, a->s.rtol, wv, &nw);
-	printf("compare: the %d worst components (|g - ref| minus atol + rtol |ref|):\n", nw);
+	printf("compare: the %d worst components (largest |g - ref| / (atol + rtol |ref|)):\n",
+	       nw);
 	for (int i = 0; i < nw; i++) {
 		char label[96];
 		tensor_label(&eng->shape, wv[i].i, label, sizeof label);
 		printf("compare:   %-16s index %-7zu g %+.6e  ref %+.6e  |g - ref| %.3e  "
-		       "tolerance %.3e%s\n", label, wv[i].i, eng->host_reduced[wv[i].i],
-		       in->ref[wv[i].i], wv[i].diff, wv[i].lim,
+		       "tolerance %.3e (%.3g x)%s\n", label, wv[i].i, eng->host_reduced[wv[i].i],
+		       in->ref[wv[i].i], wv[i].diff, wv[i].lim, wv[i].ratio,
 		       wv[i].diff <= wv[i].lim ? "" : "  outside");
 	}
 	return ERR_OK;
@@ -573,11 +597,15 @@ static int do_dump(struct inspect *in, int argc, char **argv, struct err *e)
 	if (!in->have_last)
 		return ERR(e, ERR_USAGE, "dump: no window has been stepped yet (run 'step' first)");
 	const char *dir = argv[1];
-	if ((rc = fsx_mkdirs(dir, e)) != ERR_OK)
+	if ((rc = fsx_mkdirs(dir, e)) != ERR_OK) {
+		err_prefix(e, "dump");
 		return rc;
+	}
 	DEV(in, engine_get_state(eng, in->cur_p, NULL, e));
-	if ((rc = dump_vec(dir, "reduced.npy", in->last_reduced, in->n, e)) != ERR_OK)
+	if ((rc = dump_vec(dir, "reduced.npy", in->last_reduced, in->n, e)) != ERR_OK) {
+		err_prefix(e, "dump");
 		return rc;
+	}
 	json_t *files = json_pack("{s:s, s:s, s:s}", "reduced",
 				  "reduced.npy: the reduced gradient the update used",
 				  "params_before",
@@ -598,7 +626,7 @@ static int do_dump(struct inspect *in, int argc, char **argv, struct err *e)
 		"{s:s, s:I, s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:o, s:O, s:O, s:o}", "what",
 		"gradients of one window of inspect: flat float32 vectors of n_params components; "
 		"'tensors' gives each parameter's slice (offset, count) and shape (row-major)",
-		"step", (json_int_t)in->before_updates + 1, "normalization",
+		"step", (json_int_t)in->last_step, "normalization",
 		norm_mode_name(in->last_mode), "reduce", reduce_name(in->a), "world", eng->world,
 		"accumulation", in->last->micro, "n_params", (json_int_t)in->n, "loss",
 		in->last_res.loss, "grad_norm", in->last_res.grad_norm, "tensors",
@@ -620,8 +648,10 @@ static int do_dump(struct inspect *in, int argc, char **argv, struct err *e)
 	if (rc == ERR_OK)
 		printf("dump: wrote reduced.npy, rank0..%d-local.npy, params-before.npy, params.npy "
 		       "and layout.json to %s (step %lld, %zu components each)\n", eng->world - 1, dir,
-		       (long long)in->before_updates + 1, in->n);
+		       (long long)in->last_step, in->n);
 out:
+	if (rc != ERR_OK)
+		err_prefix(e, "dump");
 	json_decref(files);
 	json_decref(locals);
 	return rc;
@@ -629,12 +659,86 @@ out:
 
 /* ------------------------------------------------------------------ save */
 
+/*
+ * The trainer writes its checkpoints from inside train_run(), the only writer of the
+ * checkpoint format. `save` therefore has the trainer replay the session's steps (from
+ * the seeded state, or from the checkpoint the session resumed) with the session's
+ * normalization up to the current step, where it writes its checkpoint under
+ * <artifacts>/inspect. Windows, parameters and momentum are deterministic, so the
+ * replay reaches the session's state bit for bit; that is checked before the
+ * checkpoint is accepted (otherwise it is removed).
+ */
 static int do_save(struct inspect *in, int argc, char **argv, struct err *e)
 {
+	struct app *a = in->a;
+	struct engine *eng = in->r.eng;
+	struct train_opts o;
+	struct train_result res;
+	int rc;
 	if (argc > 1)
 		return ERR(e, ERR_USAGE, "save takes no argument");
-	return ERR(e, ERR_USAGE, "save: unavailable: this build has no checkpoint writer for "
-		   "the training state");
+	if (in->step == in->start_step) {
+		if (!in->resume_dir)
+			return ERR(e, ERR_USAGE, "save: no step taken yet: the state is the seeded "
+				   "initial one, there is nothing to checkpoint");
+		printf("save: no step since checkpoint %s (step %lld): it already holds this "
+		       "state\n", in->resume_dir, (long long)in->step);
+		return ERR_OK;
+	}
+	if (in->run_mode == -2)
+		return ERR(e, ERR_USAGE, "save: unavailable in this session: its windows used "
+			   "several normalizations and a checkpoint records one (the trainer runs "
+			   "a single normalization); a session that keeps one mode can be saved");
+	if ((rc = train_opts_for(a, in->resume_dir ? TRAIN_RESUME : TRAIN_STOP, in->resume_dir,
+				 &o, e)) != ERR_OK ||
+	    (rc = fsx_join(o.ckpt_root, sizeof o.ckpt_root, a->artifacts, "inspect", e)) != ERR_OK) {
+		err_prefix(e, "save");
+		return rc;
+	}
+	o.stop_at = in->step;
+	o.checkpoint_every = 0;
+	o.metrics_path[0] = '\0';
+	o.progress = 0;
+	o.mode = in->run_mode;
+	o.on_window = NULL;
+	printf("save: the trainer replays steps %lld..%lld (normalization %s) from %s and writes "
+	       "its checkpoint under %s\n", (long long)in->start_step + 1, (long long)in->step,
+	       norm_mode_name(o.mode), in->resume_dir ? in->resume_dir : "the seeded state",
+	       o.ckpt_root);
+	fflush(stdout);
+	if ((rc = train_run(a, &o, &res, e)) != ERR_OK) {
+		err_prefix(e, "save");
+		return rc;
+	}
+	DEV(in, engine_get_state(eng, in->cur_p, in->cur_m, e));
+	size_t dp = 0, dm = 0;
+	double xp = train_max_abs_diff(res.params, in->cur_p, in->n, &dp);
+	double xm = train_max_abs_diff(res.momentum, in->cur_m, in->n, &dm);
+	if (res.step != in->step || res.updates_done != eng->updates_done || dp || dm ||
+	    !res.checkpoint[0]) {
+		struct err ignore;
+		err_clear(&ignore);
+		if (res.checkpoint[0])
+			fsx_remove_tree(res.checkpoint, &ignore);
+		rc = ERR(e, ERR_CHECK, "save: the trainer's replay did not reach the session's "
+			 "state (step %lld vs %lld, updates %lld vs %lld, %zu parameters and %zu "
+			 "momentum values differ, max %.3e / %.3e): checkpoint not kept",
+			 (long long)res.step, (long long)in->step, (long long)res.updates_done,
+			 (long long)eng->updates_done, dp, dm, xp, xm);
+		train_result_free(&res);
+		return rc;
+	}
+	printf("save: checkpoint %s: step %lld, %lld updates, normalization %s; the replay "
+	       "equals the session's parameters and momentum bit for bit\n", res.checkpoint,
+	       (long long)res.step, (long long)res.updates_done, norm_mode_name(o.mode));
+	printf("save: continue with: inspect --resume %s  (or train --resume %s)\n",
+	       res.checkpoint, res.checkpoint);
+	if (o.mode != a->s.normalization)
+		printf("save: note: [train] normalization is %s; a resume of this checkpoint needs "
+		       "--set train.normalization=%s\n", norm_mode_name(a->s.normalization),
+		       norm_mode_name(o.mode));
+	train_result_free(&res);
+	return ERR_OK;
 }
 
 /* ------------------------------------------------------------------ eval */
@@ -704,9 +808,13 @@ static const struct icmd icmds[] = {
 	 "taken at), params.npy (after the update) and layout.json (each tensor's name, shape,\n"
 	 "offset and count in the flat vectors, and the window)."},
 	{"save", do_save, "save", "write a checkpoint of the current state now",
-	 "Writes a checkpoint of the current training state (parameters, momentum, sampler)\n"
-	 "under the artifacts directory, as the trainer does, so `train --resume` or\n"
-	 "`inspect --resume` can continue from it."},
+	 "Writes a checkpoint of the current state as <artifacts>/inspect/step-NNNN, in the\n"
+	 "trainer's format and by the trainer's own writer: the trainer replays the session's\n"
+	 "steps (from the seeded state or the resumed checkpoint) with the session's\n"
+	 "normalization, and the checkpoint is kept only if the replay equals the session's\n"
+	 "parameters and momentum bit for bit. `inspect --resume DIR` or `train --resume DIR`\n"
+	 "continue from it. A session whose windows used several normalizations cannot be\n"
+	 "saved (a checkpoint records one)."},
 	{"eval", do_eval, "eval", "test split loss and accuracy",
 	 "Evaluates the current parameters on the test split: the global token mean of the loss\n"
 	 "and the argmax accuracy, with the token and sequence counts."},
@@ -852,9 +960,29 @@ static int inspect_open(struct app *a, struct inspect *in, struct err *e)
 	memset(in, 0, sizeof *in);
 	in->a = a;
 	in->mode = a->s.normalization;
-	in->last_mode = in->mode;
-	if ((rc = run_open(a, &in->r, e)) != ERR_OK)
+	in->run_mode = -1;
+	/* the corpus and the state the trainer uses (the prepared corpus; a checkpoint) */
+	struct corpus c;
+	struct train_ckpt ck;
+	memset(&ck, 0, sizeof ck);
+	if ((rc = train_corpus(a, a->o.resume_dir == NULL, &c, e)) != ERR_OK)
 		return rc;
+	if (a->o.resume_dir) {
+		if ((rc = train_ckpt_load(a, a->o.resume_dir, &c, TRAIN_CHECK_ALL, &ck, e)) !=
+		    ERR_OK) {
+			corpus_free(&c);
+			train_ckpt_free(&ck);
+			return rc;
+		}
+		in->resume_dir = a->o.resume_dir;
+		in->step = in->start_step = ck.step;
+		in->mode = ck.normalization;
+	}
+	rc = train_open(a, &in->r, &c, a->o.resume_dir ? &ck : NULL, e); /* takes c */
+	train_ckpt_free(&ck);
+	if (rc != ERR_OK)
+		return rc;
+	in->last_mode = in->mode;
 	if ((rc = window_init(&in->extra, a->s.world, a->s.accumulation, a->s.batch_size, e)) !=
 	    ERR_OK)
 		return rc;
@@ -880,17 +1008,15 @@ int cmd_inspect(struct app *a, struct err *e)
 	struct reader rd;
 	int rc;
 	memset(&rd, 0, sizeof rd);
-	if (a->o.resume_dir) {
-		memset(&in, 0, sizeof in);
-		return ERR(e, ERR_USAGE, "inspect --resume: unavailable in this build (no "
-			   "checkpoint reader for the training state)");
-	}
 	if ((rc = inspect_open(a, &in, e)) != ERR_OK)
 		goto out;
+	if (in.resume_dir)
+		printf("inspect: resumed from %s at step %lld (%lld updates done)\n", in.resume_dir,
+		       (long long)in.step, (long long)in.r.eng->updates_done);
 	printf("inspect: W = %d on the %s backend, reduce %s, plan %s, accumulation %d, mode %s, "
-	       "%zu parameters, %lld updates done; type 'help' for the commands\n",
+	       "%zu parameters, step %lld, %lld updates done; type 'help' for the commands\n",
 	       a->s.world, engine_backend_name(in.r.eng), reduce_name(a), plan_name(a->s.plan),
-	       a->s.accumulation, norm_mode_name(in.mode), in.n,
+	       a->s.accumulation, norm_mode_name(in.mode), in.n, (long long)in.step,
 	       (long long)in.r.eng->updates_done);
 	fflush(stdout);
 #if DDPTOK_HAVE_LIBEDIT
@@ -914,6 +1040,10 @@ int cmd_inspect(struct app *a, struct err *e)
 			printf("\n");
 			break;
 		}
+		if (!rd.edit && feof(stdin) && !*line) {
+			printf("\n");
+			break;
+		}
 		if (too_long) {
 			printf("error: line longer than %d characters, ignored\n",
 			       INSPECT_LINE_MAX - 2);
@@ -934,8 +1064,12 @@ int cmd_inspect(struct app *a, struct err *e)
 			fflush(stdout);
 			continue;
 		}
-		if (!c->fn)
-			break; /* quit */
+		if (!c->fn) {
+			/* quit; piped input is not echoed: end the prompt's line */
+			if (!rd.edit)
+				printf("\n");
+			break;
+		}
 		struct err ce;
 		err_clear(&ce);
 		int crc = c->fn(&in, argc, argv, &ce);

@@ -1,14 +1,16 @@
 /*
  * corpus: drawing the synthetic corpus, its data lock, and its files on disk.
  *
- * The source is a sparse second-order Markov chain over the usable ids
- * [DATA_RESERVED, vocab). The two previous tokens (DATA_BOS before the start) are hashed
- * to one of vocab - DATA_RESERVED states; each state has `branching` distinct successors
+ * The source is a sparse first-order Markov chain over the usable ids
+ * [DATA_RESERVED, vocab): the state is the previous token (DATA_BOS before the start
+ * shares the state of the first usable id); each state has `branching` distinct successors
  * with fixed, Zipf-skewed probabilities (successor k has weight 1/(k + 1), quantized to
  * integer thresholds out of 2^16), and with probability CORPUS_NOISE / 2^16 the next
  * token is uniform instead. A model
- * that sees two tokens of context can therefore learn most of the chain, and no id is
- * impossible. All draws are integers from prng.h (stream CORPUS_STREAM), so a seed gives
+ * that sees the previous token can therefore learn most of the chain, and no id is
+ * impossible. (A state hashed from the two previous tokens was tried first: with
+ * 124^2 contexts the chain was too large to learn from the protocol's 100 windows.)
+ * All draws are integers from prng.h (stream CORPUS_STREAM), so a seed gives
  * the same corpus everywhere.
  *
  * Draw order (part of the format): the hash salt, then the successor table state by
@@ -272,10 +274,13 @@ static int corpus_validate(struct corpus *c, const char *what, struct err *e)
 	return ERR_OK;
 }
 
+/* the salt and the token before the previous one are kept in the signature so that the
+ * draw order stays as documented; the state is the previous token */
 static uint32_t markov_state(uint64_t salt, int32_t p2, int32_t p1, uint32_t n_states)
 {
-	uint64_t x = salt ^ ((uint64_t)(uint32_t)p2 << 32 | (uint32_t)p1);
-	return (uint32_t)(prng_splitmix64(&x) % n_states);
+	(void)salt;
+	(void)p2;
+	return p1 >= DATA_RESERVED ? (uint32_t)(p1 - DATA_RESERVED) % n_states : 0u;
 }
 
 int corpus_build(const struct settings *s, struct corpus *c, struct err *e)

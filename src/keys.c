@@ -78,7 +78,7 @@ const struct cfg_key settings_keys[] = {
 		"microbatches per rank per accumulation window"),
 	INT_KEY("train", "batch_size", "8", 1, 4096, 1,
 		"sequences per rank per microbatch"),
-	FLOAT_KEY("train", "lr", "0.05", 0, 10, CFG_OPEN_MIN, 1, "SGD learning rate"),
+	FLOAT_KEY("train", "lr", "0.2", 0, 10, CFG_OPEN_MIN, 1, "SGD learning rate"),
 	FLOAT_KEY("train", "momentum", "0.9", 0, 1, CFG_OPEN_MAX, 1, "SGD momentum"),
 	FLOAT_KEY("train", "weight_decay", "0", 0, 1, 0, 1,
 		  "L2 weight decay added to the gradient"),

@@ -126,7 +126,7 @@ START_TEST(defaults_load)
 	ck_assert_int_eq(s.stop_at, 50);
 	ck_assert_int_eq(s.accumulation, 2);
 	ck_assert_int_eq(s.batch_size, 8);
-	ck_assert_double_eq(s.lr, 0.05);
+	ck_assert_double_eq(s.lr, 0.2);
 	ck_assert_double_eq(s.momentum, 0.9);
 	ck_assert_double_eq(s.weight_decay, 0.0);
 	ck_assert_int_eq(s.normalization, NORM_GLOBAL_TOKEN);
@@ -194,7 +194,7 @@ START_TEST(shipped_minimum)
 	ck_assert_int_eq(s.layout, LAYOUT_PACKED);
 	ck_assert_int_eq(s.updates, 100);
 	ck_assert_int_eq(s.stop_at, 50);
-	ck_assert_double_eq(s.lr, 0.05);
+	ck_assert_double_eq(s.lr, 0.2);
 	cfg_free(&c);
 	cfg_free(&d);
 }
@@ -665,7 +665,7 @@ START_TEST(diff_math)
 	ck_assert_int_eq(cfg_set(&a, "train.lr=0.5", &e), ERR_OK);
 	ck_assert_int_eq(cfg_set(&a, "devices.reduce=sum", &e), ERR_OK);
 	ck_assert_int_eq(cfg_diff_math(&a, &b, out, sizeof out), 3);
-	ck_assert_ptr_nonnull(strstr(out, "train.lr: 0.5 != 0.05"));
+	ck_assert_ptr_nonnull(strstr(out, "train.lr: 0.5 != 0.2"));
 	ck_assert_ptr_nonnull(strstr(out, "devices.reduce: sum != avg"));
 
 	/* A short buffer is truncated but still terminated, and the count is complete. */

@@ -1,0 +1,434 @@
+/*
+ * coll_nccl: the NCCL collective, one communicator per rank inside one process.
+ *
+ * The communicators are created together from one thread, non-blocking
+ * (ncclConfig_t.blocking = 0): no NCCL call ever waits for a peer on the host, so a
+ * rank never hangs inside NCCL when a peer died before joining. Each rank enqueues
+ * its allreduce on its device's stream (cuda_dev_stream) and then waits by polling:
+ * the communicator's state (enqueue finished, asynchronous error), the stream, the
+ * abort flags (this collective's and the pool barrier's) and the barrier's timeout.
+ *
+ * Aborting: any rank (or the pool on its behalf) calls the abort op; it marks the
+ * collective aborted and aborts every communicator. Each communicator is guarded by a
+ * mutex and is never touched again once aborted, since NCCL frees the whole clique when
+ * its last communicator goes; calls on it are short (non-blocking), so the abort never
+ * waits long for a lock. The kernels of the aborted communicators stop, and every rank
+ * still waiting leaves with ERR_ABORTED. An aborted collective stays aborted: a new one
+ * must be created.
+ */
+#include "gpu.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll.h"
+
+struct nccl_rank {
+	ncclComm_t comm;
+	pthread_mutex_t mu; /* guards comm and dead */
+	int dead;           /* aborted or destroyed: never used again */
+	int device;
+	void *scratch;      /* device staging of host buffers, grown on demand */
+	size_t scratch_cap;
+};
+
+struct nccl_coll {
+	int world;
+	atomic_int aborting;
+	int mu_ready;
+	struct nccl_rank r[8];
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void pause_poll(long iteration)
+{
+	/* spin briefly (a small allreduce takes tens of microseconds), then back off */
+	if (iteration < 64)
+		return;
+	struct timespec ts = {0, iteration < 1000 ? 20000L : 500000L};
+	nanosleep(&ts, NULL);
+}
+
+static int nccl_error(struct err *e, const char *file, int line, ncclResult_t st,
+		      const char *call, int rank, int device, ncclComm_t comm)
+{
+	const char *detail = ncclGetLastError(comm);
+	return err_set(e, ERR_DEVICE, file, line, "rank %d device %d: %s failed at %s:%d: %s%s%s",
+		       rank, device, call, file, line, ncclGetErrorString(st),
+		       detail && *detail ? ": " : "", detail ? detail : "");
+}
+
+#define CU_CHECK(call, rank, device)                                                         \
+	do {                                                                                 \
+		cudaError_t st_ = (call);                                                    \
+		if (st_ != cudaSuccess)                                                      \
+			return gpu_cuda_error(e, __FILE__, __LINE__, (int)st_, #call, (rank),  \
+					      (device));                                     \
+	} while (0)
+
+/* Aborts every communicator that is still alive (idempotent, any thread). NCCL may
+ * switch the calling thread's CUDA device: it is restored. */
+static void abort_all(struct nccl_coll *n)
+{
+	int cur = -1;
+	atomic_store(&n->aborting, 1);
+	cudaGetDevice(&cur);
+	for (int r = 0; r < n->world; r++) {
+		struct nccl_rank *nr = &n->r[r];
+		pthread_mutex_lock(&nr->mu);
+		if (!nr->dead && nr->comm)
+			ncclCommAbort(nr->comm);
+		nr->dead = 1;
+		pthread_mutex_unlock(&nr->mu);
+	}
+	if (cur >= 0)
+		cudaSetDevice(cur);
+	cudaGetLastError();
+}
+
+static int aborted_error(struct coll *c, int rank, int device, const char *when, struct err *e)
+{
+	int by = -1;
+	if (c->barrier) {
+		pthread_mutex_lock(&c->barrier->mu);
+		by = c->barrier->abort_rank;
+		pthread_mutex_unlock(&c->barrier->mu);
+	}
+	if (by >= 0 && by != rank)
+		return ERR(e, ERR_ABORTED, "rank %d device %d: allreduce %s: rank %d failed", rank,
+			   device, when, by);
+	return ERR(e, ERR_ABORTED, "rank %d device %d: allreduce %s: the NCCL communicators "
+		   "were aborted", rank, device, when);
+}
+
+static int is_aborted(struct coll *c, struct nccl_coll *n)
+{
+	return atomic_load(&n->aborting) || (c->barrier && barrier_is_aborted(c->barrier));
+}
+
+/* Polls until the allreduce enqueued on stream s has completed. */
+static int wait_done(struct coll *c, int rank, cudaStream_t s, double t0, struct err *e)
+{
+	struct nccl_coll *n = c->impl;
+	struct nccl_rank *nr = &n->r[rank];
+	double timeout = c->barrier ? c->barrier->timeout_s : 0.0;
+	for (long it = 0;; it++) {
+		ncclResult_t state = ncclSuccess, q = ncclSuccess;
+		pthread_mutex_lock(&nr->mu);
+		int dead = nr->dead;
+		if (!dead)
+			q = ncclCommGetAsyncError(nr->comm, &state);
+		pthread_mutex_unlock(&nr->mu);
+		if (dead)
+			return aborted_error(c, rank, nr->device, "abandoned", e);
+		if (q != ncclSuccess || (state != ncclSuccess && state != ncclInProgress)) {
+			int rc = nccl_error(e, __FILE__, __LINE__, q != ncclSuccess ? q : state,
+					    "ncclAllReduce (asynchronous)", rank, nr->device, nr->comm);
+			abort_all(n);
+			return rc;
+		}
+		if (state == ncclSuccess) { /* enqueued: now the stream tells */
+			cudaError_t cs = cudaStreamQuery(s);
+			if (cs == cudaSuccess)
+				return ERR_OK;
+			if (cs != cudaErrorNotReady) {
+				int rc = gpu_cuda_error(e, __FILE__, __LINE__, (int)cs,
+							"cudaStreamQuery (allreduce)", rank, nr->device);
+				abort_all(n);
+				return rc;
+			}
+		}
+		if (is_aborted(c, n)) {
+			abort_all(n);
+			return aborted_error(c, rank, nr->device, "abandoned", e);
+		}
+		if (timeout > 0 && now_s() - t0 > timeout) {
+			ERR(e, ERR_DEVICE, "rank %d device %d: allreduce timed out after %.1f s "
+			    "(devices.timeout): a peer never joined", rank, nr->device, timeout);
+			abort_all(n);
+			barrier_abort(c->barrier, rank);
+			return ERR_DEVICE;
+		}
+		pause_poll(it);
+	}
+}
+
+static size_t dtype_size(enum coll_dtype t)
+{
+	return t == COLL_F32 ? 4 : 8;
+}
+
+static ncclDataType_t nccl_dtype(enum coll_dtype t)
+{
+	return t == COLL_F32 ? ncclFloat32 : t == COLL_F64 ? ncclFloat64 : ncclInt64;
+}
+
+static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
+			  enum coll_dtype type, enum coll_op op, int host_buf, struct err *e)
+{
+	struct nccl_coll *n = c->impl;
+	double t0 = now_s();
+	if (rank < 0 || rank >= n->world)
+		return ERR(e, ERR_DEVICE, "allreduce: rank %d outside 0..%d", rank, n->world - 1);
+	struct nccl_rank *nr = &n->r[rank];
+	int device = nr->device, rc;
+	cudaStream_t s = cuda_dev_stream(dev);
+	if (!s)
+		return ERR(e, ERR_DEVICE, "rank %d: the NCCL collective needs a CUDA device", rank);
+	if (dev->device_id != device)
+		return ERR(e, ERR_DEVICE, "rank %d: device %d given to allreduce, the communicator "
+			   "is on device %d", rank, dev->device_id, device);
+	if (is_aborted(c, n))
+		return aborted_error(c, rank, device, "not started", e);
+	if (count == 0)
+		return ERR_OK; /* every rank has the same count: all skip together */
+	size_t bytes = count * dtype_size(type);
+	CU_CHECK(cudaSetDevice(device), rank, device);
+	void *dbuf = buf;
+	if (host_buf) {
+		if (bytes > nr->scratch_cap) {
+			size_t cap = nr->scratch_cap ? nr->scratch_cap : 256;
+			while (cap < bytes)
+				cap *= 2;
+			CU_CHECK(cudaStreamSynchronize(s), rank, device); /* old one may be in use */
+			cudaFree(nr->scratch);
+			nr->scratch = NULL;
+			nr->scratch_cap = 0;
+			CU_CHECK(cudaMalloc(&nr->scratch, cap), rank, device);
+			nr->scratch_cap = cap;
+		}
+		CU_CHECK(cudaMemcpyAsync(nr->scratch, buf, bytes, cudaMemcpyHostToDevice, s), rank,
+			 device);
+		dbuf = nr->scratch;
+	}
+	pthread_mutex_lock(&nr->mu);
+	ncclResult_t st = ncclInvalidUsage;
+	if (!nr->dead)
+		st = ncclAllReduce(dbuf, dbuf, count, nccl_dtype(type),
+				   op == COLL_AVG ? ncclAvg : ncclSum, nr->comm, s);
+	int dead = nr->dead;
+	pthread_mutex_unlock(&nr->mu);
+	if (dead)
+		return aborted_error(c, rank, device, "not started", e);
+	if (st != ncclSuccess && st != ncclInProgress) {
+		rc = nccl_error(e, __FILE__, __LINE__, st, "ncclAllReduce", rank, device, nr->comm);
+		abort_all(n);
+		return rc;
+	}
+	if ((rc = wait_done(c, rank, s, t0, e)) != ERR_OK)
+		return rc;
+	if (host_buf) {
+		CU_CHECK(cudaMemcpyAsync(buf, nr->scratch, bytes, cudaMemcpyDeviceToHost, s), rank,
+			 device);
+		CU_CHECK(cudaStreamSynchronize(s), rank, device);
+	}
+	c->seconds[rank] += now_s() - t0;
+	return ERR_OK;
+}
+
+static void nccl_abort(struct coll *c, int rank)
+{
+	(void)rank;
+	abort_all(c->impl);
+}
+
+/* Waits until every communicator has left ncclInProgress; 0 if all are ncclSuccess. */
+static int settle_all(struct nccl_coll *n, double timeout_s)
+{
+	double t0 = now_s();
+	for (int r = 0; r < n->world; r++) {
+		for (long it = 0;; it++) {
+			ncclResult_t state = ncclInProgress;
+			if (ncclCommGetAsyncError(n->r[r].comm, &state) != ncclSuccess)
+				return -1;
+			if (state == ncclSuccess)
+				break;
+			if (state != ncclInProgress)
+				return -1;
+			if (timeout_s > 0 && now_s() - t0 > timeout_s)
+				return -1;
+			pause_poll(it);
+		}
+	}
+	return 0;
+}
+
+static void nccl_destroy(struct coll *c)
+{
+	struct nccl_coll *n = c ? c->impl : NULL;
+	int cur = -1;
+	if (!n) {
+		free(c);
+		return;
+	}
+	cudaGetDevice(&cur);
+	if (!atomic_load(&n->aborting)) {
+		/* orderly: finalize all (grouped: one thread drives every rank), then free */
+		int ok = 1;
+		ncclGroupStart();
+		for (int r = 0; r < n->world; r++) {
+			ncclResult_t f = ncclCommFinalize(n->r[r].comm);
+			if (f != ncclSuccess && f != ncclInProgress)
+				ok = 0;
+		}
+		ncclResult_t g = ncclGroupEnd();
+		if (g != ncclSuccess && g != ncclInProgress)
+			ok = 0;
+		if (ok && settle_all(n, 60.0) == 0) {
+			for (int r = 0; r < n->world; r++) {
+				ncclCommDestroy(n->r[r].comm);
+				n->r[r].dead = 1;
+			}
+		}
+	}
+	abort_all(n); /* whatever is left (a failed run, a failed finalize) */
+	for (int r = 0; r < n->world; r++) {
+		if (n->r[r].scratch) {
+			cudaSetDevice(n->r[r].device);
+			cudaFree(n->r[r].scratch);
+		}
+	}
+	if (n->mu_ready)
+		for (int r = 0; r < n->world; r++)
+			pthread_mutex_destroy(&n->r[r].mu);
+	if (cur >= 0)
+		cudaSetDevice(cur);
+	cudaGetLastError();
+	free(n);
+	free(c);
+}
+
+static const struct coll_ops nccl_coll_ops = {
+	.name = "nccl",
+	.allreduce = nccl_allreduce,
+	.abort = nccl_abort,
+	.destroy = nccl_destroy,
+};
+
+int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
+		     struct coll **out, struct err *e)
+{
+	struct coll *c = NULL;
+	struct nccl_coll *n = NULL;
+	int visible = 0, cur = -1, rc = ERR_OK;
+	ncclUniqueId id;
+	*out = NULL;
+	if (world < 1 || world > 8)
+		return ERR(e, ERR_CONFIG, "devices: NCCL collective over %d ranks (1..8)", world);
+	for (int r = 0; r < world; r++)
+		for (int q = 0; q < r; q++)
+			if (device_ids[q] == device_ids[r])
+				return ERR(e, ERR_CONFIG,
+					   "devices: ranks %d and %d are both on GPU %d; NCCL needs "
+					   "one GPU per rank: give each rank its own GPU in "
+					   "[devices] ids, or let ranks share a GPU with "
+					   "[devices] collective = host", q, r, device_ids[r]);
+	cudaError_t cst = cudaGetDeviceCount(&visible);
+	if (cst != cudaSuccess) {
+		cudaGetLastError();
+		return gpu_cuda_error(e, __FILE__, __LINE__, (int)cst, "cudaGetDeviceCount", -1, -1);
+	}
+	for (int r = 0; r < world; r++)
+		if (device_ids[r] < 0 || device_ids[r] >= visible)
+			return ERR(e, ERR_CONFIG, "devices: rank %d: GPU %d does not exist (%d visible)",
+				   r, device_ids[r], visible);
+
+	c = calloc(1, sizeof *c);
+	n = calloc(1, sizeof *n);
+	if (!c || !n) {
+		free(c);
+		free(n);
+		return ERR(e, ERR_DEVICE, "out of memory");
+	}
+	c->ops = &nccl_coll_ops;
+	c->world = world;
+	c->barrier = barrier;
+	c->impl = n;
+	n->world = world;
+	atomic_store(&n->aborting, 0);
+	for (int r = 0; r < world; r++) {
+		pthread_mutex_init(&n->r[r].mu, NULL);
+		n->r[r].device = device_ids[r];
+		n->r[r].dead = 1; /* until its communicator exists */
+	}
+	n->mu_ready = 1;
+
+	cudaGetDevice(&cur);
+	ncclResult_t st = ncclGetUniqueId(&id);
+	if (st != ncclSuccess) {
+		rc = nccl_error(e, __FILE__, __LINE__, st, "ncclGetUniqueId", 0, device_ids[0], NULL);
+		goto fail;
+	}
+	ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+	config.blocking = 0;
+	st = ncclGroupStart();
+	for (int r = 0; r < world && st == ncclSuccess; r++) {
+		cst = cudaSetDevice(device_ids[r]);
+		if (cst != cudaSuccess) {
+			ncclGroupEnd();
+			rc = gpu_cuda_error(e, __FILE__, __LINE__, (int)cst, "cudaSetDevice", r,
+					    device_ids[r]);
+			goto fail;
+		}
+		st = ncclCommInitRankConfig(&n->r[r].comm, world, id, r, &config);
+		if (st == ncclSuccess || st == ncclInProgress) {
+			n->r[r].dead = 0;
+			st = ncclSuccess;
+		} else {
+			rc = nccl_error(e, __FILE__, __LINE__, st, "ncclCommInitRankConfig", r,
+					device_ids[r], NULL);
+		}
+	}
+	ncclResult_t g = ncclGroupEnd();
+	if (rc != ERR_OK)
+		goto fail;
+	if (g != ncclSuccess && g != ncclInProgress) {
+		rc = nccl_error(e, __FILE__, __LINE__, g, "ncclGroupEnd (communicator creation)", 0,
+				device_ids[0], NULL);
+		goto fail;
+	}
+	/* non-blocking creation: wait until every communicator is ready */
+	double timeout = barrier && barrier->timeout_s > 0 ? barrier->timeout_s : 0.0;
+	double t0 = now_s();
+	for (int r = 0; r < world; r++) {
+		for (long it = 0;; it++) {
+			ncclResult_t state = ncclInProgress;
+			st = ncclCommGetAsyncError(n->r[r].comm, &state);
+			if (st != ncclSuccess || (state != ncclSuccess && state != ncclInProgress)) {
+				rc = nccl_error(e, __FILE__, __LINE__, st != ncclSuccess ? st : state,
+						"ncclCommInitRankConfig (asynchronous)", r,
+						device_ids[r], n->r[r].comm);
+				goto fail;
+			}
+			if (state == ncclSuccess)
+				break;
+			if (timeout > 0 && now_s() - t0 > timeout) {
+				rc = ERR(e, ERR_DEVICE, "rank %d device %d: NCCL communicator not ready "
+					 "after %.1f s (devices.timeout)", r, device_ids[r], timeout);
+				goto fail;
+			}
+			pause_poll(it);
+		}
+	}
+	if (cur >= 0)
+		cudaSetDevice(cur);
+	*out = c;
+	return ERR_OK;
+fail:
+	atomic_store(&n->aborting, 1); /* destroy aborts what was created */
+	nccl_destroy(c);
+	if (cur >= 0)
+		cudaSetDevice(cur);
+	return rc;
+}

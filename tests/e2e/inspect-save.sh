@@ -1,0 +1,70 @@
+#!/bin/sh
+# inspect: save writes a checkpoint through the trainer's writer that is byte-identical
+# to the trainer's own checkpoint of the same step; inspect --resume continues from it
+# exactly as the uninterrupted session does; the losses inspect reports are the ones
+# the trainer records; saving is refused (the session going on) when there is nothing
+# to save or when the session mixed normalizations; a damaged checkpoint is refused at
+# --resume with status 5.
+set -eu
+
+fail() { echo "FAIL: $*"; for f in *.txt; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
+
+# the trainer's stop run: steps 0 -> 3 (tiny.ini stop_at = 3)
+"$DDPTOK" "$CONF/tiny.ini" train > train.txt 2>&1 || fail "train exited with $?"
+[ -f artifacts/checkpoints/step-0003/MANIFEST.json ] || fail "train wrote no step-0003"
+
+# a session that saves at step 2 and at step 3, then goes on to step 5
+printf 'save\nstep 2\nsave\nstep\nsave\nstep 2\neval\n' \
+	| "$DDPTOK" "$CONF/tiny.ini" inspect > a.txt 2>&1 || fail "session a exited with $?"
+grep -q 'error: save: no step taken yet' a.txt || fail "save at step 0 was not refused"
+grep -q 'save: checkpoint artifacts/inspect/step-0002: step 2, 2 updates, normalization global_token' a.txt \
+	|| fail "no checkpoint at step 2"
+grep -q 'save: checkpoint artifacts/inspect/step-0003: step 3, 3 updates' a.txt || fail "no checkpoint at step 3"
+grep -q 'step 5: window 5, ' a.txt || fail "session a did not reach step 5"
+
+# the same step through inspect and through train: byte-identical checkpoint files
+for f in params.npy momentum.npy state.json rank-0.json rank-1.json config.ini data.lock MANIFEST.json; do
+	cmp -s "artifacts/checkpoints/step-0003/$f" "artifacts/inspect/step-0003/$f" \
+		|| fail "$f differs between train's and inspect's checkpoint of step 3"
+done
+
+# the losses inspect printed are those the trainer recorded (6 decimals)
+for s in 1 2 3; do
+	tl=$(grep "\"step\": *$s," outputs/train-stop.jsonl | sed -n 's/.*"loss": *\([-0-9.eE+]*\).*/\1/p')
+	[ -n "$tl" ] || fail "no loss for step $s in train-stop.jsonl"
+	want=$(awk -v x="$tl" 'BEGIN { printf "%.6f", x }')
+	grep -q "step $s: window $s, loss $want " a.txt || fail "step $s: inspect's loss is not the trainer's $want"
+done
+
+# resuming at step 2 continues exactly like the uninterrupted session
+printf 'step 3\neval\n' | "$DDPTOK" "$CONF/tiny.ini" inspect --resume artifacts/inspect/step-0002 \
+	> b.txt 2>&1 || fail "session b exited with $?"
+grep -q 'inspect: resumed from artifacts/inspect/step-0002 at step 2 (2 updates done)' b.txt \
+	|| fail "resume banner"
+grep -q 'step 2:' b.txt && fail "the resumed session repeated step 2"
+steps() { grep -o 'step [345]: window .*' "$1"; }
+[ "$(steps b.txt | wc -l)" = 3 ] || fail "session b did not run steps 3..5"
+[ "$(steps a.txt)" = "$(steps b.txt)" ] || fail "the resumed session differs from the continuous one"
+[ "$(grep -o 'eval: .*' a.txt)" = "$(grep -o 'eval: .*' b.txt)" ] || fail "eval differs after resume"
+
+# a session that mixes normalizations cannot be saved; one that keeps a wrong mode can
+printf 'step\nmode mean_of_means\nstep\nsave\n' | "$DDPTOK" "$CONF/tiny.ini" inspect > c.txt 2>&1 \
+	|| fail "session c exited with $?"
+grep -q 'error: save: unavailable in this session: its windows used several normalizations' c.txt \
+	|| fail "a mixed session was saved"
+printf 'mode mean_of_means\nstep 2\nsave\n' | "$DDPTOK" "$CONF/tiny.ini" inspect > d.txt 2>&1 \
+	|| fail "session d exited with $?"
+grep -q 'save: checkpoint artifacts/inspect/step-0002: step 2, 2 updates, normalization mean_of_means' d.txt \
+	|| fail "a mean_of_means session was not saved"
+grep -q 'save: note: \[train\] normalization is global_token' d.txt || fail "no note on the normalization"
+
+# a damaged checkpoint is refused before the session starts
+cp -r artifacts/checkpoints/step-0003 broken
+printf 'garbage' >> broken/params.npy
+set +e
+printf 'step\n' | "$DDPTOK" "$CONF/tiny.ini" inspect --resume broken > e.txt 2> e-err.txt
+rc=$?
+set -e
+[ $rc -eq 5 ] || fail "a damaged checkpoint gave status $rc, expected 5"
+grep -q 'step 4' e.txt && fail "a session ran on a damaged checkpoint"
+echo ok

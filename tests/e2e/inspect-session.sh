@@ -1,0 +1,77 @@
+#!/bin/sh
+# inspect driven through stdin on tiny.ini (W = 2, length-band plan, accumulation 2):
+# plan shows N as the sum of the per-rank tokens and does not consume the window, step
+# reports loss/N/grad norm, grad and compare work, compare under global_token passes
+# while mean_of_means (token counts are unequal between the ranks) fails, mistakes in
+# commands are reported and the session goes on to a normal end.
+set -eu
+
+printf 'plan\nstep 2\ngrad\ngrad w1 --rank 1\ncompare\ncompare mean_of_means\nmode mean_of_means\nplan\nstep\nbogus\nstep x\nstep 0\ngrad nosuch\ngrad --rank 2\ncompare nosuch\nmode nosuch\nhelp\nhelp compare\neval\nquit\nstep\n' \
+	| "$DDPTOK" "$CONF/tiny.ini" inspect > out.txt 2> err.txt || {
+	echo "inspect exited with $?"; cat out.txt err.txt; exit 1; }
+
+fail() { echo "FAIL: $*"; echo "--- output:"; cat out.txt; echo "--- stderr:"; cat err.txt; exit 1; }
+has() { grep -q -- "$1" out.txt || fail "missing: $1"; }
+
+# plan: N equals the sum of the per-rank tokens, and of the per-microbatch tokens
+n=$(sed -n 's/.*plan: N = \([0-9]*\) .*/\1/p' out.txt | head -n 1)
+[ -n "$n" ] || fail "plan printed no N"
+sum=$(sed -n '1,/plan: N = /p' out.txt | sed -n 's/.*plan: rank [0-9]*: \([0-9]*\) supervised tokens$/\1/p' \
+	| awk '{ s += $1 } END { print s + 0 }')
+[ "$n" = "$sum" ] || fail "plan: N = $n but the ranks sum to $sum"
+msum=$(sed -n '1,/plan: N = /p' out.txt | sed -n 's/.*plan: rank [0-9]* microbatch [0-9]*: .*, \([0-9]*\) supervised tokens, c = .*/\1/p' \
+	| awk '{ s += $1 } END { print s + 0 }')
+[ "$n" = "$msum" ] || fail "plan: N = $n but the microbatches sum to $msum"
+nranks=$(sed -n '1,/plan: N = /p' out.txt | grep -c 'plan: rank [0-9]*: [0-9]* supervised tokens$')
+[ "$nranks" = 2 ] || fail "plan: expected 2 ranks, got $nranks"
+# the per-rank counts are unequal on this window (that is what makes mean_of_means wrong)
+uniq=$(sed -n '1,/plan: N = /p' out.txt | sed -n 's/.*plan: rank [0-9]*: \([0-9]*\) supervised tokens$/\1/p' | sort -u | wc -l)
+[ "$uniq" = 2 ] || fail "plan: the two ranks hold the same number of tokens"
+has 'plan: factor under global_token: c = k / N, with k = 2 because reduce = avg'
+has 'every token weighs 1 / N'
+
+# plan did not consume the window: step 1 runs the planned window with the same N
+grep -q "step 1: window 1, loss [0-9.]* (global token mean), N = $n, grad norm " out.txt \
+	|| fail "step 1 is not the planned window (N = $n)"
+has 'step 2: window 2, loss '
+has 'step 3: window 3, loss .* \[mode mean_of_means\]'
+
+# grad: reduced and local
+has 'grad: reduced gradient of window 2 (step 2, mode global_token, reduce avg)'
+for t in embed w1 b1 w2 b2; do
+	grep -q "grad:   $t " out.txt || fail "grad: no line for $t"
+done
+has 'grad:   total: '
+has 'grad: local gradient of rank 1 before the reduce, window 2'
+
+# compare: the correct normalization passes, the negative control is caught
+has 'compare: mode global_token: 0 of [0-9]* components outside tolerance'
+grep -q 'compare: mode mean_of_means: [1-9][0-9]* of [0-9]* components outside tolerance (atol [^)]*): FAIL' out.txt \
+	|| fail "compare mean_of_means found no component outside tolerance"
+has 'compare: the 5 worst components'
+grep -q 'compare:   \(embed\|w1\|b1\|w2\|b2\)\[[0-9]*\(, [0-9]*\)*\] .*  outside$' out.txt \
+	|| fail "compare: worst components lack name[row, col] or the outside mark"
+
+# mode switch shows in plan's factor formula
+has 'mode: mean_of_means for the next windows (was global_token)'
+has 'plan: factor under mean_of_means: c = k / (W \* N_rank)'
+has 'this mode weighs tokens unequally on this window'
+
+# errors keep the session alive
+has "error: unknown command 'bogus'"
+has "error: step: 'x' is not a number of windows"
+has "error: step: '0' is not a number of windows"
+has "error: grad: unknown parameter 'nosuch'"
+has 'error: grad: rank 2 is out of range (W = 2: ranks 0..1)'
+has "error: compare: unknown normalization 'nosuch'"
+has "error: mode: unknown normalization 'nosuch'"
+
+# help, eval
+has 'commands (help CMD for details):'
+has 'compare \[MODE\]: reduced gradient under MODE vs the reference'
+grep -q 'eval: test split after 3 updates: loss [0-9.]* (global token mean over [1-9][0-9]* supervised tokens of 32 sequences), accuracy 0\.[0-9]* ([0-9]* / [0-9]* tokens)' out.txt \
+	|| fail "eval line"
+
+# quit ended the session: the step after it never ran
+if grep -q 'step 4:' out.txt; then fail "a command after quit ran"; fi
+echo ok
