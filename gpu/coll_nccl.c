@@ -398,8 +398,11 @@ int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
 				device_ids[0], NULL);
 		goto fail;
 	}
-	/* non-blocking creation: wait until every communicator is ready */
+	/* non-blocking creation: wait until every communicator is ready (setting up many
+	 * GPUs can take a while: the barrier's timeout, but at least two minutes) */
 	double timeout = barrier && barrier->timeout_s > 0 ? barrier->timeout_s : 0.0;
+	if (timeout > 0 && timeout < 120.0)
+		timeout = 120.0;
 	double t0 = now_s();
 	for (int r = 0; r < world; r++) {
 		for (long it = 0;; it++) {

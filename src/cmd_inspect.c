@@ -2,13 +2,17 @@
  * cmd_inspect: an interactive prompt to step through training one window at a time and
  * look at the gradients it produces.
  *
- * The session opens the same state as the trainer (run_open: corpus, sampler, engine
- * with the seeded parameters) and then reads commands, one per line: `plan` shows the
- * next window and the factor c each rank will use, `step` runs windows with updates,
- * `grad` prints per-tensor statistics of the last window's reduced or local gradient,
- * `compare` recomputes that window's reduced gradient under any normalization and sets
- * it against the single-device reference, `mode` switches the normalization, `dump`
- * writes tensors as .npy, `save` checkpoints, `eval` measures the test split.
+ * The session opens the same state as the trainer (the prepared corpus, the sampler, the
+ * engine with the seeded parameters, or the state of a checkpoint with --resume, which
+ * is verified as a resume of the trainer would) and then reads commands, one per line:
+ * `plan` shows the next window and the factor c each rank will use, `step` runs windows
+ * with updates, `grad` prints per-tensor statistics of the last window's reduced or
+ * local gradient, `compare` recomputes that window's reduced gradient under any
+ * normalization and sets it against the single-device reference, `mode` switches the
+ * normalization, `dump` writes tensors as .npy, `save` checkpoints (through the trainer,
+ * see do_save), `eval` measures the test split. Steps are counted as the trainer counts
+ * them: a window the engine rejects for having no supervised token is a step without an
+ * update.
  *
  * `compare` must never change the training trajectory: before every window the session
  * keeps a host copy of the parameters and momentum, the comparison runs from that copy
@@ -232,10 +236,10 @@ static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
 	const struct window *w = in->draw;
 	int avg = a->s.reduce == COLL_AVG;
 	double k = avg ? (double)w->world : 1.0;
-	printf("plan: next window %lld (step %lld, not consumed), W = %d, M = %d microbatches per rank, plan "
-	       "%s, mode %s, reduce %s\n", (long long)w->index + 1, (long long)in->step + 1,
-	       w->world, w->micro,
-	       plan_name(a->s.plan), norm_mode_name(in->mode), reduce_name(a));
+	printf("plan: next window %lld (step %lld, not consumed), W = %d, M = %d microbatches "
+	       "per rank, plan %s, mode %s, reduce %s\n", (long long)w->index + 1,
+	       (long long)in->step + 1, w->world, w->micro, plan_name(a->s.plan),
+	       norm_mode_name(in->mode), reduce_name(a));
 	for (int r = 0; r < w->world; r++)
 		for (int m = 0; m < w->micro; m++) {
 			const struct plan_micro *mb = &w->mb[r][m];
@@ -481,10 +485,12 @@ static int restore_state(struct inspect *in, int64_t updates, struct err *e)
 {
 	struct engine *eng = in->r.eng;
 	DEV(in, engine_set_state(eng, in->cur_p, in->cur_m, updates, e));
-	DEV(in, engine_get_state(eng, in->check_p, NULL, e));
-	if (memcmp(in->check_p, in->cur_p, in->n * sizeof(float)) != 0) {
+	/* read back (next_m is free between steps) */
+	DEV(in, engine_get_state(eng, in->check_p, in->next_m, e));
+	if (memcmp(in->check_p, in->cur_p, in->n * sizeof(float)) != 0 ||
+	    memcmp(in->next_m, in->cur_m, in->n * sizeof(float)) != 0) {
 		in->fatal = 1;
-		return ERR(e, ERR_CHECK, "compare: the parameters could not be restored exactly");
+		return ERR(e, ERR_CHECK, "compare: the training state could not be restored exactly");
 	}
 	return ERR_OK;
 }

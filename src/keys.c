@@ -42,9 +42,9 @@ const struct cfg_key settings_keys[] = {
 	INT_KEY("run", "seed", "1234", 0, 2147483647.0, 1,
 		"seed of every random draw: corpus, initial weights, sampler"),
 	STRING_KEY("run", "outputs", "outputs", 0,
-		   "directory for reports, metrics (JSON/JSONL) and .npy tensors"),
+		   "directory for the prepared corpus and its data lock, reports, metrics (JSON/JSONL) and .npy tensors"),
 	STRING_KEY("run", "artifacts", "artifacts", 0,
-		   "directory for the prepared corpus, its data lock and checkpoints"),
+		   "directory for checkpoints (checkpoints/ and continuous/)"),
 	ENUM_KEY("run", "log_level", "info", CHOICES_LOG, 0,
 		 "terminal verbosity: quiet, info or debug"),
 
@@ -108,9 +108,9 @@ const struct cfg_key settings_keys[] = {
 
 	/* [parity] */
 	FLOAT_KEY("parity", "atol", "1e-6", 0, 1, 0, 0,
-		  "absolute tolerance of the parity and resume comparisons"),
+		  "absolute tolerance of the gradient parity comparisons (resume equality is exact)"),
 	FLOAT_KEY("parity", "rtol", "1e-4", 0, 1, 0, 0,
-		  "relative tolerance of the parity and resume comparisons"),
+		  "relative tolerance of the gradient parity comparisons"),
 
 	/* [exercise] */
 	INT_KEY("exercise", "short", "12", 1, 4096, 0,

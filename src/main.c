@@ -82,9 +82,36 @@ static void usage(FILE *f)
 		"  --inject-failure R:W     testing aid: rank R fails at window W (0-based)\n"
 		"  -h, --help               this help\n"
 		"  --version                print the version\n"
+		"  --keys                   print the configuration reference (markdown)\n"
 		"\n"
 		"exit codes: 0 ok, 1 check failed, 2 usage, 3 configuration, 4 i/o, 5 data or\n"
 		"checkpoint refused, 6 device/runtime, 7 empty window, 8 interrupted (checkpointed)\n");
+}
+
+/* The configuration reference as a markdown table, generated from the key table; the
+ * README embeds this output and a test fails when the two drift apart. */
+static void print_keys(void)
+{
+	printf("| key | type | default | allowed | math | meaning |\n");
+	printf("|---|---|---|---|---|---|\n");
+	for (const struct cfg_key *k = settings_keys; k->section; k++) {
+		static const char *types[] = {"int", "float", "string", "enum", "bool"};
+		char allowed[160] = "";
+		if (k->type == CFG_INT)
+			snprintf(allowed, sizeof allowed, "%.0f .. %.0f", k->min, k->max);
+		else if (k->type == CFG_FLOAT)
+			snprintf(allowed, sizeof allowed, "%s%g, %g%s", k->open & CFG_OPEN_MIN ? "(" : "[",
+				 k->min, k->max, k->open & CFG_OPEN_MAX ? ")" : "]");
+		else if (k->type == CFG_ENUM)
+			snprintf(allowed, sizeof allowed, "%s", k->choices);
+		else if (k->type == CFG_BOOL)
+			snprintf(allowed, sizeof allowed, "true|false");
+		for (char *c = allowed; *c; c++)
+			if (*c == '|')
+				*c = '/';
+		printf("| `%s.%s` | %s | %s%s%s | %s | %s | %s |\n", k->section, k->name, types[k->type],
+		       *k->def ? "`" : "", *k->def ? k->def : "(empty)", *k->def ? "`" : "", allowed, k->math ? "yes" : "no", k->doc);
+	}
 }
 
 static int parse_long(const char *s, long *out)
@@ -105,6 +132,7 @@ int main(int argc, char **argv)
 		{"set", required_argument, NULL, 's'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
+		{"keys", no_argument, NULL, 'K'},
 		{"dump", required_argument, NULL, 'd'},
 		{"resume", required_argument, NULL, 'r'},
 		{"continuous", no_argument, NULL, 'c'},
@@ -128,7 +156,7 @@ int main(int argc, char **argv)
 	a.o.inject_window = -1;
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+h", long_opts, NULL)) != -1 || optind < argc) {
+	while ((c = getopt_long(argc, argv, "+:h", long_opts, NULL)) != -1 || optind < argc) {
 		if (c == -1) {
 			/* a positional argument: CONFIG, then COMMAND */
 			if (!a.config_path)
@@ -156,6 +184,9 @@ int main(int argc, char **argv)
 		case 'V':
 			printf("ddptok-run %s (CUDA backend %s)\n", DDPTOK_VERSION,
 			       DDPTOK_HAVE_CUDA ? "built" : "not built");
+			return 0;
+		case 'K':
+			print_keys();
 			return 0;
 		case 'd': a.o.dump_dir = optarg; used |= OPT_DUMP; break;
 		case 'r': a.o.resume_dir = optarg; used |= OPT_RESUME; break;

@@ -119,6 +119,11 @@ def legend_below(ax, **kw):
               frameon=False, **kw)
 
 
+def span(x):
+    a, b = int(x[0]), int(x[-1])
+    return f"update {a}" if a == b else f"updates {a}-{b}"
+
+
 def losses(np, windows):
     x = np.array([w["step"] for w in windows], dtype=float)
     y = np.array([np.nan if w["loss"] is None else float(w["loss"]) for w in windows])
@@ -138,15 +143,15 @@ def panel_loss(ax, np, runs):
     if len(xs):
         ax.plot(xs, ys, color="tab:orange", lw=6, alpha=0.35, solid_capstyle="round",
                 marker="o" if len(xs) == 1 else None, ms=9,
-                label=f"stopped run (updates {int(xs[0])}-{int(xs[-1])})")
+                label=f"stopped run ({span(xs)})")
     if len(xc):
         ax.plot(xc, yc, color="tab:blue", lw=1.6, marker="." if few else None, ms=7,
-                label=f"continuous run (updates {int(xc[0])}-{int(xc[-1])})")
+                label=f"continuous run ({span(xc)})")
     if len(xr):
         every = max(1, len(xr) // 25)
         ax.plot(xr, yr, color="tab:green", lw=1.4, ls=(0, (4, 3)), marker="o", ms=6,
                 mfc="none", mew=1.3, markevery=every,
-                label=f"resumed from checkpoint (updates {int(xr[0])}-{int(xr[-1])})")
+                label=f"resumed from checkpoint ({span(xr)})")
     stop_at = None
     if len(xs):
         stop_at = int(xs[-1])

@@ -1,0 +1,52 @@
+# Bad input gets a clear message and its documented exit code, and nothing half-written.
+set -u
+fail=0
+expect() { # code, grep pattern for stderr, command...
+	want=$1; pat=$2; shift 2
+	"$@" >out.txt 2>err.txt
+	got=$?
+	if [ "$got" -ne "$want" ]; then
+		echo "FAIL: '$*' exited $got, expected $want"; cat err.txt; fail=1; return
+	fi
+	if ! grep -q -- "$pat" err.txt; then
+		echo "FAIL: '$*' stderr lacks '$pat':"; cat err.txt; fail=1
+	fi
+}
+cp "$CONF/tiny.ini" ok.ini
+# usage errors: 2
+expect 2 "usage" "$DDPTOK"
+expect 2 "unknown command 'frobnicate'" "$DDPTOK" ok.ini frobnicate
+expect 2 "unknown option '--frobnicate'" "$DDPTOK" ok.ini prepare --frobnicate
+expect 2 "does not apply to 'prepare'" "$DDPTOK" ok.ini prepare --continuous
+expect 2 "needs a value" "$DDPTOK" ok.ini prepare --set
+expect 2 "RANK:WINDOW" "$DDPTOK" ok.ini train --inject-failure x
+# configuration errors: 3, naming file, section and key
+expect 3 "missing.ini" "$DDPTOK" missing.ini prepare
+printf '[train]\nlerning_rate = 0.1\n' > unknown-key.ini
+expect 3 "lerning_rate" "$DDPTOK" unknown-key.ini prepare
+printf '[trian]\nlr = 0.1\n' > unknown-section.ini
+expect 3 "trian" "$DDPTOK" unknown-section.ini prepare
+printf '[train]\nupdates = 010\n' > octal.ini
+expect 3 "updates" "$DDPTOK" octal.ini prepare
+printf '[train]\nupdates = 3abc\n' > garbage.ini
+expect 3 "updates" "$DDPTOK" garbage.ini prepare
+printf '[train]\nlr = 0.1x\n' > badfloat.ini
+expect 3 "lr" "$DDPTOK" badfloat.ini prepare
+printf '[devices]\nworld = 9\n' > range.ini
+expect 3 "world" "$DDPTOK" range.ini prepare
+printf '[train]\nnormalization = whatever\n' > enum.ini
+expect 3 "normalization" "$DDPTOK" enum.ini prepare
+expect 3 "stop_at" "$DDPTOK" ok.ini prepare --set train.stop_at=99
+expect 3 "nope" "$DDPTOK" ok.ini prepare --set model.nope=1
+expect 3 "--set" "$DDPTOK" ok.ini prepare --set noequals
+mkdir unreadable.ini
+expect 3 "unreadable.ini" "$DDPTOK" unreadable.ini prepare
+# i/o errors: 4 (outputs under a regular file cannot be created)
+touch blocker
+expect 4 "blocker" "$DDPTOK" ok.ini prepare --set run.outputs=blocker/out
+# nothing was written by any failed run
+if [ -e outputs ]; then echo "FAIL: a failed run left outputs/"; ls -R outputs; fail=1; fi
+# --help and --version succeed
+"$DDPTOK" --help | grep -q "usage: ddptok-run" || { echo "FAIL: --help"; fail=1; }
+"$DDPTOK" --version | grep -q "ddptok-run" || { echo "FAIL: --version"; fail=1; }
+exit $fail

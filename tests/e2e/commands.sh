@@ -1,0 +1,36 @@
+# The single commands: check-loss values, reference reproducible bit for bit, parity with
+# its dump, the exercise, env, bench.
+set -eu
+"$DDPTOK" "$CONF/tiny.ini" check-loss > cl.txt
+grep -q "mean of means 2 (expected 2), global token mean 2.5 (expected 2.5)" cl.txt
+"$DDPTOK" "$CONF/tiny.ini" reference > /dev/null
+cp outputs/reference/reference.npy first.npy
+"$DDPTOK" "$CONF/tiny.ini" reference > /dev/null
+cmp first.npy outputs/reference/reference.npy
+grep -q '"components"' outputs/reference/reference.json
+"$DDPTOK" "$CONF/tiny.ini" parity --dump dump > parity.txt
+for f in params.npy reference.npy layout.json rank0-micro0-inputs.npy rank1-micro1-targets.npy \
+	rank0-local-global_token.npy rank1-local-mean_of_means.npy reduced-global_token.npy \
+	reduced-double_accumulation.npy; do
+	[ -s "dump/$f" ] || { echo "FAIL: dump/$f missing"; exit 1; }
+done
+# with every rank holding the same windows counts parity is still run for W = 3, sum
+"$DDPTOK" "$CONF/tiny.ini" parity --set devices.world=3 --set devices.reduce=sum > p3.txt
+grep -q "global_token .* pass (expected)" p3.txt
+# accumulation 1: double_accumulation coincides with global_token and is reported so
+"$DDPTOK" "$CONF/tiny.ini" parity --set train.accumulation=1 > p1.txt
+grep -q "double_accumulation .* same as global_token on this window" p1.txt
+"$DDPTOK" "$CONF/tiny.ini" exercise > ex.txt
+grep -q "rank1 = 9" ex.txt
+"$DDPTOK" "$CONF/tiny.ini" env > env.txt
+grep -q "backend" env.txt
+"$DDPTOK" "$CONF/tiny.ini" bench --windows 3 > bench.txt
+grep -q "tokens/s" bench.txt
+# an injected failure on one rank ends the run (no hang) with the device exit code,
+# naming the rank and the step
+set +e
+"$DDPTOK" "$CONF/tiny.ini" train --inject-failure 1:1 > inj.txt 2> inj.err
+rc=$?
+set -e
+[ "$rc" -eq 6 ] || { cat inj.err; echo "FAIL: injected failure exit $rc"; exit 1; }
+grep -q "rank 1" inj.err && grep -q "step 2" inj.err
