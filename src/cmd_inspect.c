@@ -564,7 +564,7 @@ static int do_compare(struct inspect *in, int argc, char **argv, struct err *e)
 static int do_mode(struct inspect *in, int argc, char **argv, struct err *e)
 {
 	if (argc == 1) {
-		printf("mode: %s (global_token, mean_of_means, microbatch_mean, "
+		printf("mode: %s (choices: global_token, mean_of_means, microbatch_mean, "
 		       "double_accumulation)\n", norm_mode_name(in->mode));
 		return ERR_OK;
 	}

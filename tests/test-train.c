@@ -1,0 +1,805 @@
+/*
+ * test-train: the training loop, checkpoints, resume and evaluation (src/train.c).
+ *
+ * On a tiny configuration built in code (CPU backend, a model of a few hundred
+ * parameters) it checks that:
+ *   - stopping at every step k = 1..updates-1 and resuming gives final parameters and
+ *     momentum bit-identical (memcmp) to a continuous run, for W = 1 and 2, reduce sum and
+ *     avg, momentum 0.9, and that the final checkpoint files are byte-identical too; the
+ *     negative controls (momentum not restored, first-step rule not restored) must differ;
+ *   - extra checkpoints (checkpoint_every) and a SIGTERM during training (finish the
+ *     window, checkpoint, ERR_INTERRUPTED, default disposition re-armed for a second
+ *     signal, the caller's handler restored afterwards) resume to the same result;
+ *   - empty windows are skipped as steps without update (and resume exactly across them)
+ *     or refused with ERR_EMPTY naming the window;
+ *   - a corrupted byte, a truncated file, a deleted manifest, a deleted file, a changed
+ *     corpus on disk, a changed math key and another normalization are each refused with
+ *     ERR_DATA and their own message, while a changed non-math key is accepted;
+ *   - evaluate equals a naive double-precision host computation of the same sums.
+ */
+#include <check.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app.h"
+#include "ckpt.h"
+#include "config.h"
+#include "corpus.h"
+#include "fsx.h"
+#include "model.h"
+#include "settings.h"
+#include "train.h"
+
+#define UPDATES 7
+
+static char tmp_root[FSX_PATH_MAX];
+
+static void make_tmp(void)
+{
+	const char *t = getenv("TMPDIR");
+	snprintf(tmp_root, sizeof tmp_root, "%s/ddptok-test-train.XXXXXX", t && *t ? t : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(tmp_root));
+}
+
+static void remove_tmp(void)
+{
+	struct err e;
+	err_clear(&e);
+	fsx_remove_tree(tmp_root, &e);
+}
+
+static void sub(char *out, size_t cap, const char *name)
+{
+	snprintf(out, cap, "%s/%s", tmp_root, name);
+}
+
+/* An app on the tiny configuration, with NULL-terminated extra "section.key=value". */
+static void app_make(struct app *a, const char *dir, ...)
+{
+	static const char *base[] = {
+		"data.train=64", "data.validation=16", "data.test=32", "data.min_len=4",
+		"data.max_len=16", "data.vocab=16", "model.context=3", "model.embed=4",
+		"model.hidden=8", "train.accumulation=2", "train.batch_size=2", "train.lr=0.2",
+		"train.momentum=0.9", "devices.world=2", "devices.backend=cpu", "run.log_level=quiet",
+		NULL};
+	struct err e;
+	char buf[FSX_PATH_MAX + 64];
+	va_list ap;
+	memset(a, 0, sizeof *a);
+	err_clear(&e);
+	a->o.inject_rank = -1;
+	a->o.inject_window = -1;
+	ck_assert_int_eq(cfg_init(&a->cfg, settings_keys, &e), ERR_OK);
+	for (int i = 0; base[i]; i++)
+		ck_assert_msg(cfg_set(&a->cfg, base[i], &e) == ERR_OK, "%s: %s", base[i], e.msg);
+	snprintf(buf, sizeof buf, "train.updates=%d", UPDATES);
+	ck_assert_int_eq(cfg_set(&a->cfg, buf, &e), ERR_OK);
+	ck_assert_int_eq(cfg_set(&a->cfg, "train.stop_at=3", &e), ERR_OK);
+	snprintf(buf, sizeof buf, "run.outputs=%s/%s/outputs", tmp_root, dir);
+	ck_assert_int_eq(cfg_set(&a->cfg, buf, &e), ERR_OK);
+	snprintf(buf, sizeof buf, "run.artifacts=%s/%s/artifacts", tmp_root, dir);
+	ck_assert_int_eq(cfg_set(&a->cfg, buf, &e), ERR_OK);
+	va_start(ap, dir);
+	for (const char *s = va_arg(ap, const char *); s; s = va_arg(ap, const char *))
+		ck_assert_msg(cfg_set(&a->cfg, s, &e) == ERR_OK, "%s: %s", s, e.msg);
+	va_end(ap);
+	ck_assert_msg(settings_from_cfg(&a->cfg, &a->s, &e) == ERR_OK, "%s", e.msg);
+	snprintf(a->outputs, sizeof a->outputs, "%s", a->s.outputs);
+	snprintf(a->artifacts, sizeof a->artifacts, "%s", a->s.artifacts);
+	a->command = "train";
+}
+
+static void app_drop(struct app *a)
+{
+	cfg_free(&a->cfg);
+}
+
+/* Trains up to `stop` (from `resume` when not NULL) with checkpoints under `root`. */
+static int train_to(struct app *a, int64_t stop, const char *resume, const char *root,
+		    struct train_result *res, struct err *e)
+{
+	struct train_opts o;
+	memset(&o, 0, sizeof o);
+	o.stop_at = stop;
+	o.resume_dir = resume;
+	o.mode = a->s.normalization;
+	o.checkpoint_every = a->s.checkpoint_every;
+	snprintf(o.ckpt_root, sizeof o.ckpt_root, "%s", root);
+	err_clear(e);
+	return train_run(a, &o, res, e);
+}
+
+static void must_train(struct app *a, int64_t stop, const char *resume, const char *root,
+		       struct train_result *res)
+{
+	struct err e;
+	int rc = train_to(a, stop, resume, root, res, &e);
+	ck_assert_msg(rc == ERR_OK, "train to %lld: %s", (long long)stop, e.msg);
+	ck_assert_int_eq(res->step, stop);
+	ck_assert_int_eq(res->interrupted, 0);
+}
+
+static void ckpt_path(char *out, size_t cap, const char *root, int64_t step)
+{
+	char name[32];
+	ckpt_step_name((uint64_t)step, name, sizeof name);
+	snprintf(out, cap, "%s/%s", root, name);
+}
+
+static void same_file(const char *a, const char *b)
+{
+	char *x = NULL, *y = NULL;
+	size_t nx, ny;
+	struct err e;
+	err_clear(&e);
+	ck_assert_msg(fsx_read_all(a, &x, &nx, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_msg(fsx_read_all(b, &y, &ny, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_msg(nx == ny && memcmp(x, y, nx) == 0, "%s and %s differ", a, b);
+	free(x);
+	free(y);
+}
+
+static void same_result(const struct train_result *r, const struct train_result *c,
+			const char *what)
+{
+	size_t ndiff;
+	ck_assert_uint_eq(r->n, c->n);
+	double d = train_max_abs_diff(r->params, c->params, r->n, &ndiff);
+	ck_assert_msg(memcmp(r->params, c->params, r->n * sizeof(float)) == 0,
+		      "%s: params differ from the continuous run (%zu values, max %g)", what, ndiff,
+		      d);
+	ck_assert_msg(memcmp(r->momentum, c->momentum, r->n * sizeof(float)) == 0,
+		      "%s: momentum differs from the continuous run", what);
+	ck_assert_int_eq(r->updates_done, c->updates_done);
+	ck_assert_msg(memcmp(r->hist, c->hist, sizeof r->hist) == 0, "%s: rank histories differ",
+		      what);
+}
+
+/* ---- resume equality at every stop point ---- */
+
+static void resume_everywhere(int world, const char *reduce)
+{
+	struct app a;
+	struct train_result cont, stop, res;
+	char dir[64], w[32], rd[32], croot[FSX_PATH_MAX], sroot[FSX_PATH_MAX],
+		rroot[FSX_PATH_MAX], p[FSX_PATH_MAX], q[FSX_PATH_MAX];
+	snprintf(dir, sizeof dir, "w%d-%s", world, reduce);
+	snprintf(w, sizeof w, "devices.world=%d", world);
+	snprintf(rd, sizeof rd, "devices.reduce=%s", reduce);
+	make_tmp();
+	app_make(&a, dir, w, rd, NULL);
+	sub(croot, sizeof croot, "cont");
+	sub(sroot, sizeof sroot, "stop");
+	sub(rroot, sizeof rroot, "res");
+	must_train(&a, UPDATES, NULL, croot, &cont);
+	ck_assert_int_eq(cont.updates_done, UPDATES);
+	ck_assert_int_eq(cont.hist[0].windows, UPDATES);
+	for (int k = 1; k < UPDATES; k++) {
+		char ck[FSX_PATH_MAX];
+		must_train(&a, k, NULL, sroot, &stop);
+		ckpt_path(ck, sizeof ck, sroot, k);
+		ck_assert_str_eq(stop.checkpoint, ck);
+		/* the stopped run is a prefix of the continuous one, so its state differs */
+		ck_assert(memcmp(stop.params, cont.params, cont.n * sizeof(float)) != 0);
+		must_train(&a, UPDATES, ck, rroot, &res);
+		ck_assert_int_eq(res.start_step, k);
+		char what[64];
+		snprintf(what, sizeof what, "W=%d %s stop at %d", world, reduce, k);
+		same_result(&res, &cont, what);
+		/* the final checkpoints are byte-identical, file by file */
+		static const char *files[] = {"params.npy", "momentum.npy", "state.json",
+					      "rank-0.json", "data.lock", "config.ini", NULL};
+		for (int f = 0; files[f]; f++) {
+			ckpt_path(p, sizeof p, rroot, UPDATES);
+			ckpt_path(q, sizeof q, croot, UPDATES);
+			strcat(p, "/");
+			strcat(p, files[f]);
+			strcat(q, "/");
+			strcat(q, files[f]);
+			same_file(p, q);
+		}
+		train_result_free(&stop);
+		train_result_free(&res);
+	}
+	train_result_free(&cont);
+	app_drop(&a);
+	remove_tmp();
+}
+
+START_TEST(test_resume_w1_sum) { resume_everywhere(1, "sum"); }
+END_TEST
+START_TEST(test_resume_w1_avg) { resume_everywhere(1, "avg"); }
+END_TEST
+START_TEST(test_resume_w2_sum) { resume_everywhere(2, "sum"); }
+END_TEST
+START_TEST(test_resume_w2_avg) { resume_everywhere(2, "avg"); }
+END_TEST
+
+/* Resuming without the momentum buffers, or with the first-step rule re-applied, must NOT
+ * reproduce the continuous run: the equality above depends on both being restored. */
+START_TEST(test_resume_negative_controls)
+{
+	struct app a;
+	struct train_result cont, stop;
+	struct train_ckpt ck;
+	struct corpus c;
+	struct run r;
+	struct err e;
+	char croot[FSX_PATH_MAX], sroot[FSX_PATH_MAX], dir[FSX_PATH_MAX];
+	make_tmp();
+	app_make(&a, "neg", NULL);
+	sub(croot, sizeof croot, "cont");
+	sub(sroot, sizeof sroot, "stop");
+	must_train(&a, UPDATES, NULL, croot, &cont);
+	must_train(&a, 3, NULL, sroot, &stop);
+	ckpt_path(dir, sizeof dir, sroot, 3);
+	for (int variant = 0; variant < 3; variant++) {
+		err_clear(&e);
+		ck_assert_int_eq(train_corpus(&a, 0, &c, &e), ERR_OK);
+		ck_assert_msg(train_ckpt_load(&a, dir, &c, TRAIN_CHECK_ALL, &ck, &e) == ERR_OK, "%s",
+			      e.msg);
+		ck_assert_int_eq(ck.step, 3);
+		ck_assert_int_eq(ck.updates_done, 3);
+		ck_assert_int_eq(train_open(&a, &r, &c, &ck, &e), ERR_OK);
+		if (variant == 1) /* momentum lost */
+			ck_assert_int_eq(engine_set_state(r.eng, ck.params, NULL, 3, &e), ERR_OK);
+		if (variant == 2) /* first step rule re-applied (buf = g) */
+			ck_assert_int_eq(engine_set_state(r.eng, ck.params, ck.momentum, 0, &e), ERR_OK);
+		for (int k = 3; k < UPDATES; k++) {
+			struct window_result wr;
+			ck_assert_int_eq(sampler_next(&r.sampler, &r.w, &e), ERR_OK);
+			ck_assert_int_eq(engine_window(r.eng, &r.w, a.s.normalization, ENGINE_UPDATE, &wr,
+						       &e), ERR_OK);
+		}
+		float *p = malloc(cont.n * sizeof(float));
+		ck_assert_int_eq(engine_get_state(r.eng, p, NULL, &e), ERR_OK);
+		int same = memcmp(p, cont.params, cont.n * sizeof(float)) == 0;
+		if (variant == 0)
+			ck_assert_msg(same, "the hand-driven resume must equal the continuous run");
+		else
+			ck_assert_msg(!same, "negative control %d went unnoticed", variant);
+		free(p);
+		run_close(&r);
+		train_ckpt_free(&ck);
+	}
+	train_result_free(&cont);
+	train_result_free(&stop);
+	app_drop(&a);
+	remove_tmp();
+}
+END_TEST
+
+/* ---- checkpoint_every and signals ---- */
+
+START_TEST(test_checkpoint_every)
+{
+	struct app a;
+	struct train_result cont, all, res;
+	char croot[FSX_PATH_MAX], eroot[FSX_PATH_MAX], rroot[FSX_PATH_MAX], p[FSX_PATH_MAX];
+	make_tmp();
+	app_make(&a, "every", "train.checkpoint_every=2", NULL);
+	sub(croot, sizeof croot, "cont");
+	sub(eroot, sizeof eroot, "every");
+	sub(rroot, sizeof rroot, "res");
+	must_train(&a, UPDATES, NULL, croot, &cont);
+	must_train(&a, UPDATES, NULL, eroot, &all);
+	same_result(&all, &cont, "with extra checkpoints");
+	ck_assert_int_eq(all.checkpoints_written, UPDATES / 2 + 1);
+	for (int k = 1; k <= UPDATES; k++) {
+		struct err e;
+		err_clear(&e);
+		ckpt_path(p, sizeof p, eroot, k);
+		int expect = k % 2 == 0 || k == UPDATES;
+		ck_assert_msg(fsx_exists(p) == expect, "step %d: checkpoint %s", k,
+			      expect ? "missing" : "unexpected");
+		if (!expect)
+			continue;
+		ck_assert_msg(ckpt_verify(p, NULL, &e) == ERR_OK, "%s", e.msg);
+		if (k == UPDATES)
+			continue;
+		must_train(&a, UPDATES, p, rroot, &res);
+		same_result(&res, &cont, "resume from a periodic checkpoint");
+		train_result_free(&res);
+	}
+	train_result_free(&cont);
+	train_result_free(&all);
+	app_drop(&a);
+	remove_tmp();
+}
+END_TEST
+
+static int seen_default_after_signal;
+
+static int raise_at_4(void *arg, int64_t step, const struct window_result *wr)
+{
+	(void)arg;
+	(void)wr;
+	if (step == 4) {
+		struct sigaction now;
+		raise(SIGTERM);
+		/* the handler re-armed the default: a second signal would kill at once */
+		sigaction(SIGTERM, NULL, &now);
+		seen_default_after_signal = now.sa_handler == SIG_DFL;
+		sigaction(SIGINT, NULL, &now);
+		seen_default_after_signal &= now.sa_handler == SIG_DFL;
+	}
+	return 0;
+}
+
+static void my_handler(int sig)
+{
+	(void)sig;
+}
+
+START_TEST(test_sigterm_checkpoints_and_resumes)
+{
+	struct app a;
+	struct train_result cont, res, res2;
+	struct train_opts o;
+	struct sigaction mine, now;
+	struct err e;
+	char croot[FSX_PATH_MAX], sroot[FSX_PATH_MAX], rroot[FSX_PATH_MAX], want[FSX_PATH_MAX];
+	make_tmp();
+	app_make(&a, "sig", NULL);
+	sub(croot, sizeof croot, "cont");
+	sub(sroot, sizeof sroot, "stop");
+	sub(rroot, sizeof rroot, "res");
+	must_train(&a, UPDATES, NULL, croot, &cont);
+
+	memset(&mine, 0, sizeof mine);
+	mine.sa_handler = my_handler;
+	sigemptyset(&mine.sa_mask);
+	ck_assert_int_eq(sigaction(SIGTERM, &mine, NULL), 0);
+	memset(&o, 0, sizeof o);
+	o.stop_at = UPDATES;
+	o.mode = a.s.normalization;
+	o.on_window = raise_at_4;
+	snprintf(o.ckpt_root, sizeof o.ckpt_root, "%s", sroot);
+	err_clear(&e);
+	int rc = train_run(&a, &o, &res, &e);
+	ck_assert_int_eq(rc, ERR_INTERRUPTED);
+	ck_assert_int_eq(res.interrupted, 1);
+	ck_assert_int_eq(res.step, 4); /* the window in flight was finished, nothing more */
+	ck_assert(seen_default_after_signal);
+	ckpt_path(want, sizeof want, sroot, 4);
+	ck_assert_str_eq(res.checkpoint, want);
+	ck_assert_msg(strstr(e.msg, "SIGTERM") && strstr(e.msg, want), "message: %s", e.msg);
+	/* the caller's disposition is back */
+	sigaction(SIGTERM, NULL, &now);
+	ck_assert(now.sa_handler == my_handler);
+	err_clear(&e);
+	ck_assert_msg(ckpt_verify(want, NULL, &e) == ERR_OK, "%s", e.msg);
+
+	must_train(&a, UPDATES, want, rroot, &res2);
+	same_result(&res2, &cont, "resume after SIGTERM");
+	train_result_free(&res);
+	train_result_free(&res2);
+	train_result_free(&cont);
+	app_drop(&a);
+	remove_tmp();
+}
+END_TEST
+
+/* ---- empty windows ---- */
+
+/* Rewrites <outputs>/corpus so that every third training sequence has no supervised
+ * position (prefix = length). */
+static void write_hollow_corpus(struct app *a)
+{
+	struct corpus c;
+	struct err e;
+	char dir[FSX_PATH_MAX];
+	err_clear(&e);
+	ck_assert_int_eq(corpus_build(&a->s, &c, &e), ERR_OK);
+	for (int i = 0; i < c.split_count[SPLIT_TRAIN]; i += 3)
+		c.prefix[i] = corpus_len(&c, i);
+	ck_assert_int_eq(corpus_compute_lock(&c, c.lock, &e), ERR_OK);
+	snprintf(dir, sizeof dir, "%s/corpus", a->outputs);
+	ck_assert_msg(corpus_save(&c, NULL, dir, &e) == ERR_OK, "%s", e.msg);
+	corpus_free(&c);
+}
+
+START_TEST(test_empty_windows)
+{
+	struct app a, b;
+	struct train_result cont, stop, res;
+	struct err e;
+	char croot[FSX_PATH_MAX], sroot[FSX_PATH_MAX], rroot[FSX_PATH_MAX], ck[FSX_PATH_MAX];
+	make_tmp();
+	/* one sequence per window: a third of the windows are empty */
+	app_make(&a, "empty", "devices.world=1", "train.accumulation=1", "train.batch_size=1",
+		 "train.empty_window=skip", "train.updates=12", NULL);
+	write_hollow_corpus(&a);
+	sub(croot, sizeof croot, "cont");
+	sub(sroot, sizeof sroot, "stop");
+	sub(rroot, sizeof rroot, "res");
+	must_train(&a, 12, NULL, croot, &cont);
+	ck_assert_msg(cont.skipped > 0 && cont.skipped < 12, "skipped %lld",
+		      (long long)cont.skipped);
+	ck_assert_int_eq(cont.updates_done, 12 - cont.skipped);
+	ck_assert_int_eq(cont.hist[0].windows, 12);
+	for (int k = 1; k < 12; k++) {
+		must_train(&a, k, NULL, sroot, &stop);
+		ckpt_path(ck, sizeof ck, sroot, k);
+		must_train(&a, 12, ck, rroot, &res);
+		char what[64];
+		snprintf(what, sizeof what, "empty windows, stop at %d", k);
+		same_result(&res, &cont, what);
+		train_result_free(&stop);
+		train_result_free(&res);
+	}
+	/* the same corpus with empty_window = error stops at the first empty window */
+	app_make(&b, "empty", "devices.world=1", "train.accumulation=1", "train.batch_size=1",
+		 "train.empty_window=error", "train.updates=12", NULL);
+	int rc = train_to(&b, 12, NULL, sroot, &res, &e);
+	ck_assert_int_eq(rc, ERR_EMPTY);
+	ck_assert_msg(strstr(e.msg, "window") && strstr(e.msg, "no supervised token"), "%s", e.msg);
+	train_result_free(&cont);
+	app_drop(&a);
+	app_drop(&b);
+	remove_tmp();
+}
+END_TEST
+
+/* ---- refusals ---- */
+
+static void copy_dir(const char *from, const char *to)
+{
+	char **names;
+	size_t n;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(fsx_list_dir(from, &names, &n, &e), ERR_OK);
+	ck_assert_int_eq(fsx_mkdirs(to, &e), ERR_OK);
+	for (size_t i = 0; i < n; i++) {
+		char a[FSX_PATH_MAX], b[FSX_PATH_MAX], *buf;
+		size_t len;
+		snprintf(a, sizeof a, "%s/%s", from, names[i]);
+		snprintf(b, sizeof b, "%s/%s", to, names[i]);
+		ck_assert_int_eq(fsx_read_all(a, &buf, &len, &e), ERR_OK);
+		ck_assert_int_eq(fsx_write_durable(b, buf, len, &e), ERR_OK);
+		free(buf);
+	}
+	fsx_free_names(names, n);
+}
+
+/* Expects resuming from dir to be refused with ERR_DATA and every needle in the message;
+ * returns the message (static buffer slot i). */
+static char refusal[8][1024];
+
+static void expect_refused(struct app *a, const char *dir, int slot, ...)
+{
+	struct train_result res;
+	struct err e;
+	char root[FSX_PATH_MAX];
+	va_list ap;
+	sub(root, sizeof root, "refused-out");
+	int rc = train_to(a, UPDATES, dir, root, &res, &e);
+	ck_assert_msg(rc == ERR_DATA, "resume from %s: rc %d (%s), expected ERR_DATA", dir, rc,
+		      e.msg);
+	va_start(ap, slot);
+	for (const char *s = va_arg(ap, const char *); s; s = va_arg(ap, const char *))
+		ck_assert_msg(strstr(e.msg, s), "message '%s' lacks '%s'", e.msg, s);
+	va_end(ap);
+	ck_assert_msg(!fsx_exists(root), "a refused resume wrote a checkpoint");
+	snprintf(refusal[slot], sizeof refusal[slot], "%s", e.msg);
+}
+
+START_TEST(test_refusals)
+{
+	struct app a, hid, quiet;
+	struct train_result stop, ok;
+	struct err e;
+	char sroot[FSX_PATH_MAX], good[FSX_PATH_MAX], bad[FSX_PATH_MAX], p[FSX_PATH_MAX],
+		corpus_dir[FSX_PATH_MAX], rroot[FSX_PATH_MAX];
+	make_tmp();
+	app_make(&a, "ref", NULL);
+	sub(sroot, sizeof sroot, "stop");
+	sub(rroot, sizeof rroot, "res");
+	must_train(&a, 3, NULL, sroot, &stop);
+	ckpt_path(good, sizeof good, sroot, 3);
+
+	/* 0: one byte of params.npy altered */
+	sub(bad, sizeof bad, "c0/step-0003");
+	copy_dir(good, bad);
+	snprintf(p, sizeof p, "%s/params.npy", bad);
+	{
+		FILE *f = fopen(p, "r+b");
+		ck_assert_ptr_nonnull(f);
+		fseek(f, 200, SEEK_SET);
+		int ch = fgetc(f);
+		fseek(f, 200, SEEK_SET);
+		fputc(ch ^ 0x10, f);
+		fclose(f);
+	}
+	expect_refused(&a, bad, 0, "digest mismatch", "params.npy", NULL);
+
+	/* 1: momentum.npy truncated */
+	sub(bad, sizeof bad, "c1/step-0003");
+	copy_dir(good, bad);
+	snprintf(p, sizeof p, "%s/momentum.npy", bad);
+	ck_assert_int_eq(truncate(p, 100), 0);
+	expect_refused(&a, bad, 1, "size mismatch", "momentum.npy", "truncated", NULL);
+
+	/* 2: manifest deleted */
+	sub(bad, sizeof bad, "c2/step-0003");
+	copy_dir(good, bad);
+	snprintf(p, sizeof p, "%s/MANIFEST.json", bad);
+	ck_assert_int_eq(unlink(p), 0);
+	expect_refused(&a, bad, 2, "MANIFEST.json", "incomplete", NULL);
+
+	/* 3: a listed file deleted */
+	sub(bad, sizeof bad, "c3/step-0003");
+	copy_dir(good, bad);
+	snprintf(p, sizeof p, "%s/rank-1.json", bad);
+	ck_assert_int_eq(unlink(p), 0);
+	expect_refused(&a, bad, 3, "missing file", "rank-1.json", NULL);
+
+	/* 4: a math key changed */
+	app_make(&hid, "ref", "model.hidden=9", NULL);
+	expect_refused(&hid, good, 4, "another configuration", "model.hidden", "9 != 8", NULL);
+
+	/* 5: another normalization requested by the caller */
+	{
+		struct train_opts o;
+		struct train_result res;
+		memset(&o, 0, sizeof o);
+		o.stop_at = UPDATES;
+		o.resume_dir = good;
+		o.mode = NORM_MEAN_OF_MEANS;
+		err_clear(&e);
+		ck_assert_int_eq(train_run(&a, &o, &res, &e), ERR_DATA);
+		ck_assert_msg(strstr(e.msg, "normalization") && strstr(e.msg, "mean_of_means"), "%s",
+			      e.msg);
+		snprintf(refusal[5], sizeof refusal[5], "%s", e.msg);
+	}
+
+	/* a non-math key may change: accepted, and the run is the same */
+	app_make(&quiet, "ref", "devices.timeout=77", "parity.atol=0.5", NULL);
+	must_train(&quiet, UPDATES, good, rroot, &ok);
+	train_result_free(&ok);
+
+	/* 6: the corpus on disk changed (one token, re-locked so that it loads) */
+	{
+		struct corpus c, orig;
+		snprintf(corpus_dir, sizeof corpus_dir, "%s/corpus", a.outputs);
+		err_clear(&e);
+		ck_assert_int_eq(corpus_load(corpus_dir, &orig, &e), ERR_OK);
+		ck_assert_int_eq(corpus_load(corpus_dir, &c, &e), ERR_OK);
+		c.tokens[5] = c.tokens[5] == DATA_RESERVED ? DATA_RESERVED + 1 : DATA_RESERVED;
+		ck_assert_int_eq(corpus_compute_lock(&c, c.lock, &e), ERR_OK);
+		ck_assert_int_eq(corpus_save(&c, &a.s, corpus_dir, &e), ERR_OK);
+		expect_refused(&a, good, 6, "data lock mismatch", NULL);
+		ck_assert_msg(strstr(refusal[6], "corpus"), "%s", refusal[6]);
+		/* put the original back: accepted again */
+		ck_assert_int_eq(corpus_save(&orig, &a.s, corpus_dir, &e), ERR_OK);
+		must_train(&a, UPDATES, good, rroot, &ok);
+		train_result_free(&ok);
+		corpus_free(&c);
+		corpus_free(&orig);
+	}
+
+	/* every refusal says something different */
+	for (int i = 0; i < 7; i++)
+		for (int j = i + 1; j < 7; j++)
+			ck_assert_msg(strcmp(refusal[i], refusal[j]) != 0, "refusals %d and %d read "
+				      "the same: %s", i, j, refusal[i]);
+	/* the untouched checkpoint still verifies */
+	err_clear(&e);
+	ck_assert_msg(ckpt_verify(good, NULL, &e) == ERR_OK, "%s", e.msg);
+	train_result_free(&stop);
+	app_drop(&a);
+	app_drop(&hid);
+	app_drop(&quiet);
+	remove_tmp();
+}
+END_TEST
+
+/* ---- evaluation ---- */
+
+struct naive {
+	double loss_sum;
+	int64_t tokens, hits, ambiguous, sequences;
+};
+
+/* The model's formulas in double precision, one position at a time. */
+static void naive_eval(const struct corpus *c, const struct model_shape *m, const float *p,
+		       int split, struct naive *out)
+{
+	int C = m->context, D = m->embed, H = m->hidden, V = m->vocab, CD = C * D;
+	const float *emb = p + m->p[MODEL_EMBED].offset, *w1 = p + m->p[MODEL_W1].offset,
+		    *b1 = p + m->p[MODEL_B1].offset, *w2 = p + m->p[MODEL_W2].offset,
+		    *b2 = p + m->p[MODEL_B2].offset;
+	double *x = malloc(sizeof(double) * CD), *h = malloc(sizeof(double) * H),
+	       *z = malloc(sizeof(double) * V);
+	memset(out, 0, sizeof *out);
+	for (int i = c->split_first[split]; i < c->split_first[split] + c->split_count[split]; i++) {
+		const int32_t *tok = c->tokens + c->offset[i];
+		int len = corpus_len(c, i);
+		out->sequences++;
+		for (int t = c->prefix[i]; t < len; t++) {
+			for (int j = 0; j < C; j++) {
+				int pos = t - C + j;
+				int id = pos >= 0 ? tok[pos] : DATA_BOS;
+				for (int d = 0; d < D; d++)
+					x[j * D + d] = emb[id * D + d];
+			}
+			for (int k = 0; k < H; k++) {
+				double s = b1[k];
+				for (int q = 0; q < CD; q++)
+					s += (double)w1[(size_t)k * CD + q] * x[q];
+				h[k] = tanh(s);
+			}
+			double mx = -INFINITY, second = -INFINITY;
+			int arg = 0;
+			for (int v = 0; v < V; v++) {
+				double s = b2[v];
+				for (int k = 0; k < H; k++)
+					s += (double)w2[(size_t)v * H + k] * h[k];
+				z[v] = s;
+				if (s > mx) {
+					second = mx;
+					mx = s;
+					arg = v;
+				} else if (s > second) {
+					second = s;
+				}
+			}
+			double se = 0.0;
+			for (int v = 0; v < V; v++)
+				se += exp(z[v] - mx);
+			out->loss_sum += mx + log(se) - z[tok[t]];
+			out->tokens++;
+			out->hits += arg == tok[t];
+			out->ambiguous += mx - second < 1e-4;
+		}
+	}
+	free(x);
+	free(h);
+	free(z);
+}
+
+static void compare_split(const struct train_split_eval *ev, const struct naive *nv,
+			  const char *what)
+{
+	ck_assert_int_eq(ev->sequences, nv->sequences);
+	ck_assert_int_eq(ev->tokens, nv->tokens);
+	ck_assert_msg(fabs(ev->loss_sum - nv->loss_sum) <= 1e-5 * fabs(nv->loss_sum), "%s: loss sum "
+		      "%.9g, naive %.9g", what, ev->loss_sum, nv->loss_sum);
+	ck_assert_msg(fabs(ev->loss - nv->loss_sum / nv->tokens) <= 1e-5 * (nv->loss_sum / nv->tokens),
+		      "%s: loss %.9g is not the global token mean", what, ev->loss);
+	ck_assert_msg(llabs(ev->hits - nv->hits) <= nv->ambiguous, "%s: hits %lld, naive %lld "
+		      "(%lld near-ties)", what, (long long)ev->hits, (long long)nv->hits,
+		      (long long)nv->ambiguous);
+	ck_assert(fabs(ev->accuracy - (double)ev->hits / ev->tokens) < 1e-15);
+}
+
+START_TEST(test_evaluate_matches_naive)
+{
+	struct app a;
+	struct train_result stop;
+	struct train_eval ev, latest;
+	struct corpus c;
+	struct model_shape m;
+	struct naive nt, nv;
+	struct err e;
+	char root[FSX_PATH_MAX];
+	make_tmp();
+	app_make(&a, "eval", "train.stop_at=5", NULL);
+	ck_assert_int_eq(train_ckpt_root(&a, 0, root, sizeof root, &e), ERR_OK);
+	must_train(&a, 2, NULL, root, &stop);
+	train_result_free(&stop);
+	must_train(&a, 5, NULL, root, &stop);
+	err_clear(&e);
+	ck_assert_msg(train_evaluate(&a, stop.checkpoint, &ev, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(ev.step, 5);
+	/* no directory: the newest valid checkpoint (step 5, not 2) */
+	ck_assert_msg(train_evaluate(&a, NULL, &latest, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_str_eq(latest.checkpoint, stop.checkpoint);
+	ck_assert(latest.test.loss_sum == ev.test.loss_sum);
+
+	ck_assert_int_eq(train_corpus(&a, 0, &c, &e), ERR_OK);
+	model_shape_init(&m, a.s.vocab, a.s.context, a.s.embed, a.s.hidden);
+	naive_eval(&c, &m, stop.params, SPLIT_TEST, &nt);
+	naive_eval(&c, &m, stop.params, SPLIT_VALIDATION, &nv);
+	ck_assert_int_eq(nt.sequences, 32);
+	ck_assert_int_eq(nv.sequences, 16);
+	compare_split(&ev.test, &nt, "test");
+	compare_split(&ev.validation, &nv, "validation");
+
+	/* the constant guess: most frequent training target, counted here independently */
+	int64_t count[64] = {0};
+	for (int i = 0; i < c.split_count[SPLIT_TRAIN]; i++)
+		for (int t = c.prefix[i]; t < corpus_len(&c, i); t++)
+			count[c.tokens[c.offset[i] + t]]++;
+	int best = 0;
+	for (int v = 1; v < a.s.vocab; v++)
+		if (count[v] > count[best])
+			best = v;
+	ck_assert_int_eq(ev.const_id, best);
+	int64_t hits = 0;
+	for (int i = c.split_first[SPLIT_TEST]; i < c.split_first[SPLIT_TEST] + 32; i++)
+		for (int t = c.prefix[i]; t < corpus_len(&c, i); t++)
+			hits += c.tokens[c.offset[i] + t] == best;
+	ck_assert_int_eq(ev.test.const_hits, hits);
+
+	/* an evaluation of other parameters gives other sums (the comparison can fail) */
+	struct naive other;
+	naive_eval(&c, &m, stop.momentum, SPLIT_TEST, &other);
+	ck_assert(fabs(other.loss_sum - ev.test.loss_sum) > 1e-3 * fabs(ev.test.loss_sum));
+	corpus_free(&c);
+	train_result_free(&stop);
+	app_drop(&a);
+	remove_tmp();
+}
+END_TEST
+
+/* An interrupted write leaves a partial directory that is never taken as a checkpoint. */
+START_TEST(test_partial_never_latest)
+{
+	struct app a;
+	struct train_result stop;
+	struct err e;
+	char root[FSX_PATH_MAX], partial[FSX_PATH_MAX], path[FSX_PATH_MAX];
+	uint64_t step;
+	make_tmp();
+	app_make(&a, "partial", NULL);
+	ck_assert_int_eq(train_ckpt_root(&a, 0, root, sizeof root, &e), ERR_OK);
+	must_train(&a, 2, NULL, root, &stop);
+	/* a later step whose manifest never got written, published or not */
+	snprintf(partial, sizeof partial, "%s/.step-0005.tmp.4242", root);
+	copy_dir(stop.checkpoint, partial);
+	snprintf(path, sizeof path, "%s/MANIFEST.json", partial);
+	unlink(path);
+	snprintf(partial, sizeof partial, "%s/step-0006", root);
+	copy_dir(stop.checkpoint, partial);
+	snprintf(path, sizeof path, "%s/MANIFEST.json", partial);
+	unlink(path);
+	err_clear(&e);
+	ck_assert_int_eq(ckpt_latest_valid(root, path, sizeof path, &step, NULL, &e), ERR_OK);
+	ck_assert_int_eq(step, 2);
+	train_result_free(&stop);
+	app_drop(&a);
+	remove_tmp();
+}
+END_TEST
+
+static Suite *train_suite(void)
+{
+	Suite *s = suite_create("train");
+	TCase *tc = tcase_create("resume");
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, test_resume_w1_sum);
+	tcase_add_test(tc, test_resume_w1_avg);
+	tcase_add_test(tc, test_resume_w2_sum);
+	tcase_add_test(tc, test_resume_w2_avg);
+	tcase_add_test(tc, test_resume_negative_controls);
+	tcase_add_test(tc, test_checkpoint_every);
+	tcase_add_test(tc, test_sigterm_checkpoints_and_resumes);
+	tcase_add_test(tc, test_empty_windows);
+	suite_add_tcase(s, tc);
+	TCase *tr = tcase_create("refusals");
+	tcase_set_timeout(tr, 240);
+	tcase_add_test(tr, test_refusals);
+	tcase_add_test(tr, test_partial_never_latest);
+	suite_add_tcase(s, tr);
+	TCase *te = tcase_create("evaluate");
+	tcase_set_timeout(te, 240);
+	tcase_add_test(te, test_evaluate_matches_naive);
+	suite_add_tcase(s, te);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(train_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
