@@ -60,10 +60,12 @@ static void pause_poll(long iteration)
 	nanosleep(&ts, NULL);
 }
 
+/* NCCL's last-error text is kept per thread (its comm argument is unused): it is read
+ * without touching a communicator that another thread may be aborting. */
 static int nccl_error(struct err *e, const char *file, int line, ncclResult_t st,
-		      const char *call, int rank, int device, ncclComm_t comm)
+		      const char *call, int rank, int device)
 {
-	const char *detail = ncclGetLastError(comm);
+	const char *detail = ncclGetLastError(NULL);
 	return err_set(e, ERR_DEVICE, file, line, "rank %d device %d: %s failed at %s:%d: %s%s%s",
 		       rank, device, call, file, line, ncclGetErrorString(st),
 		       detail && *detail ? ": " : "", detail ? detail : "");
@@ -134,14 +136,17 @@ static int wait_done(struct coll *c, int rank, cudaStream_t s, double t0, struct
 			return aborted_error(c, rank, nr->device, "abandoned", e);
 		if (q != ncclSuccess || (state != ncclSuccess && state != ncclInProgress)) {
 			int rc = nccl_error(e, __FILE__, __LINE__, q != ncclSuccess ? q : state,
-					    "ncclAllReduce (asynchronous)", rank, nr->device, nr->comm);
+					    "ncclAllReduce (asynchronous)", rank, nr->device);
 			abort_all(n);
 			return rc;
 		}
 		if (state == ncclSuccess) { /* enqueued: now the stream tells */
 			cudaError_t cs = cudaStreamQuery(s);
+			/* an aborted kernel also ends: the flag, set before any abort, tells */
 			if (cs == cudaSuccess)
-				return ERR_OK;
+				return atomic_load(&n->aborting)
+					       ? aborted_error(c, rank, nr->device, "abandoned", e)
+					       : ERR_OK;
 			if (cs != cudaErrorNotReady) {
 				int rc = gpu_cuda_error(e, __FILE__, __LINE__, (int)cs,
 							"cudaStreamQuery (allreduce)", rank, nr->device);
@@ -157,7 +162,8 @@ static int wait_done(struct coll *c, int rank, cudaStream_t s, double t0, struct
 			ERR(e, ERR_DEVICE, "rank %d device %d: allreduce timed out after %.1f s "
 			    "(devices.timeout): a peer never joined", rank, nr->device, timeout);
 			abort_all(n);
-			barrier_abort(c->barrier, rank);
+			if (c->barrier)
+				barrier_abort(c->barrier, rank);
 			return ERR_DEVICE;
 		}
 		pause_poll(it);
@@ -222,7 +228,7 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 	if (dead)
 		return aborted_error(c, rank, device, "not started", e);
 	if (st != ncclSuccess && st != ncclInProgress) {
-		rc = nccl_error(e, __FILE__, __LINE__, st, "ncclAllReduce", rank, device, nr->comm);
+		rc = nccl_error(e, __FILE__, __LINE__, st, "ncclAllReduce", rank, device);
 		abort_all(n);
 		return rc;
 	}
@@ -367,7 +373,7 @@ int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
 	cudaGetDevice(&cur);
 	ncclResult_t st = ncclGetUniqueId(&id);
 	if (st != ncclSuccess) {
-		rc = nccl_error(e, __FILE__, __LINE__, st, "ncclGetUniqueId", 0, device_ids[0], NULL);
+		rc = nccl_error(e, __FILE__, __LINE__, st, "ncclGetUniqueId", 0, device_ids[0]);
 		goto fail;
 	}
 	ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -387,7 +393,7 @@ int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
 			st = ncclSuccess;
 		} else {
 			rc = nccl_error(e, __FILE__, __LINE__, st, "ncclCommInitRankConfig", r,
-					device_ids[r], NULL);
+					device_ids[r]);
 		}
 	}
 	ncclResult_t g = ncclGroupEnd();
@@ -395,7 +401,7 @@ int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
 		goto fail;
 	if (g != ncclSuccess && g != ncclInProgress) {
 		rc = nccl_error(e, __FILE__, __LINE__, g, "ncclGroupEnd (communicator creation)", 0,
-				device_ids[0], NULL);
+				device_ids[0]);
 		goto fail;
 	}
 	/* non-blocking creation: wait until every communicator is ready (setting up many
@@ -411,7 +417,7 @@ int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
 			if (st != ncclSuccess || (state != ncclSuccess && state != ncclInProgress)) {
 				rc = nccl_error(e, __FILE__, __LINE__, st != ncclSuccess ? st : state,
 						"ncclCommInitRankConfig (asynchronous)", r,
-						device_ids[r], n->r[r].comm);
+						device_ids[r]);
 				goto fail;
 			}
 			if (state == ncclSuccess)

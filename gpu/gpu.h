@@ -39,8 +39,9 @@ struct CUstream_st; /* cudaStream_t is `struct CUstream_st *` */
  * error: *count = 0, ERR_OK, and `why` (if not NULL) says what the runtime answered. */
 int gpu_device_count(int *count, char *why, size_t whylen, struct err *e);
 
-/* Creates the device of `rank` on GPU `device_id`. Call it from the thread that will use
- * the device (the device thread of that rank): the CUDA current device is set there. */
+/* Creates the device of `rank` on GPU `device_id`. Meant for the device thread of that
+ * rank; every op selects its GPU first, so another thread may drive it too (one at a
+ * time, like every `struct dev`). */
 int cuda_dev_create(int rank, int device_id, struct dev **out, struct err *e);
 /* The stream every operation of a CUDA device runs on (NULL for another backend). */
 struct CUstream_st *cuda_dev_stream(struct dev *d);

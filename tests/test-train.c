@@ -53,9 +53,17 @@ static void remove_tmp(void)
 	fsx_remove_tree(tmp_root, &e);
 }
 
+/* out = a/b (asserting that it fits) */
+static void pjoin(char *out, size_t cap, const char *a, const char *b)
+{
+	struct err e;
+	err_clear(&e);
+	ck_assert_msg(fsx_join(out, cap, a, b, &e) == ERR_OK, "%s", e.msg);
+}
+
 static void sub(char *out, size_t cap, const char *name)
 {
-	snprintf(out, cap, "%s/%s", tmp_root, name);
+	pjoin(out, cap, tmp_root, name);
 }
 
 /* An app on the tiny configuration, with NULL-terminated extra "section.key=value". */
@@ -68,7 +76,7 @@ static void app_make(struct app *a, const char *dir, ...)
 		"train.momentum=0.9", "devices.world=2", "devices.backend=cpu", "run.log_level=quiet",
 		NULL};
 	struct err e;
-	char buf[FSX_PATH_MAX + 64];
+	char buf[2 * FSX_PATH_MAX];
 	va_list ap;
 	memset(a, 0, sizeof *a);
 	err_clear(&e);
@@ -128,7 +136,7 @@ static void ckpt_path(char *out, size_t cap, const char *root, int64_t step)
 {
 	char name[32];
 	ckpt_step_name((uint64_t)step, name, sizeof name);
-	snprintf(out, cap, "%s/%s", root, name);
+	pjoin(out, cap, root, name);
 }
 
 static void same_file(const char *a, const char *b)
@@ -195,12 +203,11 @@ static void resume_everywhere(int world, const char *reduce)
 		static const char *files[] = {"params.npy", "momentum.npy", "state.json",
 					      "rank-0.json", "data.lock", "config.ini", NULL};
 		for (int f = 0; files[f]; f++) {
-			ckpt_path(p, sizeof p, rroot, UPDATES);
-			ckpt_path(q, sizeof q, croot, UPDATES);
-			strcat(p, "/");
-			strcat(p, files[f]);
-			strcat(q, "/");
-			strcat(q, files[f]);
+			char d[FSX_PATH_MAX];
+			ckpt_path(d, sizeof d, rroot, UPDATES);
+			pjoin(p, sizeof p, d, files[f]);
+			ckpt_path(d, sizeof d, croot, UPDATES);
+			pjoin(q, sizeof q, d, files[f]);
 			same_file(p, q);
 		}
 		train_result_free(&stop);
@@ -399,7 +406,7 @@ static void write_hollow_corpus(struct app *a)
 	for (int i = 0; i < c.split_count[SPLIT_TRAIN]; i += 3)
 		c.prefix[i] = corpus_len(&c, i);
 	ck_assert_int_eq(corpus_compute_lock(&c, c.lock, &e), ERR_OK);
-	snprintf(dir, sizeof dir, "%s/corpus", a->outputs);
+	pjoin(dir, sizeof dir, a->outputs, "corpus");
 	ck_assert_msg(corpus_save(&c, NULL, dir, &e) == ERR_OK, "%s", e.msg);
 	corpus_free(&c);
 }
@@ -459,8 +466,8 @@ static void copy_dir(const char *from, const char *to)
 	for (size_t i = 0; i < n; i++) {
 		char a[FSX_PATH_MAX], b[FSX_PATH_MAX], *buf;
 		size_t len;
-		snprintf(a, sizeof a, "%s/%s", from, names[i]);
-		snprintf(b, sizeof b, "%s/%s", to, names[i]);
+		pjoin(a, sizeof a, from, names[i]);
+		pjoin(b, sizeof b, to, names[i]);
 		ck_assert_int_eq(fsx_read_all(a, &buf, &len, &e), ERR_OK);
 		ck_assert_int_eq(fsx_write_durable(b, buf, len, &e), ERR_OK);
 		free(buf);
@@ -507,7 +514,7 @@ START_TEST(test_refusals)
 	/* 0: one byte of params.npy altered */
 	sub(bad, sizeof bad, "c0/step-0003");
 	copy_dir(good, bad);
-	snprintf(p, sizeof p, "%s/params.npy", bad);
+	pjoin(p, sizeof p, bad, "params.npy");
 	{
 		FILE *f = fopen(p, "r+b");
 		ck_assert_ptr_nonnull(f);
@@ -522,21 +529,21 @@ START_TEST(test_refusals)
 	/* 1: momentum.npy truncated */
 	sub(bad, sizeof bad, "c1/step-0003");
 	copy_dir(good, bad);
-	snprintf(p, sizeof p, "%s/momentum.npy", bad);
+	pjoin(p, sizeof p, bad, "momentum.npy");
 	ck_assert_int_eq(truncate(p, 100), 0);
 	expect_refused(&a, bad, 1, "size mismatch", "momentum.npy", "truncated", NULL);
 
 	/* 2: manifest deleted */
 	sub(bad, sizeof bad, "c2/step-0003");
 	copy_dir(good, bad);
-	snprintf(p, sizeof p, "%s/MANIFEST.json", bad);
+	pjoin(p, sizeof p, bad, "MANIFEST.json");
 	ck_assert_int_eq(unlink(p), 0);
 	expect_refused(&a, bad, 2, "MANIFEST.json", "incomplete", NULL);
 
 	/* 3: a listed file deleted */
 	sub(bad, sizeof bad, "c3/step-0003");
 	copy_dir(good, bad);
-	snprintf(p, sizeof p, "%s/rank-1.json", bad);
+	pjoin(p, sizeof p, bad, "rank-1.json");
 	ck_assert_int_eq(unlink(p), 0);
 	expect_refused(&a, bad, 3, "missing file", "rank-1.json", NULL);
 
@@ -567,7 +574,7 @@ START_TEST(test_refusals)
 	/* 6: the corpus on disk changed (one token, re-locked so that it loads) */
 	{
 		struct corpus c, orig;
-		snprintf(corpus_dir, sizeof corpus_dir, "%s/corpus", a.outputs);
+		pjoin(corpus_dir, sizeof corpus_dir, a.outputs, "corpus");
 		err_clear(&e);
 		ck_assert_int_eq(corpus_load(corpus_dir, &orig, &e), ERR_OK);
 		ck_assert_int_eq(corpus_load(corpus_dir, &c, &e), ERR_OK);
@@ -752,13 +759,13 @@ START_TEST(test_partial_never_latest)
 	ck_assert_int_eq(train_ckpt_root(&a, 0, root, sizeof root, &e), ERR_OK);
 	must_train(&a, 2, NULL, root, &stop);
 	/* a later step whose manifest never got written, published or not */
-	snprintf(partial, sizeof partial, "%s/.step-0005.tmp.4242", root);
+	pjoin(partial, sizeof partial, root, ".step-0005.tmp.4242");
 	copy_dir(stop.checkpoint, partial);
-	snprintf(path, sizeof path, "%s/MANIFEST.json", partial);
+	pjoin(path, sizeof path, partial, "MANIFEST.json");
 	unlink(path);
-	snprintf(partial, sizeof partial, "%s/step-0006", root);
+	pjoin(partial, sizeof partial, root, "step-0006");
 	copy_dir(stop.checkpoint, partial);
-	snprintf(path, sizeof path, "%s/MANIFEST.json", partial);
+	pjoin(path, sizeof path, partial, "MANIFEST.json");
 	unlink(path);
 	err_clear(&e);
 	ck_assert_int_eq(ckpt_latest_valid(root, path, sizeof path, &step, NULL, &e), ERR_OK);

@@ -72,7 +72,7 @@ skip_rest() { # reason: every step not yet run is SKIP
 summary() {
 	local i status=0
 	echo
-	echo "gpu-check summary ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(hostname))"
+	echo "gpu-check summary ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -n))"
 	for i in "${!steps[@]}"; do
 		printf '  %-10s %-4s  %s\n' "${steps[$i]}" "${results[$i]}" "${notes[$i]}"
 		[ "${results[$i]}" = PASS ] || status=1
@@ -177,11 +177,14 @@ if ! cpu_tps=$(bench_tps cpu); then
 fi
 cuda_extra=()
 [ "$gpus" -eq 1 ] && cuda_extra=(--set devices.ids=0,0 --set devices.collective=host)
-if [ "$gpus" -lt 1 ] || ! cuda_tps=$(bench_tps cuda ${cuda_extra[@]+"${cuda_extra[@]}"}); then
+if [ "$gpus" -lt 1 ]; then
+	bench_ok=0
+	echo "-- cuda bench not run: no GPU visible"
+elif ! cuda_tps=$(bench_tps cuda ${cuda_extra[@]+"${cuda_extra[@]}"}); then
 	bench_ok=0
 	cuda_tps=""
 	echo "-- cuda bench failed:"
-	tail -n 15 "$logs/bench-cuda.log" 2>/dev/null
+	tail -n 15 "$logs/bench-cuda.log"
 fi
 if [ "$bench_ok" -eq 1 ]; then
 	record bench PASS "cpu $cpu_tps tokens/s, cuda $cuda_tps tokens/s"

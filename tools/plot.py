@@ -21,8 +21,12 @@ and writes OUTPUTS_DIR/figure.png and OUTPUTS_DIR/figure.svg, one figure of thre
     (c) the supervised tokens of each rank in every window of the continuous run, stacked,
         so that the imbalance between ranks (and the window total N) can be seen.
 
+When the python3 running it lacks numpy or matplotlib (a python3 of its own ahead of the
+system's on PATH), it runs itself once more with the system's interpreter, SYSTEM_PYTHON,
+if that is another one; DDPTOK_PLOT_NO_FALLBACK=1 in the environment prevents this.
+
 Exit codes: 0 figure written; 2 usage, or an input missing or unreadable (the message names
-the file); 3 numpy or matplotlib is not available for this python3 (nothing written).
+the file); 3 numpy or matplotlib is not available (nothing written).
 """
 
 import json
@@ -34,6 +38,7 @@ PROG = "plot.py"
 RUNS = (("continuous", "train-continuous.jsonl"), ("stop", "train-stop.jsonl"),
         ("resume", "train-resume.jsonl"))
 WINDOW_FIELDS = ("step", "loss", "N", "rank_tokens")
+SYSTEM_PYTHON = "/usr/bin/python3"
 MAX_POINTS = 4000  # points drawn per parity curve (the sorted curve is thinned evenly)
 
 
@@ -64,9 +69,12 @@ def read_windows(path):
                 for k in WINDOW_FIELDS:
                     if k not in w:
                         raise InputError(f"{path}:{lineno}: field \"{k}\" is missing")
-                if not isinstance(w["step"], int) or not isinstance(w["rank_tokens"], list):
-                    raise InputError(f"{path}:{lineno}: \"step\" must be an integer and "
-                                     "\"rank_tokens\" a list")
+                if (not isinstance(w["step"], int) or not isinstance(w["rank_tokens"], list)
+                        or not all(isinstance(t, int) for t in w["rank_tokens"])
+                        or not (w["loss"] is None or isinstance(w["loss"], (int, float)))):
+                    raise InputError(f"{path}:{lineno}: \"step\" must be an integer, "
+                                     "\"rank_tokens\" a list of integers and \"loss\" a "
+                                     "number or null")
                 by_step[w["step"]] = w
     except OSError as ex:
         raise InputError(f"cannot read {path}: {ex.strerror}")
@@ -191,7 +199,8 @@ def panel_loss(ax, np, runs):
     ax.set_ylabel("loss: mean over the window's supervised tokens")
     ax.grid(True, alpha=0.3)
     legend_below(ax)
-    xall = np.concatenate([xc, xs, xr] + ([np.array([stop_at + 0.5])] if stop_at is not None else []))
+    marks = [np.array([stop_at + 0.5])] if stop_at is not None else []
+    xall = np.concatenate([xc, xs, xr] + marks)
     if xall.size:
         lo, hi = float(xall.min()), float(xall.max())
         pad = max(0.6, 0.02 * (hi - lo))
@@ -208,6 +217,7 @@ def panel_parity(ax, np, parity, ref, grads):
         d = np.abs(grads[name] - ref)
         with np.errstate(divide="ignore", invalid="ignore"):
             r = np.where(d == 0, 0.0, d / tol)  # tol == 0 and d > 0: inf
+        r[np.isnan(r)] = np.inf  # a NaN in the gradient is outside, as in the parity check
         curves.append((m, np.sort(r)))
     finite_pos = [c[(c > 0) & np.isfinite(c)] for _, c in curves]
     finite_pos = np.concatenate(finite_pos) if finite_pos else np.array([])
@@ -218,25 +228,38 @@ def panel_parity(ax, np, parity, ref, grads):
         floor, ceil = 1e-6, 1e2
     floor = min(floor, 1e-3)
     notes = [f"atol = {atol:g}, rtol = {rtol:g}, {len(ref)} components"]
+    # the negative controls get a line style each, the first ones wider, so that curves
+    # which coincide (two wrong normalizations can agree on a window) all stay visible
     styles = {"global_token": dict(color="tab:green", lw=2.6, zorder=5)}
-    others = iter(["tab:red", "tab:purple", "tab:orange", "tab:brown", "tab:pink", "tab:cyan"])
+    others = iter([dict(color="tab:red", lw=3.4, alpha=0.75),
+                   dict(color="tab:purple", lw=1.8, ls=(0, (5, 2))),
+                   dict(color="tab:orange", lw=1.6, ls=(0, (1.5, 1.5))),
+                   dict(color="tab:brown", lw=1.4, ls="-."),
+                   dict(color="tab:pink", lw=1.2),
+                   dict(color="tab:cyan", lw=1.0)])
+    seen = []
     n = len(ref)
     any_zero = any_inf = False
     for m, r in curves:
         name = m["normalization"]
-        st = styles.get(name) or dict(color=next(others, "0.4"), lw=1.6, zorder=4)
+        st = styles.get(name) or dict(next(others, dict(color="0.4", lw=1.0)), zorder=4)
         zeros = int(np.count_nonzero(r == 0))
         infs = int(np.count_nonzero(np.isinf(r)))
+        nans = int(np.count_nonzero(np.isnan(grads[name])))
         any_zero |= zeros > 0
         any_inf |= infs > 0
-        outside = int(np.count_nonzero(r > 1))
+        outside = int(np.count_nonzero(~(r <= 1)))
         if name == "global_token":
             verdict = "pass" if outside == 0 else "FAIL"
         elif m.get("distinguishable") is False:
             verdict = "same as global_token on this window"
         else:
             verdict = "caught" if outside else "NOT caught"
-        extra = f"; {zeros} exactly equal" if zeros else ""
+        extra = (f"; {zeros} exactly equal" if zeros else "") + (f"; {nans} NaN" if nans else "")
+        same = [o for o in seen if np.array_equal(grads[o], grads[name], equal_nan=True)]
+        if same:
+            extra += f"; identical to {same[0]}"
+        seen.append(name)
         idx, y = thin(np, np.clip(r, floor, ceil))
         x = (idx + 1) / n * 100.0
         ax.plot(x, y, drawstyle="steps-post" if n <= 50 else "default",
@@ -250,7 +273,7 @@ def panel_parity(ax, np, parity, ref, grads):
     if any_zero:
         notes.append(f"exact (|g − ref| = 0): drawn at the floor {floor:.0e}")
     if any_inf:
-        notes.append(f"tolerance 0 with an error: drawn at {ceil:.0e}")
+        notes.append(f"NaN, or an error where the tolerance is 0: drawn at {ceil:.0e}")
     ax.text(0.02, 0.97, "\n".join(notes), transform=ax.transAxes, ha="left", va="top",
             fontsize=8.5, bbox=dict(boxstyle="round,pad=0.4", fc="white", ec="0.7", alpha=0.9))
     ax.text(0.98, 1.0, "outside the tolerance ↑", transform=ax.get_yaxis_transform(),
@@ -310,6 +333,24 @@ def panel_tokens(ax, np, cont):
     legend_below(ax, title=title)
 
 
+def system_python_fallback(argv):
+    """Runs this script again with SYSTEM_PYTHON when that is another interpreter (once:
+    the environment variable marks the second run). Returns only when it does not."""
+    if os.environ.get("DDPTOK_PLOT_NO_FALLBACK") or not os.access(SYSTEM_PYTHON, os.X_OK):
+        return
+    try:
+        if os.path.samefile(os.path.realpath(sys.executable), os.path.realpath(SYSTEM_PYTHON)):
+            return
+    except OSError:
+        pass
+    sys.stdout.flush()
+    env = dict(os.environ, DDPTOK_PLOT_NO_FALLBACK="1")
+    try:
+        os.execve(SYSTEM_PYTHON, [SYSTEM_PYTHON, os.path.abspath(argv[0])] + argv[1:], env)
+    except OSError:
+        pass
+
+
 def main(argv):
     args = argv[1:]
     if args and args[0] in ("-h", "--help"):
@@ -325,6 +366,7 @@ def main(argv):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as ex:
+        system_python_fallback(argv)
         fail(3, f"cannot draw the figure: {ex.name or ex} is not available for {sys.executable} "
                 "(install numpy and matplotlib, e.g. the Debian packages python3-numpy and "
                 "python3-matplotlib); nothing written")

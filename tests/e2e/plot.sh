@@ -2,7 +2,8 @@
 #
 # Checks that plot.py writes figure.png (a real PNG of a plausible size) and figure.svg and
 # prints their paths; that a missing input is refused with exit 2 and a message naming the
-# file; and that a python3 without numpy/matplotlib gives exit 3 and writes nothing.
+# file; that a python3 without numpy/matplotlib gives exit 3 and writes nothing, unless it
+# can hand over to the system's python3 that has them.
 # Skipped (77) when no python3 with numpy and matplotlib is found.
 set -u
 
@@ -75,10 +76,20 @@ grep -q "train-resume.jsonl" missing.err || fail "message does not name the file
 # (unless they sit in the standard library's own directory: then this check is moot)
 if ! "$PY" -S -E -c 'import numpy' >/dev/null 2>&1; then
 	rm -f outputs/figure.png outputs/figure.svg
-	"$PY" -S -E "$plot" outputs >/dev/null 2>nompl.err
+	DDPTOK_PLOT_NO_FALLBACK=1 "$PY" -S -E "$plot" outputs >/dev/null 2>nompl.err
 	rc=$?
 	[ "$rc" -eq 3 ] || fail "plot.py without numpy/matplotlib exited $rc, expected 3"
 	grep -q "matplotlib" nompl.err || fail "no message about matplotlib: $(cat nompl.err)"
 	[ ! -e outputs/figure.png ] || fail "plot.py wrote a figure without matplotlib"
+fi
+# a python3 on PATH without numpy while the system's has it: plot.py runs itself again with
+# the system's interpreter
+if [ "$PY" = /usr/bin/python3 ] && command -v python3 >/dev/null 2>&1 &&
+	! python3 -c 'import numpy' >/dev/null 2>&1; then
+	rm -f outputs/figure.png outputs/figure.svg
+	python3 "$plot" outputs >/dev/null 2>fallback.err
+	rc=$?
+	[ "$rc" -eq 0 ] || { cat fallback.err; fail "plot.py under $(command -v python3) exited $rc"; }
+	[ -s outputs/figure.png ] || fail "the fallback to /usr/bin/python3 wrote no figure"
 fi
 echo "plot: ok (${w}x${h} PNG, $svg_size bytes of SVG)"

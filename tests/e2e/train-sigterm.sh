@@ -1,0 +1,68 @@
+# SIGTERM during training: the run finishes its window, checkpoints, exits 8 naming the
+# checkpoint; resuming from it ends with parameters byte-identical to a continuous run's.
+# A second SIGTERM while the first is being honoured kills the process at once.
+set -eu
+fail() { echo "FAIL: $*"; exit 1; }
+
+# long enough (about a thousand small windows) to be interrupted in the middle
+S="--set devices.backend=cpu --set data.vocab=64 --set model.embed=16 --set model.hidden=256
+   --set model.context=4 --set data.train=128 --set data.max_len=32 --set train.updates=1500
+   --set train.stop_at=1400"
+# wait until the metrics file $1 holds a line (training has started), at most 60 s
+wait_line() {
+	i=0
+	while [ ! -s "$1" ]; do
+		i=$((i + 1))
+		[ "$i" -lt 1200 ] || fail "no metrics line in $1"
+		sleep 0.05
+	done
+}
+
+# shellcheck disable=SC2086
+"$DDPTOK" "$CONF/tiny.ini" train $S > stop.out 2> stop.err &
+pid=$!
+wait_line outputs/train-stop.jsonl
+kill -TERM "$pid"
+set +e
+wait "$pid"
+rc=$?
+set -e
+[ "$rc" -eq 8 ] || { cat stop.out stop.err; fail "exit $rc after SIGTERM, expected 8"; }
+grep -q "interrupted by SIGTERM" stop.err || fail "no interruption message: $(cat stop.err)"
+ck=$(sed -n 's/.*continue with --resume \(.*\))$/\1/p' stop.err)
+[ -n "$ck" ] && [ -d "$ck" ] || fail "the message names no checkpoint: $(cat stop.err)"
+step=$(basename "$ck" | sed 's/^step-0*//')
+lines=$(wc -l < outputs/train-stop.jsonl)
+[ "$step" -eq "$lines" ] || fail "checkpoint at step $step but $lines windows were logged"
+[ "$step" -lt 1400 ] || fail "the run was not interrupted early (step $step)"
+"$DDPTOK" "$CONF/tiny.ini" checkpoints $S > ck.out || { cat ck.out; fail "checkpoints"; }
+
+# shellcheck disable=SC2086
+"$DDPTOK" "$CONF/tiny.ini" train --resume "$ck" $S > resume.out
+# shellcheck disable=SC2086
+"$DDPTOK" "$CONF/tiny.ini" train --continuous $S > cont.out
+for f in params.npy momentum.npy state.json rank-0.json rank-1.json; do
+	cmp artifacts/checkpoints/step-1500/$f artifacts/continuous/step-1500/$f ||
+		fail "$f of the resumed run differs from the continuous run's"
+done
+[ "$(wc -l < outputs/train-resume.jsonl)" -eq $((1500 - step)) ] || fail "resume metrics"
+
+# a second signal: windows of about half a second, TERM twice 50 ms apart
+S2="--set devices.backend=cpu --set data.vocab=512 --set model.embed=64 --set model.hidden=2048
+    --set model.context=8 --set data.train=256 --set data.max_len=128 --set train.batch_size=16
+    --set train.updates=6 --set train.stop_at=5 --set run.outputs=o2 --set run.artifacts=a2"
+# shellcheck disable=SC2086
+"$DDPTOK" "$CONF/tiny.ini" train $S2 > two.out 2> two.err &
+pid=$!
+wait_line o2/train-stop.jsonl
+kill -TERM "$pid"
+sleep 0.05
+kill -TERM "$pid" 2> /dev/null || true
+set +e
+wait "$pid"
+rc=$?
+set -e
+[ "$rc" -eq 143 ] || { cat two.out two.err; fail "exit $rc after two signals, expected 143"; }
+[ ! -d a2/checkpoints ] || [ -z "$(ls a2/checkpoints | grep '^step-')" ] ||
+	fail "a checkpoint was written although the second signal killed the run"
+echo "ok: interrupted at step $step, resumed bit for bit; a second signal kills"
