@@ -6,6 +6,10 @@
 #include <errno.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+/* iterations of the spin phase: a few tens of microseconds on current cores */
+#define BARRIER_SPIN 4000
 
 int barrier_init(struct barrier *b, int parties, double timeout_s, struct err *e)
 {
@@ -26,6 +30,8 @@ int barrier_init(struct barrier *b, int parties, double timeout_s, struct err *e
 	b->timeout_s = timeout_s;
 	b->abort_rank = -1;
 	atomic_store(&b->aborted, 0);
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	b->spin = cores >= parties ? BARRIER_SPIN : 0;
 	return ERR_OK;
 }
 
@@ -47,6 +53,14 @@ static int aborted_error(struct barrier *b, int rank, struct err *e)
 	return ERR(e, ERR_ABORTED, "rank %d released: rank %d failed", rank, b->abort_rank);
 }
 
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
 int barrier_wait(struct barrier *b, int rank, struct err *e)
 {
 	double t0 = now_s();
@@ -56,13 +70,22 @@ int barrier_wait(struct barrier *b, int rank, struct err *e)
 		rc = aborted_error(b, rank, e);
 		goto out;
 	}
-	unsigned long gen = b->generation;
+	unsigned long gen = atomic_load(&b->generation);
 	if (++b->waiting == b->parties) {
 		b->waiting = 0;
-		b->generation++;
+		atomic_fetch_add(&b->generation, 1);
 		pthread_cond_broadcast(&b->cv);
 		goto out;
 	}
+	/* spin without the lock; the last arrival bumps the generation */
+	pthread_mutex_unlock(&b->mu);
+	for (int i = 0; i < b->spin; i++) {
+		if (atomic_load_explicit(&b->generation, memory_order_acquire) != gen ||
+		    atomic_load_explicit(&b->aborted, memory_order_relaxed))
+			break;
+		cpu_relax();
+	}
+	pthread_mutex_lock(&b->mu);
 	struct timespec deadline;
 	if (b->timeout_s > 0) {
 		clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -121,6 +144,6 @@ void barrier_reset(struct barrier *b)
 	atomic_store(&b->aborted, 0);
 	b->abort_rank = -1;
 	b->waiting = 0;
-	b->generation++;
+	atomic_fetch_add(&b->generation, 1);
 	pthread_mutex_unlock(&b->mu);
 }

@@ -4,7 +4,9 @@
  * A reusable (generation-counted) barrier with an abort flag: a rank that fails calls
  * barrier_abort() and every rank waiting now or later returns ERR_ABORTED instead of
  * waiting for a peer that will never come. A wait also gives up after a timeout (a
- * lost rank is an error, not a hang). Used for accumulation windows, the host
+ * lost rank is an error, not a hang). A waiter first spins briefly on the generation
+ * counter (a window step meets its peers several times, usually within microseconds)
+ * before sleeping on the condition variable. Used for accumulation windows, the host
  * collective and checkpoint snapshots.
  */
 #ifndef DDPTOK_BARRIER_H
@@ -20,10 +22,12 @@ struct barrier {
 	pthread_cond_t cv;
 	int parties;
 	int waiting;
-	unsigned long generation;
+	atomic_ulong generation;
 	atomic_int aborted;      /* non-zero once any rank aborted */
 	int abort_rank;          /* first rank that aborted, -1 if none */
 	double timeout_s;        /* <= 0: wait forever */
+	int spin;                /* spin iterations before sleeping (0 when the parties
+				    outnumber the cores: spinning would steal their time) */
 	double wait_ns_total[8]; /* per-rank time spent waiting (statistics) */
 };
 

@@ -9,10 +9,12 @@
  * with updates, `grad` prints per-tensor statistics of the last window's reduced or
  * local gradient, `compare` recomputes that window's reduced gradient under any
  * normalization and sets it against the single-device reference, `mode` switches the
- * normalization, `dump` writes tensors as .npy, `save` checkpoints (through the trainer,
- * see do_save), `eval` measures the test split. Steps are counted as the trainer counts
- * them: a window the engine rejects for having no supervised token is a step without an
- * update.
+ * normalization, `dump` writes tensors as .npy, `save` checkpoints (with the trainer's
+ * own writer, see do_save), `eval` measures the test split. Steps are counted as the
+ * trainer counts them: a window the engine rejects for having no supervised token is a
+ * step without an update. The session also keeps what the trainer records besides the
+ * state (the per-rank histories, the last window's loss), so that a checkpoint of the
+ * same step is the same, byte for byte, whichever of the two wrote it.
  *
  * `compare` must never change the training trajectory: before every window the session
  * keeps a host copy of the parameters and momentum, the comparison runs from that copy
@@ -75,8 +77,12 @@ struct inspect {
 	int64_t last_step;        /* the step number of the last window */
 	int64_t start_step;       /* where the session started (0, or the checkpoint's) */
 	const char *resume_dir;   /* the checkpoint the session started from, or NULL */
-	int run_mode;             /* the mode every window of the session used; -1: none
-				     yet, -2: several */
+	int run_mode;             /* the mode every window used (those of the resumed
+				     checkpoint included); -1: none yet, -2: several */
+	int resume_mode;          /* the resumed checkpoint's normalization, or -1 */
+	/* what the trainer records with the state, kept as the trainer keeps it */
+	struct train_history hist[PLAN_MAX_WORLD];
+	double last_loss;         /* the last accepted window's loss (NaN: none yet) */
 	int fatal;                /* a device/runtime failure: the session ends */
 	int noted_end;            /* told once that [train] updates was passed */
 };
@@ -319,8 +325,12 @@ static int step_once(struct inspect *in, struct err *e)
 			   "any rank and train.empty_window = error: no update, and training cannot "
 			   "go past it", (long long)in->draw->index + 1, (long long)in->step + 1);
 	}
-	/* like the trainer: a rejected window still counts as a step (without an update) */
+	/* like the trainer: a rejected window still counts as a step (without an update)
+	 * and in the histories, and only an accepted one sets the last loss */
 	in->step++;
+	train_history_add(in->hist, in->draw);
+	if (!res.rejected)
+		in->last_loss = res.loss;
 	if (in->run_mode == -1)
 		in->run_mode = in->mode;
 	else if (in->run_mode != in->mode)
@@ -666,20 +676,18 @@ out:
 /* ------------------------------------------------------------------ save */
 
 /*
- * The trainer writes its checkpoints from inside train_run(), the only writer of the
- * checkpoint format. `save` therefore has the trainer replay the session's steps (from
- * the seeded state, or from the checkpoint the session resumed) with the session's
- * normalization up to the current step, where it writes its checkpoint under
- * <artifacts>/inspect. Windows, parameters and momentum are deterministic, so the
- * replay reaches the session's state bit for bit; that is checked before the
- * checkpoint is accepted (otherwise it is removed).
+ * A checkpoint of the session's state as it stands, written by the trainer's own writer
+ * (train_checkpoint_write) under <artifacts>/inspect: the parameters and momentum read
+ * from the engine, updates_done, the sampler state, the step count, the per-rank
+ * histories and the last window's loss that the session kept as the trainer keeps them,
+ * and the normalization of its windows. A checkpoint records one normalization, so a
+ * session whose windows used several (the resumed checkpoint's included) is refused.
  */
 static int do_save(struct inspect *in, int argc, char **argv, struct err *e)
 {
 	struct app *a = in->a;
 	struct engine *eng = in->r.eng;
-	struct train_opts o;
-	struct train_result res;
+	char root[FSX_PATH_MAX], dir[FSX_PATH_MAX];
 	int rc;
 	if (argc > 1)
 		return ERR(e, ERR_USAGE, "save takes no argument");
@@ -691,59 +699,37 @@ static int do_save(struct inspect *in, int argc, char **argv, struct err *e)
 		       "state\n", in->resume_dir, (long long)in->step);
 		return ERR_OK;
 	}
-	if (in->run_mode == -2)
+	if (in->run_mode == -2) {
+		if (in->resume_mode >= 0)
+			return ERR(e, ERR_USAGE, "save: unavailable in this session: its windows used "
+				   "several normalizations (those of checkpoint %s used %s) and a "
+				   "checkpoint records one; a session that keeps the checkpoint's mode "
+				   "can be saved", in->resume_dir, norm_mode_name(in->resume_mode));
 		return ERR(e, ERR_USAGE, "save: unavailable in this session: its windows used "
 			   "several normalizations and a checkpoint records one (the trainer runs "
 			   "a single normalization); a session that keeps one mode can be saved");
-	if ((rc = train_opts_for(a, in->resume_dir ? TRAIN_RESUME : TRAIN_STOP, in->resume_dir,
-				 &o, e)) != ERR_OK ||
-	    (rc = fsx_join(o.ckpt_root, sizeof o.ckpt_root, a->artifacts, "inspect", e)) != ERR_OK) {
-		err_prefix(e, "save");
-		return rc;
 	}
-	o.stop_at = in->step;
-	o.checkpoint_every = 0;
-	o.metrics_path[0] = '\0';
-	o.progress = 0;
-	o.mode = in->run_mode;
-	o.on_window = NULL;
-	printf("save: the trainer replays steps %lld..%lld (normalization %s) from %s and writes "
-	       "its checkpoint under %s\n", (long long)in->start_step + 1, (long long)in->step,
-	       norm_mode_name(o.mode), in->resume_dir ? in->resume_dir : "the seeded state",
-	       o.ckpt_root);
-	fflush(stdout);
-	if ((rc = train_run(a, &o, &res, e)) != ERR_OK) {
+	if ((rc = fsx_join(root, sizeof root, a->artifacts, "inspect", e)) != ERR_OK) {
 		err_prefix(e, "save");
 		return rc;
 	}
 	DEV(in, engine_get_state(eng, in->cur_p, in->cur_m, e));
-	size_t dp = 0, dm = 0;
-	double xp = train_max_abs_diff(res.params, in->cur_p, in->n, &dp);
-	double xm = train_max_abs_diff(res.momentum, in->cur_m, in->n, &dm);
-	if (res.step != in->step || res.updates_done != eng->updates_done || dp || dm ||
-	    !res.checkpoint[0]) {
-		struct err ignore;
-		err_clear(&ignore);
-		if (res.checkpoint[0])
-			fsx_remove_tree(res.checkpoint, &ignore);
-		rc = ERR(e, ERR_CHECK, "save: the trainer's replay did not reach the session's "
-			 "state (step %lld vs %lld, updates %lld vs %lld, %zu parameters and %zu "
-			 "momentum values differ, max %.3e / %.3e): checkpoint not kept",
-			 (long long)res.step, (long long)in->step, (long long)res.updates_done,
-			 (long long)eng->updates_done, dp, dm, xp, xm);
-		train_result_free(&res);
+	struct train_snapshot snap = {
+		.a = a, .r = &in->r, .step = in->step, .mode = in->run_mode,
+		.last_loss = in->last_loss, .hist = in->hist, .params = in->cur_p,
+		.momentum = in->cur_m,
+	};
+	if ((rc = train_checkpoint_write(&snap, root, dir, sizeof dir, e)) != ERR_OK) {
+		err_prefix(e, "save");
 		return rc;
 	}
-	printf("save: checkpoint %s: step %lld, %lld updates, normalization %s; the replay "
-	       "equals the session's parameters and momentum bit for bit\n", res.checkpoint,
-	       (long long)res.step, (long long)res.updates_done, norm_mode_name(o.mode));
-	printf("save: continue with: inspect --resume %s  (or train --resume %s)\n",
-	       res.checkpoint, res.checkpoint);
-	if (o.mode != a->s.normalization)
+	printf("save: checkpoint %s: step %lld, %lld updates, normalization %s\n", dir,
+	       (long long)in->step, (long long)eng->updates_done, norm_mode_name(snap.mode));
+	printf("save: continue with: inspect --resume %s  (or train --resume %s)\n", dir, dir);
+	if (snap.mode != a->s.normalization)
 		printf("save: note: [train] normalization is %s; a resume of this checkpoint needs "
 		       "--set train.normalization=%s\n", norm_mode_name(a->s.normalization),
-		       norm_mode_name(o.mode));
-	train_result_free(&res);
+		       norm_mode_name(snap.mode));
 	return ERR_OK;
 }
 
@@ -814,13 +800,12 @@ static const struct icmd icmds[] = {
 	 "taken at), params.npy (after the update) and layout.json (each tensor's name, shape,\n"
 	 "offset and count in the flat vectors, and the window)."},
 	{"save", do_save, "save", "write a checkpoint of the current state now",
-	 "Writes a checkpoint of the current state as <artifacts>/inspect/step-NNNN, in the\n"
-	 "trainer's format and by the trainer's own writer: the trainer replays the session's\n"
-	 "steps (from the seeded state or the resumed checkpoint) with the session's\n"
-	 "normalization, and the checkpoint is kept only if the replay equals the session's\n"
-	 "parameters and momentum bit for bit. `inspect --resume DIR` or `train --resume DIR`\n"
-	 "continue from it. A session whose windows used several normalizations cannot be\n"
-	 "saved (a checkpoint records one)."},
+	 "Writes a checkpoint of the current state as <artifacts>/inspect/step-NNNN with the\n"
+	 "trainer's own writer: parameters, momentum, updates done, sampler state, the step,\n"
+	 "the per-rank histories and the last loss, exactly as train writes them at the same\n"
+	 "step (the files are byte-identical). `inspect --resume DIR` or `train --resume DIR`\n"
+	 "continue from it. A session whose windows used several normalizations (those of a\n"
+	 "resumed checkpoint included) cannot be saved: a checkpoint records one."},
 	{"eval", do_eval, "eval", "test split loss and accuracy",
 	 "Evaluates the current parameters on the test split: the global token mean of the loss\n"
 	 "and the argmax accuracy, with the token and sequence counts."},
@@ -967,6 +952,8 @@ static int inspect_open(struct app *a, struct inspect *in, struct err *e)
 	in->a = a;
 	in->mode = a->s.normalization;
 	in->run_mode = -1;
+	in->resume_mode = -1;
+	in->last_loss = NAN;
 	/* the corpus and the state the trainer uses (the prepared corpus; a checkpoint) */
 	struct corpus c;
 	struct train_ckpt ck;
@@ -983,6 +970,10 @@ static int inspect_open(struct app *a, struct inspect *in, struct err *e)
 		in->resume_dir = a->o.resume_dir;
 		in->step = in->start_step = ck.step;
 		in->mode = ck.normalization;
+		/* the trainer continues from what the checkpoint recorded */
+		in->run_mode = in->resume_mode = ck.normalization;
+		in->last_loss = ck.last_loss;
+		memcpy(in->hist, ck.hist, sizeof in->hist);
 	}
 	rc = train_open(a, &in->r, &c, a->o.resume_dir ? &ck : NULL, e); /* takes c */
 	train_ckpt_free(&ck);

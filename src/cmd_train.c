@@ -336,7 +336,7 @@ int cmd_clean(struct app *a, struct err *e)
 		return rc;
 	if (gen && (rc = refuse_dangerous("outputs", a->outputs, e)))
 		return rc;
-	if ((ck || gen) && (rc = refuse_dangerous("artifacts", a->artifacts, e)))
+	if (ck && (rc = refuse_dangerous("artifacts", a->artifacts, e)))
 		return rc;
 
 	if (gen && fsx_is_dir(a->outputs)) {

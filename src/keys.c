@@ -70,9 +70,12 @@ const struct cfg_key settings_keys[] = {
 		 "microbatch layout: packed (supervised positions only) or padded to max_len"),
 
 	/* [train] */
-	INT_KEY("train", "updates", "100", 1, 1000000, 1,
+	/* updates and stop_at only say where a run ends: no window's computation depends
+	 * on them (the sampler, the model and the optimizer never read them), so a resume
+	 * may continue a run to another length */
+	INT_KEY("train", "updates", "100", 1, 1000000, 0,
 		"optimizer steps (accumulation windows) of a full run"),
-	INT_KEY("train", "stop_at", "50", 1, 1000000, 1,
+	INT_KEY("train", "stop_at", "50", 1, 1000000, 0,
 		"step at which the interrupted run stops and checkpoints (must be < updates)"),
 	INT_KEY("train", "accumulation", "2", 1, 64, 1,
 		"microbatches per rank per accumulation window"),

@@ -506,18 +506,17 @@ static int add_config(struct ckpt_writer *w, const struct cfg *c, struct err *e)
 	return add_buffer(w, "config.ini", buf, len, e);
 }
 
-/* Writes checkpoint step-NNNN for the current step; its directory goes to out. */
-static int write_checkpoint(struct trainer *t, char *out, size_t cap, struct err *e)
+int train_checkpoint_write(const struct train_snapshot *s, const char *root, char *out,
+			   size_t cap, struct err *e)
 {
-	struct app *a = t->a;
-	struct engine *eng = t->r.eng;
+	const struct app *a = s->a;
+	const struct engine *eng = s->r->eng;
+	const struct corpus *c = &s->r->corpus;
 	struct ckpt_writer *w = NULL;
 	struct sampler_state ss;
 	int rc;
 
-	if ((rc = engine_get_state(eng, t->params, t->momentum, e)))
-		return rc;
-	sampler_get_state(&t->r.sampler, &ss);
+	sampler_get_state(&s->r->sampler, &ss);
 	json_t *rng = json_array();
 	for (int i = 0; i < 4; i++) {
 		char hex[17];
@@ -526,26 +525,25 @@ static int write_checkpoint(struct trainer *t, char *out, size_t cap, struct err
 	}
 	json_t *state = json_pack(
 		"{s:s, s:I, s:I, s:{s:o, s:I}, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:o}",
-		"format", TRAIN_STATE_FORMAT, "step", (json_int_t)t->step, "updates_done",
+		"format", TRAIN_STATE_FORMAT, "step", (json_int_t)s->step, "updates_done",
 		(json_int_t)eng->updates_done, "sampler", "rng", rng, "window_index",
-		(json_int_t)ss.window_index, "normalization", norm_mode_name(t->o->mode), "backend",
+		(json_int_t)ss.window_index, "normalization", norm_mode_name(s->mode), "backend",
 		engine_backend_name(eng), "reduce", coll_op_name(a->s.reduce), "world", eng->world,
 		"accumulation", a->s.accumulation, "batch_size", a->s.batch_size, "n_params",
 		(json_int_t)eng->shape.n_params, "layout", run_layout_json(&eng->shape), "last_loss",
-		t->step > 0 && isfinite(t->last_loss) ? json_real(t->last_loss) : json_null());
-	json_t *lock = json_pack("{s:s, s:i, s:{s:i, s:i, s:i}}", "lock", t->r.corpus.lock,
+		s->step > 0 && isfinite(s->last_loss) ? json_real(s->last_loss) : json_null());
+	json_t *lock = json_pack("{s:s, s:i, s:{s:i, s:i, s:i}}", "lock", c->lock,
 				 "corpus_format", CORPUS_FORMAT, "sequences", "train",
-				 t->r.corpus.split_count[SPLIT_TRAIN], "validation",
-				 t->r.corpus.split_count[SPLIT_VALIDATION], "test",
-				 t->r.corpus.split_count[SPLIT_TEST]);
+				 c->split_count[SPLIT_TRAIN], "validation",
+				 c->split_count[SPLIT_VALIDATION], "test", c->split_count[SPLIT_TEST]);
 
-	if ((rc = ckpt_begin(t->o->ckpt_root, (uint64_t)t->step, &w, e))) {
+	if ((rc = ckpt_begin(root, (uint64_t)s->step, &w, e))) {
 		json_decref(state);
 		json_decref(lock);
 		return rc;
 	}
-	if ((rc = add_vector(w, "params.npy", t->params, eng->shape.n_params, e)) ||
-	    (rc = add_vector(w, "momentum.npy", t->momentum, eng->shape.n_params, e)) ||
+	if ((rc = add_vector(w, "params.npy", s->params, eng->shape.n_params, e)) ||
+	    (rc = add_vector(w, "momentum.npy", s->momentum, eng->shape.n_params, e)) ||
 	    (rc = add_config(w, &a->cfg, e)))
 		goto fail;
 	rc = add_json(w, "data.lock", lock, e);
@@ -566,9 +564,9 @@ static int write_checkpoint(struct trainer *t, char *out, size_t cap, struct err
 				      "device", dev, "backend", engine_backend_name(eng), "rng",
 				      "rng_note", "none: the ranks draw no random numbers (the sampler "
 				      "state in state.json is the run's only generator)", "history",
-				      "windows", (json_int_t)t->hist[r].windows, "sequences",
-				      (json_int_t)t->hist[r].sequences, "tokens",
-				      (json_int_t)t->hist[r].tokens);
+				      "windows", (json_int_t)s->hist[r].windows, "sequences",
+				      (json_int_t)s->hist[r].sequences, "tokens",
+				      (json_int_t)s->hist[r].tokens);
 		if ((rc = add_json(w, name, j, e)))
 			goto fail;
 	}
@@ -576,7 +574,6 @@ static int write_checkpoint(struct trainer *t, char *out, size_t cap, struct err
 	w = NULL;
 	if (rc)
 		return rc;
-	t->last_ckpt_step = t->step;
 	app_debug(a, "train: checkpoint %s", out);
 	return ERR_OK;
 fail:
@@ -584,6 +581,31 @@ fail:
 	json_decref(lock);
 	ckpt_abort(w);
 	return rc;
+}
+
+/* Writes checkpoint step-NNNN of the trainer's current step; its directory goes to out. */
+static int write_checkpoint(struct trainer *t, char *out, size_t cap, struct err *e)
+{
+	struct train_snapshot s = {
+		.a = t->a, .r = &t->r, .step = t->step, .mode = t->o->mode,
+		.last_loss = t->last_loss, .hist = t->hist, .params = t->params,
+		.momentum = t->momentum,
+	};
+	int rc = engine_get_state(t->r.eng, t->params, t->momentum, e);
+	if (rc || (rc = train_checkpoint_write(&s, t->o->ckpt_root, out, cap, e)))
+		return rc;
+	t->last_ckpt_step = t->step;
+	return ERR_OK;
+}
+
+void train_history_add(struct train_history *hist, const struct window *w)
+{
+	for (int r = 0; r < w->world; r++) {
+		hist[r].windows++;
+		hist[r].tokens += w->rank_tokens[r];
+		for (int m = 0; m < w->micro; m++)
+			hist[r].sequences += w->mb[r][m].n;
+	}
 }
 
 /* ---- the loop --------------------------------------------------------------------- */
@@ -670,6 +692,14 @@ int train_run(struct app *a, const struct train_opts *o, struct train_result *re
 				 norm_mode_name(o->mode));
 			goto out_corpus;
 		}
+		/* [train] updates is not a math key: a resume may lengthen a run, but not end it
+		 * before the step it already reached */
+		if (ck.step > o->stop_at) {
+			rc = ERR(e, ERR_CONFIG, "checkpoint %s is at step %" PRId64 ", past step %" PRId64
+				 " where this run ends (raise [train] updates to continue it)",
+				 o->resume_dir, ck.step, o->stop_at);
+			goto out_corpus;
+		}
 	}
 	if ((rc = train_open(a, &t.r, &c, o->resume_dir ? &ck : NULL, e)))
 		goto out;
@@ -726,12 +756,7 @@ int train_run(struct app *a, const struct train_opts *o, struct train_result *re
 		t.step++;
 		if (wr.rejected)
 			res->skipped++;
-		for (int r = 0; r < t.r.w.world; r++) {
-			t.hist[r].windows++;
-			t.hist[r].tokens += t.r.w.rank_tokens[r];
-			for (int m = 0; m < t.r.w.micro; m++)
-				t.hist[r].sequences += t.r.w.mb[r][m].n;
-		}
+		train_history_add(t.hist, &t.r.w);
 		res->seconds += wr.seconds;
 		res->tokens += wr.N;
 		if (!wr.rejected) {

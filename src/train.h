@@ -82,6 +82,29 @@ struct train_history {
 	int64_t tokens;    /* supervised tokens it computed */
 };
 
+/* Adds one window to the per-rank histories (hist[0..w->world-1]): the trainer counts
+ * every window that is a step, rejected (empty) ones included. */
+void train_history_add(struct train_history *hist, const struct window *w);
+
+/* What a checkpoint records, as held by whoever ran the windows (the trainer, or an
+ * inspect session that stepped them itself). */
+struct train_snapshot {
+	const struct app *a;     /* settings, and the resolved configuration for config.ini */
+	const struct run *r;     /* engine (shape, world, backend, updates_done), sampler, corpus */
+	int64_t step;            /* steps done, rejected windows included */
+	int mode;                /* the normalization every window used (enum norm_mode) */
+	double last_loss;        /* global token mean of the last accepted window (NaN: none) */
+	const struct train_history *hist; /* r->eng->world entries */
+	const float *params, *momentum;   /* the engine's state now (engine_get_state) */
+};
+
+/* Writes checkpoint <root>/step-NNNN (NNNN = s->step) from s through the atomic store; its
+ * directory goes to out. This is the only writer of the format: the trainer's checkpoints
+ * and inspect's save both come from it, so equal states give byte-identical files. Call it
+ * between windows only. */
+int train_checkpoint_write(const struct train_snapshot *s, const char *root, char *out,
+			   size_t cap, struct err *e);
+
 struct train_result {
 	int64_t start_step;   /* 0, or the step of the checkpoint resumed from */
 	int64_t step;         /* steps done at the end */
