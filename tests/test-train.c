@@ -10,6 +10,9 @@
  *   - extra checkpoints (checkpoint_every) and a SIGTERM during training (finish the
  *     window, checkpoint, ERR_INTERRUPTED, default disposition re-armed for a second
  *     signal, the caller's handler restored afterwards) resume to the same result;
+ *   - a run stopped at 3 of 6 updates resumes to 8 updates (updates and stop_at are not
+ *     math keys): at step 6 it equals the 6-update continuous run bit for bit, at step 8
+ *     the 8-update one; a resume that would end before its checkpoint is refused;
  *   - empty windows are skipped as steps without update (and resume exactly across them)
  *     or refused with ERR_EMPTY naming the window;
  *   - a corrupted byte, a truncated file, a deleted manifest, a deleted file, a changed
@@ -277,6 +280,90 @@ START_TEST(test_resume_negative_controls)
 	train_result_free(&cont);
 	train_result_free(&stop);
 	app_drop(&a);
+	remove_tmp();
+}
+END_TEST
+
+/* [train] updates and stop_at are not math keys: a run stopped at 3 of 6 updates may be
+ * continued to 8 (with another stop_at too). Its step 6 is the 6-update continuous run's
+ * step 6 bit for bit (the sampler, the model and the optimizer never read updates), and
+ * its step 8 the 8-update continuous run's. A resume that would end before the
+ * checkpoint's step is refused. */
+START_TEST(test_resume_to_more_updates)
+{
+	struct app a6, a8, a4;
+	struct train_result cont6, cont8, stop, res;
+	struct train_ckpt ck6;
+	struct corpus c;
+	struct err e;
+	char c6[FSX_PATH_MAX], c8[FSX_PATH_MAX], sroot[FSX_PATH_MAX], rroot[FSX_PATH_MAX],
+		ck[FSX_PATH_MAX], p[FSX_PATH_MAX], q[FSX_PATH_MAX], d[FSX_PATH_MAX];
+	make_tmp();
+	app_make(&a6, "longer", "train.updates=6", NULL);
+	/* another length, another stop_at, a checkpoint at step 6 on the way */
+	app_make(&a8, "longer", "train.updates=8", "train.stop_at=5", "train.checkpoint_every=6",
+		 NULL);
+	sub(c6, sizeof c6, "cont6");
+	sub(c8, sizeof c8, "cont8");
+	sub(sroot, sizeof sroot, "stop");
+	sub(rroot, sizeof rroot, "res");
+	must_train(&a6, 6, NULL, c6, &cont6);
+	must_train(&a8, 8, NULL, c8, &cont8);
+	/* the two continuous runs end in different states: the comparisons below can fail */
+	ck_assert(memcmp(cont6.params, cont8.params, cont6.n * sizeof(float)) != 0);
+	must_train(&a6, 3, NULL, sroot, &stop);
+	ckpt_path(ck, sizeof ck, sroot, 3);
+
+	int rc = train_to(&a8, 8, ck, rroot, &res, &e);
+	ck_assert_msg(rc == ERR_OK, "resume to 8 updates refused: %s", e.msg);
+	ck_assert_int_eq(res.start_step, 3);
+	ck_assert_int_eq(res.step, 8);
+	same_result(&res, &cont8, "stopped at 3 of 6, resumed to 8");
+
+	/* its step-6 checkpoint holds the 6-update continuous run's final state */
+	ckpt_path(d, sizeof d, rroot, 6);
+	err_clear(&e);
+	ck_assert_int_eq(train_corpus(&a6, 0, &c, &e), ERR_OK);
+	ck_assert_msg(train_ckpt_load(&a6, d, &c, TRAIN_CHECK_ALL, &ck6, &e) == ERR_OK, "%s",
+		      e.msg);
+	ck_assert_int_eq(ck6.step, 6);
+	ck_assert_int_eq(ck6.updates_done, cont6.updates_done);
+	ck_assert_uint_eq(ck6.n, cont6.n);
+	ck_assert_msg(memcmp(ck6.params, cont6.params, cont6.n * sizeof(float)) == 0,
+		      "step 6 of the lengthened run differs from the 6-update run");
+	ck_assert_msg(memcmp(ck6.momentum, cont6.momentum, cont6.n * sizeof(float)) == 0,
+		      "momentum at step 6 differs from the 6-update run");
+	ck_assert_msg(memcmp(ck6.hist, cont6.hist, sizeof ck6.hist) == 0, "histories differ");
+	/* every file but config.ini (which records updates = 8) is byte-identical */
+	static const char *files[] = {"params.npy", "momentum.npy", "state.json", "rank-0.json",
+				      "rank-1.json", "data.lock", NULL};
+	for (int f = 0; files[f]; f++) {
+		pjoin(p, sizeof p, d, files[f]);
+		char c6dir[FSX_PATH_MAX];
+		ckpt_path(c6dir, sizeof c6dir, c6, 6);
+		pjoin(q, sizeof q, c6dir, files[f]);
+		same_file(p, q);
+	}
+	train_ckpt_free(&ck6);
+	corpus_free(&c);
+	train_result_free(&res);
+
+	/* a run that ends before the checkpoint's step is refused, and writes nothing */
+	app_make(&a4, "longer", "train.updates=4", NULL);
+	char r4[FSX_PATH_MAX];
+	sub(r4, sizeof r4, "res4");
+	ckpt_path(d, sizeof d, rroot, 6);
+	rc = train_to(&a4, 4, d, r4, &res, &e);
+	ck_assert_int_eq(rc, ERR_CONFIG);
+	ck_assert_msg(strstr(e.msg, "step 6") && strstr(e.msg, "updates"), "%s", e.msg);
+	ck_assert(!fsx_exists(r4));
+
+	train_result_free(&cont6);
+	train_result_free(&cont8);
+	train_result_free(&stop);
+	app_drop(&a4);
+	app_drop(&a6);
+	app_drop(&a8);
 	remove_tmp();
 }
 END_TEST
@@ -786,6 +873,7 @@ static Suite *train_suite(void)
 	tcase_add_test(tc, test_resume_w2_sum);
 	tcase_add_test(tc, test_resume_w2_avg);
 	tcase_add_test(tc, test_resume_negative_controls);
+	tcase_add_test(tc, test_resume_to_more_updates);
 	tcase_add_test(tc, test_checkpoint_every);
 	tcase_add_test(tc, test_sigterm_checkpoints_and_resumes);
 	tcase_add_test(tc, test_empty_windows);

@@ -1,10 +1,11 @@
 #!/bin/sh
-# inspect: save writes a checkpoint through the trainer's writer that is byte-identical
-# to the trainer's own checkpoint of the same step; inspect --resume continues from it
-# exactly as the uninterrupted session does; the losses inspect reports are the ones
-# the trainer records; saving is refused (the session going on) when there is nothing
-# to save or when the session mixed normalizations; a damaged checkpoint is refused at
-# --resume with status 5.
+# inspect: save writes a checkpoint with the trainer's writer that is byte-identical to
+# the trainer's own checkpoint of the same step, from a fresh session and from one that
+# resumed an earlier save (whose histories and last loss it carries on); inspect --resume
+# continues from it exactly as the uninterrupted session does; the losses inspect reports
+# are the ones the trainer records; saving is refused (the session going on) when there is
+# nothing to save or when the session mixed normalizations, a resumed checkpoint's
+# included; a damaged checkpoint is refused at --resume with status 5.
 set -eu
 
 fail() { echo "FAIL: $*"; for f in *.txt; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
@@ -46,6 +47,24 @@ steps() { grep -o 'step [345]: window .*' "$1"; }
 [ "$(steps b.txt | wc -l)" = 3 ] || fail "session b did not run steps 3..5"
 [ "$(steps a.txt)" = "$(steps b.txt)" ] || fail "the resumed session differs from the continuous one"
 [ "$(grep -o 'eval: .*' a.txt)" = "$(grep -o 'eval: .*' b.txt)" ] || fail "eval differs after resume"
+
+# a session resumed at step 2 saves step 3 byte-identical to train's step 3 too
+rm -rf artifacts/inspect/step-0003
+printf 'step\nsave\n' | "$DDPTOK" "$CONF/tiny.ini" inspect --resume artifacts/inspect/step-0002 \
+	> f.txt 2>&1 || fail "session f exited with $?"
+grep -q 'save: checkpoint artifacts/inspect/step-0003: step 3, 3 updates' f.txt \
+	|| fail "the resumed session saved no step 3"
+for f in params.npy momentum.npy state.json rank-0.json rank-1.json config.ini data.lock MANIFEST.json; do
+	cmp -s "artifacts/checkpoints/step-0003/$f" "artifacts/inspect/step-0003/$f" \
+		|| fail "$f differs between train's step 3 and the resumed session's"
+done
+
+# a resumed session that switches away from its checkpoint's normalization cannot be saved
+printf 'mode mean_of_means\nstep\nsave\n' \
+	| "$DDPTOK" "$CONF/tiny.ini" inspect --resume artifacts/inspect/step-0002 > g.txt 2>&1 \
+	|| fail "session g exited with $?"
+grep -q 'error: save: unavailable in this session: its windows used several normalizations (those of checkpoint artifacts/inspect/step-0002 used global_token)' g.txt \
+	|| fail "a resumed session with another normalization was saved"
 
 # a session that mixes normalizations cannot be saved; one that keeps a wrong mode can
 printf 'step\nmode mean_of_means\nstep\nsave\n' | "$DDPTOK" "$CONF/tiny.ini" inspect > c.txt 2>&1 \
