@@ -77,7 +77,7 @@ static int step(struct protocol *p, struct app *a, const char *name,
 	s->name = name;
 	s->rc = fn(a, p, &local);
 	s->seconds = now_s() - t0;
-	snprintf(s->msg, sizeof s->msg, "%s", local.msg);
+	snprintf(s->msg, sizeof s->msg, "%.255s", local.msg);
 	if (s->rc == ERR_CHECK) {
 		p->failed_checks++;
 		fprintf(stderr, "ddptok-run: check failed in %s: %s\n", name, local.msg);
@@ -272,7 +272,7 @@ static int do_figure(struct app *a, struct protocol *p, struct err *e)
 		*slash = '\0';
 	snprintf(script, sizeof script, "%s/tools/plot.py", exe);
 	if (!fsx_exists(script)) {
-		snprintf(p->figure_msg, sizeof p->figure_msg, "skipped: %s not found", script);
+		snprintf(p->figure_msg, sizeof p->figure_msg, "skipped: %.400s not found", script);
 		app_info(a, "figure: %s", p->figure_msg);
 		return ERR_OK;
 	}
@@ -291,7 +291,7 @@ static int do_figure(struct app *a, struct protocol *p, struct err *e)
 		int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 		if (code == 0) {
 			p->figure_ok = 1;
-			snprintf(p->figure_msg, sizeof p->figure_msg, "%s/figure.png and figure.svg",
+			snprintf(p->figure_msg, sizeof p->figure_msg, "%.400s/figure.png and figure.svg",
 				 a->outputs);
 			return ERR_OK;
 		}

@@ -382,6 +382,7 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 			res->seconds_barrier = wait;
 		if (ws.coll_s[r] > res->seconds_coll)
 			res->seconds_coll = ws.coll_s[r];
+		res->seconds_coll_mean += ws.coll_s[r] / eng->world;
 	}
 	res->seconds = now_s() - t0;
 	if (ws.rejected[0]) {

@@ -60,6 +60,7 @@ struct window_result {
 	double grad_norm;  /* L2 norm of the reduced gradient (when captured) */
 	double seconds;    /* wall time of the window */
 	double seconds_coll;    /* max over ranks of the time inside collectives */
+	double seconds_coll_mean; /* mean over ranks of the same */
 	double seconds_barrier; /* max over ranks of the time waiting at barriers */
 };
 
