@@ -40,6 +40,7 @@ struct nccl_rank {
 struct nccl_coll {
 	int world;
 	atomic_int aborting;
+	atomic_int abort_by; /* rank whose failure first aborted the collective, -1 none */
 	int mu_ready;
 	struct nccl_rank r[8];
 };
@@ -99,19 +100,23 @@ static void abort_all(struct nccl_coll *n)
 	cudaGetLastError();
 }
 
+/* Names the rank whose failure aborted the collective. The collective's own record
+ * comes first: the pool re-arms its barrier after a failed run, and in a later run the
+ * barrier's first aborting rank is only a rank that met the dead collective. */
 static int aborted_error(struct coll *c, int rank, int device, const char *when, struct err *e)
 {
-	int by = -1;
-	if (c->barrier) {
+	struct nccl_coll *n = c->impl;
+	int by = atomic_load(&n->abort_by);
+	if (by < 0 && c->barrier) {
 		pthread_mutex_lock(&c->barrier->mu);
 		by = c->barrier->abort_rank;
 		pthread_mutex_unlock(&c->barrier->mu);
 	}
 	if (by >= 0 && by != rank)
-		return ERR(e, ERR_ABORTED, "rank %d device %d: allreduce %s: rank %d failed", rank,
-			   device, when, by);
+		return ERR(e, ERR_ABORTED, "rank %d device %d: allreduce %s: rank %d failed (the "
+			   "NCCL communicators are aborted for good)", rank, device, when, by);
 	return ERR(e, ERR_ABORTED, "rank %d device %d: allreduce %s: the NCCL communicators "
-		   "were aborted", rank, device, when);
+		   "were aborted for good (a new collective is needed)", rank, device, when);
 }
 
 static int is_aborted(struct coll *c, struct nccl_coll *n)
@@ -153,6 +158,9 @@ static int wait_done(struct coll *c, int rank, cudaStream_t s, double t0, struct
 				abort_all(n);
 				return rc;
 			}
+			/* "not ready" is also recorded as this thread's last error: clear it,
+			 * or the next kernel launch check on this thread reports it */
+			(void)cudaGetLastError();
 		}
 		if (is_aborted(c, n)) {
 			abort_all(n);
@@ -245,8 +253,10 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 
 static void nccl_abort(struct coll *c, int rank)
 {
-	(void)rank;
-	abort_all(c->impl);
+	struct nccl_coll *n = c->impl;
+	int none = -1;
+	atomic_compare_exchange_strong(&n->abort_by, &none, rank);
+	abort_all(n);
 }
 
 /* Waits until every communicator has left ncclInProgress; 0 if all are ncclSuccess. */
@@ -363,6 +373,7 @@ int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
 	c->impl = n;
 	n->world = world;
 	atomic_store(&n->aborting, 0);
+	atomic_store(&n->abort_by, -1);
 	for (int r = 0; r < world; r++) {
 		pthread_mutex_init(&n->r[r].mu, NULL);
 		n->r[r].device = device_ids[r];

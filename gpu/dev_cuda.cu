@@ -103,10 +103,15 @@ static int blas_error(struct cuda_dev *cd, cublasStatus_t st, const char *call, 
 	} while (0)
 
 /* The CUDA current device is per thread; a dev may be driven from another thread than
- * the one that created it (tests, teardown), so every op selects it first. */
+ * the one that created it (tests, teardown), so every op selects it first. It also
+ * clears the thread's last-error slot: LAUNCH_TRY reads that slot, and a call made
+ * elsewhere on this thread may have left a non-sticky code in it that its caller
+ * already handled (the collective's polling cudaStreamQuery leaves cudaErrorNotReady);
+ * a sticky error (a faulted context) is not cleared and still shows at the launch. */
 static int enter(struct cuda_dev *cd, struct err *e)
 {
 	CU_TRY(cd, cudaSetDevice(cd->dev.device_id), e);
+	(void)cudaGetLastError();
 	return ERR_OK;
 }
 

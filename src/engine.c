@@ -100,7 +100,7 @@ static int choose_backend(struct engine *eng, struct err *e)
 	if (eng->backend == DEV_BACKEND_CUDA) {
 		for (int r = 0; r < eng->world; r++) {
 			int id = s->n_ids ? s->ids[r] : r;
-			if (id >= gpus && !(s->n_ids == 0 && s->collective == COLLECTIVE_HOST))
+			if (id >= gpus)
 				return ERR(e, ERR_CONFIG,
 					   "devices: rank %d needs GPU %d but only %d are visible (set "
 					   "devices.ids, e.g. repeat an id with devices.collective = host)",

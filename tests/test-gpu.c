@@ -16,6 +16,7 @@
  * Check runs without fork here: CUDA does not survive a fork after initialization.
  */
 #include <check.h>
+#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -760,9 +761,25 @@ static int allreduce_fn(int rank, void *ctx, void *arg, struct err *e)
 	if ((rc = c->ops->allreduce(c, rank, d, &count, 1, COLL_I64, COLL_SUM, 1, e)) ||
 	    (rc = c->ops->allreduce(c, rank, d, &loss, 1, COLL_F64, COLL_SUM, 1, e)))
 		goto out;
-	if (count != 1000LL * W + (int64_t)W * (W - 1) / 2 || fabs(loss - 0.125 * W * (W + 1)) > 1e-12)
+	if (count != 1000LL * W + (int64_t)W * (W - 1) / 2 || fabs(loss - 0.125 * W * (W + 1)) > 1e-12) {
 		rc = rank_fail(v, rank, e, "rank %d host scalars: count %lld loss %.17g", rank,
 			       (long long)count, loss);
+		goto out;
+	}
+	/* the waits leave this thread's CUDA error state clean: a kernel op right after an
+	 * allreduce (the engine launches the forward pass after the count) succeeds */
+	cudaError_t last = cudaPeekAtLastError();
+	if (last != cudaSuccess) {
+		rc = rank_fail(v, rank, e, "rank %d: allreduce left CUDA error %s behind", rank,
+			       cudaGetErrorName(last));
+		goto out;
+	}
+	double s = 0.0;
+	if ((rc = c->ops->allreduce(c, rank, d, dx, n, COLL_F32, COLL_SUM, 0, e)) ||
+	    (rc = d->ops->scale(d, (int)n, 0.5f, dx, e)) || (rc = d->ops->sum(d, (int)n, dx, &s, e)))
+		goto out;
+	if (!isfinite(s))
+		rc = rank_fail(v, rank, e, "rank %d: sum after allreduce and scale: %g", rank, s);
 out:
 	free(hx);
 	free(hi);
@@ -841,11 +858,20 @@ START_TEST(test_nccl_abort)
 		ck_assert_msg(v.seconds[r] < timeout / 3, "rank %d left after %.2f s", r, v.seconds[r]);
 		printf("  rank %d released after %.3f s: %s\n", r, v.seconds[r], v.msg[r]);
 	}
-	/* the collective stays aborted */
+	/* the collective stays aborted, and says so naming the rank that failed first (not
+	 * a rank that merely met the dead collective in this later run) */
+	int failed = v.fail_rank;
 	memset(v.rc, 0, sizeof v.rc);
 	v.fail_rank = -1;
 	err_clear(&E);
 	ck_assert_int_eq(pool_run(v.pool, warmup_fn, &v, &E), ERR_ABORTED);
+	ck_assert_msg(strstr(E.msg, "not started") != NULL, "second run: %s", E.msg);
+	if (failed >= 0) {
+		char want[32];
+		snprintf(want, sizeof want, "rank %d failed", failed);
+		ck_assert_msg(strstr(E.msg, want) != NULL, "second run: %s", E.msg);
+	}
+	printf("  after the abort: %s\n", E.msg);
 	nccl_close(&v);
 }
 END_TEST
