@@ -6,7 +6,9 @@
  * normalization must pass; each negative control must fail, unless the window's shape
  * makes it coincide with the correct one (e.g. double_accumulation with accumulation 1,
  * or mean_of_means when every rank holds the same number of tokens), which is reported
- * as such instead of being counted as caught.
+ * as such instead of being counted as caught, or leaves the W-device gradient within
+ * about the tolerance of global_token's (a balanced plan's nearly equal counts), where
+ * no comparison could see it: reported, but required neither to pass nor to fail.
  */
 #include <jansson.h>
 #include <math.h>
@@ -63,6 +65,25 @@ int parity_distinguishable(int mode, const struct window *w, int reduce_avg)
 	return 0;
 }
 
+enum parity_control parity_control_of(int mode, const struct window *w, int reduce_avg,
+				      const float *g_mode, const float *g_global, size_t n,
+				      double atol, double rtol, double *effect)
+{
+	double worst = 0.0;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)g_mode[i] - (double)g_global[i]);
+		double lim = atol + rtol * fabs((double)g_global[i]);
+		double ratio = lim > 0 ? d / lim : (d > 0 ? INFINITY : 0.0);
+		if (!(ratio <= worst)) /* NaN counts as the largest effect */
+			worst = isnan(ratio) ? INFINITY : ratio;
+	}
+	if (effect)
+		*effect = worst;
+	if (!parity_distinguishable(mode, w, reduce_avg))
+		return PARITY_SAME;
+	return worst > PARITY_EFFECT_MARGIN ? PARITY_DISTINCT : PARITY_MARGINAL;
+}
+
 static int dump_vec(const char *dir, const char *name, const float *x, size_t n, struct err *e)
 {
 	char path[2300];
@@ -97,7 +118,7 @@ static int dump_batches(struct app *a, struct run *r, const char *dir, struct er
 int cmd_parity(struct app *a, struct err *e)
 {
 	struct run r;
-	float *ref = NULL;
+	float *ref = NULL, *global = NULL;
 	double ref_loss;
 	int rc;
 	json_t *modes = NULL;
@@ -109,7 +130,7 @@ int cmd_parity(struct app *a, struct err *e)
 		return rc;
 	size_t n = r.eng->shape.n_params;
 	int avg = a->s.reduce == COLL_AVG;
-	if (!(ref = malloc(n * sizeof(float)))) {
+	if (!(ref = malloc(n * sizeof(float))) || !(global = malloc(n * sizeof(float)))) {
 		rc = ERR(e, ERR_DEVICE, "out of memory");
 		goto out;
 	}
@@ -149,26 +170,41 @@ int cmd_parity(struct app *a, struct err *e)
 					&res, e)) != ERR_OK)
 			goto out;
 		parity_compare(r.eng->host_reduced, ref, n, a->s.atol, a->s.rtol, &st);
-		int distinct = mode == NORM_GLOBAL_TOKEN ? 1 : parity_distinguishable(mode, &r.w, avg);
+		double effect = 0.0;
+		enum parity_control kind = PARITY_SAME;
+		if (mode == NORM_GLOBAL_TOKEN) /* first: the controls are measured against it */
+			memcpy(global, r.eng->host_reduced, n * sizeof(float));
+		else
+			kind = parity_control_of(mode, &r.w, avg, r.eng->host_reduced, global, n,
+						 a->s.atol, a->s.rtol, &effect);
 		const char *verdict;
 		if (mode == NORM_GLOBAL_TOKEN) {
 			verdict = st.pass ? "pass (expected)" : "FAIL (must pass)";
 			ok &= st.pass;
-		} else if (!distinct) {
+		} else if (kind == PARITY_SAME) {
 			verdict = st.pass ? "pass: same as global_token on this window"
 					  : "FAIL: should coincide with global_token here";
 			ok &= st.pass;
+		} else if (kind == PARITY_MARGINAL) {
+			/* moves the gradient too little on this window to be required either way */
+			verdict = st.pass ? "pass: within tolerance of global_token here, not required"
+					  : "fail (caught, though near global_token here)";
 		} else {
 			verdict = st.pass ? "PASSED (negative control not caught)" : "fail (caught)";
 			ok &= !st.pass;
 		}
 		app_info(a, "parity: %-20s %10zu %12.3e %12.3e %9zu  %s", norm_mode_name(mode),
 			 st.components, st.max_abs, st.max_rel, st.outside, verdict);
-		json_array_append_new(modes, json_pack("{s:s, s:I, s:f, s:f, s:I, s:b, s:b, s:b, s:f}",
+		json_array_append_new(modes, json_pack("{s:s, s:I, s:f, s:f, s:I, s:b, s:b, s:b, s:b, "
+						       "s:f, s:s, s:f}",
 			"normalization", norm_mode_name(mode), "components", (json_int_t)st.components,
 			"max_abs_err", st.max_abs, "max_rel_err", st.max_rel, "outside",
 			(json_int_t)st.outside, "pass", st.pass, "negative_control",
-			mode != NORM_GLOBAL_TOKEN, "distinguishable", distinct, "loss", res.loss));
+			mode != NORM_GLOBAL_TOKEN, "distinguishable",
+			mode == NORM_GLOBAL_TOKEN || kind != PARITY_SAME, "required",
+			mode == NORM_GLOBAL_TOKEN || kind != PARITY_MARGINAL, "effect",
+			isfinite(effect) ? effect : -1.0,
+			"verdict", verdict, "loss", res.loss));
 		if (a->o.dump_dir) {
 			char name[128];
 			snprintf(name, sizeof name, "reduced-%s.npy", norm_mode_name(mode));
@@ -195,12 +231,14 @@ int cmd_parity(struct app *a, struct err *e)
 		app_info(a, "parity: dump written to %s (layout.json describes it)", a->o.dump_dir);
 	if (!ok)
 		rc = ERR(e, ERR_CHECK, "parity: the correct normalization must pass and every "
-			 "distinguishable negative control must fail (see %s/parity.json)", a->outputs);
+			 "negative control that moves the gradient beyond the tolerance must fail (see "
+			 "%s/parity.json)", a->outputs);
 	else
 		app_info(a, "parity: ok (written %s/parity.json)", a->outputs);
 out:
 	json_decref(modes);
 	free(ref);
+	free(global);
 	run_close(&r);
 	return rc;
 }

@@ -284,6 +284,7 @@ static int window_fn(int rank, void *ctx, void *arg, struct err *e)
 			   (long long)w->index, (long long)w->index + 1);
 
 	TRY(o->zero(d, r->grads, n * sizeof(float), e));
+	r->loss_sum = 0.0; /* a declined window reports no stale sum of the previous one */
 
 	/* the global count goes through the collective, like it would across processes */
 	int64_t count = w->rank_tokens[rank];

@@ -7,6 +7,7 @@
  * overrides), dispatches to the command, prints the error of a failed command on stderr
  * and exits with the code of that error (README "Exit codes"). Only this file exits.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +86,8 @@ static void usage(FILE *f)
 		"  --keys                   print the configuration reference (markdown)\n"
 		"\n"
 		"exit codes: 0 ok, 1 check failed, 2 usage, 3 configuration, 4 i/o, 5 data or\n"
-		"checkpoint refused, 6 device/runtime, 7 empty window, 8 interrupted (checkpointed)\n");
+		"checkpoint refused, 6 device/runtime, 7 empty window, 8 interrupted (checkpointed),\n"
+		"9 released because another rank failed\n");
 }
 
 /* The configuration reference as a markdown table, generated from the key table; the
@@ -114,13 +116,17 @@ static void print_keys(void)
 	}
 }
 
+/* A plain base-10 integer: digits only (an optional '-'), no leading zero, no blanks,
+ * no sign '+', within the range of long. */
 static int parse_long(const char *s, long *out)
 {
 	char *end;
-	if (!*s)
+	const char *digits = s[0] == '-' ? s + 1 : s;
+	if (*digits < '0' || *digits > '9' || (digits[0] == '0' && digits[1]))
 		return -1;
+	errno = 0;
 	long v = strtol(s, &end, 10);
-	if (*end || (s[0] == '0' && s[1]))
+	if (*end || errno == ERANGE)
 		return -1;
 	*out = v;
 	return 0;
@@ -155,8 +161,18 @@ int main(int argc, char **argv)
 	a.o.inject_rank = -1;
 	a.o.inject_window = -1;
 	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, "+:h", long_opts, NULL)) != -1 || optind < argc) {
+	int c, only_positional = 0;
+	for (;;) {
+		/* "--" ends the options: what follows is positional (getopt would skip past it
+		 * and lose track of the positional arguments interleaved with options) */
+		if (!only_positional && optind < argc && strcmp(argv[optind], "--") == 0) {
+			only_positional = 1;
+			optind++;
+		}
+		int at = optind; /* the element getopt examines (a short cluster keeps optind) */
+		c = only_positional ? -1 : getopt_long(argc, argv, "+:h", long_opts, NULL);
+		if (c == -1 && optind >= argc)
+			break;
 		if (c == -1) {
 			/* a positional argument: CONFIG, then COMMAND */
 			if (!a.config_path)
@@ -216,11 +232,15 @@ int main(int argc, char **argv)
 			break;
 		}
 		case ':':
-			fprintf(stderr, "ddptok-run: option '%s' needs a value\n", argv[optind - 1]);
+			fprintf(stderr, "ddptok-run: option '%s' needs a value\n", argv[at]);
 			return ERR_USAGE;
 		default:
-			fprintf(stderr, "ddptok-run: unknown option '%s' (see --help)\n",
-				argv[optind - 1]);
+			/* a long option is the whole element; a short one is a character of it */
+			if (strncmp(argv[at], "--", 2) != 0 && optopt)
+				fprintf(stderr, "ddptok-run: unknown option '-%c' (see --help)\n", optopt);
+			else
+				fprintf(stderr, "ddptok-run: unknown option '%s' (see --help)\n",
+					argv[at]);
 			return ERR_USAGE;
 		}
 	}
@@ -253,6 +273,11 @@ int main(int argc, char **argv)
 			goto fail;
 	if ((rc = settings_from_cfg(&a.cfg, &a.s, &e)) != ERR_OK)
 		goto fail;
+	if (a.o.inject_rank >= a.s.world) {
+		rc = ERR(&e, ERR_USAGE, "--inject-failure %d:%ld: rank %d does not exist (devices.world "
+			 "= %d)", a.o.inject_rank, a.o.inject_window, a.o.inject_rank, a.s.world);
+		goto fail;
+	}
 	snprintf(a.outputs, sizeof a.outputs, "%s", a.s.outputs);
 	snprintf(a.artifacts, sizeof a.artifacts, "%s", a.s.artifacts);
 	a.tty = isatty(STDOUT_FILENO);

@@ -190,6 +190,45 @@ START_TEST(balanced_counts_hide_mean_of_means)
 }
 END_TEST
 
+START_TEST(controls_near_global_token_are_not_required)
+{
+	/* a hand-made window: 1600 and 1601 tokens on two ranks (a balanced plan's near tie);
+	 * mean_of_means then differs from global_token by 3e-4 in its factors, and whether
+	 * that is visible depends on how far it moves the gradient, in tolerances */
+	struct window w;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(window_init(&w, 2, 1, 1, &e), ERR_OK);
+	w.mb[0][0].tokens = w.rank_tokens[0] = 1600;
+	w.mb[1][0].tokens = w.rank_tokens[1] = 1601;
+	w.N = 3201;
+	float global[4] = {1.0f, -2.0f, 0.0f, 3e-3f}, mode[4];
+	const double atol = 1e-6, rtol = 1e-4;
+	double effect = -1.0;
+	/* moved by 1.5 tolerances at most: reported but not required */
+	memcpy(mode, global, sizeof mode);
+	mode[1] = (float)(-2.0 - 1.5 * (atol + rtol * 2.0));
+	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, &w, 1, mode, global, 4, atol, rtol,
+					   &effect), PARITY_MARGINAL);
+	ck_assert(effect > 1.4 && effect < 1.6);
+	/* moved by 3 tolerances on one component: must be caught */
+	mode[2] = (float)(3.0 * atol);
+	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, &w, 1, mode, global, 4, atol, rtol,
+					   &effect), PARITY_DISTINCT);
+	ck_assert(effect > 2.9 && effect < 3.1);
+	/* a NaN is the largest effect there is */
+	mode[2] = NAN;
+	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, &w, 1, mode, global, 4, atol, rtol,
+					   &effect), PARITY_DISTINCT);
+	ck_assert(isinf(effect));
+	/* double_accumulation with accumulation 1 has global_token's factors: whatever the
+	 * vectors, it must coincide (and pass) */
+	ck_assert_int_eq(parity_control_of(NORM_DOUBLE_ACCUM, &w, 1, mode, global, 4, atol, rtol,
+					   NULL), PARITY_SAME);
+	window_free(&w);
+}
+END_TEST
+
 START_TEST(plans_give_the_same_gradient)
 {
 	struct env v;
@@ -348,6 +387,7 @@ int main(void)
 	tcase_add_test(tc, sum_and_avg_give_the_same_gradient);
 	tcase_add_test(tc, negative_controls_fail_on_the_seed_imbalance);
 	tcase_add_test(tc, balanced_counts_hide_mean_of_means);
+	tcase_add_test(tc, controls_near_global_token_are_not_required);
 	tcase_add_test(tc, plans_give_the_same_gradient);
 	tcase_add_test(tc, globally_empty_window_is_declined_by_every_rank);
 	tcase_add_test(tc, locally_empty_rank_still_matches);

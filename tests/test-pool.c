@@ -96,6 +96,81 @@ START_TEST(a_missing_rank_is_a_timeout_not_a_hang)
 }
 END_TEST
 
+/* Many rounds of publish-then-meet: before the first barrier of a round each rank writes
+ * the round number into its slot; after it every rank must see every slot at that round
+ * (the barrier publishes plain writes); a second barrier keeps the next round's writes
+ * out of this round's reads. */
+struct rounds_arg {
+	struct pool *pool;
+	int rounds;
+	volatile int slot[POOL_MAX_WORLD];
+	int bad[POOL_MAX_WORLD];
+};
+
+static int rounds_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct rounds_arg *a = arg;
+	struct barrier *b = pool_barrier(a->pool);
+	int world = pool_world(a->pool), rc;
+	for (int k = 1; k <= a->rounds; k++) {
+		a->slot[rank] = k;
+		if ((rc = barrier_wait(b, rank, e)))
+			return rc;
+		for (int q = 0; q < world; q++)
+			a->bad[rank] += a->slot[q] != k;
+		if ((rc = barrier_wait(b, rank, e)))
+			return rc;
+	}
+	return ERR_OK;
+}
+
+START_TEST(barrier_publishes_writes_spinning_or_sleeping)
+{
+	/* spin = 0: sleep at once; huge: the waiters are still spinning when the last arrives */
+	static const int spins[] = {0, 1 << 30};
+	for (size_t si = 0; si < 2; si++)
+		for (int world = 2; world <= (spins[si] ? 2 : 4); world++) {
+			struct pool *p;
+			struct err e;
+			err_clear(&e);
+			ck_assert_int_eq(pool_create(world, 30.0, &p, &e), ERR_OK);
+			/* (unbounded spinning only with as few ranks as a machine has cores) */
+			pool_barrier(p)->spin = spins[si];
+			struct rounds_arg a;
+			memset(&a, 0, sizeof a);
+			a.pool = p;
+			a.rounds = 2000;
+			ck_assert_msg(pool_run(p, rounds_fn, &a, &e) == ERR_OK, "%s", e.msg);
+			for (int r = 0; r < world; r++) {
+				ck_assert_int_eq(a.slot[r], a.rounds);
+				ck_assert_int_eq(a.bad[r], 0);
+			}
+			pool_destroy(p);
+		}
+}
+END_TEST
+
+START_TEST(an_abort_reaches_spinning_waiters)
+{
+	/* with an unbounded spin phase the waiters only leave it through the abort flag */
+	for (int world = 2; world <= 3; world++) {
+		struct pool *p;
+		struct err e;
+		err_clear(&e);
+		ck_assert_int_eq(pool_create(world, 30.0, &p, &e), ERR_OK);
+		pool_barrier(p)->spin = 1 << 30;
+		struct fail_arg a = {p, 0, 3, 10, {0}};
+		double t0 = now_s();
+		ck_assert_int_eq(pool_run(p, stepping_fn, &a, &e), ERR_DEVICE);
+		ck_assert_double_lt(now_s() - t0, 5.0);
+		ck_assert_msg(strstr(e.msg, "rank 0: rank 0 failed on purpose at step 3"), "%s", e.msg);
+		for (int r = 1; r < world; r++)
+			ck_assert_int_eq(a.reached[r], 3);
+		pool_destroy(p);
+	}
+}
+END_TEST
+
 struct coll_arg {
 	struct coll *c;
 	size_t n;
@@ -185,6 +260,8 @@ int main(void)
 	tcase_add_test(tc, failure_at_a_chosen_step_releases_every_rank);
 	tcase_add_test(tc, a_missing_rank_is_a_timeout_not_a_hang);
 	tcase_add_test(tc, host_allreduce_is_rank_ordered_and_identical);
+	tcase_add_test(tc, barrier_publishes_writes_spinning_or_sleeping);
+	tcase_add_test(tc, an_abort_reaches_spinning_waiters);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

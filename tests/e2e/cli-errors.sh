@@ -20,6 +20,17 @@ expect 2 "unknown option '--frobnicate'" "$DDPTOK" ok.ini prepare --frobnicate
 expect 2 "does not apply to 'prepare'" "$DDPTOK" ok.ini prepare --continuous
 expect 2 "needs a value" "$DDPTOK" ok.ini prepare --set
 expect 2 "RANK:WINDOW" "$DDPTOK" ok.ini train --inject-failure x
+expect 2 "RANK:WINDOW" "$DDPTOK" ok.ini train --inject-failure 1:99999999999999999999
+expect 2 "rank 5 does not exist" "$DDPTOK" ok.ini train --inject-failure 5:0
+# (an overflow used to be taken as LONG_MAX windows: bounded so that it cannot hang)
+expect 2 "positive integer" timeout 60 "$DDPTOK" ok.ini bench --windows 99999999999999999999
+expect 2 "positive integer" "$DDPTOK" ok.ini bench --windows +3
+expect 2 "needs a value" "$DDPTOK" ok.ini bench --windows
+# an unknown short option is named as such, not by a neighbouring argument
+expect 2 "unknown option '-x'" "$DDPTOK" ok.ini prepare -xy
+expect 2 "unknown option '-x'" "$DDPTOK" -xy ok.ini prepare
+# after "--" everything is positional: CONFIG then COMMAND (and an option name is not one)
+expect 2 "unknown command '--set'" "$DDPTOK" ok.ini -- --set
 # configuration errors: 3, naming file, section and key
 expect 3 "missing.ini" "$DDPTOK" missing.ini prepare
 printf '[train]\nlerning_rate = 0.1\n' > unknown-key.ini
@@ -46,6 +57,10 @@ touch blocker
 expect 4 "blocker" "$DDPTOK" ok.ini prepare --set run.outputs=blocker/out
 # nothing was written by any failed run
 if [ -e outputs ]; then echo "FAIL: a failed run left outputs/"; ls -R outputs; fail=1; fi
+# "--" before CONFIG and COMMAND, options before CONFIG
+"$DDPTOK" --set run.log_level=quiet -- ok.ini check-loss > /dev/null ||
+	{ echo "FAIL: -- CONFIG COMMAND"; fail=1; }
+rm -rf outputs
 # --help and --version succeed
 "$DDPTOK" --help | grep -q "usage: ddptok-run" || { echo "FAIL: --help"; fail=1; }
 "$DDPTOK" --version | grep -q "ddptok-run" || { echo "FAIL: --version"; fail=1; }

@@ -17,6 +17,15 @@ done
 # with every rank holding the same windows counts parity is still run for W = 3, sum
 "$DDPTOK" "$CONF/tiny.ini" parity --set devices.world=3 --set devices.reduce=sum > p3.txt
 grep -q "global_token .* pass (expected)" p3.txt
+# a balanced window whose ranks hold 1600 and 1601 tokens: mean_of_means moves the gradient
+# by less than the tolerance, so no comparison can catch it; parity must say so and still
+# succeed (it used to count it as a negative control not caught and exit 1)
+"$DDPTOK" "$CONF/minimum.ini" parity --set devices.backend=cpu --set run.seed=10 \
+	--set train.plan=balanced --set train.accumulation=3 --set run.outputs=near > near.txt ||
+	{ cat near.txt; echo "FAIL: parity on a near-balanced window"; exit 1; }
+grep -q "rank 0: 1600 supervised" near.txt && grep -q "rank 1: 1601 supervised" near.txt
+grep -q "mean_of_means .* not required" near.txt
+grep -q "microbatch_mean .* fail (caught)" near.txt
 # accumulation 1: double_accumulation coincides with global_token and is reported so
 "$DDPTOK" "$CONF/tiny.ini" parity --set train.accumulation=1 > p1.txt
 grep -q "double_accumulation .* same as global_token on this window" p1.txt
