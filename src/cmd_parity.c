@@ -84,6 +84,12 @@ enum parity_control parity_control_of(int mode, const struct window *w, int redu
 	return worst > PARITY_EFFECT_MARGIN ? PARITY_DISTINCT : PARITY_MARGINAL;
 }
 
+void *parity_json_number(double x)
+{
+	/* JSON has no NaN or infinity: such an error is written as null rather than lost */
+	return isfinite(x) ? json_real(x) : json_null();
+}
+
 static int dump_vec(const char *dir, const char *name, const float *x, size_t n, struct err *e)
 {
 	char path[2300];
@@ -195,10 +201,11 @@ int cmd_parity(struct app *a, struct err *e)
 		}
 		app_info(a, "parity: %-20s %10zu %12.3e %12.3e %9zu  %s", norm_mode_name(mode),
 			 st.components, st.max_abs, st.max_rel, st.outside, verdict);
-		json_array_append_new(modes, json_pack("{s:s, s:I, s:f, s:f, s:I, s:b, s:b, s:b, s:b, "
+		json_array_append_new(modes, json_pack("{s:s, s:I, s:o, s:o, s:I, s:b, s:b, s:b, s:b, "
 						       "s:f, s:s, s:f}",
 			"normalization", norm_mode_name(mode), "components", (json_int_t)st.components,
-			"max_abs_err", st.max_abs, "max_rel_err", st.max_rel, "outside",
+			"max_abs_err", parity_json_number(st.max_abs), "max_rel_err",
+			parity_json_number(st.max_rel), "outside",
 			(json_int_t)st.outside, "pass", st.pass, "negative_control",
 			mode != NORM_GLOBAL_TOKEN, "distinguishable",
 			mode == NORM_GLOBAL_TOKEN || kind != PARITY_SAME, "required",

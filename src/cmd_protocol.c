@@ -321,6 +321,12 @@ static json_t *load_json(struct app *a, const char *name)
 	return json_load_file(path, 0, NULL);
 }
 
+/* a number written by parity_json_number: null stands for NaN/infinity */
+static double json_number_or_nan(const json_t *v)
+{
+	return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
 static int write_report(struct app *a, struct protocol *p, struct err *e)
 {
 	json_t *parity = load_json(a, "parity.json");
@@ -378,8 +384,8 @@ static int write_report(struct app *a, struct protocol *p, struct err *e)
 			fprintf(f, "| %s | %lld | %.3e | %.3e | %lld | %s |\n",
 				json_string_value(json_object_get(m, "normalization")),
 				(long long)json_integer_value(json_object_get(m, "components")),
-				json_real_value(json_object_get(m, "max_abs_err")),
-				json_real_value(json_object_get(m, "max_rel_err")),
+				json_number_or_nan(json_object_get(m, "max_abs_err")),
+				json_number_or_nan(json_object_get(m, "max_rel_err")),
 				(long long)json_integer_value(json_object_get(m, "outside")), verdict);
 		}
 		fprintf(f, "\n");
@@ -457,15 +463,16 @@ static int write_report(struct app *a, struct protocol *p, struct err *e)
 		json_array_append_new(steps, json_pack("{s:s, s:f, s:s}", "name", p->steps[i].name,
 						       "seconds", p->steps[i].seconds, "result",
 						       err_code_name(p->steps[i].rc)));
-	json_t *j = json_pack("{s:b, s:i, s:O?, s:O?, s:O?, s:{s:b, s:b, s:I, s:f}, "
-			      "s:{s:I, s:I, s:f, s:I, s:b}, s:o, s:s}",
+	json_t *j = json_pack("{s:b, s:i, s:O?, s:O?, s:O?, s:{s:b, s:b, s:I, s:o}, "
+			      "s:{s:I, s:I, s:o, s:I, s:b}, s:o, s:s}",
 		"ok", p->failed_checks == 0, "failed_checks", p->failed_checks,
 		"check_loss", check, "parity", parity, "exercise", exercise,
 		"empty_window", "declined_by_all_ranks", p->empty_rejected_all,
 		"local_empty_rank_matches", p->local_empty_pass, "local_empty_outside",
-		(json_int_t)p->local_empty_outside, "local_empty_max_abs", p->local_empty_max_abs,
+		(json_int_t)p->local_empty_outside, "local_empty_max_abs",
+		parity_json_number(p->local_empty_max_abs),
 		"resume", "stop_at", (json_int_t)a->s.stop_at, "updates", (json_int_t)a->s.updates,
-		"max_abs_diff", p->resume_max_abs, "params_differing",
+		"max_abs_diff", parity_json_number(p->resume_max_abs), "params_differing",
 		(json_int_t)p->resume_bits_differ, "bit_identical", p->resume_ok,
 		"steps", steps, "figure", p->figure_msg);
 	if (p->have_eval) {

@@ -45,4 +45,7 @@ enum parity_control parity_control_of(int mode, const struct window *w, int redu
 /* The window as JSON (a json_t *): ranks, microbatches, ids, token counts. */
 void *parity_window_json(const struct window *w);
 
+/* json_real(x), or null when x is NaN or infinite (JSON has neither). */
+void *parity_json_number(double x);
+
 #endif
