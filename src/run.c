@@ -43,7 +43,12 @@ int run_open_corpus(struct app *a, struct run *r, struct corpus *c, struct err *
 	model_init_params(&r->eng->shape, a->s.seed, r->init_params);
 	if ((rc = engine_set_state(r->eng, r->init_params, NULL, 0, e)) != ERR_OK)
 		goto fail;
-	app_debug(a, "backend %s", r->eng->backend_why);
+	/* say once per process which backend runs and why (auto may fall back to the CPU) */
+	static int told;
+	if (!told) {
+		app_info(a, "backend: %s; collective %s", r->eng->backend_why, r->eng->coll->ops->name);
+		told = 1;
+	}
 	return ERR_OK;
 fail:
 	run_close(r);
