@@ -46,6 +46,14 @@ int err_errno(struct err *e, int errnum, const char *file, int line, const char 
 const char *err_code_name(int code);
 
 #define ERR(e, code, ...) err_set((e), (code), __FILE__, __LINE__, __VA_ARGS__)
+/* Returns the code of a failing call from the enclosing function (no cleanup needed). */
+#define ERR_TRY(call)                    \
+	do {                             \
+		int err_try_rc_ = (call); \
+		if (err_try_rc_ != ERR_OK) \
+			return err_try_rc_; \
+	} while (0)
+
 #define ERR_ERRNO(e, ...) err_errno((e), errno, __FILE__, __LINE__, __VA_ARGS__)
 
 #endif

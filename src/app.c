@@ -34,23 +34,37 @@ int app_corpus(struct app *a, struct corpus *c, struct err *e)
 	return corpus_build(&a->s, c, e);
 }
 
+int app_json_text(const void *json, int sort_keys, char **out, size_t *len, const char *what,
+		  struct err *e)
+{
+	*out = NULL;
+	if (!json)
+		return ERR(e, ERR_IO, "%s: cannot build JSON (out of memory)", what);
+	size_t flags = JSON_INDENT(2) | JSON_REAL_PRECISION(17) | (sort_keys ? JSON_SORT_KEYS : 0);
+	char *t = json_dumps((const json_t *)json, flags);
+	if (!t)
+		return ERR(e, ERR_IO, "%s: cannot serialize JSON", what);
+	size_t n = strlen(t);
+	char *b = realloc(t, n + 2);
+	if (!b) {
+		free(t);
+		return ERR(e, ERR_IO, "%s: out of memory", what);
+	}
+	b[n] = '\n';
+	b[n + 1] = '\0';
+	*out = b;
+	*len = n + 1;
+	return ERR_OK;
+}
+
 int app_write_json(struct app *a, const char *name, void *json, struct err *e)
 {
-	char path[2048];
+	char path[2048], *buf;
+	size_t len;
 	int rc = app_path(path, sizeof path, a->outputs, name, e);
-	if (rc != ERR_OK)
+	if (rc != ERR_OK || (rc = app_json_text(json, 0, &buf, &len, path, e)) != ERR_OK)
 		return rc;
-	char *text = json_dumps((json_t *)json, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-	if (!text)
-		return ERR(e, ERR_IO, "%s: cannot serialize JSON", path);
-	size_t len = strlen(text);
-	char *buf = realloc(text, len + 2);
-	if (!buf) {
-		free(text);
-		return ERR(e, ERR_IO, "out of memory");
-	}
-	buf[len] = '\n';
-	rc = fsx_write_atomic(path, buf, len + 1, e);
+	rc = fsx_write_atomic(path, buf, len, e);
 	free(buf);
 	return rc;
 }

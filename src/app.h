@@ -47,6 +47,10 @@ int app_path(char *out, size_t outlen, const char *dir, const char *name, struct
 int app_outputs_ready(struct app *a, struct err *e);
 /* Builds the corpus from the settings (deterministic; cheap) into c. */
 int app_corpus(struct app *a, struct corpus *c, struct err *e);
+/* A jansson value (json_t *) as indented text with a final newline (malloc'd, *len bytes);
+ * sort_keys gives a canonical key order. `what` names it in errors. */
+int app_json_text(const void *json, int sort_keys, char **out, size_t *len, const char *what,
+		  struct err *e);
 /* Writes a jansson object as pretty JSON to outputs/name atomically. */
 struct json_t;
 int app_write_json(struct app *a, const char *name, void *json, struct err *e);

@@ -21,13 +21,6 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-#define TRY(call)                        \
-	do {                             \
-		int rc_ = (call);        \
-		if (rc_ != ERR_OK)       \
-			return rc_;      \
-	} while (0)
-
 static int max_batch_rows(const struct settings *s)
 {
 	return batch_max_rows(s->batch_size, s->max_len);
@@ -44,19 +37,19 @@ static int replica_init_fn(int rank, void *ctx, void *arg, struct err *e)
 	if (eng->backend == DEV_BACKEND_CUDA) {
 #if DDPTOK_HAVE_CUDA
 		int id = eng->s.n_ids ? eng->s.ids[rank] : rank;
-		TRY(cuda_dev_create(rank, id, &r->dev, e));
+		ERR_TRY(cuda_dev_create(rank, id, &r->dev, e));
 #else
 		return ERR(e, ERR_DEVICE, "this build has no CUDA backend");
 #endif
 	} else {
-		TRY(dev_host_create(rank, &r->dev, e));
+		ERR_TRY(dev_host_create(rank, &r->dev, e));
 	}
 	struct dev *d = r->dev;
-	TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
-	TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));
-	TRY(d->ops->alloc(d, bytes, (void **)&r->momentum, e));
-	TRY(model_ws_create(d, &eng->shape, max_batch_rows(&eng->s), &r->ws, e));
-	TRY(batch_alloc(&r->batch, max_batch_rows(&eng->s), eng->shape.context, e));
+	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
+	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));
+	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->momentum, e));
+	ERR_TRY(model_ws_create(d, &eng->shape, max_batch_rows(&eng->s), &r->ws, e));
+	ERR_TRY(batch_alloc(&r->batch, max_batch_rows(&eng->s), eng->shape.context, e));
 	return ERR_OK;
 }
 
@@ -83,7 +76,7 @@ static int choose_backend(struct engine *eng, struct err *e)
 	char why[200] = "this build has no CUDA backend";
 #if DDPTOK_HAVE_CUDA
 	if (s->backend != BACKEND_CPU)
-		TRY(gpu_device_count(&gpus, why, sizeof why, e));
+		ERR_TRY(gpu_device_count(&gpus, why, sizeof why, e));
 #endif
 	if (s->backend == BACKEND_CPU) {
 		eng->backend = DEV_BACKEND_CPU;
@@ -206,11 +199,11 @@ static int set_state_fn(int rank, void *ctx, void *arg, struct err *e)
 	struct state_arg *a = arg;
 	struct replica *r = ctx;
 	size_t bytes = a->eng->shape.n_params * sizeof(float);
-	TRY(r->dev->ops->upload(r->dev, r->params, a->params, bytes, e));
+	ERR_TRY(r->dev->ops->upload(r->dev, r->params, a->params, bytes, e));
 	if (a->momentum)
-		TRY(r->dev->ops->upload(r->dev, r->momentum, a->momentum, bytes, e));
+		ERR_TRY(r->dev->ops->upload(r->dev, r->momentum, a->momentum, bytes, e));
 	else
-		TRY(r->dev->ops->zero(r->dev, r->momentum, bytes, e));
+		ERR_TRY(r->dev->ops->zero(r->dev, r->momentum, bytes, e));
 	return r->dev->ops->sync(r->dev, e);
 }
 
@@ -230,9 +223,9 @@ static int get_state_fn(int rank, void *ctx, void *arg, struct err *e)
 	if (rank != 0)
 		return ERR_OK;
 	if (a->params)
-		TRY(r->dev->ops->download(r->dev, (float *)a->params, r->params, bytes, e));
+		ERR_TRY(r->dev->ops->download(r->dev, (float *)a->params, r->params, bytes, e));
 	if (a->momentum)
-		TRY(r->dev->ops->download(r->dev, (float *)a->momentum, r->momentum, bytes, e));
+		ERR_TRY(r->dev->ops->download(r->dev, (float *)a->momentum, r->momentum, bytes, e));
 	return ERR_OK;
 }
 
@@ -283,13 +276,13 @@ static int window_fn(int rank, void *ctx, void *arg, struct err *e)
 		return ERR(e, ERR_DEVICE, "injected failure at window %lld (step %lld)",
 			   (long long)w->index, (long long)w->index + 1);
 
-	TRY(o->zero(d, r->grads, n * sizeof(float), e));
+	ERR_TRY(o->zero(d, r->grads, n * sizeof(float), e));
 	r->loss_sum = 0.0; /* a declined window reports no stale sum of the previous one */
 
 	/* the global count goes through the collective, like it would across processes */
 	int64_t count = w->rank_tokens[rank];
 	t0 = now_s();
-	TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &count, 1, COLL_I64, COLL_SUM, 1, e));
+	ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &count, 1, COLL_I64, COLL_SUM, 1, e));
 	ws->coll_s[rank] += now_s() - t0;
 	ws->N_seen[rank] = count;
 	if (count != w->N)
@@ -310,8 +303,8 @@ static int window_fn(int rank, void *ctx, void *arg, struct err *e)
 				       mb->tokens);
 		double part = 0.0;
 		r->factor_used[m] = c;
-		TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, s->layout, e));
-		TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, &part, e));
+		ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, s->layout, e));
+		ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, &part, e));
 		local += part;
 	}
 	if (!isfinite(local))
@@ -320,25 +313,25 @@ static int window_fn(int rank, void *ctx, void *arg, struct err *e)
 	r->loss_sum = local;
 
 	if (ws->flags & ENGINE_CAPTURE_LOCAL)
-		TRY(o->download(d, eng->host_local[rank], r->grads, n * sizeof(float), e));
+		ERR_TRY(o->download(d, eng->host_local[rank], r->grads, n * sizeof(float), e));
 
 	t0 = now_s();
-	TRY(eng->coll->ops->allreduce(eng->coll, rank, d, r->grads, n, COLL_F32,
+	ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, r->grads, n, COLL_F32,
 				      avg ? COLL_AVG : COLL_SUM, 0, e));
 	double sum = local;
-	TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &sum, 1, COLL_F64, COLL_SUM, 1, e));
+	ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &sum, 1, COLL_F64, COLL_SUM, 1, e));
 	ws->coll_s[rank] += now_s() - t0;
 	ws->loss_sum[rank] = sum;
 
 	if (rank == 0 && (ws->flags & ENGINE_CAPTURE_REDUCED))
-		TRY(o->download(d, eng->host_reduced, r->grads, n * sizeof(float), e));
+		ERR_TRY(o->download(d, eng->host_reduced, r->grads, n * sizeof(float), e));
 
 	if (ws->flags & ENGINE_UPDATE)
-		TRY(o->sgd(d, (int)n, (float)s->lr, (float)s->momentum, (float)s->weight_decay,
+		ERR_TRY(o->sgd(d, (int)n, (float)s->lr, (float)s->momentum, (float)s->weight_decay,
 			   eng->updates_done == 0, r->params, r->grads, r->momentum, e));
 
 	if (ws->flags & ENGINE_CHECK_REPLICAS) {
-		TRY(o->download(d, eng->host_local[rank], r->params, n * sizeof(float), e));
+		ERR_TRY(o->download(d, eng->host_local[rank], r->params, n * sizeof(float), e));
 		ws->param_digest[rank] = digest_floats(eng->host_local[rank], n);
 	}
 	return o->sync(d, e);
@@ -432,15 +425,15 @@ static int reference_fn(int rank, void *ctx, void *arg, struct err *e)
 	size_t n = eng->shape.n_params;
 	if (rank != 0)
 		return ERR_OK;
-	TRY(d->ops->zero(d, r->grads, n * sizeof(float), e));
+	ERR_TRY(d->ops->zero(d, r->grads, n * sizeof(float), e));
 	double total = 0.0;
 	float c = (float)(1.0 / (double)w->N);
 	for (int q = 0; q < w->world; q++)
 		for (int m = 0; m < w->micro; m++) {
 			const struct plan_micro *mb = &w->mb[q][m];
 			double part = 0.0;
-			TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, eng->s.layout, e));
-			TRY(model_step(r->ws, r->params, r->grads, &r->batch, c, &part, e));
+			ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, eng->s.layout, e));
+			ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, c, &part, e));
 			total += part;
 		}
 	a->loss_sum = total;
@@ -454,7 +447,7 @@ int engine_reference(struct engine *eng, const struct window *w, float *host_gra
 	if (w->N <= 0)
 		return ERR(e, ERR_EMPTY, "window %lld has no supervised token: no reference mean",
 			   (long long)w->index);
-	TRY(pool_run(eng->pool, reference_fn, &a, e));
+	ERR_TRY(pool_run(eng->pool, reference_fn, &a, e));
 	*loss = a.loss_sum / (double)w->N;
 	return ERR_OK;
 }
@@ -485,8 +478,8 @@ static int evaluate_fn(int rank, void *ctx, void *arg, struct err *e)
 			ids[j] = first + i + j;
 		double part;
 		int64_t hits;
-		TRY(batch_build(&r->batch, c, ids, k, LAYOUT_PACKED, e));
-		TRY(model_eval(r->ws, r->params, &r->batch, &part, &hits, e));
+		ERR_TRY(batch_build(&r->batch, c, ids, k, LAYOUT_PACKED, e));
+		ERR_TRY(model_eval(r->ws, r->params, &r->batch, &part, &hits, e));
 		a->loss_sum += part;
 		a->hits += hits;
 		a->tokens += r->batch.supervised;
@@ -499,7 +492,7 @@ int engine_evaluate(struct engine *eng, int split, double *loss_sum, int64_t *to
 		    int64_t *hits, int64_t *sequences, struct err *e)
 {
 	struct eval_arg a = {eng, split, 0.0, 0, 0, 0};
-	TRY(pool_run(eng->pool, evaluate_fn, &a, e));
+	ERR_TRY(pool_run(eng->pool, evaluate_fn, &a, e));
 	*loss_sum = a.loss_sum;
 	*tokens = a.tokens;
 	*hits = a.hits;

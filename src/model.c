@@ -195,13 +195,6 @@ int model_ws_create(struct dev *d, const struct model_shape *m, int max_rows,
 	return ERR_OK;
 }
 
-#define TRY(call)                        \
-	do {                             \
-		int rc_ = (call);        \
-		if (rc_ != ERR_OK)       \
-			return rc_;      \
-	} while (0)
-
 /* upload + forward up to the logits (bias of the output layer not yet added) */
 static int forward(struct model_ws *ws, const float *params, const struct batch *b, struct err *e)
 {
@@ -212,13 +205,13 @@ static int forward(struct model_ws *ws, const float *params, const struct batch 
 	if (R > ws->max_rows)
 		return ERR(e, ERR_DEVICE, "batch of %d positions exceeds the workspace (%d)", R,
 			   ws->max_rows);
-	TRY(o->upload(d, ws->ctx, b->ctx, sizeof(int32_t) * (size_t)R * C, e));
-	TRY(o->upload(d, ws->target, b->target, sizeof(int32_t) * (size_t)R, e));
-	TRY(o->embed_gather(d, R, C, m->embed, ws->ctx, params + m->p[MODEL_EMBED].offset, ws->x, e));
-	TRY(o->gemm(d, 0, 1, R, H, CD, 1.0f, ws->x, CD, params + m->p[MODEL_W1].offset, CD, 0.0f,
+	ERR_TRY(o->upload(d, ws->ctx, b->ctx, sizeof(int32_t) * (size_t)R * C, e));
+	ERR_TRY(o->upload(d, ws->target, b->target, sizeof(int32_t) * (size_t)R, e));
+	ERR_TRY(o->embed_gather(d, R, C, m->embed, ws->ctx, params + m->p[MODEL_EMBED].offset, ws->x, e));
+	ERR_TRY(o->gemm(d, 0, 1, R, H, CD, 1.0f, ws->x, CD, params + m->p[MODEL_W1].offset, CD, 0.0f,
 		    ws->h, H, e));
-	TRY(o->bias_tanh(d, R, H, params + m->p[MODEL_B1].offset, ws->h, e));
-	TRY(o->gemm(d, 0, 1, R, V, H, 1.0f, ws->h, H, params + m->p[MODEL_W2].offset, H, 0.0f,
+	ERR_TRY(o->bias_tanh(d, R, H, params + m->p[MODEL_B1].offset, ws->h, e));
+	ERR_TRY(o->gemm(d, 0, 1, R, V, H, 1.0f, ws->h, H, params + m->p[MODEL_W2].offset, H, 0.0f,
 		    ws->logits, V, e));
 	return ERR_OK;
 }
@@ -233,25 +226,25 @@ int model_step(struct model_ws *ws, const float *params, float *grads, const str
 	*loss_sum = 0.0;
 	if (R == 0)
 		return ERR_OK; /* an empty microbatch contributes nothing */
-	TRY(forward(ws, params, b, e));
-	TRY(o->xent(d, R, V, params + m->p[MODEL_B2].offset, ws->target, scale, ws->logits, ws->loss,
+	ERR_TRY(forward(ws, params, b, e));
+	ERR_TRY(o->xent(d, R, V, params + m->p[MODEL_B2].offset, ws->target, scale, ws->logits, ws->loss,
 		    e));
-	TRY(o->sum(d, R, ws->loss, loss_sum, e));
+	ERR_TRY(o->sum(d, R, ws->loss, loss_sum, e));
 	/* output layer */
-	TRY(o->gemm(d, 1, 0, V, H, R, 1.0f, ws->logits, V, ws->h, H, 1.0f,
+	ERR_TRY(o->gemm(d, 1, 0, V, H, R, 1.0f, ws->logits, V, ws->h, H, 1.0f,
 		    grads + m->p[MODEL_W2].offset, H, e));
-	TRY(o->col_sum_acc(d, R, V, ws->logits, grads + m->p[MODEL_B2].offset, e));
-	TRY(o->gemm(d, 0, 0, R, H, V, 1.0f, ws->logits, V, params + m->p[MODEL_W2].offset, H, 0.0f,
+	ERR_TRY(o->col_sum_acc(d, R, V, ws->logits, grads + m->p[MODEL_B2].offset, e));
+	ERR_TRY(o->gemm(d, 0, 0, R, H, V, 1.0f, ws->logits, V, params + m->p[MODEL_W2].offset, H, 0.0f,
 		    ws->dh, H, e));
 	/* hidden layer */
-	TRY(o->tanh_backward(d, R * H, ws->h, ws->dh, e));
-	TRY(o->gemm(d, 1, 0, H, CD, R, 1.0f, ws->dh, H, ws->x, CD, 1.0f,
+	ERR_TRY(o->tanh_backward(d, R * H, ws->h, ws->dh, e));
+	ERR_TRY(o->gemm(d, 1, 0, H, CD, R, 1.0f, ws->dh, H, ws->x, CD, 1.0f,
 		    grads + m->p[MODEL_W1].offset, CD, e));
-	TRY(o->col_sum_acc(d, R, H, ws->dh, grads + m->p[MODEL_B1].offset, e));
+	ERR_TRY(o->col_sum_acc(d, R, H, ws->dh, grads + m->p[MODEL_B1].offset, e));
 	/* embedding: dx overwrites x, which is no longer needed */
-	TRY(o->gemm(d, 0, 0, R, CD, H, 1.0f, ws->dh, H, params + m->p[MODEL_W1].offset, CD, 0.0f,
+	ERR_TRY(o->gemm(d, 0, 0, R, CD, H, 1.0f, ws->dh, H, params + m->p[MODEL_W1].offset, CD, 0.0f,
 		    ws->x, CD, e));
-	TRY(o->embed_backward(d, R, C, m->embed, ws->ctx, ws->x, grads + m->p[MODEL_EMBED].offset,
+	ERR_TRY(o->embed_backward(d, R, C, m->embed, ws->ctx, ws->x, grads + m->p[MODEL_EMBED].offset,
 			      e));
 	return ERR_OK;
 }
@@ -267,10 +260,10 @@ int model_eval(struct model_ws *ws, const float *params, const struct batch *b,
 	*hits = 0;
 	if (R == 0)
 		return ERR_OK;
-	TRY(forward(ws, params, b, e));
-	TRY(o->argmax_hits(d, R, V, params + m->p[MODEL_B2].offset, ws->logits, ws->target, hits, e));
-	TRY(o->xent(d, R, V, params + m->p[MODEL_B2].offset, ws->target, 0.0f, ws->logits, ws->loss,
+	ERR_TRY(forward(ws, params, b, e));
+	ERR_TRY(o->argmax_hits(d, R, V, params + m->p[MODEL_B2].offset, ws->logits, ws->target, hits, e));
+	ERR_TRY(o->xent(d, R, V, params + m->p[MODEL_B2].offset, ws->target, 0.0f, ws->logits, ws->loss,
 		    e));
-	TRY(o->sum(d, R, ws->loss, loss_sum, e));
+	ERR_TRY(o->sum(d, R, ws->loss, loss_sum, e));
 	return ERR_OK;
 }

@@ -119,28 +119,12 @@ static int device_id_of(const struct settings *s, int rank)
 	return s->n_ids ? s->ids[rank] : rank;
 }
 
-/* jansson value -> malloc'd text with a final newline */
+/* jansson value -> canonical text with a final newline; consumes j */
 static int json_text(json_t *j, char **out, size_t *len, const char *what, struct err *e)
 {
-	char *t;
-	*out = NULL;
-	if (!j)
-		return ERR(e, ERR_IO, "%s: cannot build JSON (out of memory)", what);
-	t = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+	int rc = app_json_text(j, 1, out, len, what, e);
 	json_decref(j);
-	if (!t)
-		return ERR(e, ERR_IO, "%s: cannot serialize JSON", what);
-	size_t n = strlen(t);
-	char *b = realloc(t, n + 2);
-	if (!b) {
-		free(t);
-		return ERR(e, ERR_IO, "%s: out of memory", what);
-	}
-	b[n] = '\n';
-	b[n + 1] = '\0';
-	*out = b;
-	*len = n + 1;
-	return ERR_OK;
+	return rc;
 }
 
 /* ---- the corpus ------------------------------------------------------------------- */
