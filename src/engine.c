@@ -237,13 +237,21 @@ int engine_get_state(struct engine *eng, float *params, float *momentum, struct 
 
 /* ---- the window step ---- */
 
+/* a 64-bit fingerprint of the parameter bits, a word at a time (replica comparison) */
 static uint64_t digest_floats(const float *x, size_t n)
 {
 	uint64_t h = 0xcbf29ce484222325ULL;
-	const unsigned char *b = (const unsigned char *)x;
-	for (size_t i = 0; i < n * sizeof(float); i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ULL;
+	size_t i = 0;
+	for (; i + 2 <= n; i += 2) {
+		uint64_t w;
+		memcpy(&w, x + i, sizeof w);
+		h = (h ^ w) * 0x100000001b3ULL;
+		h ^= h >> 29;
+	}
+	if (i < n) {
+		uint32_t w;
+		memcpy(&w, x + i, sizeof w);
+		h = (h ^ w) * 0x100000001b3ULL;
 	}
 	return h;
 }

@@ -332,6 +332,29 @@ START_TEST(replicas_stay_identical)
 }
 END_TEST
 
+START_TEST(a_diverged_replica_is_detected)
+{
+	struct env v;
+	struct err e;
+	err_clear(&e);
+	env_open(&v, 3, 1, 1, LAYOUT_PACKED, 0);
+	/* flip the lowest bit of one parameter of rank 2 (host backend: device memory is host
+	 * memory): the replica digest must notice */
+	float *p2 = v.eng->rep[2].params;
+	uint32_t bits;
+	memcpy(&bits, &p2[1234 % v.eng->shape.n_params], sizeof bits);
+	bits ^= 1u;
+	memcpy(&p2[1234 % v.eng->shape.n_params], &bits, sizeof bits);
+	struct window_result res;
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	int rc = engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE | ENGINE_CHECK_REPLICAS,
+			       &res, &e);
+	ck_assert_int_eq(rc, ERR_CHECK);
+	ck_assert_msg(strstr(e.msg, "replica 2"), "message: %s", e.msg);
+	env_close(&v);
+}
+END_TEST
+
 START_TEST(runs_are_reproducible_bit_for_bit)
 {
 	float *first = NULL;
@@ -394,6 +417,7 @@ int main(void)
 	tcase_add_test(tc, injected_failure_releases_every_rank);
 	tcase_add_test(tc, replicas_stay_identical);
 	tcase_add_test(tc, runs_are_reproducible_bit_for_bit);
+	tcase_add_test(tc, a_diverged_replica_is_detected);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
