@@ -338,12 +338,12 @@ START_TEST(a_diverged_replica_is_detected)
 	struct err e;
 	err_clear(&e);
 	env_open(&v, 3, 1, 1, LAYOUT_PACKED, 0);
-	/* flip the lowest bit of one parameter of rank 2 (host backend: device memory is host
+	/* flip a mantissa bit of one parameter of rank 2 (host backend: device memory is host
 	 * memory): the replica digest must notice */
 	float *p2 = v.eng->rep[2].params;
 	uint32_t bits;
 	memcpy(&bits, &p2[1234 % v.eng->shape.n_params], sizeof bits);
-	bits ^= 1u;
+	bits ^= 1u << 20; /* a change far above what one update could round away */
 	memcpy(&p2[1234 % v.eng->shape.n_params], &bits, sizeof bits);
 	struct window_result res;
 	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
