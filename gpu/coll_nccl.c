@@ -16,6 +16,7 @@
  * still waiting leaves with ERR_ABORTED. An aborted collective stays aborted: a new one
  * must be created.
  */
+#include "clock.h"
 #include "gpu.h"
 
 #include <cuda_runtime_api.h>
@@ -44,13 +45,6 @@ struct nccl_coll {
 	int mu_ready;
 	struct nccl_rank r[8];
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void pause_poll(long iteration)
 {
@@ -166,7 +160,7 @@ static int wait_done(struct coll *c, int rank, cudaStream_t s, double t0, struct
 			abort_all(n);
 			return aborted_error(c, rank, nr->device, "abandoned", e);
 		}
-		if (timeout > 0 && now_s() - t0 > timeout) {
+		if (timeout > 0 && clock_now_s() - t0 > timeout) {
 			ERR(e, ERR_DEVICE, "rank %d device %d: allreduce timed out after %.1f s "
 			    "(devices.timeout): a peer never joined", rank, nr->device, timeout);
 			abort_all(n);
@@ -192,7 +186,7 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 			  enum coll_dtype type, enum coll_op op, int host_buf, struct err *e)
 {
 	struct nccl_coll *n = c->impl;
-	double t0 = now_s();
+	double t0 = clock_now_s();
 	if (rank < 0 || rank >= n->world)
 		return ERR(e, ERR_DEVICE, "allreduce: rank %d outside 0..%d", rank, n->world - 1);
 	struct nccl_rank *nr = &n->r[rank];
@@ -247,7 +241,7 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 			 device);
 		CU_CHECK(cudaStreamSynchronize(s), rank, device);
 	}
-	c->seconds[rank] += now_s() - t0;
+	c->seconds[rank] += clock_now_s() - t0;
 	return ERR_OK;
 }
 
@@ -262,7 +256,7 @@ static void nccl_abort(struct coll *c, int rank)
 /* Waits until every communicator has left ncclInProgress; 0 if all are ncclSuccess. */
 static int settle_all(struct nccl_coll *n, double timeout_s)
 {
-	double t0 = now_s();
+	double t0 = clock_now_s();
 	for (int r = 0; r < n->world; r++) {
 		for (long it = 0;; it++) {
 			ncclResult_t state = ncclInProgress;
@@ -272,7 +266,7 @@ static int settle_all(struct nccl_coll *n, double timeout_s)
 				break;
 			if (state != ncclInProgress)
 				return -1;
-			if (timeout_s > 0 && now_s() - t0 > timeout_s)
+			if (timeout_s > 0 && clock_now_s() - t0 > timeout_s)
 				return -1;
 			pause_poll(it);
 		}
@@ -420,7 +414,7 @@ int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
 	double timeout = barrier && barrier->timeout_s > 0 ? barrier->timeout_s : 0.0;
 	if (timeout > 0 && timeout < 120.0)
 		timeout = 120.0;
-	double t0 = now_s();
+	double t0 = clock_now_s();
 	for (int r = 0; r < world; r++) {
 		for (long it = 0;; it++) {
 			ncclResult_t state = ncclInProgress;
@@ -433,7 +427,7 @@ int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
 			}
 			if (state == ncclSuccess)
 				break;
-			if (timeout > 0 && now_s() - t0 > timeout) {
+			if (timeout > 0 && clock_now_s() - t0 > timeout) {
 				rc = ERR(e, ERR_DEVICE, "rank %d device %d: NCCL communicator not ready "
 					 "after %.1f s (devices.timeout)", r, device_ids[r], timeout);
 				goto fail;

@@ -41,13 +41,6 @@ void barrier_destroy(struct barrier *b)
 	pthread_mutex_destroy(&b->mu);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int aborted_error(struct barrier *b, int rank, struct err *e)
 {
 	return ERR(e, ERR_ABORTED, "rank %d released: rank %d failed", rank, b->abort_rank);
@@ -63,7 +56,6 @@ static inline void cpu_relax(void)
 
 int barrier_wait(struct barrier *b, int rank, struct err *e)
 {
-	double t0 = now_s();
 	int rc = ERR_OK;
 	pthread_mutex_lock(&b->mu);
 	if (atomic_load(&b->aborted)) {
@@ -116,8 +108,6 @@ int barrier_wait(struct barrier *b, int rank, struct err *e)
 		rc = aborted_error(b, rank, e);
 	}
 out:
-	if (rank >= 0 && rank < 8)
-		b->wait_ns_total[rank] += (now_s() - t0) * 1e9;
 	pthread_mutex_unlock(&b->mu);
 	return rc;
 }

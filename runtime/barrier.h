@@ -28,7 +28,6 @@ struct barrier {
 	double timeout_s;        /* <= 0: wait forever */
 	int spin;                /* spin iterations before sleeping (0 when the parties
 				    outnumber the cores: spinning would steal their time) */
-	double wait_ns_total[8]; /* per-rank time spent waiting (statistics) */
 };
 
 int barrier_init(struct barrier *b, int parties, double timeout_s, struct err *e);

@@ -13,7 +13,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "clock.h"
 
 struct host_coll {
 	size_t max_count;
@@ -25,13 +26,6 @@ struct host_coll {
 static size_t dtype_size(enum coll_dtype t)
 {
 	return t == COLL_F32 ? 4 : 8;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void reduce_slice(const struct coll *c, const struct host_coll *h, size_t lo, size_t hi,
@@ -76,7 +70,7 @@ static int host_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 			  enum coll_dtype type, enum coll_op op, int host_buf, struct err *e)
 {
 	struct host_coll *h = c->impl;
-	double t0 = now_s();
+	double t0 = clock_now_s();
 	size_t bytes = count * dtype_size(type);
 	int rc;
 	if (count > h->max_count)
@@ -100,7 +94,7 @@ static int host_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 		memcpy(buf, h->result, bytes);
 	else if ((rc = dev->ops->upload(dev, buf, h->result, bytes, e)) != ERR_OK)
 		return rc;
-	c->seconds[rank] += now_s() - t0;
+	c->seconds[rank] += clock_now_s() - t0;
 	return ERR_OK;
 }
 

@@ -16,15 +16,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "app.h"
 #include "run.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* GFLOP/s of one-thread sgemm C[m x n] = A[m x k] B[k x n]^T, run for ~min_s seconds */
 static double sgemm_rate(int m, int n, int k, double min_s)
@@ -44,12 +38,12 @@ static double sgemm_rate(int m, int n, int k, double min_s)
 	openblas_set_num_threads(1);
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 0.0f, c, n);
 	long reps = 0;
-	double t0 = now_s(), t;
+	double t0 = clock_now_s(), t;
 	do {
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 0.0f, c,
 			    n);
 		reps++;
-	} while ((t = now_s() - t0) < min_s);
+	} while ((t = clock_now_s() - t0) < min_s);
 	free(a);
 	free(b);
 	free(c);

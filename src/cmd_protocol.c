@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "app.h"
 #include "fsx.h"
 #include "norm.h"
@@ -59,13 +60,6 @@ struct protocol {
 	struct train_result continuous; /* the continuous run's final state, for the resume check */
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Runs one step; ERR_CHECK is recorded and swallowed, other errors are returned. */
 static int step(struct protocol *p, struct app *a, const char *name,
 		int (*fn)(struct app *, struct protocol *, struct err *), struct err *e)
@@ -74,10 +68,10 @@ static int step(struct protocol *p, struct app *a, const char *name,
 	struct err local;
 	err_clear(&local);
 	app_info(a, "== %s", name);
-	double t0 = now_s();
+	double t0 = clock_now_s();
 	s->name = name;
 	s->rc = fn(a, p, &local);
-	s->seconds = now_s() - t0;
+	s->seconds = clock_now_s() - t0;
 	snprintf(s->msg, sizeof s->msg, "%.255s", local.msg);
 	if (s->rc == ERR_CHECK) {
 		p->failed_checks++;

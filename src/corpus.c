@@ -474,7 +474,7 @@ int corpus_from_arrays(int n, const int32_t *lengths, const int32_t *prefix,
 
 /* ---- files ----------------------------------------------------------------------- */
 
-static int params_match(const struct corpus_params *p, const struct settings *s)
+int corpus_params_match(const struct corpus_params *p, const struct settings *s)
 {
 	return p->seed == s->seed && p->train_count == s->train_count &&
 	       p->validation_count == s->validation_count && p->test_count == s->test_count &&
@@ -594,7 +594,7 @@ int corpus_save(const struct corpus *c, const struct settings *s, const char *di
 	char path[FSX_PATH_MAX];
 	int rc;
 
-	if (s && c->params.vocab && !params_match(&c->params, s))
+	if (s && c->params.vocab && !corpus_params_match(&c->params, s))
 		return ERR(e, ERR_DATA, "corpus_save: the corpus was built with other [data] "
 			   "settings than the ones given");
 	rc = fsx_mkdirs(dir, e);

@@ -61,6 +61,8 @@ int corpus_build(const struct settings *s, struct corpus *c, struct err *e);
 int corpus_from_arrays(int n, const int32_t *lengths, const int32_t *prefix,
 		       const int32_t *tokens, int vocab, struct corpus *c, struct err *e);
 void corpus_free(struct corpus *c);
+/* Whether a corpus was built with the [data] settings (and seed) of s. */
+int corpus_params_match(const struct corpus_params *p, const struct settings *s);
 static inline int corpus_len(const struct corpus *c, int id)
 {
 	return c->offset[id + 1] - c->offset[id];

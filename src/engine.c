@@ -8,18 +8,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "ddptok_config.h"
 #include "norm.h"
 #if DDPTOK_HAVE_CUDA
 #include "gpu.h"
 #endif
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int max_batch_rows(const struct settings *s)
 {
@@ -264,7 +258,6 @@ struct window_shared {
 	int64_t N_seen[PLAN_MAX_WORLD];
 	int rejected[PLAN_MAX_WORLD];
 	uint64_t param_digest[PLAN_MAX_WORLD];
-	double coll_s[PLAN_MAX_WORLD];
 };
 
 static int window_fn(int rank, void *ctx, void *arg, struct err *e)
@@ -278,7 +271,6 @@ static int window_fn(int rank, void *ctx, void *arg, struct err *e)
 	const struct settings *s = &eng->s;
 	size_t n = eng->shape.n_params;
 	int avg = s->reduce == COLL_AVG;
-	double t0;
 
 	if (eng->inject_rank == rank && eng->inject_window == w->index)
 		return ERR(e, ERR_DEVICE, "injected failure at window %lld (step %lld)",
@@ -289,9 +281,7 @@ static int window_fn(int rank, void *ctx, void *arg, struct err *e)
 
 	/* the global count goes through the collective, like it would across processes */
 	int64_t count = w->rank_tokens[rank];
-	t0 = now_s();
 	ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &count, 1, COLL_I64, COLL_SUM, 1, e));
-	ws->coll_s[rank] += now_s() - t0;
 	ws->N_seen[rank] = count;
 	if (count != w->N)
 		return ERR(e, ERR_DEVICE,
@@ -323,12 +313,10 @@ static int window_fn(int rank, void *ctx, void *arg, struct err *e)
 	if (ws->flags & ENGINE_CAPTURE_LOCAL)
 		ERR_TRY(o->download(d, eng->host_local[rank], r->grads, n * sizeof(float), e));
 
-	t0 = now_s();
 	ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, r->grads, n, COLL_F32,
 				      avg ? COLL_AVG : COLL_SUM, 0, e));
 	double sum = local;
 	ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &sum, 1, COLL_F64, COLL_SUM, 1, e));
-	ws->coll_s[rank] += now_s() - t0;
 	ws->loss_sum[rank] = sum;
 
 	if (rank == 0 && (ws->flags & ENGINE_CAPTURE_REDUCED))
@@ -349,7 +337,7 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 		  struct window_result *res, struct err *e)
 {
 	struct window_shared ws;
-	double t0 = now_s();
+	double t0 = clock_now_s();
 	memset(&ws, 0, sizeof ws);
 	memset(res, 0, sizeof *res);
 	if (w->world != eng->world)
@@ -361,12 +349,9 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 	ws.w = w;
 	ws.mode = mode;
 	ws.flags = flags;
-	struct barrier *b = pool_barrier(eng->pool);
-	double wait0[PLAN_MAX_WORLD];
-	for (int r = 0; r < eng->world; r++) {
-		wait0[r] = b->wait_ns_total[r];
+	/* the collective times itself (its barrier waits included) */
+	for (int r = 0; r < eng->world; r++)
 		eng->coll->seconds[r] = 0;
-	}
 	int rc = pool_run(eng->pool, window_fn, &ws, e);
 	if (rc != ERR_OK) {
 		err_prefix(e, "window %lld", (long long)w->index);
@@ -379,14 +364,12 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 		if (ws.rejected[r] != ws.rejected[0])
 			return ERR(e, ERR_DEVICE, "window %lld: ranks disagree on rejecting it",
 				   (long long)w->index);
-		double wait = (b->wait_ns_total[r] - wait0[r]) * 1e-9;
-		if (wait > res->seconds_barrier)
-			res->seconds_barrier = wait;
-		if (ws.coll_s[r] > res->seconds_coll)
-			res->seconds_coll = ws.coll_s[r];
-		res->seconds_coll_mean += ws.coll_s[r] / eng->world;
+		double coll = eng->coll->seconds[r];
+		if (coll > res->seconds_coll)
+			res->seconds_coll = coll;
+		res->seconds_coll_mean += coll / eng->world;
 	}
-	res->seconds = now_s() - t0;
+	res->seconds = clock_now_s() - t0;
 	if (ws.rejected[0]) {
 		res->rejected = 1;
 		return ERR_OK;

@@ -59,9 +59,9 @@ struct window_result {
 	double loss;       /* loss_sum / N (the global token mean) */
 	double grad_norm;  /* L2 norm of the reduced gradient (when captured) */
 	double seconds;    /* wall time of the window */
-	double seconds_coll;    /* max over ranks of the time inside collectives */
+	double seconds_coll;    /* max over ranks of the time inside collectives (their
+				   barrier waits, i.e. waiting for the slowest rank, included) */
 	double seconds_coll_mean; /* mean over ranks of the same */
-	double seconds_barrier; /* max over ranks of the time waiting at barriers */
 };
 
 struct engine {

@@ -129,14 +129,6 @@ static int json_text(json_t *j, char **out, size_t *len, const char *what, struc
 
 /* ---- the corpus ------------------------------------------------------------------- */
 
-static int params_match(const struct corpus_params *p, const struct settings *s)
-{
-	return p->seed == s->seed && p->train_count == s->train_count &&
-	       p->validation_count == s->validation_count && p->test_count == s->test_count &&
-	       p->min_len == s->min_len && p->max_len == s->max_len && p->vocab == s->vocab &&
-	       p->prefix_max == s->prefix_max && p->branching == s->branching;
-}
-
 int train_corpus(struct app *a, int rebuild, struct corpus *c, struct err *e)
 {
 	char dir[FSX_PATH_MAX], bin[FSX_PATH_MAX];
@@ -150,7 +142,7 @@ int train_corpus(struct app *a, int rebuild, struct corpus *c, struct err *e)
 			err_prefix(e, "prepared corpus %s (run `prepare` to rebuild it)", dir);
 			return rc;
 		}
-		if (params_match(&c->params, &a->s) || !rebuild)
+		if (corpus_params_match(&c->params, &a->s) || !rebuild)
 			return ERR_OK;
 		app_info(a, "train: %s was prepared with other [data] settings: rebuilding it", dir);
 		corpus_free(c);

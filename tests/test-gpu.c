@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "barrier.h"
 #include "coll.h"
 #include "dev.h"
@@ -44,13 +45,6 @@ static struct err E;
 		int rc_ = (expr);                                                            \
 		ck_assert_msg(rc_ == ERR_OK, "%s -> %d: %s", #expr, rc_, E.msg);             \
 	} while (0)
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- buffers on a device ---- */
 
@@ -811,7 +805,7 @@ static int abort_fn(int rank, void *ctx, void *arg, struct err *e)
 	struct dev *d = v->dev[rank];
 	float *buf = NULL;
 	int rc;
-	double t0 = now_s();
+	double t0 = clock_now_s();
 	if (rank == v->fail_rank) {
 		struct timespec ts = {(time_t)v->fail_after_s,
 				      (long)((v->fail_after_s - (time_t)v->fail_after_s) * 1e9)};
@@ -825,7 +819,7 @@ static int abort_fn(int rank, void *ctx, void *arg, struct err *e)
 		return rc;
 	rc = v->coll->ops->allreduce(v->coll, rank, d, buf, 4096, COLL_F32, COLL_SUM, 0, e);
 	v->rc[rank] = rc;
-	v->seconds[rank] = now_s() - t0;
+	v->seconds[rank] = clock_now_s() - t0;
 	snprintf(v->msg[rank], sizeof v->msg[rank], "%s", e->msg);
 	d->ops->release(d, buf);
 	return rc;
@@ -884,10 +878,10 @@ static int late_fn(int rank, void *ctx, void *arg, struct err *e)
 		nanosleep(&ts, NULL);
 		return ERR_OK;
 	}
-	double t0 = now_s(), x = 1.0;
+	double t0 = clock_now_s(), x = 1.0;
 	int rc = v->coll->ops->allreduce(v->coll, rank, v->dev[rank], &x, 1, COLL_F64, COLL_SUM, 1, e);
 	v->rc[rank] = rc;
-	v->seconds[rank] = now_s() - t0;
+	v->seconds[rank] = clock_now_s() - t0;
 	snprintf(v->msg[rank], sizeof v->msg[rank], "%s", e->msg);
 	return rc;
 }
