@@ -76,9 +76,13 @@ static int nccl_error(struct err *e, const char *file, int line, ncclResult_t st
 
 /* Aborts every communicator that is still alive (idempotent, any thread). NCCL may
  * switch the calling thread's CUDA device: it is restored. */
-static void abort_all(struct nccl_coll *n)
+/* Aborts every communicator. `by` >= 0: the rank whose failure causes it, recorded
+ * before the flag is raised, so a peer that sees the flag can name it. */
+static void abort_all(struct nccl_coll *n, int by)
 {
-	int cur = -1;
+	int cur = -1, none = -1;
+	if (by >= 0)
+		atomic_compare_exchange_strong(&n->abort_by, &none, by);
 	atomic_store(&n->aborting, 1);
 	cudaGetDevice(&cur);
 	for (int r = 0; r < n->world; r++) {
@@ -136,7 +140,7 @@ static int wait_done(struct coll *c, int rank, cudaStream_t s, double t0, struct
 		if (q != ncclSuccess || (state != ncclSuccess && state != ncclInProgress)) {
 			int rc = nccl_error(e, __FILE__, __LINE__, q != ncclSuccess ? q : state,
 					    "ncclAllReduce (asynchronous)", rank, nr->device);
-			abort_all(n);
+			abort_all(n, rank);
 			return rc;
 		}
 		if (state == ncclSuccess) { /* enqueued: now the stream tells */
@@ -149,7 +153,7 @@ static int wait_done(struct coll *c, int rank, cudaStream_t s, double t0, struct
 			if (cs != cudaErrorNotReady) {
 				int rc = gpu_cuda_error(e, __FILE__, __LINE__, (int)cs,
 							"cudaStreamQuery (allreduce)", rank, nr->device);
-				abort_all(n);
+				abort_all(n, rank);
 				return rc;
 			}
 			/* "not ready" is also recorded as this thread's last error: clear it,
@@ -157,13 +161,13 @@ static int wait_done(struct coll *c, int rank, cudaStream_t s, double t0, struct
 			(void)cudaGetLastError();
 		}
 		if (is_aborted(c, n)) {
-			abort_all(n);
+			abort_all(n, -1);
 			return aborted_error(c, rank, nr->device, "abandoned", e);
 		}
 		if (timeout > 0 && clock_now_s() - t0 > timeout) {
-			ERR(e, ERR_DEVICE, "rank %d device %d: allreduce timed out after %.1f s "
+			ERR(e, ERR_DEVICE, "rank %d device %d: allreduce timed out after %g s "
 			    "(devices.timeout): a peer never joined", rank, nr->device, timeout);
-			abort_all(n);
+			abort_all(n, rank);
 			if (c->barrier)
 				barrier_abort(c->barrier, rank);
 			return ERR_DEVICE;
@@ -231,7 +235,7 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 		return aborted_error(c, rank, device, "not started", e);
 	if (st != ncclSuccess && st != ncclInProgress) {
 		rc = nccl_error(e, __FILE__, __LINE__, st, "ncclAllReduce", rank, device);
-		abort_all(n);
+		abort_all(n, rank);
 		return rc;
 	}
 	if ((rc = wait_done(c, rank, s, t0, e)) != ERR_OK)
@@ -248,9 +252,7 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 static void nccl_abort(struct coll *c, int rank)
 {
 	struct nccl_coll *n = c->impl;
-	int none = -1;
-	atomic_compare_exchange_strong(&n->abort_by, &none, rank);
-	abort_all(n);
+	abort_all(n, rank);
 }
 
 /* Waits until every communicator has left ncclInProgress; 0 if all are ncclSuccess. */
@@ -302,7 +304,7 @@ static void nccl_destroy(struct coll *c)
 			}
 		}
 	}
-	abort_all(n); /* whatever is left (a failed run, a failed finalize) */
+	abort_all(n, -1); /* whatever is left (a failed run, a failed finalize) */
 	for (int r = 0; r < n->world; r++) {
 		if (n->r[r].scratch) {
 			cudaSetDevice(n->r[r].device);

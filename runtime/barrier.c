@@ -98,7 +98,7 @@ int barrier_wait(struct barrier *b, int rank, struct err *e)
 			b->abort_rank = rank;
 			pthread_cond_broadcast(&b->cv);
 			rc = ERR(e, ERR_DEVICE,
-				 "rank %d: barrier timed out after %.1f s waiting for its peers "
+				 "rank %d: barrier timed out after %g s waiting for its peers "
 				 "(devices.timeout)", rank, b->timeout_s);
 			goto out;
 		}

@@ -10,6 +10,7 @@
 #include "pool.h"
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "coll.h"
@@ -185,5 +186,10 @@ int pool_run(struct pool *p, pool_fn fn, void *arg, struct err *e)
 	if (root < 0)
 		return ERR_OK;
 	struct err *re = &p->slot[root].err;
+	char own[32];
+	int len = snprintf(own, sizeof own, "rank %d", root);
+	if (strncmp(re->msg, own, (size_t)len) == 0 &&
+	    (re->msg[len] == ':' || re->msg[len] == ' ')) /* already names its rank */
+		return ERR(e, re->code, "%s", re->msg);
 	return ERR(e, re->code, "rank %d: %s", root, re->msg);
 }

@@ -29,24 +29,21 @@ int cmd_env(struct app *a, struct err *e)
 #else
 	printf("cuda backend: not built\n");
 #endif
-	const char *backend;
-	if (a->s.backend == BACKEND_CPU)
-		backend = "cpu (requested by devices.backend)";
-	else if (gpus > 0)
-		backend = "cuda (GPUs visible)";
-	else if (a->s.backend == BACKEND_CUDA)
-		backend = "cuda requested but unusable";
-	else
-		backend = "cpu (auto: no GPU)";
-	printf("configuration %s: backend %s", a->cfg.path, backend);
-	if (gpus == 0 && a->s.backend != BACKEND_CPU)
-		printf(" - %s", why);
-	printf("\n");
-	const char *coll = (gpus > 0 && a->s.backend != BACKEND_CPU &&
-			    a->s.collective != COLLECTIVE_HOST)
-				   ? "nccl"
-				   : "host (deterministic shared-memory allreduce)";
-	printf("collective: %s, reduce %s, W = %d\n", coll, a->s.reduce == COLL_AVG ? "avg" : "sum",
-	       a->s.world);
+	struct device_plan plan;
+	struct err pe = {0};
+	printf("configuration %s: W = %d, reduce %s\n", a->cfg.path, a->s.world,
+	       a->s.reduce == COLL_AVG ? "avg" : "sum");
+	if (engine_plan_devices(&a->s, gpus, why, &plan, &pe) != ERR_OK) {
+		printf("backend: this configuration does not run here: %s\n", pe.msg);
+		return ERR_OK;
+	}
+	printf("backend: %s\n", plan.why);
+	if (plan.backend == DEV_BACKEND_CUDA) {
+		printf("devices:");
+		for (int r = 0; r < a->s.world; r++)
+			printf(" rank %d -> GPU %d%s", r, plan.ids[r], r + 1 < a->s.world ? "," : "");
+		printf("\n");
+	}
+	printf("collective: %s\n", plan.coll_why);
 	return ERR_OK;
 }

@@ -725,11 +725,18 @@ static int do_save(struct inspect *in, int argc, char **argv, struct err *e)
 	}
 	printf("save: checkpoint %s: step %lld, %lld updates, normalization %s\n", dir,
 	       (long long)in->step, (long long)eng->updates_done, norm_mode_name(snap.mode));
-	printf("save: continue with: inspect --resume %s  (or train --resume %s)\n", dir, dir);
-	if (snap.mode != a->s.normalization)
-		printf("save: note: [train] normalization is %s; a resume of this checkpoint needs "
-		       "--set train.normalization=%s\n", norm_mode_name(a->s.normalization),
-		       norm_mode_name(snap.mode));
+	if (snap.mode == a->s.normalization)
+		printf("save: continue with: inspect --resume %s  (or train --resume %s)\n", dir,
+		       dir);
+	else
+		printf("save: continue with: inspect --resume %s  (or train --resume %s --set "
+		       "train.normalization=%s: the trainer runs the configured normalization, "
+		       "here %s)\n", dir, dir, norm_mode_name(snap.mode),
+		       norm_mode_name(a->s.normalization));
+	if (in->step > a->s.updates)
+		printf("save: note: step %lld is past [train] updates = %lld: train --resume "
+		       "needs --set train.updates=N with N >= the step\n", (long long)in->step,
+		       (long long)a->s.updates);
 	return ERR_OK;
 }
 
@@ -961,7 +968,8 @@ static int inspect_open(struct app *a, struct inspect *in, struct err *e)
 	if ((rc = train_corpus(a, a->o.resume_dir == NULL, &c, e)) != ERR_OK)
 		return rc;
 	if (a->o.resume_dir) {
-		if ((rc = train_ckpt_load(a, a->o.resume_dir, &c, TRAIN_CHECK_ALL, &ck, e)) !=
+		if ((rc = train_ckpt_load(a, a->o.resume_dir, &c,
+					   TRAIN_CHECK_ALL | TRAIN_CHECK_ANY_NORMALIZATION, &ck, e)) !=
 		    ERR_OK) {
 			corpus_free(&c);
 			train_ckpt_free(&ck);

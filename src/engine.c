@@ -30,8 +30,7 @@ static int replica_init_fn(int rank, void *ctx, void *arg, struct err *e)
 	r->rank = rank;
 	if (eng->backend == DEV_BACKEND_CUDA) {
 #if DDPTOK_HAVE_CUDA
-		int id = eng->s.n_ids ? eng->s.ids[rank] : rank;
-		ERR_TRY(cuda_dev_create(rank, id, &r->dev, e));
+		ERR_TRY(cuda_dev_create(rank, eng->plan.ids[rank], &r->dev, e));
 #else
 		return ERR(e, ERR_DEVICE, "this build has no CUDA backend");
 #endif
@@ -63,53 +62,105 @@ static int replica_destroy_fn(int rank, void *ctx, void *arg, struct err *e)
 	return ERR_OK;
 }
 
+static int ids_repeat(const int *ids, int n)
+{
+	for (int r = 0; r < n; r++)
+		for (int q = 0; q < r; q++)
+			if (ids[q] == ids[r])
+				return 1;
+	return 0;
+}
+
+int engine_plan_devices(const struct settings *s, int gpus, const char *gpu_why,
+			struct device_plan *p, struct err *e)
+{
+	const int w = s->world;
+	memset(p, 0, sizeof *p);
+	p->backend = DEV_BACKEND_CPU;
+	for (int r = 0; r < w; r++)
+		p->ids[r] = s->n_ids ? s->ids[r] : r;
+	if (!gpu_why || !*gpu_why)
+		gpu_why = "no GPU visible";
+
+	if (s->backend == BACKEND_CPU) {
+		snprintf(p->why, sizeof p->why, "cpu (requested by devices.backend)");
+	} else if (gpus <= 0) {
+		if (s->backend == BACKEND_CUDA)
+			return ERR(e, ERR_DEVICE, "devices.backend = cuda but no GPU is usable: %s",
+				   gpu_why);
+		snprintf(p->why, sizeof p->why, "cpu (auto: %s)", gpu_why);
+	} else {
+		for (int r = 0; r < w && s->n_ids; r++)
+			if (p->ids[r] >= gpus)
+				return ERR(e, ERR_CONFIG, "devices.ids: rank %d is given GPU %d but "
+					   "%d GPU%s visible (ids 0..%d)", r, p->ids[r], gpus,
+					   gpus == 1 ? " is" : "s are", gpus - 1);
+		if (!s->n_ids && w > gpus) {
+			if (s->backend == BACKEND_CUDA)
+				return ERR(e, ERR_CONFIG, "devices.backend = cuda: W = %d ranks but "
+					   "only %d GPU%s visible; give each rank a device with "
+					   "devices.ids (ranks may share one, e.g. 0,0, with "
+					   "devices.collective = host)", w, gpus,
+					   gpus == 1 ? " is" : "s are");
+			snprintf(p->why, sizeof p->why, "cpu (auto: W = %d ranks, %d GPU%s visible; "
+				 "to share GPUs set devices.ids, e.g. 0,0, and devices.backend = "
+				 "cuda)", w, gpus, gpus == 1 ? "" : "s");
+		} else {
+			p->backend = DEV_BACKEND_CUDA;
+			snprintf(p->why, sizeof p->why, "cuda (%s, %d GPU%s visible)",
+				 s->backend == BACKEND_CUDA ? "requested" : "auto", gpus,
+				 gpus == 1 ? "" : "s");
+		}
+	}
+
+	if (p->backend != DEV_BACKEND_CUDA) {
+		if (s->collective == COLLECTIVE_NCCL)
+			return ERR(e, ERR_CONFIG, "devices.collective = nccl needs the cuda backend, "
+				   "and this run uses %s", p->why);
+		snprintf(p->coll_why, sizeof p->coll_why, "host (the cpu backend's)");
+		return ERR_OK;
+	}
+	int shared = ids_repeat(p->ids, w);
+	if (s->collective == COLLECTIVE_HOST) {
+		snprintf(p->coll_why, sizeof p->coll_why, "host (requested by devices.collective)");
+	} else if (shared) {
+		if (s->collective == COLLECTIVE_NCCL)
+			return ERR(e, ERR_CONFIG, "devices.collective = nccl needs one GPU per rank "
+				   "but devices.ids repeats a GPU; use devices.collective = host (or "
+				   "auto) to share GPUs");
+		snprintf(p->coll_why, sizeof p->coll_why, "host (auto: ranks share a GPU, which "
+			 "NCCL does not allow)");
+	} else {
+		p->nccl = 1;
+		snprintf(p->coll_why, sizeof p->coll_why, "nccl (%s)",
+			 s->collective == COLLECTIVE_NCCL ? "requested" : "auto");
+	}
+	return ERR_OK;
+}
+
 static int choose_backend(struct engine *eng, struct err *e)
 {
-	const struct settings *s = &eng->s;
 	int gpus = 0;
 	char why[200] = "this build has no CUDA backend";
 #if DDPTOK_HAVE_CUDA
-	if (s->backend != BACKEND_CPU)
+	if (eng->s.backend != BACKEND_CPU)
 		ERR_TRY(gpu_device_count(&gpus, why, sizeof why, e));
 #endif
-	if (s->backend == BACKEND_CPU) {
-		eng->backend = DEV_BACKEND_CPU;
-		snprintf(eng->backend_why, sizeof eng->backend_why, "cpu: requested by devices.backend");
-	} else if (gpus > 0) {
-		eng->backend = DEV_BACKEND_CUDA;
-		snprintf(eng->backend_why, sizeof eng->backend_why, "cuda: %d GPU(s) visible", gpus);
-	} else if (s->backend == BACKEND_CUDA) {
-		return ERR(e, ERR_DEVICE, "devices.backend = cuda but no GPU is usable: %s", why);
-	} else {
-		eng->backend = DEV_BACKEND_CPU;
-		snprintf(eng->backend_why, sizeof eng->backend_why, "cpu: auto, no GPU (%s)", why);
-	}
-	if (eng->backend == DEV_BACKEND_CUDA) {
-		for (int r = 0; r < eng->world; r++) {
-			int id = s->n_ids ? s->ids[r] : r;
-			if (id >= gpus)
-				return ERR(e, ERR_CONFIG,
-					   "devices: rank %d needs GPU %d but only %d are visible (set "
-					   "devices.ids, e.g. repeat an id with devices.collective = host)",
-					   r, id, gpus);
-		}
-	}
+	ERR_TRY(engine_plan_devices(&eng->s, gpus, why, &eng->plan, e));
+	eng->backend = eng->plan.backend;
+	snprintf(eng->backend_why, sizeof eng->backend_why, "%s", eng->plan.why);
 	return ERR_OK;
 }
 
 static int create_collective(struct engine *eng, struct err *e)
 {
-	const struct settings *s = &eng->s;
 	size_t count = eng->shape.n_params;
-	int use_nccl = eng->backend == DEV_BACKEND_CUDA && s->collective != COLLECTIVE_HOST;
-	if (s->collective == COLLECTIVE_NCCL && eng->backend != DEV_BACKEND_CUDA)
-		return ERR(e, ERR_CONFIG, "devices.collective = nccl needs the cuda backend");
-	if (use_nccl) {
+	if (eng->plan.nccl) {
 #if DDPTOK_HAVE_CUDA
-		int ids[PLAN_MAX_WORLD];
-		for (int r = 0; r < eng->world; r++)
-			ids[r] = s->n_ids ? s->ids[r] : r;
-		return nccl_coll_create(eng->world, ids, pool_barrier(eng->pool), &eng->coll, e);
+		return nccl_coll_create(eng->world, eng->plan.ids, pool_barrier(eng->pool),
+					&eng->coll, e);
+#else
+		return ERR(e, ERR_DEVICE, "this build has no CUDA backend");
 #endif
 	}
 	return coll_host_create(eng->world, pool_barrier(eng->pool), count, &eng->coll, e);
@@ -273,8 +324,8 @@ static int window_fn(int rank, void *ctx, void *arg, struct err *e)
 	int avg = s->reduce == COLL_AVG;
 
 	if (eng->inject_rank == rank && eng->inject_window == w->index)
-		return ERR(e, ERR_DEVICE, "injected failure at window %lld (step %lld)",
-			   (long long)w->index, (long long)w->index + 1);
+		return ERR(e, ERR_DEVICE, "injected failure at window %lld",
+			   (long long)w->index + 1);
 
 	ERR_TRY(o->zero(d, r->grads, n * sizeof(float), e));
 	r->loss_sum = 0.0; /* a declined window reports no stale sum of the previous one */
@@ -354,7 +405,7 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 		eng->coll->seconds[r] = 0;
 	int rc = pool_run(eng->pool, window_fn, &ws, e);
 	if (rc != ERR_OK) {
-		err_prefix(e, "window %lld", (long long)w->index);
+		err_prefix(e, "window %lld", (long long)w->index + 1); /* numbered from 1 */
 		return rc;
 	}
 	res->N = w->N;

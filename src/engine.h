@@ -64,6 +64,24 @@ struct window_result {
 	double seconds_coll_mean; /* mean over ranks of the same */
 };
 
+/* Where the ranks run: the backend, each rank's device and the collective, decided from
+ * [devices] and the GPUs visible. */
+struct device_plan {
+	int backend;              /* enum dev_backend */
+	int nccl;                 /* 1: NCCL collective; 0: the host allreduce */
+	int ids[PLAN_MAX_WORLD];  /* device of each rank (cuda backend) */
+	char why[256];            /* how the backend was chosen, for the user */
+	char coll_why[160];       /* how the collective was chosen */
+};
+
+/* Decides the device plan for `gpus` visible GPUs (gpu_why: why there are none, when 0).
+ * backend = auto takes cuda only when every rank gets a GPU of its own (W distinct ids,
+ * the default ids 0..W-1 or devices.ids), else the cpu backend, saying why; collective = auto
+ * takes NCCL on the cuda backend unless ranks share a GPU. Choices that cannot run are
+ * ERR_CONFIG / ERR_DEVICE naming the key. No side effect: the engine and `env` share it. */
+int engine_plan_devices(const struct settings *s, int gpus, const char *gpu_why,
+			struct device_plan *p, struct err *e);
+
 struct engine {
 	struct settings s;
 	const struct corpus *corpus;
@@ -72,8 +90,9 @@ struct engine {
 	struct coll *coll;
 	struct replica rep[PLAN_MAX_WORLD];
 	int world;
-	int backend;        /* enum dev_backend actually used */
+	int backend;        /* enum dev_backend actually used (= plan.backend) */
 	char backend_why[256];
+	struct device_plan plan;
 	int64_t updates_done; /* optimizer steps taken (first step: buf = g) */
 	float *host_reduced;  /* n_params, filled with ENGINE_CAPTURE_REDUCED */
 	float *host_local[PLAN_MAX_WORLD];

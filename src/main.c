@@ -51,7 +51,7 @@ static const struct command commands[] = {
 	 "test and validation loss/accuracy of a checkpoint [--checkpoint DIR]"},
 	{"checkpoints", cmd_checkpoints, 0, "verify every checkpoint under the artifacts directory"},
 	{"clean", cmd_clean, OPT_SCOPE | OPT_DRY_RUN,
-	 "remove generated files [--scope generated|checkpoints|all] [--dry-run]"},
+	 "remove what the program wrote [--scope generated|checkpoints|partial|all] [--dry-run]"},
 	{"inspect", cmd_inspect, OPT_RESUME, "interactive step-by-step gradient inspection [--resume DIR]"},
 	{"bench", cmd_bench, OPT_WINDOWS, "training throughput and sgemm rate [--windows N]"},
 	{"env", cmd_env, 0, "backends, devices, versions"},
@@ -77,10 +77,10 @@ static void usage(FILE *f)
 		"  --resume DIR             train/inspect: continue from a checkpoint directory\n"
 		"  --continuous             train: run 0 -> updates without stopping\n"
 		"  --checkpoint DIR         evaluate: the checkpoint to evaluate (default: the last)\n"
-		"  --scope S                clean: generated, checkpoints or all (default generated)\n"
+		"  --scope S                clean: generated, checkpoints, partial or all (default generated)\n"
 		"  --dry-run                clean: list what would be removed\n"
 		"  --windows N              bench: number of windows to time\n"
-		"  --inject-failure R:W     testing aid: rank R fails at window W (0-based)\n"
+		"  --inject-failure R:W     testing aid: rank R (from 0) fails at window W (from 1)\n"
 		"  -h, --help               this help\n"
 		"  --version                print the version\n"
 		"  --keys                   print the configuration reference (markdown)\n"
@@ -222,12 +222,13 @@ int main(int argc, char **argv)
 			char *colon = strchr(optarg, ':');
 			long r, w;
 			if (!colon || (*colon = '\0', parse_long(optarg, &r)) || parse_long(colon + 1, &w) ||
-			    r < 0 || w < 0) {
-				fprintf(stderr, "ddptok-run: --inject-failure needs RANK:WINDOW\n");
+			    r < 0 || w < 1) {
+				fprintf(stderr, "ddptok-run: --inject-failure needs RANK:WINDOW (rank from "
+					"0, window from 1 as the commands number them)\n");
 				return ERR_USAGE;
 			}
 			a.o.inject_rank = (int)r;
-			a.o.inject_window = w;
+			a.o.inject_window = w - 1; /* the engine counts windows from 0 */
 			used |= OPT_INJECT;
 			break;
 		}
@@ -275,7 +276,7 @@ int main(int argc, char **argv)
 		goto fail;
 	if (a.o.inject_rank >= a.s.world) {
 		rc = ERR(&e, ERR_USAGE, "--inject-failure %d:%ld: rank %d does not exist (devices.world "
-			 "= %d)", a.o.inject_rank, a.o.inject_window, a.o.inject_rank, a.s.world);
+			 "= %d)", a.o.inject_rank, a.o.inject_window + 1, a.o.inject_rank, a.s.world);
 		goto fail;
 	}
 	snprintf(a.outputs, sizeof a.outputs, "%s", a.s.outputs);

@@ -25,8 +25,11 @@ int run_open_corpus(struct app *a, struct run *r, struct corpus *c, struct err *
 	r->corpus = *c; /* moved: the run owns (and frees) it from here on */
 	memset(c, 0, sizeof *c);
 	r->have_corpus = 1;
-	if ((rc = sampler_init(&r->sampler, &r->corpus, &a->s, e)) != ERR_OK)
+	if ((rc = sampler_init(&r->sampler, &r->corpus, &a->s, e)) != ERR_OK) {
+		if (rc == ERR_CONFIG) /* the keys come from this file (and --set) */
+			err_prefix(e, "%s", a->cfg.path);
 		goto fail;
+	}
 	r->have_sampler = 1;
 	if ((rc = window_init(&r->w, a->s.world, a->s.accumulation, a->s.batch_size, e)) != ERR_OK)
 		goto fail;
@@ -46,7 +49,8 @@ int run_open_corpus(struct app *a, struct run *r, struct corpus *c, struct err *
 	/* say once per process which backend runs and why (auto may fall back to the CPU) */
 	static int told;
 	if (!told) {
-		app_info(a, "backend: %s; collective %s", r->eng->backend_why, r->eng->coll->ops->name);
+		app_info(a, "backend: %s; collective %s", r->eng->backend_why,
+			 r->eng->plan.coll_why);
 		told = 1;
 	}
 	return ERR_OK;

@@ -320,6 +320,13 @@ int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c
 	have_cfg = stored.vals != NULL;
 	if (rc)
 		goto out;
+	if ((checks & TRAIN_CHECK_CONFIG) && (checks & TRAIN_CHECK_ANY_NORMALIZATION)) {
+		char assign[96];
+		snprintf(assign, sizeof assign, "train.normalization=%s",
+			 cfg_str(&a->cfg, "train", "normalization"));
+		if ((rc = cfg_set(&stored, assign, e)) != ERR_OK)
+			goto out;
+	}
 	if (checks & TRAIN_CHECK_CONFIG) {
 		char diff[900];
 		int nd = cfg_diff_math(&a->cfg, &stored, diff, sizeof diff);
@@ -467,19 +474,43 @@ static int add_vector(struct ckpt_writer *w, const char *name, const float *x, s
 	return add_buffer(w, name, buf, len, e);
 }
 
-static int add_config(struct ckpt_writer *w, const struct cfg *c, struct err *e)
+/* The resolved configuration, with [train] normalization set to the one the snapshot's
+ * windows were trained with (an interactive session may have switched modes): config.ini and
+ * state.json of a checkpoint then always agree, and a resume needs no extra --set. */
+static int add_config(struct ckpt_writer *w, const struct cfg *c, int mode, struct err *e)
 {
+	struct cfg copy = {0};
 	char *buf = NULL;
 	size_t len = 0;
+	int rc;
+
+	if (mode != cfg_enum(c, "train", "normalization")) {
+		char assign[96];
+		snprintf(assign, sizeof assign, "train.normalization=%s", norm_mode_name(mode));
+		if ((rc = cfg_init(&copy, c->keys, e)) != ERR_OK)
+			return rc;
+		for (int i = 0; i < c->n; i++)
+			copy.vals[i] = c->vals[i];
+		if ((rc = cfg_set(&copy, assign, e)) != ERR_OK)
+			goto out;
+		c = &copy;
+	}
 	FILE *f = open_memstream(&buf, &len);
-	if (!f)
-		return ERR_ERRNO(e, "config.ini: cannot open a memory stream");
+	if (!f) {
+		rc = ERR_ERRNO(e, "config.ini: cannot open a memory stream");
+		goto out;
+	}
 	int bad = cfg_write(c, f) != 0;
 	if (fclose(f) != 0 || bad) {
 		free(buf);
-		return ERR(e, ERR_IO, "config.ini: cannot write the resolved configuration");
+		rc = ERR(e, ERR_IO, "config.ini: cannot write the resolved configuration");
+		goto out;
 	}
-	return add_buffer(w, "config.ini", buf, len, e);
+	rc = add_buffer(w, "config.ini", buf, len, e);
+out:
+	if (copy.vals)
+		cfg_free(&copy);
+	return rc;
 }
 
 int train_checkpoint_write(const struct train_snapshot *s, const char *root, char *out,
@@ -520,7 +551,7 @@ int train_checkpoint_write(const struct train_snapshot *s, const char *root, cha
 	}
 	if ((rc = add_vector(w, "params.npy", s->params, eng->shape.n_params, e)) ||
 	    (rc = add_vector(w, "momentum.npy", s->momentum, eng->shape.n_params, e)) ||
-	    (rc = add_config(w, &a->cfg, e)))
+	    (rc = add_config(w, &a->cfg, s->mode, e)))
 		goto fail;
 	rc = add_json(w, "data.lock", lock, e);
 	lock = NULL;
@@ -706,6 +737,12 @@ int train_run(struct app *a, const struct train_opts *o, struct train_result *re
 		}
 	}
 
+	/* the checkpoint root must be usable before any window is spent: a bad
+	 * run.artifacts found at the first checkpoint would lose the work done so far */
+	if (o->ckpt_root[0] && (rc = fsx_mkdirs(o->ckpt_root, e)) != ERR_OK) {
+		err_prefix(e, "run.artifacts");
+		goto out;
+	}
 	signals_install(&sv);
 	int progress_shown = 0;
 	while (t.step < o->stop_at) {
@@ -762,7 +799,9 @@ int train_run(struct app *a, const struct train_opts *o, struct train_result *re
 		putchar('\n');
 		fflush(stdout);
 	}
-	if (t.step < o->stop_at) {
+	/* a signal counts even when it arrived in the last window: the run is then complete,
+	 * but the caller (the protocol) must stop rather than go on to its next step */
+	if (t.step < o->stop_at || train_signal) {
 		res->interrupted = 1;
 		why = train_signal == SIGINT ? "SIGINT" : train_signal == SIGTERM ? "SIGTERM"
 											  : "a stop request";
@@ -783,7 +822,11 @@ int train_run(struct app *a, const struct train_opts *o, struct train_result *re
 		goto out;
 	fill_result(&t, res);
 	if (res->interrupted) {
-		if (res->checkpoint[0])
+		if (res->checkpoints_written == 0 && o->resume_dir)
+			rc = ERR(e, ERR_INTERRUPTED, "interrupted by %s before any step: the state is "
+				 "still that of checkpoint %s (continue with --resume %s)", why,
+				 o->resume_dir, o->resume_dir);
+		else if (res->checkpoint[0])
 			rc = ERR(e, ERR_INTERRUPTED, "interrupted by %s after step %" PRId64 " of %" PRId64
 				 ": checkpoint %s written (continue with --resume %s)", why, t.step,
 				 o->stop_at, res->checkpoint, res->checkpoint);
@@ -863,22 +906,47 @@ int train_evaluate(struct app *a, const char *dir, struct train_eval *ev, struct
 	memset(ev, 0, sizeof *ev);
 	memset(&ck, 0, sizeof ck);
 	if (!dir) {
-		uint64_t step;
-		int skipped = 0;
-		if ((rc = train_ckpt_root(a, 0, root, sizeof root, e)) ||
-		    (rc = ckpt_latest_valid(root, ev->checkpoint, sizeof ev->checkpoint, &step,
-					    &skipped, e)))
-			return rc;
-		if (skipped)
-			app_info(a, "evaluate: %d newer checkpoint%s under %s failed verification and %s "
-				 "skipped (see the checkpoints command)", skipped, skipped == 1 ? "" : "s",
-				 root, skipped == 1 ? "was" : "were");
+		/* the newest valid checkpoint of the stop/resume runs or of the continuous one
+		 * (the higher step; on a tie the former) */
+		struct err first;
+		int found = 0;
+		err_clear(&first);
+		for (int cont = 0; cont < 2; cont++) {
+			char path[FSX_PATH_MAX];
+			uint64_t step = 0;
+			int skipped = 0;
+			struct err le;
+			err_clear(&le);
+			if ((rc = train_ckpt_root(a, cont, root, sizeof root, e)))
+				return rc;
+			if (ckpt_latest_valid(root, path, sizeof path, &step, &skipped, &le)) {
+				if (!cont)
+					first = le;
+				continue;
+			}
+			if (skipped)
+				app_info(a, "evaluate: %d newer checkpoint%s under %s failed "
+					 "verification and %s skipped (see the checkpoints command)",
+					 skipped, skipped == 1 ? "" : "s", root,
+					 skipped == 1 ? "was" : "were");
+			if (!found || (int64_t)step > ev->step) {
+				snprintf(ev->checkpoint, sizeof ev->checkpoint, "%s", path);
+				ev->step = (int64_t)step;
+				found = 1;
+			}
+		}
+		if (!found)
+			return ERR(e, first.code ? first.code : ERR_DATA, "%s (nor in %s)", first.msg,
+				   root);
 	} else {
 		snprintf(ev->checkpoint, sizeof ev->checkpoint, "%s", dir);
 	}
 	if ((rc = train_corpus(a, 0, &c, e)))
 		return rc;
-	if ((rc = train_ckpt_load(a, ev->checkpoint, &c, TRAIN_CHECK_ALL, &ck, e))) {
+	/* evaluation needs the checkpoint's parameters (shaped like this configuration's model,
+	 * always checked) and the same corpus (its data lock); how they were trained does not
+	 * matter, so the optimizer and world keys may differ */
+	if ((rc = train_ckpt_load(a, ev->checkpoint, &c, TRAIN_CHECK_DATA, &ck, e))) {
 		corpus_free(&c);
 		return rc;
 	}

@@ -156,6 +156,9 @@ enum train_ckpt_checks {
 	TRAIN_CHECK_CONFIG = 1, /* math keys of a->cfg against the stored config.ini */
 	TRAIN_CHECK_DATA = 2,   /* the stored data lock against corpus c */
 	TRAIN_CHECK_ALL = 3,
+	/* with TRAIN_CHECK_CONFIG: [train] normalization may differ (the interactive mode
+	 * continues with the checkpoint's own) */
+	TRAIN_CHECK_ANY_NORMALIZATION = 4,
 };
 
 /* Verifies and reads checkpoint `dir`. Always verifies the store (manifest, sizes,

@@ -192,40 +192,52 @@ END_TEST
 
 START_TEST(controls_near_global_token_are_not_required)
 {
-	/* a hand-made window: 1600 and 1601 tokens on two ranks (a balanced plan's near tie);
-	 * mean_of_means then differs from global_token by 3e-4 in its factors, and whether
-	 * that is visible depends on how far it moves the gradient, in tolerances */
+	/* hand-made windows; whether a control is required follows from its factors alone */
 	struct window w;
 	struct err e;
+	double gap = -1.0;
+	const double rtol = 1e-4;
 	err_clear(&e);
 	ck_assert_int_eq(window_init(&w, 2, 1, 1, &e), ERR_OK);
+	/* 1600 and 1601 tokens (a balanced plan's near tie): mean_of_means factors are
+	 * 3201/3200 and 3201/3202 of global_token's, 3.1e-4 apart: not required */
 	w.mb[0][0].tokens = w.rank_tokens[0] = 1600;
 	w.mb[1][0].tokens = w.rank_tokens[1] = 1601;
 	w.N = 3201;
+	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, &w, 1, rtol, &gap),
+			 PARITY_MARGINAL);
+	ck_assert(fabs(gap - 1.0 / 3200.0) < 1e-12);
+	/* the same check with a tighter rtol requires it */
+	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, &w, 1, 1e-6, NULL),
+			 PARITY_DISTINCT);
+	/* the seed's imbalance, 640 vs 1548: required, factors 2188/1280 - 1 = 0.709 apart */
+	w.mb[0][0].tokens = w.rank_tokens[0] = 640;
+	w.mb[1][0].tokens = w.rank_tokens[1] = 1548;
+	w.N = 2188;
+	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, &w, 1, rtol, &gap),
+			 PARITY_DISTINCT);
+	ck_assert(fabs(gap - (2188.0 / 1280.0 - 1.0)) < 1e-9);
+	/* double_accumulation with accumulation 1 has global_token's factors */
+	ck_assert_int_eq(parity_control_of(NORM_DOUBLE_ACCUM, &w, 1, rtol, &gap), PARITY_SAME);
+	ck_assert(gap == 0.0);
+	window_free(&w);
+}
+END_TEST
+
+START_TEST(effect_is_measured_in_tolerances)
+{
 	float global[4] = {1.0f, -2.0f, 0.0f, 3e-3f}, mode[4];
 	const double atol = 1e-6, rtol = 1e-4;
-	double effect = -1.0;
-	/* moved by 1.5 tolerances at most: reported but not required */
 	memcpy(mode, global, sizeof mode);
+	ck_assert(parity_effect(mode, global, 4, atol, rtol) == 0.0);
 	mode[1] = (float)(-2.0 - 1.5 * (atol + rtol * 2.0));
-	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, &w, 1, mode, global, 4, atol, rtol,
-					   &effect), PARITY_MARGINAL);
+	double effect = parity_effect(mode, global, 4, atol, rtol);
 	ck_assert(effect > 1.4 && effect < 1.6);
-	/* moved by 3 tolerances on one component: must be caught */
 	mode[2] = (float)(3.0 * atol);
-	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, &w, 1, mode, global, 4, atol, rtol,
-					   &effect), PARITY_DISTINCT);
+	effect = parity_effect(mode, global, 4, atol, rtol);
 	ck_assert(effect > 2.9 && effect < 3.1);
-	/* a NaN is the largest effect there is */
-	mode[2] = NAN;
-	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, &w, 1, mode, global, 4, atol, rtol,
-					   &effect), PARITY_DISTINCT);
-	ck_assert(isinf(effect));
-	/* double_accumulation with accumulation 1 has global_token's factors: whatever the
-	 * vectors, it must coincide (and pass) */
-	ck_assert_int_eq(parity_control_of(NORM_DOUBLE_ACCUM, &w, 1, mode, global, 4, atol, rtol,
-					   NULL), PARITY_SAME);
-	window_free(&w);
+	mode[2] = NAN; /* a NaN is the largest effect there is */
+	ck_assert(isinf(parity_effect(mode, global, 4, atol, rtol)));
 }
 END_TEST
 
@@ -304,7 +316,9 @@ START_TEST(injected_failure_releases_every_rank)
 	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
 	int rc = engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e);
 	ck_assert_int_eq(rc, ERR_DEVICE);
-	ck_assert_msg(strstr(e.msg, "rank 2") && strstr(e.msg, "step 2"), "message: %s", e.msg);
+	/* windows are numbered from 1 for the user: index 1 is window 2 */
+	ck_assert_msg(strstr(e.msg, "window 2: rank 2: injected failure at window 2"), "message: %s",
+		      e.msg);
 	/* the pool is usable again once the failure is gone */
 	v.eng->inject_rank = -1;
 	err_clear(&e);
@@ -396,6 +410,79 @@ START_TEST(check_loss_counterexample)
 }
 END_TEST
 
+static struct device_plan plan_of(int world, int backend, int collective, const char *ids,
+				   int gpus, int *rc, char *msg, size_t cap)
+{
+	struct settings s;
+	struct device_plan p;
+	struct err e;
+	memset(&s, 0, sizeof s);
+	err_clear(&e);
+	s.world = world;
+	s.backend = backend;
+	s.collective = collective;
+	for (const char *c = ids; c && *c; c++)
+		if (*c >= '0' && *c <= '9')
+			s.ids[s.n_ids++] = *c - '0';
+	*rc = engine_plan_devices(&s, gpus, "no GPU here", &p, &e);
+	snprintf(msg, cap, "%s", e.msg);
+	return p;
+}
+
+START_TEST(device_plan_follows_the_gpus_visible)
+{
+	int rc;
+	char msg[1024];
+	struct device_plan p;
+	/* no GPU: auto runs on the cpu, cuda is refused, nccl needs cuda */
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, NULL, 0, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.backend, DEV_BACKEND_CPU);
+	ck_assert_int_eq(p.nccl, 0);
+	p = plan_of(2, BACKEND_CUDA, COLLECTIVE_AUTO, NULL, 0, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_DEVICE);
+	ck_assert(strstr(msg, "devices.backend = cuda"));
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_NCCL, NULL, 0, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_CONFIG);
+	ck_assert(strstr(msg, "devices.collective = nccl"));
+	/* one GPU, W = 2: auto falls back to the cpu and says how to share the GPU; cuda
+	 * without ids is refused; ids 0,0 share it over the host collective */
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, NULL, 1, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.backend, DEV_BACKEND_CPU);
+	ck_assert(strstr(p.why, "1 GPU visible") && strstr(p.why, "devices.ids"));
+	p = plan_of(2, BACKEND_CUDA, COLLECTIVE_AUTO, NULL, 1, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_CONFIG);
+	ck_assert(strstr(msg, "devices.ids"));
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, "0,0", 1, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.backend, DEV_BACKEND_CUDA);
+	ck_assert_int_eq(p.nccl, 0);
+	ck_assert(p.ids[0] == 0 && p.ids[1] == 0);
+	p = plan_of(2, BACKEND_CUDA, COLLECTIVE_NCCL, "0,0", 1, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_CONFIG);
+	ck_assert(strstr(msg, "one GPU per rank"));
+	/* an id past the GPUs visible names the rank and the id */
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, "0,3", 2, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_CONFIG);
+	ck_assert(strstr(msg, "rank 1 is given GPU 3"));
+	/* enough GPUs: cuda and NCCL, default ids, unless the host collective is asked for */
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, NULL, 4, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.backend, DEV_BACKEND_CUDA);
+	ck_assert_int_eq(p.nccl, 1);
+	ck_assert(p.ids[0] == 0 && p.ids[1] == 1);
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_HOST, "3,1", 4, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.nccl, 0);
+	ck_assert(p.ids[0] == 3 && p.ids[1] == 1);
+	/* cpu requested: GPUs are ignored */
+	p = plan_of(2, BACKEND_CPU, COLLECTIVE_AUTO, NULL, 4, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.backend, DEV_BACKEND_CPU);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("engine");
@@ -407,6 +494,7 @@ int main(void)
 	tcase_add_test(tc, negative_controls_fail_on_the_seed_imbalance);
 	tcase_add_test(tc, balanced_counts_hide_mean_of_means);
 	tcase_add_test(tc, controls_near_global_token_are_not_required);
+	tcase_add_test(tc, effect_is_measured_in_tolerances);
 	tcase_add_test(tc, plans_give_the_same_gradient);
 	tcase_add_test(tc, globally_empty_window_is_declined_by_every_rank);
 	tcase_add_test(tc, locally_empty_rank_still_matches);
@@ -414,6 +502,7 @@ int main(void)
 	tcase_add_test(tc, replicas_stay_identical);
 	tcase_add_test(tc, runs_are_reproducible_bit_for_bit);
 	tcase_add_test(tc, a_diverged_replica_is_detected);
+	tcase_add_test(tc, device_plan_follows_the_gpus_visible);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -21,7 +21,8 @@ expect 2 "does not apply to 'prepare'" "$DDPTOK" ok.ini prepare --continuous
 expect 2 "needs a value" "$DDPTOK" ok.ini prepare --set
 expect 2 "RANK:WINDOW" "$DDPTOK" ok.ini train --inject-failure x
 expect 2 "RANK:WINDOW" "$DDPTOK" ok.ini train --inject-failure 1:99999999999999999999
-expect 2 "rank 5 does not exist" "$DDPTOK" ok.ini train --inject-failure 5:0
+expect 2 "rank 5 does not exist" "$DDPTOK" ok.ini train --inject-failure 5:1
+expect 2 "window from 1" "$DDPTOK" ok.ini train --inject-failure 1:0
 # (an overflow used to be taken as LONG_MAX windows: bounded so that it cannot hang)
 expect 2 "positive integer" timeout 60 "$DDPTOK" ok.ini bench --windows 99999999999999999999
 expect 2 "positive integer" "$DDPTOK" ok.ini bench --windows +3

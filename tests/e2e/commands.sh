@@ -17,15 +17,24 @@ done
 # with every rank holding the same windows counts parity is still run for W = 3, sum
 "$DDPTOK" "$CONF/tiny.ini" parity --set devices.world=3 --set devices.reduce=sum > p3.txt
 grep -q "global_token .* pass (expected)" p3.txt
-# a balanced window whose ranks hold 1600 and 1601 tokens: mean_of_means moves the gradient
-# by less than the tolerance, so no comparison can catch it; parity must say so and still
-# succeed (it used to count it as a negative control not caught and exit 1)
+# a balanced window whose ranks hold 1600 and 1601 tokens: mean_of_means' factors differ
+# from global_token's by 3e-4 (< 10 x rtol), too little to require that a comparison see
+# it; parity must say so and still succeed
 "$DDPTOK" "$CONF/minimum.ini" parity --set devices.backend=cpu --set run.seed=10 \
 	--set train.plan=balanced --set train.accumulation=3 --set run.outputs=near > near.txt ||
 	{ cat near.txt; echo "FAIL: parity on a near-balanced window"; exit 1; }
 grep -q "rank 0: 1600 supervised" near.txt && grep -q "rank 1: 1601 supervised" near.txt
 grep -q "mean_of_means .* not required" near.txt
 grep -q "microbatch_mean .* fail (caught)" near.txt
+# a tolerance too loose to see the controls must fail parity: whether a control is
+# required comes from its factors, not from what its gradient shows
+set +e
+"$DDPTOK" "$CONF/minimum.ini" parity --set devices.backend=cpu --set parity.atol=0.01 \
+	--set run.outputs=loose > loose.txt 2> loose.err
+rc=$?
+set -e
+[ "$rc" -eq 1 ] || { cat loose.txt loose.err; echo "FAIL: loose tolerance gave exit $rc"; exit 1; }
+grep -q "mean_of_means .* NOT caught" loose.txt
 # accumulation 1: double_accumulation coincides with global_token and is reported so
 "$DDPTOK" "$CONF/tiny.ini" parity --set train.accumulation=1 > p1.txt
 grep -q "double_accumulation .* same as global_token on this window" p1.txt
@@ -36,10 +45,10 @@ grep -q "backend" env.txt
 "$DDPTOK" "$CONF/tiny.ini" bench --windows 3 > bench.txt
 grep -q "tokens/s" bench.txt
 # an injected failure on one rank ends the run (no hang) with the device exit code,
-# naming the rank and the step
+# naming the rank and the window
 set +e
-"$DDPTOK" "$CONF/tiny.ini" train --inject-failure 1:1 > inj.txt 2> inj.err
+"$DDPTOK" "$CONF/tiny.ini" train --inject-failure 1:2 > inj.txt 2> inj.err
 rc=$?
 set -e
 [ "$rc" -eq 6 ] || { cat inj.err; echo "FAIL: injected failure exit $rc"; exit 1; }
-grep -q "rank 1" inj.err && grep -q "step 2" inj.err
+grep -q "rank 1: injected failure at window 2" inj.err

@@ -75,7 +75,17 @@ printf 'mode mean_of_means\nstep 2\nsave\n' | "$DDPTOK" "$CONF/tiny.ini" inspect
 	|| fail "session d exited with $?"
 grep -q 'save: checkpoint artifacts/inspect/step-0002: step 2, 2 updates, normalization mean_of_means' d.txt \
 	|| fail "a mean_of_means session was not saved"
-grep -q 'save: note: \[train\] normalization is global_token' d.txt || fail "no note on the normalization"
+grep -q 'train --resume artifacts/inspect/step-0002 --set train.normalization=mean_of_means' d.txt \
+	|| fail "no hint on the normalization a train resume needs"
+# its config.ini records the mode it was trained with, as state.json does: both resumes work
+grep -q '^normalization = mean_of_means' artifacts/inspect/step-0002/config.ini \
+	|| fail "config.ini of a mean_of_means checkpoint does not say so"
+printf 'step\n' | "$DDPTOK" "$CONF/tiny.ini" inspect --resume artifacts/inspect/step-0002 > d2.txt 2>&1 \
+	|| fail "inspect --resume of a mean_of_means checkpoint exited with $?"
+grep -q 'step 3: .*\[mode mean_of_means\]' d2.txt || fail "the resumed session left the checkpoint's mode"
+"$DDPTOK" "$CONF/tiny.ini" train --resume artifacts/inspect/step-0002 \
+	--set train.normalization=mean_of_means > d3.txt 2>&1 \
+	|| { cat d3.txt; fail "train --resume with the hinted --set exited with $?"; }
 
 # a damaged checkpoint is refused before the session starts
 cp -r artifacts/checkpoints/step-0003 broken
