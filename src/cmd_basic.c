@@ -24,6 +24,16 @@ int cmd_prepare(struct app *a, struct err *e)
 		return rc;
 	if ((rc = app_corpus(a, &c, e)) != ERR_OK)
 		return rc;
+	/* a corpus the sampler cannot plan windows from (a band holding fewer sequences than
+	 * a window takes) would only be refused by every later command: refuse it here */
+	struct sampler sp;
+	if ((rc = sampler_init(&sp, &c, &a->s, e)) != ERR_OK) {
+		if (rc == ERR_CONFIG)
+			err_prefix(e, "%s", a->cfg.path);
+		corpus_free(&c);
+		return rc;
+	}
+	sampler_free(&sp);
 	if ((rc = corpus_save(&c, &a->s, dir, e)) == ERR_OK) {
 		int64_t sup[3] = {0, 0, 0};
 		for (int i = 0; i < c.n; i++)

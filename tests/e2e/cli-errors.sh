@@ -23,6 +23,9 @@ expect 2 "RANK:WINDOW" "$DDPTOK" ok.ini train --inject-failure x
 expect 2 "RANK:WINDOW" "$DDPTOK" ok.ini train --inject-failure 1:99999999999999999999
 expect 2 "rank 5 does not exist" "$DDPTOK" ok.ini train --inject-failure 5:1
 expect 2 "window from 1" "$DDPTOK" ok.ini train --inject-failure 1:0
+# a corpus the sampler cannot plan windows from is refused by prepare already, naming the file
+expect 3 "ok.ini: train.batch_size = 2 x train.accumulation = 2" "$DDPTOK" ok.ini prepare --set data.train=5 --set run.outputs=small
+[ -e small/corpus/corpus.bin ] && { echo "FAIL: prepare wrote a corpus it refuses"; fail=1; }
 # (an overflow used to be taken as LONG_MAX windows: bounded so that it cannot hang)
 expect 2 "positive integer" timeout 60 "$DDPTOK" ok.ini bench --windows 99999999999999999999
 expect 2 "positive integer" "$DDPTOK" ok.ini bench --windows +3
