@@ -8,13 +8,20 @@
  *
  * A failed verification (ERR_CHECK) is recorded and the protocol goes on, so the report
  * shows every answer; any other error stops it at once. The exit status is non-zero if
- * any check failed.
+ * any check failed. The report and figure of an earlier run are removed before the first
+ * step, so a protocol that stops early never leaves an old verdict behind. The evaluation
+ * is of the resumed run's final checkpoint, the one this protocol just wrote, never of
+ * whatever else lies under the checkpoint directory.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,6 +41,7 @@ struct step_log {
 	double seconds;
 	int rc;
 	char msg[256];
+	char skipped[256]; /* non-empty: the step did not run its work, and why */
 };
 
 struct protocol {
@@ -55,8 +63,9 @@ struct protocol {
 	int64_t train_steps[3];
 	double final_loss[3];
 	char stop_ckpt[FSX_PATH_MAX];
+	char final_ckpt[FSX_PATH_MAX]; /* the resumed run's last checkpoint: what is evaluated */
 	char figure_msg[512];
-	int figure_ok;
+	char skipped[256]; /* set by a step that skips its work: the reason */
 	struct train_result continuous; /* the continuous run's final state, for the resume check */
 };
 
@@ -70,9 +79,12 @@ static int step(struct protocol *p, struct app *a, const char *name,
 	app_info(a, "== %s", name);
 	double t0 = clock_now_s();
 	s->name = name;
+	p->skipped[0] = '\0';
 	s->rc = fn(a, p, &local);
 	s->seconds = clock_now_s() - t0;
 	snprintf(s->msg, sizeof s->msg, "%.255s", local.msg);
+	if (s->rc == ERR_OK)
+		snprintf(s->skipped, sizeof s->skipped, "%s", p->skipped);
 	if (s->rc == ERR_CHECK) {
 		p->failed_checks++;
 		fprintf(stderr, "ddptok-run: check failed in %s: %s\n", name, local.msg);
@@ -182,6 +194,8 @@ out:
 	return rc;
 }
 
+static const char *const run_names[3] = {"stop", "continuous", "resume"};
+
 static int train_kind(struct app *a, struct protocol *p, enum train_kind kind, const char *resume,
 		      struct train_result *res, struct err *e)
 {
@@ -196,6 +210,15 @@ static int train_kind(struct app *a, struct protocol *p, enum train_kind kind, c
 		p->train_seconds[kind] = res->seconds;
 		p->train_steps[kind] = res->step - res->start_step;
 		p->final_loss[kind] = res->last_loss;
+		char empty[64] = "";
+		if (res->skipped)
+			snprintf(empty, sizeof empty, ", %lld empty", (long long)res->skipped);
+		app_info(a, "train (%s): step %lld -> %lld (%lld window%s%s), last loss %.6f, "
+			 "%.0f supervised tokens/s; checkpoint %s", run_names[kind],
+			 (long long)res->start_step, (long long)res->step,
+			 (long long)(res->step - res->start_step),
+			 res->step - res->start_step == 1 ? "" : "s", empty, res->last_loss,
+			 res->tokens_per_s, res->checkpoint[0] ? res->checkpoint : "(none written)");
 	}
 	return rc;
 }
@@ -228,6 +251,7 @@ static int do_resume(struct app *a, struct protocol *p, struct err *e)
 		train_result_free(&res);
 		return rc;
 	}
+	snprintf(p->final_ckpt, sizeof p->final_ckpt, "%s", res.checkpoint);
 	p->n_params = res.n;
 	p->resume_max_abs = train_max_abs_diff(res.params, continuous_res->params, res.n,
 					       &p->resume_bits_differ);
@@ -247,17 +271,73 @@ static int do_resume(struct app *a, struct protocol *p, struct err *e)
 	return ERR_OK;
 }
 
+/* The final checkpoint of this protocol's resumed run, named explicitly: the newest one
+ * under the checkpoint directory may come from an earlier run (more updates, another
+ * configuration). */
 static int do_evaluate(struct app *a, struct protocol *p, struct err *e)
 {
+	if (!p->final_ckpt[0])
+		return ERR(e, ERR_CHECK, "nothing to evaluate: the resumed run wrote no final "
+			   "checkpoint");
+	const char *keep = a->o.checkpoint;
+	a->o.checkpoint = p->final_ckpt;
 	int rc = cmd_evaluate(a, e);
+	a->o.checkpoint = keep;
 	if (rc != ERR_OK)
 		return rc;
-	rc = train_evaluate(a, NULL, &p->ev, e);
+	rc = train_evaluate(a, p->final_ckpt, &p->ev, e);
 	p->have_eval = rc == ERR_OK;
 	return rc;
 }
 
-/* tools/plot.py is copied next to the binary by the build */
+/* The first executable file `name` in $PATH, into out (0), or -1. */
+static int find_in_path(const char *name, char *out, size_t cap)
+{
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		return -1;
+	while (*path) {
+		size_t len = strcspn(path, ":");
+		struct stat st;
+		/* an empty entry stands for the current directory */
+		int n = len ? snprintf(out, cap, "%.*s/%s", (int)len, path, name)
+			    : snprintf(out, cap, "./%s", name);
+		if (n > 0 && (size_t)n < cap && stat(out, &st) == 0 && S_ISREG(st.st_mode) &&
+		    access(out, X_OK) == 0)
+			return 0;
+		path += len;
+		if (*path == ':')
+			path++;
+	}
+	return -1;
+}
+
+/* Whether two paths name the same file once every link is resolved. */
+static int same_file(const char *x, const char *y)
+{
+	char rx[PATH_MAX], ry[PATH_MAX];
+	if (!realpath(x, rx) || !realpath(y, ry))
+		return strcmp(x, y) == 0;
+	return strcmp(rx, ry) == 0;
+}
+
+/* Records the figure step as skipped, with its reason, and says so once. */
+static void figure_skipped(const struct app *a, struct protocol *p, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void figure_skipped(const struct app *a, struct protocol *p, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(p->skipped, sizeof p->skipped, fmt, ap);
+	va_end(ap);
+	snprintf(p->figure_msg, sizeof p->figure_msg, "skipped (%s)", p->skipped);
+	app_info(a, "figure: %s", p->figure_msg);
+}
+
+/* tools/plot.py is copied next to the binary by the build. It runs under the python3 found
+ * on PATH; plot.py itself hands over to the system's interpreter when that one lacks numpy
+ * or matplotlib (exit 3 means neither has them). The system's interpreter is tried here only
+ * when no python3 on PATH could be started, and only when it is another file. */
 static int do_figure(struct app *a, struct protocol *p, struct err *e)
 {
 	char exe[PATH_MAX], script[PATH_MAX + 32];
@@ -270,17 +350,23 @@ static int do_figure(struct app *a, struct protocol *p, struct err *e)
 		*slash = '\0';
 	snprintf(script, sizeof script, "%s/tools/plot.py", exe);
 	if (!fsx_exists(script)) {
-		snprintf(p->figure_msg, sizeof p->figure_msg, "skipped: %.400s not found", script);
-		app_info(a, "figure: %s", p->figure_msg);
+		figure_skipped(a, p, "%.200s not found", script);
 		return ERR_OK;
 	}
-	const char *pythons[] = {"python3", "/usr/bin/python3"};
-	for (int i = 0; i < 2; i++) {
+	static const char system_python[] = "/usr/bin/python3";
+	char pythons[2][PATH_MAX];
+	int np = 0;
+	if (find_in_path("python3", pythons[0], sizeof pythons[0]) == 0)
+		np++;
+	if (access(system_python, X_OK) == 0 && !(np && same_file(pythons[0], system_python)))
+		snprintf(pythons[np++], sizeof pythons[0], "%s", system_python);
+	for (int i = 0; i < np; i++) {
+		fflush(stdout);
 		pid_t pid = fork();
 		if (pid < 0)
 			return ERR_ERRNO(e, "fork");
 		if (pid == 0) {
-			execlp(pythons[i], pythons[i], script, a->outputs, (char *)NULL);
+			execl(pythons[i], pythons[i], script, a->outputs, (char *)NULL);
 			_exit(127);
 		}
 		int st;
@@ -288,20 +374,21 @@ static int do_figure(struct app *a, struct protocol *p, struct err *e)
 			return ERR_ERRNO(e, "waitpid");
 		int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 		if (code == 0) {
-			p->figure_ok = 1;
 			snprintf(p->figure_msg, sizeof p->figure_msg, "%.400s/figure.png and figure.svg",
 				 a->outputs);
 			return ERR_OK;
 		}
-		if (code != 3 && code != 127) { /* 3: no matplotlib, 127: no interpreter */
-			snprintf(p->figure_msg, sizeof p->figure_msg, "plot.py failed (exit %d)", code);
-			app_info(a, "figure: %s", p->figure_msg);
+		if (code == 3) {
+			figure_skipped(a, p, "numpy or matplotlib is not available to python3");
 			return ERR_OK;
 		}
+		if (code != 127) {
+			figure_skipped(a, p, "plot.py failed with exit status %d", code);
+			return ERR_OK;
+		}
+		/* 127: that interpreter could not be started; try the next one */
 	}
-	snprintf(p->figure_msg, sizeof p->figure_msg,
-		 "skipped: python3 with numpy and matplotlib is not available");
-	app_info(a, "figure: %s", p->figure_msg);
+	figure_skipped(a, p, "no python3 interpreter found");
 	return ERR_OK;
 }
 
@@ -430,13 +517,16 @@ static int write_report(struct app *a, struct protocol *p, struct err *e)
 	}
 
 	fprintf(f, "## Timing\n\n| step | seconds | result |\n|---|---:|---|\n");
-	for (int i = 0; i < p->nsteps; i++)
-		fprintf(f, "| %s | %.2f | %s |\n", p->steps[i].name, p->steps[i].seconds,
-			p->steps[i].rc == ERR_OK ? "ok" : err_code_name(p->steps[i].rc));
-	static const char *runs[3] = {"stop", "continuous", "resume"};
+	for (int i = 0; i < p->nsteps; i++) {
+		const struct step_log *s = &p->steps[i];
+		if (s->skipped[0])
+			fprintf(f, "| %s | %.2f | skipped (%s) |\n", s->name, s->seconds, s->skipped);
+		else
+			fprintf(f, "| %s | %.2f | %s |\n", s->name, s->seconds, err_code_name(s->rc));
+	}
 	fprintf(f, "\nTraining throughput: ");
 	for (int k = 0; k < 3; k++)
-		fprintf(f, "%s%s %lld windows, %.0f supervised tokens/s", k ? "; " : "", runs[k],
+		fprintf(f, "%s%s %lld windows, %.0f supervised tokens/s", k ? "; " : "", run_names[k],
 			(long long)p->train_steps[k], p->train_tokens_per_s[k]);
 	fprintf(f, ".\n\nFigure: %s.\n\n", p->figure_msg[0] ? p->figure_msg : "not drawn");
 	fprintf(f, "## What this does not show\n\nOne process on one host; the resume happens at "
@@ -453,10 +543,14 @@ static int write_report(struct app *a, struct protocol *p, struct err *e)
 		goto out;
 
 	json_t *steps = json_array();
-	for (int i = 0; i < p->nsteps; i++)
-		json_array_append_new(steps, json_pack("{s:s, s:f, s:s}", "name", p->steps[i].name,
-						       "seconds", p->steps[i].seconds, "result",
-						       err_code_name(p->steps[i].rc)));
+	for (int i = 0; i < p->nsteps; i++) {
+		const struct step_log *s = &p->steps[i];
+		json_t *js = json_pack("{s:s, s:f, s:s}", "name", s->name, "seconds", s->seconds,
+				       "result", s->skipped[0] ? "skipped" : err_code_name(s->rc));
+		if (s->skipped[0])
+			json_object_set_new(js, "reason", json_string(s->skipped));
+		json_array_append_new(steps, js);
+	}
 	json_t *j = json_pack("{s:b, s:i, s:O?, s:O?, s:O?, s:{s:b, s:b, s:I, s:o}, "
 			      "s:{s:I, s:I, s:o, s:I, s:b}, s:o, s:s}",
 		"ok", p->failed_checks == 0, "failed_checks", p->failed_checks,
@@ -475,10 +569,11 @@ static int write_report(struct app *a, struct protocol *p, struct err *e)
 			(json_int_t)t->sequences, "tokens", (json_int_t)t->tokens, "loss", t->loss,
 			"accuracy", t->accuracy, "constant_guess_accuracy", t->const_accuracy, "step",
 			(json_int_t)p->ev.step));
+		json_object_set_new(j, "evaluated_checkpoint", json_string(p->ev.checkpoint));
 	}
 	json_t *tp = json_object();
 	for (int k = 0; k < 3; k++)
-		json_object_set_new(tp, runs[k], json_pack("{s:I, s:f, s:f}", "windows",
+		json_object_set_new(tp, run_names[k], json_pack("{s:I, s:f, s:f}", "windows",
 			(json_int_t)p->train_steps[k], "seconds", p->train_seconds[k], "tokens_per_s",
 			p->train_tokens_per_s[k]));
 	json_object_set_new(j, "training", tp);
@@ -491,12 +586,28 @@ out:
 	return rc;
 }
 
+/* Removes the report and figure of an earlier run, so that outputs never show a verdict
+ * that this run did not reach (it writes them again at its end). */
+static int remove_old_report(const struct app *a, struct err *e)
+{
+	static const char *const names[] = {"report.md", "report.json", "figure.png", "figure.svg"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		char path[FSX_PATH_MAX];
+		int rc = app_path(path, sizeof path, a->outputs, names[i], e);
+		if (rc != ERR_OK)
+			return rc;
+		if (unlink(path) != 0 && errno != ENOENT)
+			return ERR_ERRNO(e, "cannot remove the previous %s", path);
+	}
+	return ERR_OK;
+}
+
 int cmd_protocol(struct app *a, struct err *e)
 {
 	struct protocol p;
 	int rc;
 	memset(&p, 0, sizeof p);
-	if ((rc = app_outputs_ready(a, e)) != ERR_OK)
+	if ((rc = app_outputs_ready(a, e)) != ERR_OK || (rc = remove_old_report(a, e)) != ERR_OK)
 		return rc;
 	if ((rc = step(&p, a, "prepare", do_prepare, e)) ||
 	    (rc = step(&p, a, "check-loss", do_check_loss, e)) ||

@@ -1,0 +1,74 @@
+# The protocol run again in the same directory, on tiny.ini.
+#
+# A second run with fewer updates must evaluate its own final checkpoint (step 4), not the
+# step-0006 left by the first run; a third run that also changes a math key (train.lr) must
+# still pass, since the old checkpoint is never loaded. A run that stops at a step must not
+# leave the previous run's report claiming PASS. And when no python3 can draw the figure, the
+# message comes once and the report calls the figure step skipped, not ok.
+set -u
+fail() { echo "FAIL: $*"; exit 1; }
+
+run() { # run LOG ARGS...: the protocol on tiny.ini; its exit status
+	log=$1
+	shift
+	"$DDPTOK" "$CONF/tiny.ini" "$@" >"$log" 2>&1
+}
+
+run first.txt || { tail -n 20 first.txt; fail "the first protocol run failed"; }
+grep -q "After 6 updates (checkpoint \`artifacts/checkpoints/step-0006\`)" outputs/report.md ||
+	fail "first run: report.md does not name step-0006"
+
+run second.txt --set train.updates=4 --set train.stop_at=2 ||
+	{ tail -n 20 second.txt; fail "the second protocol run (4 updates) failed"; }
+[ -d artifacts/checkpoints/step-0006 ] || fail "the first run's step-0006 is gone: the test proves nothing"
+grep -q "After 4 updates (checkpoint \`artifacts/checkpoints/step-0004\`)" outputs/report.md ||
+	{ grep "After" outputs/report.md; fail "second run: report.md does not name its own step-0004"; }
+grep -Eq '"step": 4,?$' outputs/report.json || fail "second run: report.json test step is not 4"
+grep -q '"evaluated_checkpoint": "artifacts/checkpoints/step-0004"' outputs/report.json ||
+	fail "second run: report.json does not name step-0004"
+grep -Eq '"step": 4,?$' outputs/evaluate.json || fail "second run: evaluate.json is not of step 4"
+# one line per training run
+grep -q "^train (stop): step 0 -> 2 .*checkpoint artifacts/checkpoints/step-0002" second.txt ||
+	fail "no progress line for the stopped run"
+grep -q "^train (continuous): step 0 -> 4 .*last loss .*checkpoint artifacts/continuous/step-0004" \
+	second.txt || fail "no progress line for the continuous run"
+grep -q "^train (resume): step 2 -> 4 .*checkpoint artifacts/checkpoints/step-0004" second.txt ||
+	fail "no progress line for the resumed run"
+
+# another learning rate: step-0006 (lr 0.2) would be refused if it were evaluated
+run third.txt --set train.updates=4 --set train.stop_at=2 --set train.lr=0.1 ||
+	{ tail -n 20 third.txt; fail "the third protocol run (another lr) failed"; }
+grep -q "Overall: \*\*PASS\*\*" outputs/report.md || fail "third run: no PASS"
+grep -q "After 4 updates (checkpoint \`artifacts/checkpoints/step-0004\`)" outputs/report.md ||
+	fail "third run: report.md does not name step-0004"
+
+# a run that stops at a step (its metrics file cannot be created) leaves no old report
+rm -f outputs/train-stop.jsonl
+mkdir outputs/train-stop.jsonl
+run fourth.txt && fail "the protocol passed although train-stop.jsonl cannot be written"
+for f in report.md report.json; do
+	[ ! -e "outputs/$f" ] || fail "an aborted run left outputs/$f from the previous run"
+done
+rmdir outputs/train-stop.jsonl
+
+# no python3 with matplotlib: a copy of the program next to a plot.py that says so, and a
+# python3 on PATH that is the system's interpreter under another name
+if [ -x /usr/bin/python3 ]; then
+	mkdir -p alone/tools pybin
+	cp "$DDPTOK" alone/ddptok-run
+	cat >alone/tools/plot.py <<'EOF'
+import sys
+print("plot.py: cannot draw the figure: matplotlib is not available", file=sys.stderr)
+sys.exit(3)
+EOF
+	ln -s /usr/bin/python3 pybin/python3
+	PATH="$PWD/pybin:$PATH" alone/ddptok-run "$CONF/tiny.ini" >fig.txt 2>&1 ||
+		{ tail -n 20 fig.txt; fail "the protocol without matplotlib failed"; }
+	n=$(grep -c "cannot draw the figure" fig.txt)
+	[ "$n" -eq 1 ] || { cat fig.txt; fail "the figure message came $n times"; }
+	grep -q "^| figure | [0-9.]* | skipped (" outputs/report.md ||
+		{ grep "figure" outputs/report.md; fail "report.md does not call the figure step skipped"; }
+	grep -q '"result": "skipped"' outputs/report.json || fail "report.json: figure not skipped"
+	[ ! -e outputs/figure.png ] || fail "an old figure.png is still there"
+fi
+echo "protocol-rerun: ok"
