@@ -71,33 +71,52 @@ int ckpt_parse_step_name(const char *name, uint64_t *step)
 	return 1;
 }
 
-/* ".step-NNNN.tmp.<pid>" or ".step-NNNN.old.<pid>". */
+/* Parses a pid (1..12 digits) at *p, advancing *p past it; 0 if there is none. */
+static int parse_pid(const char **p, long *pid)
+{
+	long v = 0;
+	int n = 0;
+	for (; **p >= '0' && **p <= '9'; (*p)++, n++) {
+		if (n == 12)
+			return 0;
+		v = v * 10 + (**p - '0');
+	}
+	*pid = v;
+	return n > 0;
+}
+
+/* ".step-NNNN.tmp.<pid>", ".step-NNNN.old.<pid>" or "step-NNNN.kept.<pid>[.<k>]". */
 static int parse_aside_name(const char *name, enum ckpt_kind *kind, uint64_t *step, long *pid)
 {
 	uint64_t v;
 	size_t n;
 	const char *p;
-	long pv = 0;
-	if (strncmp(name, ".step-", 6) != 0)
+	long pv, k;
+	int hidden = name[0] == '.';
+	if (strncmp(name + hidden, "step-", 5) != 0)
 		return 0;
-	n = parse_step_digits(name + 6, &v);
+	n = parse_step_digits(name + hidden + 5, &v);
 	if (n == 0)
 		return 0;
-	p = name + 6 + n;
-	if (!strncmp(p, ".tmp.", 5))
+	p = name + hidden + 5 + n;
+	if (hidden && !strncmp(p, ".tmp.", 5))
 		*kind = CKPT_PARTIAL;
-	else if (!strncmp(p, ".old.", 5))
+	else if (hidden && !strncmp(p, ".old.", 5))
 		*kind = CKPT_TRASH;
+	else if (!hidden && !strncmp(p, ".kept.", 6))
+		*kind = CKPT_KEPT;
 	else
 		return 0;
-	p += 5;
-	if (!*p)
+	p += *kind == CKPT_KEPT ? 6 : 5;
+	if (!parse_pid(&p, &pv))
 		return 0;
-	for (; *p; p++) {
-		if (*p < '0' || *p > '9' || pv > 100000000000L)
+	if (*kind == CKPT_KEPT && *p == '.') {
+		p++;
+		if (!parse_pid(&p, &k))
 			return 0;
-		pv = pv * 10 + (*p - '0');
 	}
+	if (*p)
+		return 0;
 	*step = v;
 	*pid = pv;
 	return 1;
@@ -137,6 +156,7 @@ const char *ckpt_problem_name(enum ckpt_problem p)
 	case CKPT_SIZE_MISMATCH: return "size mismatch";
 	case CKPT_DIGEST_MISMATCH: return "digest mismatch";
 	case CKPT_NOT_LISTED: return "not in manifest";
+	case CKPT_IS_ROOT: return "directory of checkpoints";
 	}
 	return "unknown";
 }
@@ -257,28 +277,106 @@ out:
 	return rc;
 }
 
-/* Moves the finished temporary directory to its final name. On success w->tmp names what
- * is left to delete (the replaced old copy) or is "". */
-static int publish(struct ckpt_writer *w, struct err *e)
+static int verify_dir(const char *dir, struct ckpt_report *r_out, int look_inside,
+		      struct err *e);
+
+/* Whether the step-NNNN in the way (dir) may be deleted once replaced: only a directory
+ * (not a link) that verifies and holds nothing but the files its manifest lists, i.e.
+ * exactly what this store wrote. Otherwise 0, with the reason in why. */
+static int replaceable(const char *dir, char *why, size_t cap)
 {
+	struct ckpt_report r;
+	struct err ve;
+	struct stat st;
+	int ok;
+	if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(why, cap, "%.900s is not a directory", dir);
+		return 0;
+	}
+	err_clear(&ve);
+	ok = verify_dir(dir, &r, 0, &ve) == 0;
+	if (!ok)
+		snprintf(why, cap, "%s", ve.msg);
+	else if (r.nextra) {
+		ok = 0;
+		snprintf(why, cap, "checkpoint %.400s: %.600s", dir, r.warning);
+	}
+	ckpt_report_free(&r);
+	return ok;
+}
+
+/* Moves the step-NNNN in the way aside as step-NNNN.kept.<pid> (or .<pid>.<k> when that
+ * name is taken); its new path goes to kept. */
+static int keep_aside(struct ckpt_writer *w, char *kept, size_t cap, struct err *e)
+{
+	char name[96];
+	int rc;
+	for (int k = 0; k < 1000; k++) {
+		if (k == 0)
+			snprintf(name, sizeof name, "step-%04" PRIu64 ".kept.%ld", w->step,
+				 (long)getpid());
+		else
+			snprintf(name, sizeof name, "step-%04" PRIu64 ".kept.%ld.%d", w->step,
+				 (long)getpid(), k);
+		if ((rc = fsx_join(kept, cap, w->root, name, e)))
+			return rc;
+		if (fsx_exists(kept))
+			continue;
+		if (rename(w->final, kept) != 0)
+			return ERR_ERRNO(e, "cannot move %s (not a valid checkpoint) aside to %s",
+					 w->final, kept);
+		return 0;
+	}
+	return ERR(e, ERR_IO, "cannot move %s aside: every step-%04" PRIu64 ".kept.%ld.<k> name is "
+		   "taken", w->final, w->step, (long)getpid());
+}
+
+/* Moves the finished temporary directory to its final name. On success w->tmp names what
+ * is left to delete (the replaced valid copy) or is ""; info->kept names a step-NNNN
+ * that was in the way and is kept. */
+static int publish(struct ckpt_writer *w, struct ckpt_commit_info *info, struct err *e)
+{
+	char trash[FSX_PATH_MAX], name[64];
+	int rc;
+
 	if (!fsx_exists(w->final)) {
 		if (rename(w->tmp, w->final) != 0)
 			return ERR_ERRNO(e, "cannot rename %s to %s", w->tmp, w->final);
 		w->tmp[0] = '\0';
 		return 0;
 	}
-	/* Rewriting a step: swap, so that step-NNNN never stops existing. */
-	if (renameat2(AT_FDCWD, w->tmp, AT_FDCWD, w->final, RENAME_EXCHANGE) == 0)
+	if (!replaceable(w->final, info->kept_why, sizeof info->kept_why)) {
+		/* Not a valid checkpoint of ours: there is none for this step to preserve, so
+		 * it can leave before the new one arrives, under a name that says it is kept. */
+		if ((rc = keep_aside(w, info->kept, sizeof info->kept, e)))
+			return rc;
+		if (rename(w->tmp, w->final) != 0) {
+			rc = ERR_ERRNO(e, "cannot rename %s to %s", w->tmp, w->final);
+			if (rename(info->kept, w->final) != 0)
+				err_prefix(e, "the directory that was in the way is now %s", info->kept);
+			else
+				info->kept[0] = '\0';
+			return rc;
+		}
+		w->tmp[0] = '\0';
+		return 0;
+	}
+
+	snprintf(name, sizeof name, ".step-%04" PRIu64 ".old.%ld", w->step, (long)getpid());
+	if ((rc = fsx_join(trash, sizeof trash, w->root, name, e)) || (rc = fsx_remove_tree(trash, e)))
+		return rc;
+	/* Rewriting a step: swap, so that step-NNNN never stops existing, then give the old
+	 * copy its own name at once (under the temporary name it would read as a partial
+	 * write if the process died now). */
+	if (renameat2(AT_FDCWD, w->tmp, AT_FDCWD, w->final, RENAME_EXCHANGE) == 0) {
+		if (rename(w->tmp, trash) == 0)
+			snprintf(w->tmp, sizeof w->tmp, "%s", trash);
 		return 0; /* w->tmp now holds the old copy */
+	}
 	if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
 		return ERR_ERRNO(e, "cannot exchange %s and %s", w->tmp, w->final);
 
 	/* No exchange on this file system: move the old copy aside first. */
-	char trash[FSX_PATH_MAX], name[64];
-	int rc;
-	snprintf(name, sizeof name, ".step-%04" PRIu64 ".old.%ld", w->step, (long)getpid());
-	if ((rc = fsx_join(trash, sizeof trash, w->root, name, e)) || (rc = fsx_remove_tree(trash, e)))
-		return rc;
 	if (rename(w->final, trash) != 0)
 		return ERR_ERRNO(e, "cannot rename %s to %s", w->final, trash);
 	if (rename(w->tmp, w->final) != 0) {
@@ -291,22 +389,38 @@ static int publish(struct ckpt_writer *w, struct err *e)
 	return 0;
 }
 
-int ckpt_commit(struct ckpt_writer *w, char *path_out, size_t cap, struct err *e)
+int ckpt_commit_ex(struct ckpt_writer *w, struct ckpt_commit_info *info_out, struct err *e)
 {
+	struct ckpt_commit_info local, *info = info_out ? info_out : &local;
 	int rc;
 
-	if (path_out && cap)
-		path_out[0] = '\0';
-	if ((rc = write_manifest(w, e)) || (rc = fsx_fsync_dir(w->tmp, e)) || (rc = publish(w, e)))
+	memset(info, 0, sizeof *info);
+	if ((rc = write_manifest(w, e)) || (rc = fsx_fsync_dir(w->tmp, e)) ||
+	    (rc = publish(w, info, e)))
 		goto out;
 	if ((rc = fsx_fsync_dir(w->root, e)))
 		goto out;
-	if (path_out && cap)
-		snprintf(path_out, cap, "%s", w->final);
+	snprintf(info->path, sizeof info->path, "%s", w->final);
+	if (w->tmp[0]) {
+		/* the replaced copy: removed now; if that fails it stays (ckpt_list reports it) */
+		struct err re;
+		err_clear(&re);
+		if (fsx_remove_tree(w->tmp, &re) != 0)
+			snprintf(info->leftover, sizeof info->leftover, "%s", w->tmp);
+		w->tmp[0] = '\0';
+	}
 out:
-	/* On success w->tmp is "" or the replaced copy; on failure our unpublished data.
-	 * A replaced copy that cannot be removed stays (ckpt_list reports it). */
+	/* On failure w->tmp is our unpublished data. */
 	ckpt_abort(w);
+	return rc;
+}
+
+int ckpt_commit(struct ckpt_writer *w, char *path_out, size_t cap, struct err *e)
+{
+	struct ckpt_commit_info info;
+	int rc = ckpt_commit_ex(w, &info, e);
+	if (path_out && cap)
+		snprintf(path_out, cap, "%s", rc ? "" : info.path);
 	return rc;
 }
 
@@ -345,8 +459,39 @@ static int bad_manifest(struct ckpt_report *r, struct err *e, const char *dir, c
 	return ERR(e, ERR_DATA, "checkpoint %s: unparsable manifest %s: %s", dir, CKPT_MANIFEST, why);
 }
 
-/* Reads and checks dir/MANIFEST.json into r (step, files, nfiles, total_bytes). */
-static int load_manifest(const char *dir, struct ckpt_report *r, struct err *e)
+/* dir has no manifest. If it holds checkpoint entries it is a root, given where a single
+ * checkpoint was expected: say so and name its newest valid step-NNNN. 0 if it holds none. */
+static int root_given(const char *dir, struct ckpt_report *r, struct err *e)
+{
+	struct ckpt_listing l;
+	struct err le;
+	char best[FSX_PATH_MAX];
+	uint64_t step = 0;
+	size_t nstep = 0;
+
+	err_clear(&le);
+	if (ckpt_list(dir, &l, &le) != 0 || l.n == 0) {
+		ckpt_listing_free(&l);
+		return 0;
+	}
+	for (size_t i = 0; i < l.n; i++)
+		nstep += l.v[i].kind == CKPT_STEP;
+	ckpt_listing_free(&l);
+	r->problem = CKPT_IS_ROOT;
+	if (nstep == 0)
+		return ERR(e, ERR_DATA, "%s is a directory of checkpoints, not a checkpoint, and it "
+			   "holds no published step-NNNN (only leftovers of interrupted writes)", dir);
+	err_clear(&le);
+	if (ckpt_latest_valid(dir, best, sizeof best, &step, NULL, &le) == 0)
+		return ERR(e, ERR_DATA, "%s is a directory of checkpoints, not a checkpoint: its newest "
+			   "valid one is %s (step %" PRIu64 "); name that one", dir, best, step);
+	return ERR(e, ERR_DATA, "%s is a directory of checkpoints, not a checkpoint, and none of "
+		   "the %zu in it is valid (%s)", dir, nstep, le.msg);
+}
+
+/* Reads and checks dir/MANIFEST.json into r (step, files, nfiles, total_bytes). A missing
+ * manifest in a directory that holds checkpoints is reported as such when look_inside. */
+static int load_manifest(const char *dir, struct ckpt_report *r, int look_inside, struct err *e)
 {
 	char path[FSX_PATH_MAX], why[300];
 	char *text = NULL;
@@ -364,6 +509,8 @@ static int load_manifest(const char *dir, struct ckpt_report *r, struct err *e)
 		return rc;
 	if (lstat(path, &st) != 0) {
 		if (errno == ENOENT) {
+			if (look_inside && (rc = root_given(dir, r, e)))
+				return rc;
 			r->problem = CKPT_NO_MANIFEST;
 			return ERR(e, ERR_DATA, "checkpoint %s has no %s: incomplete checkpoint, not used",
 				   dir, CKPT_MANIFEST);
@@ -500,7 +647,8 @@ size_mismatch:
 		   (uint64_t)st.st_size < f->size ? "truncated" : "grown", (uint64_t)st.st_size, f->size);
 }
 
-int ckpt_verify(const char *dir, struct ckpt_report *r_out, struct err *e)
+static int verify_dir(const char *dir, struct ckpt_report *r_out, int look_inside,
+		      struct err *e)
 {
 	struct ckpt_report local, *r = r_out ? r_out : &local;
 	char base[256];
@@ -510,7 +658,7 @@ int ckpt_verify(const char *dir, struct ckpt_report *r_out, struct err *e)
 	int rc;
 
 	report_init(r);
-	if ((rc = load_manifest(dir, r, e)))
+	if ((rc = load_manifest(dir, r, look_inside, e)))
 		goto out;
 	base_name(dir, base, sizeof base);
 	if (ckpt_parse_step_name(base, &named_step) && named_step != r->step) {
@@ -551,6 +699,11 @@ out:
 	return rc;
 }
 
+int ckpt_verify(const char *dir, struct ckpt_report *r, struct err *e)
+{
+	return verify_dir(dir, r, 1, e);
+}
+
 int ckpt_read(const char *dir, const char *name, char **buf, size_t *len, struct err *e)
 {
 	struct ckpt_report r;
@@ -561,7 +714,7 @@ int ckpt_read(const char *dir, const char *name, char **buf, size_t *len, struct
 	*buf = NULL;
 	*len = 0;
 	report_init(&r);
-	if ((rc = load_manifest(dir, &r, e)))
+	if ((rc = load_manifest(dir, &r, 1, e)))
 		goto out;
 	if (!(f = find_file(r.files, r.nfiles, name))) {
 		rc = ERR(e, ERR_DATA, "checkpoint %s: no file %s in its %s", dir, name, CKPT_MANIFEST);
@@ -679,7 +832,7 @@ int ckpt_latest_valid(const char *root, char *path_out, size_t cap, uint64_t *st
 		if (l.v[i].kind != CKPT_STEP)
 			continue;
 		err_clear(&one);
-		if (ckpt_verify(l.v[i].path, NULL, &one) == 0) {
+		if (verify_dir(l.v[i].path, NULL, 0, &one) == 0) {
 			if (path_out && cap)
 				snprintf(path_out, cap, "%s", l.v[i].path);
 			if (step_out)

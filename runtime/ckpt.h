@@ -12,17 +12,25 @@
  *   - ckpt_commit() writes MANIFEST.json last ({"format": CKPT_FORMAT, "step": N,
  *     "files": [{"name", "size", "sha256"}, ...]}), fsyncs it and the directory, then
  *     renames the directory to step-NNNN and fsyncs root. When step-NNNN already exists
- *     the two directories are swapped in one renameat2(RENAME_EXCHANGE) and the old one
- *     is removed afterwards, so a valid checkpoint for that step exists at every instant.
- *     (File systems without RENAME_EXCHANGE fall back to moving the old one to
- *     ".step-NNNN.old.<pid>" first; a crash between the two renames then leaves it there.)
+ *     and is a valid checkpoint holding nothing but its listed files, the two directories
+ *     are swapped in one renameat2(RENAME_EXCHANGE), the old one is renamed at once to
+ *     ".step-NNNN.old.<pid>" and removed, so a valid checkpoint for that step exists at
+ *     every instant. (File systems without RENAME_EXCHANGE fall back to moving the old
+ *     one to ".step-NNNN.old.<pid>" first; a crash between the two renames then leaves
+ *     it there.) When step-NNNN exists but is NOT such a checkpoint (no or a bad
+ *     manifest, a damaged file, files the manifest does not list, not a directory), it
+ *     is never deleted: it is renamed to "step-NNNN.kept.<pid>" (".<k>" appended if that
+ *     name is taken) before the new one takes its name, and ckpt_commit_ex() says so.
  *   - ckpt_verify() accepts a directory only if MANIFEST.json is present and valid and
  *     every listed file has exactly the recorded size and digest.
  *
  * A crash at any point therefore leaves either the previous state or the new checkpoint,
  * plus possibly a temporary directory that is never accepted (it has no manifest, or it
  * is not named step-NNNN). ckpt_list() reports such leftovers; nothing deletes them
- * silently (except ckpt_begin() reusing its own temporary name).
+ * silently (except a writer reusing its own ".tmp.<pid>" or ".old.<pid>" name, which only
+ * a dead process with the same pid can have left). Only a kill in the instant between
+ * the exchange and the rename that follows it can leave a replaced (complete) copy under
+ * the temporary name ".step-NNNN.tmp.<pid>".
  *
  * Checkpoint problems (no manifest, bad manifest, missing/truncated/altered files) are
  * ERR_DATA; failing system calls are ERR_IO. All functions name the directory/file.
@@ -60,11 +68,24 @@ int ckpt_begin(const char *root, uint64_t step, struct ckpt_writer **out, struct
  * After a failure, call ckpt_abort(). */
 int ckpt_add(struct ckpt_writer *w, const char *name, const void *data, size_t len,
 	     struct err *e);
-/* Publishes the checkpoint; path_out (if not NULL, cap bytes) receives its directory.
- * Always consumes w: on failure the temporary directory is removed and the previous
- * step-NNNN (if any) is still in place. When a step is rewritten, the replaced copy is
- * deleted after the swap; if that deletion fails it stays (ckpt_list reports it) and the
- * commit still succeeds. */
+/* What ckpt_commit_ex did. */
+struct ckpt_commit_info {
+	char path[FSX_PATH_MAX];     /* the published step-NNNN */
+	char kept[FSX_PATH_MAX];     /* "" or where a step-NNNN that was in the way and was not
+				      * a valid checkpoint now is (step-NNNN.kept.<pid>) */
+	char kept_why[1024];         /* why it was not replaceable (ckpt_verify's message, or
+				      * the files its manifest does not list) */
+	char leftover[FSX_PATH_MAX]; /* "" or a replaced valid copy that could not be removed */
+};
+
+/* Publishes the checkpoint. Always consumes w: on failure the temporary directory is
+ * removed and the previous step-NNNN (if any) is still in place. When a step is
+ * rewritten, a replaced valid copy is deleted after the swap (if that deletion fails it
+ * stays, info->leftover names it, ckpt_list reports it, and the commit still succeeds);
+ * a step-NNNN that was not a valid checkpoint is kept aside and named in info->kept.
+ * info may be NULL. */
+int ckpt_commit_ex(struct ckpt_writer *w, struct ckpt_commit_info *info, struct err *e);
+/* ckpt_commit_ex that returns only the directory (path_out, cap bytes; may be NULL). */
 int ckpt_commit(struct ckpt_writer *w, char *path_out, size_t cap, struct err *e);
 /* Discards an unfinished checkpoint (removes its temporary directory, frees w). NULL ok. */
 void ckpt_abort(struct ckpt_writer *w);
@@ -81,6 +102,9 @@ enum ckpt_problem {
 	CKPT_SIZE_MISMATCH,   /* a listed file has another size (truncated or grown) */
 	CKPT_DIGEST_MISMATCH, /* a listed file has the right size but other content */
 	CKPT_NOT_LISTED,      /* ckpt_read: the name is not in the manifest */
+	CKPT_IS_ROOT,         /* no manifest, but the directory holds checkpoints (step-NNNN or
+			       * leftovers of writes): a root, not a checkpoint; the message
+			       * names its newest valid step-NNNN */
 };
 
 const char *ckpt_problem_name(enum ckpt_problem p);
@@ -113,12 +137,14 @@ enum ckpt_kind {
 	CKPT_STEP,    /* step-NNNN: published (ckpt_verify tells whether it is valid) */
 	CKPT_PARTIAL, /* .step-NNNN.tmp.<pid>: being written, or left by a crash */
 	CKPT_TRASH,   /* .step-NNNN.old.<pid>: an older copy that was being replaced */
+	CKPT_KEPT,    /* step-NNNN.kept.<pid>[.<k>]: a step-NNNN that was not a valid checkpoint
+		       * when its step was written again, kept aside (never deleted by the store) */
 };
 
 struct ckpt_entry {
 	enum ckpt_kind kind;
 	uint64_t step;
-	long pid;                  /* writer's pid for PARTIAL/TRASH, 0 for STEP */
+	long pid;                  /* writer's pid for PARTIAL/TRASH/KEPT, 0 for STEP */
 	char name[256];            /* entry name inside root */
 	char path[FSX_PATH_MAX];   /* root/name */
 };

@@ -22,7 +22,7 @@ struct app_opts {
 	const char *dump_dir;   /* parity --dump DIR */
 	const char *resume_dir; /* train/inspect --resume DIR */
 	const char *checkpoint; /* evaluate --checkpoint DIR */
-	const char *scope;      /* clean --scope generated|checkpoints|all */
+	const char *scope;      /* clean --scope generated|checkpoints|partial|all */
 	int continuous;         /* train --continuous */
 	int dry_run;            /* clean --dry-run */
 	long windows;           /* bench --windows N (0: default) */

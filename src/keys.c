@@ -44,7 +44,8 @@ const struct cfg_key settings_keys[] = {
 	STRING_KEY("run", "outputs", "outputs", 0,
 		   "directory for the prepared corpus and its data lock, reports, metrics (JSON/JSONL) and .npy tensors"),
 	STRING_KEY("run", "artifacts", "artifacts", 0,
-		   "directory for checkpoints (checkpoints/ and continuous/)"),
+		   "directory for checkpoints: checkpoints/ (train and its resumed runs), "
+		   "continuous/ (train --continuous) and inspect/ (inspect's save)"),
 	ENUM_KEY("run", "log_level", "info", CHOICES_LOG, 0,
 		 "terminal verbosity: quiet, info or debug"),
 

@@ -577,11 +577,20 @@ int train_checkpoint_write(const struct train_snapshot *s, const char *root, cha
 		if ((rc = add_json(w, name, j, e)))
 			goto fail;
 	}
-	rc = ckpt_commit(w, out, cap, e);
+	struct ckpt_commit_info ci;
+	rc = ckpt_commit_ex(w, &ci, e);
 	w = NULL;
 	if (rc)
 		return rc;
-	app_debug(a, "train: checkpoint %s", out);
+	if (out && cap)
+		snprintf(out, cap, "%s", ci.path);
+	if (ci.kept[0])
+		app_info(a, "checkpoint: the %s that was in the way is not a valid checkpoint (%s): "
+			 "kept as %s", ci.path, ci.kept_why, ci.kept);
+	if (ci.leftover[0])
+		app_info(a, "checkpoint: the replaced copy %s could not be removed (clean --scope "
+			 "partial removes it)", ci.leftover);
+	app_debug(a, "train: checkpoint %s", ci.path);
 	return ERR_OK;
 fail:
 	json_decref(state);

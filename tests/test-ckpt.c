@@ -1,9 +1,12 @@
 /*
  * test-ckpt: the checkpoint store. A committed checkpoint verifies and reads back; every
  * kind of damage (flipped byte, truncation, missing file, missing or broken manifest) is
- * refused with its own message; unfinished checkpoints are listed but never used; and a
- * writer killed with SIGKILL at random moments never leaves a step-NNNN directory that
- * is accepted with content other than what was written for it.
+ * refused with its own message; unfinished checkpoints are listed but never used; a
+ * step-NNNN in the way of a rewrite is deleted only when it is a valid checkpoint holding
+ * nothing else, and kept aside (never deleted) otherwise; a replaced copy whose removal
+ * does not complete is named as such; a directory of checkpoints given where one was
+ * expected is called that; and a writer killed with SIGKILL at random moments never leaves
+ * a step-NNNN directory that is accepted with content other than what was written for it.
  */
 #include <check.h>
 #include <errno.h>
@@ -13,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +28,20 @@
 #include "err.h"
 #include "fsx.h"
 #include "prng.h"
+
+/* Test double for unlinkat(2), which the store's removals go through: it fails for entries
+ * named fail_unlink_name (as if the process had been killed before removing them) and is
+ * the system call otherwise. */
+static const char *fail_unlink_name;
+
+int unlinkat(int dirfd, const char *path, int flags)
+{
+	if (fail_unlink_name && !strcmp(path, fail_unlink_name)) {
+		errno = EACCES;
+		return -1;
+	}
+	return (int)syscall(SYS_unlinkat, dirfd, path, flags);
+}
 
 static char *make_tmpdir(void)
 {
@@ -490,6 +508,216 @@ START_TEST(test_overwrite)
 }
 END_TEST
 
+/* Rewrites step `step` of root with payload; returns what ckpt_commit_ex said. */
+static void rewrite(const char *root, uint64_t step, const char *payload,
+		    struct ckpt_commit_info *info)
+{
+	struct err e;
+	struct ckpt_writer *w;
+	err_clear(&e);
+	ck_assert_msg(ckpt_begin(root, step, &w, &e) == 0, "%s", e.msg);
+	ck_assert_msg(ckpt_add(w, "params.bin", payload, strlen(payload), &e) == 0, "%s", e.msg);
+	ck_assert_msg(ckpt_add(w, "abc.txt", "abc", 3, &e) == 0, "%s", e.msg);
+	ck_assert_msg(ckpt_commit_ex(w, info, &e) == 0, "%s", e.msg);
+}
+
+static void expect_payload(const char *dir, const char *want)
+{
+	struct err e;
+	char *buf;
+	size_t len;
+	err_clear(&e);
+	ck_assert_msg(ckpt_verify(dir, NULL, &e) == 0, "%s", e.msg);
+	ck_assert_int_eq(ckpt_read(dir, "params.bin", &buf, &len, &e), 0);
+	ck_assert_str_eq(buf, want);
+	free(buf);
+}
+
+/* Whether dir/name exists and holds text. */
+static int holds_text(const char *dir, const char *name, const char *text)
+{
+	char p[FSX_PATH_MAX], *buf = NULL;
+	size_t len;
+	struct err e;
+	err_clear(&e);
+	path2(p, dir, name);
+	int ok = fsx_read_all(p, &buf, &len, &e) == 0 && len == strlen(text) &&
+		 !memcmp(buf, text, len);
+	free(buf);
+	return ok;
+}
+
+START_TEST(test_rewrite_keeps_invalid)
+{
+	struct err e;
+	struct ckpt_commit_info info;
+	char *t = make_tmpdir(), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
+	char want[FSX_PATH_MAX], name[64];
+	path2(root, t, "checkpoints");
+	err_clear(&e);
+	ck_assert_int_eq(fsx_mkdirs(root, &e), 0);
+
+	/* an incomplete step-0004 holding a file of the user's: kept aside, with its file */
+	path2(dir, root, "step-0004");
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	path2(p, dir, "notes.txt");
+	ck_assert_int_eq(fsx_write_atomic(p, "mine", 4, &e), 0);
+	rewrite(root, 4, "four", &info);
+	ck_assert_str_eq(info.path, dir);
+	snprintf(name, sizeof name, "step-0004.kept.%ld", (long)getpid());
+	path2(want, root, name);
+	ck_assert_str_eq(info.kept, want);
+	ck_assert_msg(strstr(info.kept_why, "no MANIFEST.json"), "why: %s", info.kept_why);
+	ck_assert(holds_text(info.kept, "notes.txt", "mine"));
+	expect_payload(dir, "four");
+
+	struct ckpt_listing l;
+	ck_assert_int_eq(ckpt_list(root, &l, &e), 0);
+	ck_assert_uint_eq(l.n, 2);
+	ck_assert_int_eq(l.v[0].kind, CKPT_STEP);
+	ck_assert_int_eq(l.v[1].kind, CKPT_KEPT);
+	ck_assert_uint_eq(l.v[1].step, 4);
+	ck_assert_int_eq(l.v[1].pid, getpid());
+	ck_assert_str_eq(l.v[1].name, name);
+	ckpt_listing_free(&l);
+
+	/* a valid one of ours is replaced, not kept */
+	rewrite(root, 4, "four again", &info);
+	ck_assert_str_eq(info.kept, "");
+	ck_assert_str_eq(info.leftover, "");
+	expect_payload(dir, "four again");
+
+	/* again in the way, while the first kept name is taken: a second name */
+	ck_assert_int_eq(fsx_remove_tree(dir, &e), 0);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	rewrite(root, 4, "four, third", &info);
+	snprintf(name, sizeof name, "step-0004.kept.%ld.1", (long)getpid());
+	path2(want, root, name);
+	ck_assert_str_eq(info.kept, want);
+	ck_assert_int_eq(ckpt_list(root, &l, &e), 0);
+	ck_assert_uint_eq(l.n, 3);
+	ck_assert_int_eq(l.v[2].kind, CKPT_KEPT);
+	ck_assert_str_eq(l.v[2].name, name);
+	ckpt_listing_free(&l);
+
+	/* a valid checkpoint with a file its manifest does not list: kept, file and all */
+	write_ckpt(root, 5, "five", dir);
+	path2(p, dir, "mine.txt");
+	ck_assert_int_eq(fsx_write_atomic(p, "keep me", 7, &e), 0);
+	rewrite(root, 5, "five again", &info);
+	ck_assert_msg(strstr(info.kept_why, "mine.txt"), "why: %s", info.kept_why);
+	ck_assert(holds_text(info.kept, "mine.txt", "keep me"));
+	expect_payload(dir, "five again");
+
+	/* a damaged one: kept, as found */
+	write_ckpt(root, 6, "six", dir);
+	path2(p, dir, "params.bin");
+	flip_byte(p, 1);
+	rewrite(root, 6, "six again", &info);
+	ck_assert_msg(strstr(info.kept_why, "digest mismatch"), "why: %s", info.kept_why);
+	ck_assert_int_eq(ckpt_verify(info.kept, NULL, &e), ERR_DATA);
+	expect_payload(dir, "six again");
+
+	/* not even a directory */
+	path2(p, root, "step-0007");
+	ck_assert_int_eq(fsx_write_atomic(p, "a file", 6, &e), 0);
+	rewrite(root, 7, "seven", &info);
+	ck_assert_msg(strstr(info.kept_why, "not a directory"), "why: %s", info.kept_why);
+	ck_assert_int_eq(fsx_is_dir(info.kept), 0);
+	expect_payload(p, "seven");
+	drop_tmpdir(t);
+}
+END_TEST
+
+START_TEST(test_replaced_copy_named_old)
+{
+	struct err e;
+	struct ckpt_commit_info info;
+	struct ckpt_listing l;
+	char *t = make_tmpdir(), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], name[64];
+	path2(root, t, "checkpoints");
+	err_clear(&e);
+
+	/* the replaced copy cannot be removed (as when the process dies right after the
+	 * swap): what stays is named an old copy, never a partial write */
+	write_ckpt(root, 10, "first", dir);
+	fail_unlink_name = "abc.txt";
+	rewrite(root, 10, "second", &info);
+	fail_unlink_name = NULL;
+	expect_payload(dir, "second");
+	snprintf(name, sizeof name, ".step-0010.old.%ld", (long)getpid());
+	ck_assert_msg(strstr(info.leftover, name), "leftover: '%s'", info.leftover);
+	ck_assert_int_eq(ckpt_list(root, &l, &e), 0);
+	ck_assert_uint_eq(l.n, 2);
+	ck_assert_int_eq(l.v[0].kind, CKPT_STEP);
+	ck_assert_int_eq(l.v[1].kind, CKPT_TRASH);
+	ck_assert_str_eq(l.v[1].name, name);
+	ck_assert(holds_text(l.v[1].path, "abc.txt", "abc")); /* what the removal left */
+	ckpt_listing_free(&l);
+
+	/* the next rewrite by this process reuses (and clears) that name */
+	rewrite(root, 10, "third", &info);
+	ck_assert_str_eq(info.leftover, "");
+	ck_assert_int_eq(ckpt_list(root, &l, &e), 0);
+	ck_assert_uint_eq(l.n, 1);
+	ckpt_listing_free(&l);
+	expect_payload(dir, "third");
+	drop_tmpdir(t);
+}
+END_TEST
+
+START_TEST(test_root_given)
+{
+	struct err e;
+	struct ckpt_report r;
+	char *t = make_tmpdir(), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
+	path2(root, t, "checkpoints");
+	err_clear(&e);
+
+	/* only a leftover in it */
+	path2(p, root, ".step-0002.tmp.999999999");
+	ck_assert_int_eq(fsx_mkdirs(p, &e), 0);
+	ck_assert_int_eq(ckpt_verify(root, &r, &e), ERR_DATA);
+	ck_assert_int_eq(r.problem, CKPT_IS_ROOT);
+	ck_assert_msg(strstr(e.msg, "directory of checkpoints") && strstr(e.msg, "no published"),
+		      "%s", e.msg);
+	ckpt_report_free(&r);
+
+	/* valid ones: the newest valid is named */
+	char five[FSX_PATH_MAX];
+	write_ckpt(root, 3, "three", dir);
+	write_ckpt(root, 5, "five", five);
+	path2(p, five, "params.bin");
+	flip_byte(p, 0);
+	err_clear(&e);
+	ck_assert_int_eq(ckpt_verify(root, &r, &e), ERR_DATA);
+	ck_assert_int_eq(r.problem, CKPT_IS_ROOT);
+	ck_assert_msg(strstr(e.msg, "is a directory of checkpoints, not a checkpoint") &&
+		      strstr(e.msg, dir) && strstr(e.msg, "step 3"), "%s", e.msg);
+	ck_assert_ptr_null(strstr(e.msg, "incomplete checkpoint"));
+	ckpt_report_free(&r);
+	char *buf;
+	size_t len;
+	ck_assert_int_eq(ckpt_read(root, "params.bin", &buf, &len, &e), ERR_DATA);
+	ck_assert_ptr_nonnull(strstr(e.msg, "directory of checkpoints"));
+
+	/* none valid */
+	path2(p, dir, "params.bin");
+	flip_byte(p, 0);
+	err_clear(&e);
+	ck_assert_int_eq(ckpt_verify(root, &r, &e), ERR_DATA);
+	ck_assert_int_eq(r.problem, CKPT_IS_ROOT);
+	ck_assert_msg(strstr(e.msg, "none of the 2 in it is valid"), "%s", e.msg);
+	ckpt_report_free(&r);
+
+	/* an empty directory stays an incomplete checkpoint */
+	path2(p, t, "empty");
+	ck_assert_int_eq(mkdir(p, 0755), 0);
+	expect_problem(p, CKPT_NO_MANIFEST, "has no MANIFEST.json: incomplete checkpoint, not used");
+	drop_tmpdir(t);
+}
+END_TEST
+
 /* --- crash test --- */
 
 #define KILL_TRIALS 30
@@ -626,6 +854,9 @@ int main(void)
 	tcase_add_test(tc, test_damage);
 	tcase_add_test(tc, test_partial_never_used);
 	tcase_add_test(tc, test_overwrite);
+	tcase_add_test(tc, test_rewrite_keeps_invalid);
+	tcase_add_test(tc, test_replaced_copy_named_old);
+	tcase_add_test(tc, test_root_given);
 	tcase_add_test(tc, test_sigkill_never_invalid);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

@@ -1,6 +1,8 @@
 # train / evaluate / checkpoints / clean through the binary: the three runs and their
-# files, refusals with their exit codes, corrupt checkpoints reported, and clean removing
-# exactly what it lists and nothing outside the configured directories.
+# files, refusals with their exit codes, corrupt checkpoints reported wherever they lie
+# under the artifacts directory, a step directory in the way of a new checkpoint kept
+# aside, and clean removing exactly what it lists: only names the program writes, never
+# a user's file, nothing outside the configured directories.
 set -eu
 fail() { echo "FAIL: $*"; exit 1; }
 T="$CONF/tiny.ini"
@@ -66,28 +68,111 @@ expect_rc 5 train --resume artifacts/checkpoints/step-0003
 grep -q "digest mismatch for state.json" cmd.err || fail "corrupt resume: $(cat cmd.err)"
 rm -r artifacts/checkpoints/step-0003
 mv keep-0003 artifacts/checkpoints/step-0003
-mkdir artifacts/checkpoints/.step-0007.tmp.99999
+# (a pid beyond any pid_max: no process runs under it)
+mkdir artifacts/checkpoints/.step-0007.tmp.999999999
 run checkpoints > ck.out || fail "a partial write alone must not fail checkpoints"
-grep -q "partial write (pid 99999)" ck.out || fail "partial not reported: $(cat ck.out)"
+grep -q "partial write (pid 999999999)" ck.out || fail "partial not reported: $(cat ck.out)"
+grep -q "1 partial .*clean --scope partial" ck.out || fail "summary: $(cat ck.out)"
 
-# clean: dry runs list and keep, real runs remove exactly that, outside files untouched
+# a directory of checkpoints where one checkpoint is expected: called that, the newest named
+expect_rc 5 train --resume artifacts/checkpoints
+grep -q "artifacts/checkpoints is a directory of checkpoints, not a checkpoint: its newest valid one is artifacts/checkpoints/step-0006" cmd.err ||
+	fail "resume from a root: $(cat cmd.err)"
+
+# inspect's saved checkpoints and a user's copy elsewhere under artifacts are verified too
+printf 'step 2\nsave\nquit\n' | "$DDPTOK" "$T" inspect --set devices.backend=cpu > insp.out 2>&1 ||
+	fail "inspect save: $(cat insp.out)"
+[ -f artifacts/inspect/step-0002/MANIFEST.json ] || fail "inspect saved nothing: $(cat insp.out)"
+mkdir -p artifacts/mine/old
+cp -r artifacts/checkpoints/step-0003 artifacts/mine/old/
+run checkpoints > ck.out
+grep -q "^  inspect/step-0002 .* ok$" ck.out || fail "inspect checkpoint not verified: $(cat ck.out)"
+grep -q "^  mine/old/step-0003 .* ok$" ck.out || fail "user's copy not verified: $(cat ck.out)"
+cp -r artifacts/inspect/step-0002 keep-i2
+printf 'X' >> artifacts/inspect/step-0002/params.npy
+expect_rc 1 checkpoints
+grep -q "inspect/step-0002 .* size mismatch" cmd.out || fail "inspect corruption: $(cat cmd.out)"
+grep -q "inspect/step-0002" cmd.err || fail "the error does not name it: $(cat cmd.err)"
+rm -r artifacts/inspect/step-0002
+mv keep-i2 artifacts/inspect/step-0002
+printf 'X' >> artifacts/mine/old/step-0003/params.npy
+expect_rc 1 checkpoints
+grep -q "mine/old/step-0003 .* size mismatch" cmd.out || fail "copy corruption: $(cat cmd.out)"
+rm -r artifacts/mine/old/step-0003
+cp -r artifacts/checkpoints/step-0003 artifacts/mine/old/
+
+# a step directory in the way of a new checkpoint that is not a valid one (here an
+# incomplete one holding a user's file) is kept aside and reported, never deleted
+rm -r artifacts/checkpoints/step-0006
+mkdir artifacts/checkpoints/step-0006
+echo mine > artifacts/checkpoints/step-0006/notes.txt
+run train --resume artifacts/checkpoints/step-0003 > kept.out
+cmp artifacts/checkpoints/step-0006/params.npy artifacts/continuous/step-0006/params.npy ||
+	fail "the rewritten checkpoint differs"
+kept=$(ls -d artifacts/checkpoints/step-0006.kept.*)
+[ "$(cat "$kept/notes.txt")" = mine ] || fail "the user's file was not kept: $(ls -a artifacts/checkpoints)"
+run checkpoints > ck.out || fail "a kept-aside directory must not fail checkpoints: $(cat ck.out)"
+grep -q "step-0006.kept.[0-9]* .* kept aside" ck.out || fail "kept aside not listed: $(cat ck.out)"
+grep -q "5 valid, 0 corrupt or unusable, 1 partial .*, 1 kept aside" ck.out ||
+	fail "summary: $(cat ck.out)"
+
+# clean --scope partial: the leftovers of interrupted writes only
+mkdir artifacts/checkpoints/.step-0005.old.999999999
+run clean --scope partial > part.out
+[ ! -e artifacts/checkpoints/.step-0007.tmp.999999999 ] && [ ! -e artifacts/checkpoints/.step-0005.old.999999999 ] ||
+	fail "partial leftovers remain: $(cat part.out)"
+[ -d artifacts/checkpoints/step-0003 ] && [ -d artifacts/checkpoints/step-0006 ] &&
+	[ -d artifacts/continuous/step-0006 ] && [ -d artifacts/inspect/step-0002 ] &&
+	[ -f "$kept/notes.txt" ] || fail "clean --scope partial removed more: $(cat part.out)"
+grep -q "^clean: scope partial: removed 2 entries" part.out || fail "partial clean: $(cat part.out)"
+grep -q "^clean: left $kept (kept aside" part.out || fail "kept dir not reported: $(cat part.out)"
+
+# clean: dry runs list and keep, real runs remove exactly that, outside files untouched,
+# and in the outputs directory only what the program writes there
 echo keep > outside.txt
 echo keep > artifacts/notes.txt
+echo keep > outputs/my-notes.txt
+mkdir outputs/mine
+echo keep > outputs/mine/report.json
 run clean --dry-run > dry.out
 grep -q "would remove outputs/corpus/" dry.out || fail "dry run list: $(cat dry.out)"
 grep -q "would remove outputs/evaluate.json" dry.out || fail "dry run list: $(cat dry.out)"
+grep -q "^clean: left outputs/my-notes.txt (not written by the program)" dry.out ||
+	fail "the user's file is not reported as left: $(cat dry.out)"
+if grep -q "remove outputs/my-notes.txt\|remove outputs/mine" dry.out; then
+	fail "a user's file is listed for removal: $(cat dry.out)"
+fi
 [ -f outputs/evaluate.json ] && [ -d outputs/corpus ] || fail "the dry run removed files"
 if grep -q "artifacts" dry.out; then fail "generated scope touches artifacts"; fi
 run clean --scope checkpoints --dry-run > dryck.out
 grep -q "would remove artifacts/checkpoints/" dryck.out || fail "checkpoint dry run"
 [ -d artifacts/checkpoints/step-0003 ] || fail "the dry run removed checkpoints"
+run clean --scope all --dry-run > dryall.out
+grep -q "would remove artifacts/inspect/" dryall.out || fail "scope all omits inspect/: $(cat dryall.out)"
+if grep -q "remove artifacts/mine" dryall.out; then fail "scope all lists a user's copy"; fi
 run clean > gen.out
-[ -z "$(ls outputs)" ] || fail "outputs not emptied: $(ls outputs)"
+[ "$(ls outputs | tr '\n' ' ')" = "mine my-notes.txt " ] || fail "outputs after clean: $(ls outputs)"
+[ "$(cat outputs/my-notes.txt outputs/mine/report.json)" = "keep
+keep" ] || fail "clean touched a user's file in outputs"
 [ -d artifacts/checkpoints/step-0003 ] || fail "scope generated removed checkpoints"
 sed 's/would remove/removed/; s/; nothing was removed (dry run)//' dry.out | diff - gen.out ||
 	fail "the real run did not remove exactly what the dry run listed"
+# a file of the user's inside a directory the program writes: that directory stays with it
+run prepare > /dev/null
+echo keep > outputs/corpus/mine.txt
+run clean > gen2.out
+[ "$(ls outputs/corpus)" = mine.txt ] || fail "corpus/ after clean: $(ls outputs/corpus)"
+grep -q "removed outputs/corpus/corpus.bin" gen2.out || fail "corpus files: $(cat gen2.out)"
+# outputs pointed at a directory of other things: nothing of it goes
+mkdir foreign foreign/sub
+for f in a.json report.txt parity.jsonx sub/evaluate.json; do echo keep > "foreign/$f"; done
+run clean --set run.outputs=foreign > foreign.out
+grep -q "removed 0 entries" foreign.out || fail "clean of a foreign directory: $(cat foreign.out)"
+[ "$(find foreign -type f | wc -l)" -eq 4 ] || fail "clean removed a foreign file"
 run clean --scope checkpoints > ck-clean.out
-[ ! -e artifacts/checkpoints ] && [ ! -e artifacts/continuous ] || fail "checkpoints remain"
+[ ! -e artifacts/checkpoints ] && [ ! -e artifacts/continuous ] && [ ! -e artifacts/inspect ] ||
+	fail "checkpoints remain: $(cat ck-clean.out)"
+[ -d artifacts/mine/old/step-0003 ] || fail "clean removed a user's copy of a checkpoint"
 [ "$(cat outside.txt)" = keep ] && [ "$(cat artifacts/notes.txt)" = keep ] ||
 	fail "clean touched a file outside its scope"
 expect_rc 2 clean --scope everything
