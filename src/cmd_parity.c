@@ -50,26 +50,12 @@ void parity_compare(const float *g, const float *ref, size_t n, double atol, dou
 	st->pass = st->outside == 0;
 }
 
-int parity_distinguishable(int mode, const struct window *w, int reduce_avg)
-{
-	for (int r = 0; r < w->world; r++)
-		for (int m = 0; m < w->micro; m++) {
-			if (w->mb[r][m].tokens == 0)
-				continue;
-			double c = norm_factor(mode, reduce_avg, w->world, w->micro, w->N,
-					       w->rank_tokens[r], w->mb[r][m].tokens);
-			double g = norm_factor(NORM_GLOBAL_TOKEN, reduce_avg, w->world, w->micro, w->N,
-					       w->rank_tokens[r], w->mb[r][m].tokens);
-			if (c != g)
-				return 1;
-		}
-	return 0;
-}
-
-enum parity_control parity_control_of(int mode, const struct window *w, int reduce_avg,
-				      double rtol, double *factor_gap)
+/* Compares `mode`'s factor with global_token's on every microbatch holding tokens: the
+ * largest |c / g - 1| (NaN: infinity), and *differ = 1 when some c != g exactly. */
+static double factor_gap_of(int mode, const struct window *w, int reduce_avg, int *differ)
 {
 	double gap = 0.0;
+	*differ = 0;
 	for (int r = 0; r < w->world; r++)
 		for (int m = 0; m < w->micro; m++) {
 			if (w->mb[r][m].tokens == 0)
@@ -79,12 +65,28 @@ enum parity_control parity_control_of(int mode, const struct window *w, int redu
 			double g = norm_factor(NORM_GLOBAL_TOKEN, reduce_avg, w->world, w->micro, w->N,
 					       w->rank_tokens[r], w->mb[r][m].tokens);
 			double d = fabs(c / g - 1.0);
+			*differ |= c != g;
 			if (!(d <= gap))
 				gap = isnan(d) ? INFINITY : d;
 		}
+	return gap;
+}
+
+int parity_distinguishable(int mode, const struct window *w, int reduce_avg)
+{
+	int differ;
+	factor_gap_of(mode, w, reduce_avg, &differ);
+	return differ;
+}
+
+enum parity_control parity_control_of(int mode, const struct window *w, int reduce_avg,
+				      double rtol, double *factor_gap)
+{
+	int differ;
+	double gap = factor_gap_of(mode, w, reduce_avg, &differ);
 	if (factor_gap)
 		*factor_gap = gap;
-	if (!parity_distinguishable(mode, w, reduce_avg))
+	if (!differ)
 		return PARITY_SAME;
 	return gap > PARITY_FACTOR_MARGIN * rtol ? PARITY_DISTINCT : PARITY_MARGINAL;
 }
