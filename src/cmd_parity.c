@@ -7,8 +7,8 @@
  * makes it coincide with the correct one (e.g. double_accumulation with accumulation 1,
  * or mean_of_means when every rank holds the same number of tokens), which is reported
  * as such instead of being counted as caught, or its factors differ from global_token's
- * by no more than 10 x rtol (a balanced plan's nearly equal counts), where a comparison
- * at that tolerance may not see it: reported, but required neither to pass nor to fail.
+ * by no more than 0.1% (a balanced plan's nearly equal counts), where a comparison at
+ * the default tolerance may not see it: reported, but required neither to pass nor to fail.
  * That decision is made from the window's factors, never from the control's gradient.
  */
 #include <jansson.h>
@@ -80,7 +80,7 @@ int parity_distinguishable(int mode, const struct window *w, int reduce_avg)
 }
 
 enum parity_control parity_control_of(int mode, const struct window *w, int reduce_avg,
-				      double rtol, double *factor_gap)
+				      double *factor_gap)
 {
 	int differ;
 	double gap = factor_gap_of(mode, w, reduce_avg, &differ);
@@ -88,7 +88,7 @@ enum parity_control parity_control_of(int mode, const struct window *w, int redu
 		*factor_gap = gap;
 	if (!differ)
 		return PARITY_SAME;
-	return gap > PARITY_FACTOR_MARGIN * rtol ? PARITY_DISTINCT : PARITY_MARGINAL;
+	return gap > PARITY_FACTOR_MIN_GAP ? PARITY_DISTINCT : PARITY_MARGINAL;
 }
 
 double parity_effect(const float *g_mode, const float *g_global, size_t n, double atol,
@@ -202,7 +202,7 @@ int cmd_parity(struct app *a, struct err *e)
 		if (mode == NORM_GLOBAL_TOKEN) { /* first: the controls are measured against it */
 			memcpy(global, r.eng->host_reduced, n * sizeof(float));
 		} else {
-			kind = parity_control_of(mode, &r.w, avg, a->s.rtol, &gap);
+			kind = parity_control_of(mode, &r.w, avg, &gap);
 			effect = parity_effect(r.eng->host_reduced, global, n, a->s.atol, a->s.rtol);
 		}
 		const char *verdict;
@@ -215,7 +215,7 @@ int cmd_parity(struct app *a, struct err *e)
 			ok &= st.pass;
 		} else if (kind == PARITY_MARGINAL) {
 			/* factors too close to global_token's on this window to be required */
-			verdict = st.pass ? "pass: factors within 10 x rtol of global_token's here, "
+			verdict = st.pass ? "pass: factors within 0.1% of global_token's here, "
 					    "not required"
 					  : "fail (caught, though its factors are near global_token's)";
 		} else {

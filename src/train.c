@@ -369,14 +369,29 @@ int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c
 			 ck->world, PLAN_MAX_WORLD);
 		goto out;
 	}
-	if (checks & TRAIN_CHECK_CONFIG) {
-		/* implied by equal math keys; checked again against what the files hold */
+	/* the model's shape, whatever else is checked: the parameters are read into (and
+	 * interpreted as) this configuration's model */
+	{
+		static const char *const model_keys[][2] = {
+			{"data", "vocab"}, {"model", "context"}, {"model", "embed"}, {"model", "hidden"}};
+		for (size_t k = 0; k < sizeof model_keys / sizeof model_keys[0]; k++) {
+			long long mine = cfg_int(&a->cfg, model_keys[k][0], model_keys[k][1]);
+			long long theirs = cfg_int(&stored, model_keys[k][0], model_keys[k][1]);
+			if (mine != theirs) {
+				rc = ERR(e, ERR_DATA, "checkpoint %s holds a model with %s.%s = %lld, "
+					 "this configuration has %lld", dir, model_keys[k][0],
+					 model_keys[k][1], theirs, mine);
+				goto out;
+			}
+		}
 		model_shape_init(&shape, a->s.vocab, a->s.context, a->s.embed, a->s.hidden);
 		if (ck->n != shape.n_params) {
 			rc = ERR(e, ERR_DATA, "checkpoint %s: %zu parameters, the model of this "
 				 "configuration has %zu", dir, ck->n, shape.n_params);
 			goto out;
 		}
+	}
+	if (checks & TRAIN_CHECK_CONFIG) {
 		if (ck->world != a->s.world) {
 			rc = ERR(e, ERR_DATA, "checkpoint %s holds %d ranks, this configuration has "
 				 "devices.world = %d", dir, ck->world, a->s.world);

@@ -45,6 +45,11 @@ grep -q '"validation"' outputs/evaluate.json || fail "no validation split"
 run evaluate --checkpoint artifacts/checkpoints/step-0003 > ev3.out
 grep -q "step-0003" outputs/evaluate.json || fail "evaluate --checkpoint ignored"
 expect_rc 5 evaluate --checkpoint artifacts/checkpoints/step-0099
+# evaluation needs the checkpoint's model shape and data, not its optimizer settings
+run evaluate --checkpoint artifacts/checkpoints/step-0003 --set train.lr=0.05 > evlr.out \
+	|| fail "evaluate refused a checkpoint trained with another learning rate"
+expect_rc 5 evaluate --checkpoint artifacts/checkpoints/step-0003 --set model.hidden=64
+grep -q "model.hidden = 8, this configuration has 64" cmd.err || fail "shape refusal: $(cat cmd.err)"
 
 # refusals through the command line, each with its exit code and message
 expect_rc 5 train --resume artifacts/checkpoints/step-0003 --set model.hidden=9
