@@ -283,7 +283,7 @@ static int verify_dir(const char *dir, struct ckpt_report *r_out, int look_insid
 /* Whether the step-NNNN in the way (dir) may be deleted once replaced: only a directory
  * (not a link) that verifies and holds nothing but the files its manifest lists, i.e.
  * exactly what this store wrote. Otherwise 0, with the reason in why. */
-static int replaceable(const char *dir, char *why, size_t cap)
+int ckpt_removable(const char *dir, char *why, size_t cap)
 {
 	struct ckpt_report r;
 	struct err ve;
@@ -299,7 +299,8 @@ static int replaceable(const char *dir, char *why, size_t cap)
 		snprintf(why, cap, "%s", ve.msg);
 	else if (r.nextra) {
 		ok = 0;
-		snprintf(why, cap, "checkpoint %.400s: %.600s", dir, r.warning);
+		snprintf(why, cap, "checkpoint %.400s is valid but holds files its manifest does not "
+			 "list, which may be someone's: %.500s", dir, r.warning);
 	}
 	ckpt_report_free(&r);
 	return ok;
@@ -345,7 +346,7 @@ static int publish(struct ckpt_writer *w, struct ckpt_commit_info *info, struct 
 		w->tmp[0] = '\0';
 		return 0;
 	}
-	if (!replaceable(w->final, info->kept_why, sizeof info->kept_why)) {
+	if (!ckpt_removable(w->final, info->kept_why, sizeof info->kept_why)) {
 		/* Not a valid checkpoint of ours: there is none for this step to preserve, so
 		 * it can leave before the new one arrives, under a name that says it is kept. */
 		if ((rc = keep_aside(w, info->kept, sizeof info->kept, e)))

@@ -87,6 +87,9 @@ struct ckpt_commit_info {
 int ckpt_commit_ex(struct ckpt_writer *w, struct ckpt_commit_info *info, struct err *e);
 /* ckpt_commit_ex that returns only the directory (path_out, cap bytes; may be NULL). */
 int ckpt_commit(struct ckpt_writer *w, char *path_out, size_t cap, struct err *e);
+/* 1 when dir is a valid checkpoint holding nothing but the files its manifest lists (all
+ * written by the store: it may be deleted); else 0 with the reason in why. */
+int ckpt_removable(const char *dir, char *why, size_t cap);
 /* Discards an unfinished checkpoint (removes its temporary directory, frees w). NULL ok. */
 void ckpt_abort(struct ckpt_writer *w);
 

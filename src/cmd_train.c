@@ -243,11 +243,14 @@ static int pid_running(long pid)
 /* ---- checkpoints ---------------------------------------------------------------------- */
 
 /* Status and detail of a leftover (partial write, replaced copy, kept-aside directory). */
-static void leftover_status(const struct ckpt_entry *en, char *status, size_t scap, char *detail,
-			    size_t dcap)
+static void leftover_status(const struct ckpt_entry *en, int own_root, char *status, size_t scap,
+			    char *detail, size_t dcap)
 {
 	char manifest[FSX_PATH_MAX + 32];
 	int running = pid_running(en->pid);
+	/* clean looks only in the program's own roots (checkpoints/, continuous/, inspect/) */
+	const char *how = own_root ? "`clean --scope partial` removes it"
+				   : "outside the program's directories: remove it by hand";
 	snprintf(manifest, sizeof manifest, "%s/%s", en->path, CKPT_MANIFEST);
 	switch (en->kind) {
 	case CKPT_PARTIAL:
@@ -257,11 +260,9 @@ static void leftover_status(const struct ckpt_entry *en, char *status, size_t sc
 				 en->pid);
 		else if (fsx_exists(manifest))
 			snprintf(detail, dcap, "complete but never published (its writer stopped before "
-				 "the rename, or while a replaced copy was being removed); "
-				 "`clean --scope partial` removes it");
+				 "the rename, or while a replaced copy was being removed); %s", how);
 		else
-			snprintf(detail, dcap, "left by an interrupted write; `clean --scope partial` "
-				 "removes it");
+			snprintf(detail, dcap, "left by an interrupted write; %s", how);
 		break;
 	case CKPT_TRASH:
 		snprintf(status, scap, "old copy being replaced (pid %ld): never used", en->pid);
@@ -270,13 +271,13 @@ static void leftover_status(const struct ckpt_entry *en, char *status, size_t sc
 				 en->pid);
 		else
 			snprintf(detail, dcap, "a replaced copy of step %" PRIu64 " whose removal was "
-				 "interrupted; `clean --scope partial` removes it", en->step);
+				 "interrupted; %s", en->step, how);
 		break;
 	default:
 		snprintf(status, scap, "kept aside (pid %ld): never used", en->pid);
-		snprintf(detail, dcap, "was step-%04" PRIu64 ", not a valid checkpoint, when process "
-			 "%ld wrote that step again; kept for you to look at (remove it by hand, or "
-			 "with `clean --scope checkpoints`)", en->step, en->pid);
+		snprintf(detail, dcap, "was step-%04" PRIu64 ", not only what the store wrote, when "
+			 "process %ld wrote that step again; kept for you to look at (no clean scope "
+			 "removes it: remove it by hand)", en->step, en->pid);
 		break;
 	}
 }
@@ -346,7 +347,8 @@ int cmd_checkpoints(struct app *a, struct err *e)
 					n_kept++;
 				else
 					n_partial++;
-				leftover_status(en, status, sizeof status, detail, sizeof detail);
+				leftover_status(en, k < N_CKPT_DIRS, status, sizeof status, detail,
+						sizeof detail);
 			}
 			char fbuf[24] = "-", bbuf[24] = "-";
 			if (files >= 0)
@@ -369,10 +371,11 @@ int cmd_checkpoints(struct app *a, struct err *e)
 	if (n_ok + n_bad + n_partial + n_kept == 0)
 		printf("  (none)\n");
 	printf("checkpoints: %d valid, %d corrupt or unusable, %d partial (leftovers of interrupted "
-	       "writes, never used; `clean --scope partial` removes them)", n_ok, n_bad, n_partial);
+	       "writes, never used; `clean --scope partial` removes those of checkpoints/, continuous/ "
+	       "and inspect/ whose writer is gone)", n_ok, n_bad, n_partial);
 	if (n_kept)
 		printf(", %d kept aside (directories that were in the way of a new checkpoint and were "
-		       "not valid checkpoints; never used, never removed by the program on its own)",
+		       "not only what the store wrote; never used, never removed by the program)",
 		       n_kept);
 	printf("\n");
 	fflush(stdout);
@@ -637,9 +640,11 @@ static int plan_generated(const struct app *a, char roots[][FSX_PATH_MAX], struc
 	return rc;
 }
 
-/* Scope checkpoints: every checkpoint entry of the program's roots (whole roots when they
- * hold nothing else); scope partial: only partial writes and replaced copies whose process
- * is gone. */
+/* Scope checkpoints: what the store wrote in the program's roots: valid checkpoints that
+ * hold nothing but their manifest's files, and leftovers (partial writes, replaced copies)
+ * whose process is gone; whole roots when that is all they hold. Scope partial: only those
+ * leftovers. Left and reported: anything else (a step directory that is not such a
+ * checkpoint, a kept-aside directory, a leftover whose writer still runs, other names). */
 static int plan_checkpoints(char roots[][FSX_PATH_MAX], int partial_only, struct clean_plan *p,
 			    struct err *e)
 {
@@ -647,7 +652,8 @@ static int plan_checkpoints(char roots[][FSX_PATH_MAX], int partial_only, struct
 	for (size_t k = 0; k < N_CKPT_DIRS && !rc; k++) {
 		struct ckpt_listing l;
 		char **names = NULL;
-		size_t count = 0, others = 0;
+		size_t count = 0, kept = 0;
+		int *take = NULL;
 		if (!fsx_exists(roots[k]))
 			continue;
 		if (!real_dir(roots[k])) {
@@ -660,38 +666,55 @@ static int plan_checkpoints(char roots[][FSX_PATH_MAX], int partial_only, struct
 			ckpt_listing_free(&l);
 			break;
 		}
-		others = count - l.n;
-		if (!partial_only && others == 0)
-			rc = add_target(p, roots[k], e);
-		for (size_t i = 0; i < l.n && !rc && (partial_only || others); i++) {
-			const struct ckpt_entry *en = &l.v[i];
-			char why[160];
-			if (!partial_only) {
-				rc = add_target(p, en->path, e);
-			} else if (en->kind == CKPT_PARTIAL || en->kind == CKPT_TRASH) {
-				if (pid_running(en->pid)) {
-					snprintf(why, sizeof why, "process %ld is running: it may be %s it",
-						 en->pid, en->kind == CKPT_PARTIAL ? "writing" : "removing");
-					rc = add_left(p, en->path, why, e);
-				} else {
-					rc = add_target(p, en->path, e);
-				}
-			} else if (en->kind == CKPT_KEPT) {
-				rc = add_left(p, en->path, "kept aside, not a partial write: remove it by "
-					      "hand or with --scope checkpoints", e);
-			}
+		char (*why)[1100] = calloc(l.n ? l.n : 1, sizeof *why);
+		take = calloc(l.n ? l.n : 1, sizeof *take);
+		if (!why || !take) {
+			rc = ERR(e, ERR_IO, "clean: out of memory");
+			goto next;
 		}
-		/* what is not a checkpoint entry is not ours */
-		for (size_t i = 0; i < count && !rc && !partial_only && others; i++) {
-			int ours = 0;
-			for (size_t j = 0; j < l.n && !ours; j++)
-				ours = !strcmp(l.v[j].name, names[i]);
-			if (!ours) {
+		for (size_t i = 0; i < l.n; i++) {
+			const struct ckpt_entry *en = &l.v[i];
+			if (en->kind == CKPT_PARTIAL || en->kind == CKPT_TRASH) {
+				if (pid_running(en->pid))
+					snprintf(why[i], sizeof why[i], "process %ld is running: it may be "
+						 "%s it", en->pid,
+						 en->kind == CKPT_PARTIAL ? "writing" : "removing");
+				else
+					take[i] = 1;
+			} else if (en->kind == CKPT_KEPT) {
+				snprintf(why[i], sizeof why[i], "kept aside by the store for you to look "
+					 "at: remove it by hand");
+			} else if (partial_only) {
+				continue; /* a checkpoint: not this scope's, and not worth a line */
+			} else {
+				take[i] = ckpt_removable(en->path, why[i], sizeof why[i]);
+			}
+			kept += !take[i];
+		}
+		/* the root goes whole only when every name in it is an entry that goes */
+		if (!partial_only && kept == 0 && count == l.n) {
+			rc = add_target(p, roots[k], e);
+			goto next;
+		}
+		for (size_t i = 0; i < l.n && !rc; i++) {
+			if (take[i])
+				rc = add_target(p, l.v[i].path, e);
+			else if (why[i][0])
+				rc = add_left(p, l.v[i].path, why[i], e);
+		}
+		for (size_t i = 0; i < count && !rc && !partial_only; i++) {
+			int entry = 0;
+			for (size_t j = 0; j < l.n && !entry; j++)
+				entry = !strcmp(l.v[j].name, names[i]);
+			if (!entry) {
 				char q[FSX_PATH_MAX];
 				if (!(rc = fsx_join(q, sizeof q, roots[k], names[i], e)))
 					rc = add_left(p, q, "not a checkpoint", e);
 			}
 		}
+next:
+		free(why);
+		free(take);
 		fsx_free_names(names, count);
 		ckpt_listing_free(&l);
 	}

@@ -75,8 +75,9 @@ struct device_plan {
 };
 
 /* Decides the device plan for `gpus` visible GPUs (gpu_why: why there are none, when 0).
- * backend = auto takes cuda only when every rank gets a GPU of its own (W distinct ids,
- * the default ids 0..W-1 or devices.ids), else the cpu backend, saying why; collective = auto
+ * backend = auto takes cuda when every rank has a GPU to run on: W visible (ids 0..W-1),
+ * or devices.ids given (ids may repeat: ranks then share a GPU); else the cpu backend,
+ * saying why. collective = auto
  * takes NCCL on the cuda backend unless ranks share a GPU. Choices that cannot run are
  * ERR_CONFIG / ERR_DEVICE naming the key. No side effect: the engine and `env` share it. */
 int engine_plan_devices(const struct settings *s, int gpus, const char *gpu_why,

@@ -369,9 +369,9 @@ int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c
 			 ck->world, PLAN_MAX_WORLD);
 		goto out;
 	}
-	/* the model's shape, whatever else is checked: the parameters are read into (and
-	 * interpreted as) this configuration's model */
-	{
+	/* the model's shape: the parameters are read into (and interpreted as) this
+	 * configuration's model */
+	if (checks & (TRAIN_CHECK_SHAPE | TRAIN_CHECK_CONFIG)) {
 		static const char *const model_keys[][2] = {
 			{"data", "vocab"}, {"model", "context"}, {"model", "embed"}, {"model", "hidden"}};
 		for (size_t k = 0; k < sizeof model_keys / sizeof model_keys[0]; k++) {
@@ -600,8 +600,8 @@ int train_checkpoint_write(const struct train_snapshot *s, const char *root, cha
 	if (out && cap)
 		snprintf(out, cap, "%s", ci.path);
 	if (ci.kept[0])
-		app_info(a, "checkpoint: the %s that was in the way is not a valid checkpoint (%s): "
-			 "kept as %s", ci.path, ci.kept_why, ci.kept);
+		app_info(a, "checkpoint: %s was in the way and is not only what the store wrote "
+			 "(%s): kept as %s, not deleted", ci.path, ci.kept_why, ci.kept);
 	if (ci.leftover[0])
 		app_info(a, "checkpoint: the replaced copy %s could not be removed (clean --scope "
 			 "partial removes it)", ci.leftover);
@@ -648,7 +648,7 @@ static int write_metrics(struct trainer *t, const struct window *w,
 	for (int r = 0; r < w->world; r++)
 		json_array_append_new(toks, json_integer(wr->rank_tokens[r]));
 	json_t *j = json_pack("{s:I, s:I, s:I, s:o, s:I, s:b, s:o, s:o, s:f, s:f, s:f}", "step",
-			      (json_int_t)t->step, "window", (json_int_t)w->index, "updates_done",
+			      (json_int_t)t->step, "window", (json_int_t)w->index + 1, "updates_done",
 			      (json_int_t)t->r.eng->updates_done, "rank_tokens", toks, "N",
 			      (json_int_t)wr->N, "rejected", wr->rejected, "loss",
 			      wr->rejected ? json_null() : json_real(wr->loss), "grad_norm",
@@ -787,7 +787,7 @@ int train_run(struct app *a, const struct train_opts *o, struct train_result *re
 		if (wr.rejected && a->s.empty_window == EMPTY_ERROR) {
 			rc = ERR(e, ERR_EMPTY, "window %" PRId64 " (step %" PRId64 ") has no supervised "
 				 "token on any rank; train.empty_window = error (set it to skip to step "
-				 "over such windows)", t.r.w.index, t.step + 1);
+				 "over such windows)", t.r.w.index + 1, t.step + 1);
 			goto out;
 		}
 		t.step++;
@@ -850,6 +850,10 @@ int train_run(struct app *a, const struct train_opts *o, struct train_result *re
 			rc = ERR(e, ERR_INTERRUPTED, "interrupted by %s before any step: the state is "
 				 "still that of checkpoint %s (continue with --resume %s)", why,
 				 o->resume_dir, o->resume_dir);
+		else if (res->checkpoint[0] && t.step >= o->stop_at)
+			rc = ERR(e, ERR_INTERRUPTED, "interrupted by %s in the last window: the run "
+				 "completed its %" PRId64 " steps, checkpoint %s written", why, t.step,
+				 res->checkpoint);
 		else if (res->checkpoint[0])
 			rc = ERR(e, ERR_INTERRUPTED, "interrupted by %s after step %" PRId64 " of %" PRId64
 				 ": checkpoint %s written (continue with --resume %s)", why, t.step,
@@ -967,10 +971,11 @@ int train_evaluate(struct app *a, const char *dir, struct train_eval *ev, struct
 	}
 	if ((rc = train_corpus(a, 0, &c, e)))
 		return rc;
-	/* evaluation needs the checkpoint's parameters (shaped like this configuration's model,
-	 * always checked) and the same corpus (its data lock); how they were trained does not
-	 * matter, so the optimizer and world keys may differ */
-	if ((rc = train_ckpt_load(a, ev->checkpoint, &c, TRAIN_CHECK_DATA, &ck, e))) {
+	/* evaluation needs the checkpoint's parameters shaped like this configuration's model
+	 * and the same corpus (its data lock); how they were trained does not matter, so the
+	 * optimizer and world keys may differ */
+	if ((rc = train_ckpt_load(a, ev->checkpoint, &c, TRAIN_CHECK_DATA | TRAIN_CHECK_SHAPE, &ck,
+				  e))) {
 		corpus_free(&c);
 		return rc;
 	}

@@ -159,6 +159,9 @@ enum train_ckpt_checks {
 	/* with TRAIN_CHECK_CONFIG: [train] normalization may differ (the interactive mode
 	 * continues with the checkpoint's own) */
 	TRAIN_CHECK_ANY_NORMALIZATION = 4,
+	/* the model's shape (vocab, context, embed, hidden, parameter count) against a->cfg;
+	 * implied by TRAIN_CHECK_CONFIG */
+	TRAIN_CHECK_SHAPE = 8,
 };
 
 /* Verifies and reads checkpoint `dir`. Always verifies the store (manifest, sizes,

@@ -174,9 +174,25 @@ for f in a.json report.txt parity.jsonx sub/evaluate.json; do echo keep > "forei
 run clean --set run.outputs=foreign > foreign.out
 grep -q "removed 0 entries" foreign.out || fail "clean of a foreign directory: $(cat foreign.out)"
 [ "$(find foreign -type f | wc -l)" -eq 4 ] || fail "clean removed a foreign file"
+# a step directory that is not only what the store wrote, a leftover whose writer runs:
+# scope checkpoints leaves them too (as it leaves the kept-aside directory)
+mkdir artifacts/checkpoints/step-0009 && echo keep > artifacts/checkpoints/step-0009/data.txt
+mkdir artifacts/checkpoints/.step-0008.tmp.$$
+cp -r artifacts/continuous/step-0006 artifacts/continuous/step-0007
+echo keep > artifacts/continuous/step-0007/mine.txt
 run clean --scope checkpoints > ck-clean.out
-[ ! -e artifacts/checkpoints ] && [ ! -e artifacts/continuous ] && [ ! -e artifacts/inspect ] ||
+[ ! -e artifacts/inspect ] && [ ! -e artifacts/checkpoints/step-0003 ] ||
 	fail "checkpoints remain: $(cat ck-clean.out)"
+[ "$(cat "$kept/notes.txt")" = mine ] || fail "scope checkpoints removed a kept-aside directory"
+[ "$(cat artifacts/checkpoints/step-0009/data.txt)" = keep ] ||
+	fail "scope checkpoints removed a directory the program did not write"
+[ -d artifacts/checkpoints/.step-0008.tmp.$$ ] || fail "scope checkpoints removed a live partial write"
+[ "$(cat artifacts/continuous/step-0007/mine.txt)" = keep ] ||
+	fail "scope checkpoints removed a checkpoint holding a user's file"
+[ ! -e artifacts/continuous/step-0006 ] || fail "scope checkpoints left a valid checkpoint"
+grep -q "^clean: left artifacts/checkpoints/.step-0008.tmp.$$ (process $$ is running" ck-clean.out ||
+	fail "live partial write not reported: $(cat ck-clean.out)"
+rmdir artifacts/checkpoints/.step-0008.tmp.$$
 [ -d artifacts/mine/old/step-0003 ] || fail "clean removed a user's copy of a checkpoint"
 [ "$(cat outside.txt)" = keep ] && [ "$(cat artifacts/notes.txt)" = keep ] ||
 	fail "clean touched a file outside its scope"
