@@ -463,6 +463,19 @@ static int file_matches(const char *const *patterns, const char *name)
 	return 0;
 }
 
+/* The pid of a "NAME.tmp.<pid>" temporary whose process still runs (it may be writing
+ * it now: not to be removed), else 0. */
+static long live_temporary(const char *name)
+{
+	const char *t = NULL;
+	for (const char *q = strstr(name, ".tmp."); q; q = strstr(q + 1, ".tmp."))
+		t = q;
+	if (!t || !t[5] || strspn(t + 5, "0123456789") != strlen(t + 5) || strlen(t + 5) > 9)
+		return 0;
+	long pid = strtol(t + 5, NULL, 10);
+	return pid_running(pid) ? pid : 0;
+}
+
 static long long walk_files, walk_bytes;
 
 static int walk_count(const char *path, const struct stat *st, int flag, struct FTW *f)
@@ -569,8 +582,21 @@ static int is_type(const char *path, int want_dir)
 	return want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode);
 }
 
-/* An owned directory: whole when everything in it is the program's, else its files one
- * by one, the rest left. */
+/* Adds a file of the program's to the plan, unless it is a temporary being written. */
+static int add_owned_file(struct clean_plan *p, const char *path, const char *name,
+			  struct err *e)
+{
+	long pid = live_temporary(name);
+	if (pid) {
+		char why[96];
+		snprintf(why, sizeof why, "process %ld is running: it may be writing it", pid);
+		return add_left(p, path, why, e);
+	}
+	return add_target(p, path, e);
+}
+
+/* An owned directory: whole when everything in it is the program's (and no temporary in
+ * it is being written), else its files one by one, the rest left. */
 static int plan_owned_dir(struct clean_plan *p, const char *dir, const char *const *inside,
 			  struct err *e)
 {
@@ -582,7 +608,8 @@ static int plan_owned_dir(struct clean_plan *p, const char *dir, const char *con
 	for (size_t i = 0; i < count && !rc; i++) {
 		char q[FSX_PATH_MAX];
 		if (!(rc = fsx_join(q, sizeof q, dir, names[i], e)))
-			others += !(is_type(q, 0) && file_matches(inside, names[i]));
+			others += !(is_type(q, 0) && file_matches(inside, names[i])) ||
+				  live_temporary(names[i]);
 	}
 	if (!rc && others == 0)
 		rc = add_target(p, dir, e);
@@ -591,7 +618,7 @@ static int plan_owned_dir(struct clean_plan *p, const char *dir, const char *con
 		if ((rc = fsx_join(q, sizeof q, dir, names[i], e)))
 			break;
 		if (is_type(q, 0) && file_matches(inside, names[i]))
-			rc = add_target(p, q, e);
+			rc = add_owned_file(p, q, names[i], e);
 		else
 			rc = add_left(p, q, "not written by the program", e);
 	}
@@ -634,7 +661,7 @@ static int plan_generated(const struct app *a, char roots[][FSX_PATH_MAX], struc
 		else if (own->inside)
 			rc = plan_owned_dir(p, q, own->inside, e);
 		else
-			rc = add_target(p, q, e);
+			rc = add_owned_file(p, q, names[i], e);
 	}
 	fsx_free_names(names, count);
 	return rc;

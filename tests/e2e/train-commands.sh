@@ -168,6 +168,15 @@ echo keep > outputs/corpus/mine.txt
 run clean > gen2.out
 [ "$(ls outputs/corpus)" = mine.txt ] || fail "corpus/ after clean: $(ls outputs/corpus)"
 grep -q "removed outputs/corpus/corpus.bin" gen2.out || fail "corpus files: $(cat gen2.out)"
+# a temporary whose writer still runs (this shell's pid) is left, a dead one's goes
+echo x > "outputs/report.json.tmp.$$"
+echo x > outputs/report.md.tmp.999999999
+run clean > gen3.out
+[ -f "outputs/report.json.tmp.$$" ] || fail "clean removed a live temporary: $(cat gen3.out)"
+[ ! -e outputs/report.md.tmp.999999999 ] || fail "clean left a dead temporary: $(cat gen3.out)"
+grep -q "left outputs/report.json.tmp.$$ (process $$ is running" gen3.out ||
+	fail "live temporary not reported: $(cat gen3.out)"
+rm "outputs/report.json.tmp.$$"
 # outputs pointed at a directory of other things: nothing of it goes
 mkdir foreign foreign/sub
 for f in a.json report.txt parity.jsonx sub/evaluate.json; do echo keep > "foreign/$f"; done
