@@ -95,9 +95,10 @@ int cmd_train(struct app *a, struct err *e)
 
 static json_t *split_json(const struct train_split_eval *s)
 {
-	return json_pack("{s:I, s:I, s:I, s:f, s:o, s:o, s:I, s:o}", "sequences",
+	return json_pack("{s:I, s:I, s:I, s:o, s:o, s:o, s:I, s:o}", "sequences",
 			 (json_int_t)s->sequences, "tokens", (json_int_t)s->tokens, "hits",
-			 (json_int_t)s->hits, "loss_sum", s->loss_sum, "loss",
+			 (json_int_t)s->hits, "loss_sum",
+			 isfinite(s->loss_sum) ? json_real(s->loss_sum) : json_null(), "loss",
 			 isfinite(s->loss) ? json_real(s->loss) : json_null(), "accuracy",
 			 isfinite(s->accuracy) ? json_real(s->accuracy) : json_null(),
 			 "constant_guess_hits", (json_int_t)s->const_hits, "constant_guess_accuracy",

@@ -271,6 +271,24 @@ static int corpus_validate(struct corpus *c, const char *what, struct err *e)
 	c->split_first[0] = 0;
 	c->split_first[1] = c->split_count[0];
 	c->split_first[2] = c->split_count[0] + c->split_count[1];
+	/* a corpus that carries its parameters must be what they describe */
+	if (c->params.vocab) {
+		const struct corpus_params *q = &c->params;
+		const int32_t want[3] = {q->train_count, q->validation_count, q->test_count};
+		if (c->vocab != q->vocab)
+			return ERR(e, ERR_DATA, "%s: vocab %d, its parameters say %d", what, c->vocab,
+				   q->vocab);
+		for (int k = 0; k < 3; k++)
+			if (c->split_count[k] != want[k])
+				return ERR(e, ERR_DATA, "%s: %d %s sequences, its parameters say %d",
+					   what, c->split_count[k], split_names[k], want[k]);
+		for (int i = 0; i < c->n; i++) {
+			int len = c->offset[i + 1] - c->offset[i];
+			if (len < q->min_len || len > q->max_len)
+				return ERR(e, ERR_DATA, "%s: sequence %d has %d tokens, its parameters "
+					   "allow %d..%d", what, i, len, q->min_len, q->max_len);
+		}
+	}
 	return ERR_OK;
 }
 

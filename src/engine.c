@@ -357,8 +357,8 @@ static int window_fn(int rank, void *ctx, void *arg, struct err *e)
 		local += part;
 	}
 	if (!isfinite(local))
-		return ERR(e, ERR_CHECK, "window %lld: non-finite loss sum on rank %d",
-			   (long long)w->index, rank);
+		return ERR(e, ERR_CHECK, "non-finite loss sum (the training diverged, or its "
+			   "parameters were not finite)");
 	r->loss_sum = local;
 
 	if (ws->flags & ENGINE_CAPTURE_LOCAL)

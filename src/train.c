@@ -142,8 +142,18 @@ int train_corpus(struct app *a, int rebuild, struct corpus *c, struct err *e)
 			err_prefix(e, "prepared corpus %s (run `prepare` to rebuild it)", dir);
 			return rc;
 		}
-		if (corpus_params_match(&c->params, &a->s) || !rebuild)
+		if (corpus_params_match(&c->params, &a->s))
 			return ERR_OK;
+		if (!rebuild) { /* the corpus a checkpoint was trained on may not be replaced */
+			rc = ERR(e, ERR_DATA, "prepared corpus %s was built with other [data] settings "
+				 "than %s (vocab %d, sequences %d/%d/%d, lengths %d..%d, seed %llu); run "
+				 "with the configuration it was built from, or `prepare` again", dir,
+				 a->cfg.path, c->params.vocab, c->params.train_count,
+				 c->params.validation_count, c->params.test_count, c->params.min_len,
+				 c->params.max_len, (unsigned long long)c->params.seed);
+			corpus_free(c);
+			return rc;
+		}
 		app_info(a, "train: %s was prepared with other [data] settings: rebuilding it", dir);
 		corpus_free(c);
 	}
@@ -243,6 +253,15 @@ static int parse_state(const char *dir, json_t *st, struct train_ckpt *ck, struc
 	if (ck->updates_done > ck->step)
 		return ERR(e, ERR_DATA, "checkpoint %s: state.json: %" PRId64 " updates in %" PRId64
 			   " steps", dir, ck->updates_done, ck->step);
+	if (ck->step > TRAIN_MAX_STEP)
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: step %" PRId64 " is past any "
+			   "run's end (train.updates <= %d)", dir, ck->step, TRAIN_MAX_STEP);
+	if (world > PLAN_MAX_WORLD)
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: %" PRId64 " ranks (at most %d)",
+			   dir, world, PLAN_MAX_WORLD);
+	if (n > TRAIN_MAX_PARAMS)
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: %" PRId64 " parameters (at most "
+			   "%lld)", dir, n, (long long)TRAIN_MAX_PARAMS);
 	ck->world = (int)world;
 	ck->n = (size_t)n;
 	smp = json_object_get(st, "sampler");
@@ -262,6 +281,10 @@ static int parse_state(const char *dir, json_t *st, struct train_ckpt *ck, struc
 		if (errno || *end)
 			return ERR(e, ERR_DATA, "checkpoint %s: state.json: bad rng word %d", dir, i);
 	}
+	/* xoshiro256** never reaches the all-zero state, and would stay there for ever */
+	if (!(ck->sampler.rng[0] | ck->sampler.rng[1] | ck->sampler.rng[2] | ck->sampler.rng[3]))
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: the sampler rng state is all "
+			   "zero, which no run can reach", dir);
 	if (ck->sampler.window_index != ck->step)
 		return ERR(e, ERR_DATA, "checkpoint %s: state.json: window index %" PRId64 " at step %"
 			   PRId64, dir, ck->sampler.window_index, ck->step);
@@ -311,6 +334,7 @@ int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c
 	snprintf(ck->dir, sizeof ck->dir, "%s", dir);
 	/* 1. the store: manifest, every file's size and digest */
 	rc = ckpt_verify(dir, &rep, e);
+	uint64_t manifest_step = rep.step;
 	ckpt_report_free(&rep);
 	if (rc)
 		return rc;
@@ -362,6 +386,11 @@ int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c
 	/* 4. the state */
 	if ((rc = read_json(dir, "state.json", &j, e)) || (rc = parse_state(dir, j, ck, e)))
 		goto out;
+	if ((uint64_t)ck->step != manifest_step) {
+		rc = ERR(e, ERR_DATA, "checkpoint %s: state.json says step %" PRId64 ", its manifest "
+			 "step %" PRIu64, dir, ck->step, manifest_step);
+		goto out;
+	}
 	json_decref(j);
 	j = NULL;
 	if (ck->world > PLAN_MAX_WORLD) {
@@ -401,6 +430,20 @@ int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c
 	if ((rc = read_vector(dir, "params.npy", ck->n, &ck->params, e)) ||
 	    (rc = read_vector(dir, "momentum.npy", ck->n, &ck->momentum, e)))
 		goto out;
+	/* a run stops at its first non-finite loss: no checkpoint holds NaN or infinity */
+	for (int v = 0; v < 2; v++) {
+		const float *x = v ? ck->momentum : ck->params;
+		size_t bad = 0, first = 0;
+		for (size_t i = 0; i < ck->n; i++)
+			if (!isfinite(x[i]) && bad++ == 0)
+				first = i;
+		if (bad) {
+			rc = ERR(e, ERR_DATA, "checkpoint %s: %s holds %zu non-finite value%s (the "
+				 "first at index %zu)", dir, v ? "momentum.npy" : "params.npy", bad,
+				 bad == 1 ? "" : "s", first);
+			goto out;
+		}
+	}
 
 	/* 5. the rank parts */
 	for (int r = 0; r < ck->world; r++) {
@@ -417,6 +460,16 @@ int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c
 		    get_int(h, "tokens", 0, &ck->hist[r].tokens)) {
 			rc = ERR(e, ERR_DATA, "checkpoint %s: %s lacks a valid rank or history", dir,
 				 name);
+			goto out;
+		}
+		/* every rank takes part in every window; what a window holds is bounded */
+		if (ck->hist[r].windows != ck->step ||
+		    ck->hist[r].sequences > ck->step * (int64_t)TRAIN_MAX_WINDOW_SEQUENCES ||
+		    ck->hist[r].tokens > ck->step * (int64_t)TRAIN_MAX_WINDOW_TOKENS) {
+			rc = ERR(e, ERR_DATA, "checkpoint %s: %s: a history of %" PRId64 " windows, %"
+				 PRId64 " sequences, %" PRId64 " tokens does not fit %" PRId64 " steps",
+				 dir, name, ck->hist[r].windows, ck->hist[r].sequences,
+				 ck->hist[r].tokens, ck->step);
 			goto out;
 		}
 		json_decref(j);

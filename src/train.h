@@ -48,6 +48,13 @@
 #include "run.h"
 
 #define TRAIN_STATE_FORMAT "ddptok-train-state-1"
+/* Bounds a checkpoint's numbers must respect (the configuration's own limits: train.updates,
+ * train.accumulation x train.batch_size, data.max_len; the largest model): anything past them
+ * is damage, refused before it can overflow a count. */
+#define TRAIN_MAX_STEP 1000000
+#define TRAIN_MAX_WINDOW_SEQUENCES (64 * 4096)
+#define TRAIN_MAX_WINDOW_TOKENS (64LL * 4096 * 4096)
+#define TRAIN_MAX_PARAMS (1LL << 31)
 
 /* The three runs of the protocol. */
 enum train_kind {

@@ -528,6 +528,28 @@ START_TEST(test_corrupt)
 	err_clear(&e);
 	ck_assert_int_eq(corpus_read_lock(dir, (char[65]){ 0 }, &e), ERR_DATA);
 
+	/* a corpus that is not what its own parameters describe, with a matching lock: the
+	 * vocab (ids would be read past the model's rows), a split count, a length */
+	for (int k = 0; k < 3; k++) {
+		struct corpus_params keep = c.params;
+		if (k == 0)
+			c.params.vocab = 64;
+		else if (k == 1)
+			c.params.train_count += 1;
+		else
+			c.params.max_len = c.params.min_len;
+		ck_assert_int_eq(corpus_compute_lock(&c, c.lock, &e), ERR_OK);
+		save_ok(&c, NULL, dir);
+		err_clear(&e);
+		ck_assert_int_eq(corpus_load(dir, &d, &e), ERR_DATA);
+		ck_assert_msg(strstr(e.msg, k == 0 ? "vocab 68, its parameters say 64"
+					  : k == 1 ? "train sequences, its parameters say"
+						   : "tokens, its parameters allow"),
+			      "case %d: %s", k, e.msg);
+		c.params = keep;
+		ck_assert_int_eq(corpus_compute_lock(&c, c.lock, &e), ERR_OK);
+	}
+
 	/* nothing there */
 	remove_tmpdir(dir);
 	err_clear(&e);

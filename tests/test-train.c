@@ -694,6 +694,120 @@ START_TEST(test_refusals)
 }
 END_TEST
 
+/* A copy of checkpoint `from` as root/step-0003, sealed by the store (its manifest matches),
+ * with file `name` replaced by `edit(text)`: damage that only the content checks can see. */
+static void resealed(const char *from, const char *root, const char *name,
+		     void (*edit)(char **buf, size_t *len))
+{
+	char **names;
+	size_t n;
+	struct err e;
+	struct ckpt_writer *w;
+	err_clear(&e);
+	ck_assert_int_eq(fsx_list_dir(from, &names, &n, &e), ERR_OK);
+	ck_assert_int_eq(ckpt_begin(root, 3, &w, &e), ERR_OK);
+	for (size_t i = 0; i < n; i++) {
+		char q[FSX_PATH_MAX], *buf;
+		size_t len;
+		if (!strcmp(names[i], "MANIFEST.json"))
+			continue;
+		pjoin(q, sizeof q, from, names[i]);
+		ck_assert_int_eq(fsx_read_all(q, &buf, &len, &e), ERR_OK);
+		if (!strcmp(names[i], name))
+			edit(&buf, &len);
+		ck_assert_msg(ckpt_add(w, names[i], buf, len, &e) == ERR_OK, "%s", e.msg);
+		free(buf);
+	}
+	ck_assert_msg(ckpt_commit(w, NULL, 0, &e) == ERR_OK, "%s", e.msg);
+	fsx_free_names(names, n);
+}
+
+static void replace_text(char **buf, size_t *len, const char *from, const char *to)
+{
+	char *p = strstr(*buf, from);
+	ck_assert_msg(p != NULL, "'%s' not found", from);
+	size_t head = (size_t)(p - *buf), fl = strlen(from), tl = strlen(to);
+	char *out = malloc(*len - fl + tl + 1);
+	ck_assert_ptr_nonnull(out);
+	memcpy(out, *buf, head);
+	memcpy(out + head, to, tl);
+	memcpy(out + head + tl, p + fl, *len - head - fl);
+	*len = *len - fl + tl;
+	out[*len] = '\0';
+	free(*buf);
+	*buf = out;
+}
+
+static void nan_param(char **buf, size_t *len)
+{
+	const float nan_value = NAN;
+	memcpy(*buf + *len - 4 * 7, &nan_value, 4); /* the data ends the .npy file */
+}
+
+static void zero_rng(char **buf, size_t *len)
+{
+	/* the four words of the sampler state, whatever they were */
+	char *p = strstr(*buf, "\"rng\"");
+	ck_assert_ptr_nonnull(p);
+	p += strlen("\"rng\"");
+	for (int k = 0; k < 4; k++) {
+		p = strchr(p, '"'); /* the opening quote of word k */
+		ck_assert_ptr_nonnull(p);
+		ck_assert_int_eq(strspn(p + 1, "0123456789abcdef"), 16);
+		memset(p + 1, '0', 16);
+		p += 18;
+	}
+	(void)len;
+}
+
+static void huge_history(char **buf, size_t *len)
+{
+	char *p = strstr(*buf, "\"tokens\"");
+	ck_assert_ptr_nonnull(p);
+	char *num = p + strlen("\"tokens\"");
+	while (*num == ' ' || *num == ':')
+		num++;
+	size_t digits = strspn(num, "0123456789");
+	char old[32];
+	snprintf(old, sizeof old, "%.*s", (int)digits, num);
+	char key[64];
+	snprintf(key, sizeof key, "\"tokens\": %s", old);
+	if (!strstr(*buf, key))
+		snprintf(key, sizeof key, "\"tokens\":%s", old);
+	replace_text(buf, len, key, "\"tokens\": 9223372036854775807");
+}
+
+START_TEST(test_content_refusals)
+{
+	struct app a;
+	struct train_result stop;
+	char sroot[FSX_PATH_MAX], good[FSX_PATH_MAX], root[FSX_PATH_MAX], bad[FSX_PATH_MAX];
+	make_tmp();
+	app_make(&a, "content", NULL);
+	sub(sroot, sizeof sroot, "stop");
+	must_train(&a, 3, NULL, sroot, &stop);
+	ckpt_path(good, sizeof good, sroot, 3);
+	/* a NaN among the parameters */
+	sub(root, sizeof root, "nan");
+	resealed(good, root, "params.npy", nan_param);
+	ckpt_path(bad, sizeof bad, root, 3);
+	expect_refused(&a, bad, 0, "params.npy holds 1 non-finite value", NULL);
+	/* a sampler state no run can reach (xoshiro would stay at zero for ever) */
+	sub(root, sizeof root, "rng");
+	resealed(good, root, "state.json", zero_rng);
+	ckpt_path(bad, sizeof bad, root, 3);
+	expect_refused(&a, bad, 1, "rng state is all zero", NULL);
+	/* a rank history that would overflow the counts */
+	sub(root, sizeof root, "hist");
+	resealed(good, root, "rank-1.json", huge_history);
+	ckpt_path(bad, sizeof bad, root, 3);
+	expect_refused(&a, bad, 2, "rank-1.json", "does not fit 3 steps", NULL);
+	train_result_free(&stop);
+	app_drop(&a);
+	remove_tmp();
+}
+END_TEST
+
 /* ---- evaluation ---- */
 
 struct naive {
@@ -881,6 +995,7 @@ static Suite *train_suite(void)
 	TCase *tr = tcase_create("refusals");
 	tcase_set_timeout(tr, 240);
 	tcase_add_test(tr, test_refusals);
+	tcase_add_test(tr, test_content_refusals);
 	tcase_add_test(tr, test_partial_never_latest);
 	suite_add_tcase(s, tr);
 	TCase *te = tcase_create("evaluate");
