@@ -28,6 +28,7 @@ struct app_opts {
 	long windows;           /* bench --windows N (0: default) */
 	int inject_rank;        /* --inject-failure R:W (tests); -1 off */
 	long inject_window;
+	int inject_drift;       /* --inject-drift (tests): a resume flips one parameter bit */
 };
 
 struct app {

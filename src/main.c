@@ -33,10 +33,11 @@ enum {
 	OPT_DRY_RUN = 1 << 5,
 	OPT_WINDOWS = 1 << 6,
 	OPT_INJECT = 1 << 7,
+	OPT_DRIFT = 1 << 8,
 };
 
 static const struct command commands[] = {
-	{"protocol", cmd_protocol, OPT_INJECT,
+	{"protocol", cmd_protocol, OPT_INJECT | OPT_DRIFT,
 	 "the whole protocol (default): prepare, check-loss, reference, parity, exercise, train, "
 	 "resume, compare, evaluate, report"},
 	{"prepare", cmd_prepare, 0, "build the corpus and write it with its data lock"},
@@ -45,7 +46,7 @@ static const struct command commands[] = {
 	{"parity", cmd_parity, OPT_DUMP | OPT_INJECT,
 	 "W-device gradient per normalization against the reference [--dump DIR]"},
 	{"exercise", cmd_exercise, 0, "rank 1 goes from 12 to 36 tokens: both means and gradients"},
-	{"train", cmd_train, OPT_RESUME | OPT_CONTINUOUS | OPT_INJECT,
+	{"train", cmd_train, OPT_RESUME | OPT_CONTINUOUS | OPT_INJECT | OPT_DRIFT,
 	 "train to stop_at and checkpoint [--continuous | --resume DIR]"},
 	{"evaluate", cmd_evaluate, OPT_CHECKPOINT,
 	 "test and validation loss/accuracy of a checkpoint [--checkpoint DIR]"},
@@ -82,6 +83,8 @@ static void usage(FILE *f)
 		"  --dry-run                clean: list what would be removed\n"
 		"  --windows N              bench: number of windows to time\n"
 		"  --inject-failure R:W     testing aid: rank R (from 0) fails at window W (from 1)\n"
+		"  --inject-drift           testing aid: a resumed run starts with the last bit of\n"
+		"                           parameter 0 flipped (the resume check must catch it)\n"
 		"  -h, --help               this help\n"
 		"  --version                print the version\n"
 		"  --keys                   print the configuration reference (markdown)\n"
@@ -148,6 +151,7 @@ int main(int argc, char **argv)
 		{"dry-run", no_argument, NULL, 'n'},
 		{"windows", required_argument, NULL, 'w'},
 		{"inject-failure", required_argument, NULL, 'i'},
+		{"inject-drift", no_argument, NULL, 'D'},
 		{NULL, 0, NULL, 0},
 	};
 	struct app a;
@@ -233,6 +237,10 @@ int main(int argc, char **argv)
 			used |= OPT_INJECT;
 			break;
 		}
+		case 'D':
+			a.o.inject_drift = 1;
+			used |= OPT_DRIFT;
+			break;
 		case ':':
 			fprintf(stderr, "ddptok-run: option '%s' needs a value\n", argv[at]);
 			return ERR_USAGE;

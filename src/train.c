@@ -785,6 +785,15 @@ int train_run(struct app *a, const struct train_opts *o, struct train_result *re
 			goto out_corpus;
 		}
 	}
+	if (o->resume_dir && a->o.inject_drift && ck.n > 0) {
+		/* testing aid: the smallest change there is, which the resume check must see */
+		uint32_t bits;
+		memcpy(&bits, &ck.params[0], 4);
+		bits ^= 1u;
+		memcpy(&ck.params[0], &bits, 4);
+		app_info(a, "train: --inject-drift: parameter 0 of the resumed state has its last "
+			 "bit flipped");
+	}
 	if ((rc = train_open(a, &t.r, &c, o->resume_dir ? &ck : NULL, e)))
 		goto out;
 	have_run = 1;

@@ -29,3 +29,14 @@ set -e
 if [ "$rc" -ne 1 ]; then cat strict.txt; echo "FAIL: strict tolerances gave exit $rc, expected 1"; exit 1; fi
 grep -q "FAIL (must pass)" strict.txt
 grep -q "Overall: \*\*FAIL\*\*" out2/report.md
+# the resume check must be able to fail: one flipped bit in the resumed state (the smallest
+# change there is) ends the protocol with exit 1 and a report that says MISMATCH
+set +e
+"$DDPTOK" "$CONF/tiny.ini" --inject-drift --set run.outputs=out3 --set run.artifacts=art3 \
+	> drift.txt 2>&1
+rc=$?
+set -e
+if [ "$rc" -ne 1 ]; then cat drift.txt; echo "FAIL: a drifted resume gave exit $rc, expected 1"; exit 1; fi
+grep -q "parameters differ in any bit, momentum differs -> MISMATCH" drift.txt
+grep -q '"bit_identical": false' out3/report.json
+grep -q "Overall: \*\*FAIL\*\*" out3/report.md
