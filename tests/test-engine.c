@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "engine.h"
 #include "norm.h"
 #include "parity.h"
@@ -315,8 +316,12 @@ START_TEST(injected_failure_releases_every_rank)
 	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
 	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e), ERR_OK);
 	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	double t0 = clock_now_s();
 	int rc = engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e);
 	ck_assert_int_eq(rc, ERR_DEVICE);
+	/* released by the abort, not by the 30 s barrier timeout (a generous bound: it takes
+	 * milliseconds) */
+	ck_assert_msg(clock_now_s() - t0 < 10.0, "the peers waited %.1f s", clock_now_s() - t0);
 	/* windows are numbered from 1 for the user: index 1 is window 2 */
 	ck_assert_msg(strstr(e.msg, "window 2: rank 2: injected failure at window 2"), "message: %s",
 		      e.msg);

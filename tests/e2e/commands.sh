@@ -55,7 +55,9 @@ grep -q "tokens/s" bench.txt
 # an injected failure on one rank ends the run (no hang) with the device exit code,
 # naming the rank and the window
 set +e
-"$DDPTOK" "$CONF/tiny.ini" train --inject-failure 1:2 > inj.txt 2> inj.err
+# (devices.timeout far beyond the 60 s allowed: only the abort can release the peers in time)
+timeout 60 "$DDPTOK" "$CONF/tiny.ini" train --inject-failure 1:2 --set devices.timeout=600 \
+	> inj.txt 2> inj.err
 rc=$?
 set -e
 [ "$rc" -eq 6 ] || { cat inj.err; echo "FAIL: injected failure exit $rc"; exit 1; }
