@@ -902,20 +902,24 @@ static int read_line(struct reader *rd, char **line, int *too_long)
 #endif
 	fputs(INSPECT_PROMPT, stdout);
 	fflush(stdout);
-	if (!fgets(rd->buf, sizeof rd->buf, stdin))
-		return ferror(stdin) ? -1 : 0;
-	size_t len = strlen(rd->buf);
-	if (len > 0 && rd->buf[len - 1] == '\n') {
-		rd->buf[len - 1] = '\0';
-	} else if (!feof(stdin)) {
-		/* longer than the buffer: drop the rest of it */
-		int ch;
-		while ((ch = getchar()) != EOF && ch != '\n')
-			;
-		if (ferror(stdin))
-			return -1;
-		*too_long = 1;
+	/* one line, byte by byte: a NUL inside it or a line past the buffer is reported as
+	 * such, and the reading always ends at the newline (the next line stays whole) */
+	size_t len = 0;
+	int ch, any = 0;
+	while ((ch = getchar()) != EOF && ch != '\n') {
+		any = 1;
+		if (ch == '\0')
+			*too_long = *too_long ? *too_long : 2;
+		else if (len + 1 < sizeof rd->buf)
+			rd->buf[len++] = (char)ch;
+		else
+			*too_long = 1;
 	}
+	if (ch == EOF && ferror(stdin))
+		return -1;
+	if (ch == EOF && !any)
+		return 0;
+	rd->buf[len] = '\0';
 	*line = rd->buf;
 	return 1;
 }
@@ -1050,8 +1054,11 @@ int cmd_inspect(struct app *a, struct err *e)
 			break;
 		}
 		if (too_long) {
-			printf("error: line longer than %d characters, ignored\n",
-			       INSPECT_LINE_MAX - 2);
+			if (too_long == 2)
+				printf("error: line holds a NUL byte, ignored\n");
+			else
+				printf("error: line longer than %d characters, ignored\n",
+				       INSPECT_LINE_MAX - 2);
 			continue;
 		}
 		int argc = split_args(line, argv, INSPECT_MAX_ARGS);

@@ -4,6 +4,8 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "corpus.h"
@@ -64,6 +66,274 @@ static double loss_at(struct fixture *f)
 	ck_assert_int_eq(model_eval(f->ws, f->params, &f->b, &loss, &hits, &e), ERR_OK);
 	return loss;
 }
+
+/*
+ * An independent reference for the gradient: the model of model.h written again here in
+ * double precision, straight from its documented formulas, calling no model or device
+ * code. Parameter layout (model.h): embed [V x D], w1 [H x C*D], b1 [H], w2 [V x H],
+ * b2 [V], row-major, in that order. For each row p with target y >= 0:
+ *   x = concat(embed[ctx[p][0]], ..., embed[ctx[p][C-1]])     (C*D)
+ *   h = tanh(w1 x + b1), l = w2 h + b2, loss_p = logsumexp(l) - l[y]
+ * model_step returns sum_p loss_p and adds the gradient of scale * sum_p loss_p.
+ */
+struct ref_net {
+	int V, C, D, H;
+	size_t off[MODEL_NPARAM];
+	size_t count[MODEL_NPARAM];
+	size_t n;
+};
+
+static void ref_net_init(struct ref_net *r, int vocab, int context, int embed, int hidden)
+{
+	size_t cnt[MODEL_NPARAM] = {
+		(size_t)vocab * embed, (size_t)hidden * context * embed, (size_t)hidden,
+		(size_t)vocab * hidden, (size_t)vocab,
+	};
+	r->V = vocab;
+	r->C = context;
+	r->D = embed;
+	r->H = hidden;
+	r->n = 0;
+	for (int t = 0; t < MODEL_NPARAM; t++) {
+		r->off[t] = r->n;
+		r->count[t] = cnt[t];
+		r->n += cnt[t];
+	}
+}
+
+enum { REF_MAX = 64 }; /* bound on C*D, H and V of the reference's shapes */
+
+/* Loss sum over the supervised rows; when `grad` is not NULL, the gradient of
+ * scale * loss sum is ADDED to it. */
+static double ref_loss_grad(const struct ref_net *r, const double *th, int rows,
+			    const int32_t *ctx, const int32_t *target, double scale, double *grad)
+{
+	const int V = r->V, C = r->C, D = r->D, H = r->H, CD = C * D;
+	const double *E = th + r->off[MODEL_EMBED], *W1 = th + r->off[MODEL_W1],
+		     *B1 = th + r->off[MODEL_B1], *W2 = th + r->off[MODEL_W2],
+		     *B2 = th + r->off[MODEL_B2];
+	double x[REF_MAX], h[REF_MAX], l[REF_MAX], dl[REF_MAX], dz[REF_MAX], dx[REF_MAX];
+	double total = 0.0;
+	ck_assert(CD <= REF_MAX && H <= REF_MAX && V <= REF_MAX);
+	for (int p = 0; p < rows; p++) {
+		const int32_t *c = ctx + (size_t)p * C;
+		int y = target[p];
+		if (y < 0)
+			continue; /* not supervised: no loss, no gradient */
+		for (int j = 0; j < C; j++)
+			for (int t = 0; t < D; t++)
+				x[j * D + t] = E[(size_t)c[j] * D + t];
+		for (int i = 0; i < H; i++) {
+			double z = B1[i];
+			for (int k = 0; k < CD; k++)
+				z += W1[(size_t)i * CD + k] * x[k];
+			h[i] = tanh(z);
+		}
+		double mx = -HUGE_VAL;
+		for (int v = 0; v < V; v++) {
+			double s = B2[v];
+			for (int i = 0; i < H; i++)
+				s += W2[(size_t)v * H + i] * h[i];
+			l[v] = s;
+			mx = s > mx ? s : mx;
+		}
+		double se = 0.0;
+		for (int v = 0; v < V; v++)
+			se += exp(l[v] - mx);
+		total += mx + log(se) - l[y];
+		if (!grad)
+			continue;
+		double *gE = grad + r->off[MODEL_EMBED], *gW1 = grad + r->off[MODEL_W1],
+		       *gB1 = grad + r->off[MODEL_B1], *gW2 = grad + r->off[MODEL_W2],
+		       *gB2 = grad + r->off[MODEL_B2];
+		for (int v = 0; v < V; v++)
+			dl[v] = scale * (exp(l[v] - mx) / se - (v == y ? 1.0 : 0.0));
+		for (int v = 0; v < V; v++) {
+			gB2[v] += dl[v];
+			for (int i = 0; i < H; i++)
+				gW2[(size_t)v * H + i] += dl[v] * h[i];
+		}
+		for (int i = 0; i < H; i++) {
+			double dh = 0.0;
+			for (int v = 0; v < V; v++)
+				dh += dl[v] * W2[(size_t)v * H + i];
+			dz[i] = dh * (1.0 - h[i] * h[i]);
+			gB1[i] += dz[i];
+			for (int k = 0; k < CD; k++)
+				gW1[(size_t)i * CD + k] += dz[i] * x[k];
+		}
+		for (int k = 0; k < CD; k++) {
+			double s = 0.0;
+			for (int i = 0; i < H; i++)
+				s += dz[i] * W1[(size_t)i * CD + k];
+			dx[k] = s;
+		}
+		for (int j = 0; j < C; j++)
+			for (int t = 0; t < D; t++)
+				gE[(size_t)c[j] * D + t] += dx[j * D + t];
+	}
+	return total;
+}
+
+/* splitmix64: the test's own deterministic draws, independent of prng.h */
+static uint64_t ref_next(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static double ref_unit(uint64_t *s) /* uniform in [0, 1) */
+{
+	return (double)(ref_next(s) >> 11) * 0x1.0p-53;
+}
+
+/* The test shape and batch: V = 9 ids, C = 3, D = 2, H = 6, eight rows drawn at random,
+ * then edited so that the batch has an unsupervised row, an id repeated inside one
+ * context and across rows (the embedding gradient accumulates), and an id that appears
+ * in no context (its embedding gradient is exactly zero). */
+enum { REF_V = 9, REF_C = 3, REF_D = 2, REF_H = 6, REF_ROWS = 8, REF_UNUSED = REF_V - 1 };
+
+static void ref_batch(int32_t *ctx, int32_t *target)
+{
+	uint64_t s = 2024;
+	for (int p = 0; p < REF_ROWS; p++) {
+		for (int j = 0; j < REF_C; j++)
+			ctx[p * REF_C + j] = (int32_t)(ref_next(&s) % (REF_V - 1));
+		target[p] = (int32_t)(ref_next(&s) % REF_V);
+	}
+	ctx[0] = ctx[1] = ctx[2] = DATA_BOS; /* the start of a sequence */
+	ctx[3 * REF_C + 0] = ctx[3 * REF_C + 2] = 5; /* repeated inside one context */
+	target[4] = -1; /* a prompt or padding position */
+	target[6] = REF_UNUSED;
+}
+
+/* Parameters drawn once in double and rounded to float, so that the model and the
+ * reference see exactly the same values. */
+static void ref_params(const struct ref_net *r, float *pf, double *pd)
+{
+	static const double bound[MODEL_NPARAM] = {1.0, 0.6, 0.3, 0.6, 0.3};
+	uint64_t s = 99;
+	for (int t = 0; t < MODEL_NPARAM; t++)
+		for (size_t k = 0; k < r->count[t]; k++) {
+			size_t i = r->off[t] + k;
+			pf[i] = (float)(bound[t] * (2.0 * ref_unit(&s) - 1.0));
+			pd[i] = pf[i];
+		}
+}
+
+START_TEST(reference_gradient_matches_its_finite_differences)
+{
+	/* The double reference against central differences of its own loss, h = 1e-5: the
+	 * truncation error is about h^2 |f'''| / 6 ~ 1e-11 and the rounding error about
+	 * eps |loss| / h ~ 2e-16 * 15 / 1e-5 ~ 3e-10, so 1e-6 relative (plus 1e-8 for
+	 * components near zero) leaves a wide margin and still pins each component. */
+	struct ref_net r;
+	int32_t ctx[REF_ROWS * REF_C], target[REF_ROWS];
+	ref_net_init(&r, REF_V, REF_C, REF_D, REF_H);
+	ref_batch(ctx, target);
+	float *pf = calloc(r.n, sizeof(float));
+	double *th = calloc(r.n, sizeof(double)), *g = calloc(r.n, sizeof(double));
+	ref_params(&r, pf, th);
+	const double scale = 0.375, h = 1e-5;
+	ref_loss_grad(&r, th, REF_ROWS, ctx, target, scale, g);
+	double worst = 0.0;
+	for (size_t i = 0; i < r.n; i++) {
+		double keep = th[i];
+		th[i] = keep + h;
+		double up = scale * ref_loss_grad(&r, th, REF_ROWS, ctx, target, scale, NULL);
+		th[i] = keep - h;
+		double down = scale * ref_loss_grad(&r, th, REF_ROWS, ctx, target, scale, NULL);
+		th[i] = keep;
+		double fd = (up - down) / (2.0 * h);
+		double q = fabs(fd - g[i]) / (1e-8 + 1e-6 * fabs(fd));
+		worst = q > worst ? q : worst;
+		ck_assert_msg(q <= 1.0, "reference component %zu: analytic %.12g, differences %.12g",
+			      i, g[i], fd);
+	}
+	fprintf(stderr, "FDREF worst %g\n", worst);
+	/* the edits of ref_batch() took effect: an untouched embedding row, live others */
+	for (int t = 0; t < REF_D; t++)
+		ck_assert(g[r.off[MODEL_EMBED] + (size_t)REF_UNUSED * REF_D + t] == 0.0);
+	ck_assert(g[r.off[MODEL_EMBED] + 5 * REF_D] != 0.0);
+	free(pf);
+	free(th);
+	free(g);
+}
+END_TEST
+
+#define GRAD_ATOL 1e-7
+#define GRAD_RTOL 1e-6
+START_TEST(gradient_matches_double_reference)
+{
+	struct ref_net r;
+	struct model_shape m;
+	struct dev *d;
+	struct model_ws *ws;
+	struct batch b;
+	struct err e;
+	err_clear(&e);
+	ref_net_init(&r, REF_V, REF_C, REF_D, REF_H);
+	model_shape_init(&m, REF_V, REF_C, REF_D, REF_H);
+	/* the layout model.h documents is the one the reference assumes */
+	ck_assert_uint_eq(m.n_params, r.n);
+	for (int t = 0; t < MODEL_NPARAM; t++) {
+		ck_assert_uint_eq(m.p[t].offset, r.off[t]);
+		ck_assert_uint_eq(m.p[t].count, r.count[t]);
+	}
+	ck_assert_int_eq(batch_alloc(&b, REF_ROWS, REF_C, &e), ERR_OK);
+	ref_batch(b.ctx, b.target);
+	b.rows = REF_ROWS;
+	b.supervised = 0;
+	for (int p = 0; p < REF_ROWS; p++)
+		b.supervised += b.target[p] >= 0;
+	ck_assert_int_eq(b.supervised, REF_ROWS - 1);
+	float *pf = calloc(r.n, sizeof(float)), *gf = calloc(r.n, sizeof(float));
+	double *th = calloc(r.n, sizeof(double)), *g = calloc(r.n, sizeof(double));
+	ref_params(&r, pf, th);
+	const float scale = 0.375f; /* exact in float: the reference uses the same value */
+	double ref_loss = ref_loss_grad(&r, th, REF_ROWS, b.ctx, b.target, scale, g);
+
+	ck_assert_int_eq(dev_host_create(0, &d, &e), ERR_OK);
+	ck_assert_int_eq(model_ws_create(d, &m, REF_ROWS, &ws, &e), ERR_OK);
+	double loss, eval_loss;
+	int64_t hits;
+	ck_assert_int_eq(model_step(ws, pf, gf, &b, scale, &loss, &e), ERR_OK);
+	ck_assert_int_eq(model_eval(ws, pf, &b, &eval_loss, &hits, &e), ERR_OK);
+	/* per-row losses are float, rounded once from double (kmath.h) after float
+	 * logits: a few ulp of a loss of about log(V) ~ 2 per row */
+	ck_assert_msg(fabs(loss - ref_loss) <= 1e-5 * ref_loss, "loss %.9g, reference %.9g", loss,
+		      ref_loss);
+	ck_assert_msg(fabs(eval_loss - ref_loss) <= 1e-5 * ref_loss, "eval loss %.9g, reference %.9g",
+		      eval_loss, ref_loss);
+	/* every component of every tensor, against the double reference */
+	for (int t = 0; t < MODEL_NPARAM; t++) {
+		double worst = 0.0;
+		size_t at = 0;
+		for (size_t k = 0; k < r.count[t]; k++) {
+			size_t i = r.off[t] + k;
+			double q = fabs((double)gf[i] - g[i]) / (GRAD_ATOL + GRAD_RTOL * fabs(g[i]));
+			if (q > worst) {
+				worst = q;
+				at = k;
+			}
+		}
+		{ double ma=0, me=0, mr=0; for (size_t k = 0; k < r.count[t]; k++) { size_t i = r.off[t] + k; double d = fabs((double)gf[i]-g[i]); ma = fabs(g[i])>ma?fabs(g[i]):ma; me = d>me?d:me; if (fabs(g[i])>1e-3 && d/fabs(g[i])>mr) mr=d/fabs(g[i]);}
+		fprintf(stderr, "GRAD %s worst %g max|g| %g maxerr %g maxrel(|g|>1e-3) %g\n", m.p[t].name, worst, ma, me, mr); }
+		ck_assert_msg(worst <= 1.0,
+			      "tensor %s component %zu: model %.9g, reference %.9g (%.3g of the tolerance)",
+			      m.p[t].name, at, gf[r.off[t] + at], g[r.off[t] + at], worst);
+	}
+	model_ws_destroy(ws);
+	dev_destroy(d);
+	batch_free(&b);
+	free(pf);
+	free(gf);
+	free(th);
+	free(g);
+}
+END_TEST
 
 START_TEST(gradient_matches_finite_differences)
 {
@@ -219,6 +489,8 @@ int main(void)
 	Suite *s = suite_create("model");
 	TCase *tc = tcase_create("model");
 	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, reference_gradient_matches_its_finite_differences);
+	tcase_add_test(tc, gradient_matches_double_reference);
 	tcase_add_test(tc, gradient_matches_finite_differences);
 	tcase_add_test(tc, gradient_is_linear_in_scale);
 	tcase_add_test(tc, packed_and_padded_agree);

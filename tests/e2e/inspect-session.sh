@@ -74,4 +74,10 @@ grep -q 'eval: test split after 3 updates: loss [0-9.]* (global token mean over 
 
 # quit ended the session: the step after it never ran
 if grep -q 'step 4:' out.txt; then fail "a command after quit ran"; fi
+
+# a line holding a NUL byte is refused on its own: the next line still runs
+printf 'plan\n\000x\nhelp\nquit\n' | "$DDPTOK" "$CONF/tiny.ini" inspect > nul.txt 2>&1 ||
+	fail "session with a NUL byte exited with $?"
+grep -q 'error: line holds a NUL byte, ignored' nul.txt || fail "NUL byte not reported"
+grep -q 'commands (help CMD for details):' nul.txt || fail "the line after a NUL byte was lost"
 echo ok
