@@ -445,9 +445,79 @@ static int capture_ini_error(const char *fmt, ...)
 	return 0;
 }
 
+/* The INI reader keeps the last of two assignments to one key without a word: refuse a
+ * key set twice (in one section, or in a section that appears twice), naming both lines.
+ * Lines are read as the reader sees them: comments (; #), [section], key = value. */
+static int refuse_duplicate_keys(const char *file, const char *where, struct err *e)
+{
+	FILE *f = fopen(file, "r");
+	char line[4096], section[128] = "";
+	struct seen {
+		char name[256];
+		int line;
+	} *seen = NULL;
+	size_t n = 0, cap = 0;
+	int lineno = 0, rc = ERR_OK;
+	if (!f)
+		return ERR_OK; /* the reader reports it */
+	while (rc == ERR_OK && fgets(line, sizeof line, f)) {
+		char *b = line, *end, *eq;
+		lineno++;
+		while (is_space(*b))
+			b++;
+		end = b + strlen(b);
+		while (end > b && is_space(end[-1]))
+			*--end = '\0';
+		if (*b == '\0' || *b == ';' || *b == '#')
+			continue;
+		if (*b == '[') {
+			char *close = strchr(b, ']');
+			size_t len = close ? (size_t)(close - b - 1) : 0;
+			snprintf(section, sizeof section, "%.*s", (int)(len < 127 ? len : 127), b + 1);
+			for (char *q = section; *q; q++)
+				*q = (char)tolower((unsigned char)*q);
+			continue;
+		}
+		if (!(eq = strchr(b, '=')))
+			continue;
+		while (eq > b && is_space(eq[-1]))
+			eq--;
+		char name[256];
+		snprintf(name, sizeof name, "%s.%.*s", section, (int)(eq - b), b);
+		for (char *q = name; *q; q++)
+			*q = (char)tolower((unsigned char)*q);
+		for (size_t i = 0; i < n; i++)
+			if (!strcmp(seen[i].name, name)) {
+				char *dot = strchr(name, '.');
+				*dot = '\0';
+				rc = ERR(e, ERR_CONFIG, "%s:%d: [%s] %s is set a second time (first at "
+					 "line %d)", where, lineno, name, dot + 1, seen[i].line);
+				break;
+			}
+		if (rc != ERR_OK)
+			break;
+		if (n == cap) {
+			struct seen *ns = realloc(seen, (cap ? 2 * cap : 64) * sizeof *ns);
+			if (!ns) {
+				rc = ERR(e, ERR_CONFIG, "%s: out of memory", where);
+				break;
+			}
+			seen = ns;
+			cap = cap ? 2 * cap : 64;
+		}
+		snprintf(seen[n].name, sizeof seen[n].name, "%s", name);
+		seen[n++].line = lineno;
+	}
+	free(seen);
+	fclose(f);
+	return rc;
+}
+
 static dictionary *ini_load(const char *file, const char *where, struct err *e)
 {
 	dictionary *d;
+	if (refuse_duplicate_keys(file, where, e) != ERR_OK)
+		return NULL;
 	ini_error[0] = '\0';
 	iniparser_set_error_callback(capture_ini_error);
 	d = iniparser_load(file);

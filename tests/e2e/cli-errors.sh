@@ -41,6 +41,9 @@ printf '[train]\nlerning_rate = 0.1\n' > unknown-key.ini
 expect 3 "lerning_rate" "$DDPTOK" unknown-key.ini prepare
 printf '[trian]\nlr = 0.1\n' > unknown-section.ini
 expect 3 "trian" "$DDPTOK" unknown-section.ini prepare
+# a key set twice (here through a repeated section) is refused, naming both lines
+printf '[data]\ntrain = 70\n[model]\nhidden = 8\n[DATA]\nTrain = 7\n' > twice.ini
+expect 3 "twice.ini:6: \[data\] train is set a second time (first at line 2)" "$DDPTOK" twice.ini prepare
 printf '[train]\nupdates = 010\n' > octal.ini
 expect 3 "updates" "$DDPTOK" octal.ini prepare
 printf '[train]\nupdates = 3abc\n' > garbage.ini
