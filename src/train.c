@@ -12,6 +12,7 @@
 #include "train.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckpt.h"
 #include "coll.h"
@@ -816,6 +818,23 @@ int train_run(struct app *a, const struct train_opts *o, struct train_result *re
 		rc = ERR(e, ERR_DEVICE, "out of memory");
 		goto out;
 	}
+	/* the checkpoint root must be usable before any window is spent: a bad
+	 * run.artifacts found at the first checkpoint would lose the work done so far */
+	if (o->ckpt_root[0] && (rc = fsx_mkdirs(o->ckpt_root, e)) != ERR_OK) {
+		err_prefix(e, "run.artifacts");
+		goto out;
+	}
+	if (o->ckpt_root[0]) { /* and writable: a file can be created there */
+		char probe[FSX_PATH_MAX + 64];
+		snprintf(probe, sizeof probe, "%s/.write-probe.%ld", o->ckpt_root, (long)getpid());
+		int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
+		if (fd < 0) {
+			rc = ERR_ERRNO(e, "run.artifacts: cannot write in %s", o->ckpt_root);
+			goto out;
+		}
+		close(fd);
+		unlink(probe);
+	}
 	if (o->metrics_path[0] && t.step < o->stop_at) {
 		if (!(t.metrics = fopen(o->metrics_path, "w"))) {
 			rc = ERR_ERRNO(e, "cannot create %s", o->metrics_path);
@@ -823,12 +842,6 @@ int train_run(struct app *a, const struct train_opts *o, struct train_result *re
 		}
 	}
 
-	/* the checkpoint root must be usable before any window is spent: a bad
-	 * run.artifacts found at the first checkpoint would lose the work done so far */
-	if (o->ckpt_root[0] && (rc = fsx_mkdirs(o->ckpt_root, e)) != ERR_OK) {
-		err_prefix(e, "run.artifacts");
-		goto out;
-	}
 	signals_install(&sv);
 	int progress_shown = 0;
 	while (t.step < o->stop_at) {
