@@ -158,6 +158,23 @@ static const char *cfg_where(const struct cfg *c)
 	return c->path[0] ? c->path : "configuration defaults";
 }
 
+/* Where a key's value came from, for the front of a message: the file, or the file and
+ * the other origin (e.g. "--set") when the value was given there. */
+static const char *key_where(const struct cfg *c, const char *sec, const char *name)
+{
+	static _Thread_local char buf[1200];
+	for (int i = 0; i < c->n; i++)
+		if (!strcmp(c->keys[i].section, sec) && !strcmp(c->keys[i].name, name)) {
+			const char *o = c->vals[i].origin;
+			if (o[0] && strncmp(o, cfg_where(c), sizeof c->vals[i].origin - 1) != 0) {
+				snprintf(buf, sizeof buf, "%s (value from %s)", cfg_where(c), o);
+				return buf;
+			}
+			break;
+		}
+	return cfg_where(c);
+}
+
 /* "[sec] name = value" plus " (from ORIGIN)" when the value did not come from the
  * file named at the front of the message. */
 static void describe(const struct cfg *c, const char *sec, const char *name, char *out,
@@ -209,15 +226,15 @@ static int parse_ids(const struct cfg *c, const char *text, int *ids, int cap, i
 			v = v * 10 + (*p - '0');
 			if (v > INT_MAX)
 				return ERR(e, ERR_CONFIG, "%s: [devices] ids = %s: ordinal too large",
-					   cfg_where(c), text);
+					   key_where(c, "devices", "ids"), text);
 			p++;
 		}
 		if (p == start || (*start == '0' && p - start > 1))
 			return ERR(e, ERR_CONFIG, "%s: [devices] ids = %s: expected comma-separated "
-				   "non-negative integers (no leading zeros)", cfg_where(c), text);
+				   "non-negative integers (no leading zeros)", key_where(c, "devices", "ids"), text);
 		if (n == cap)
 			return ERR(e, ERR_CONFIG, "%s: [devices] ids = %s: at most %d ordinals",
-				   cfg_where(c), text, cap);
+				   key_where(c, "devices", "ids"), text, cap);
 		ids[n++] = (int)v;
 		while (*p == ' ' || *p == '\t')
 			p++;
@@ -225,7 +242,7 @@ static int parse_ids(const struct cfg *c, const char *text, int *ids, int cap, i
 			break;
 		if (*p != ',')
 			return ERR(e, ERR_CONFIG, "%s: [devices] ids = %s: expected comma-separated "
-				   "non-negative integers", cfg_where(c), text);
+				   "non-negative integers", key_where(c, "devices", "ids"), text);
 		p++;
 	}
 	*n_out = n;
@@ -300,7 +317,7 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 		char dw[400];
 		describe(c, "devices", "world", dw, sizeof dw);
 		return ERR(e, ERR_CONFIG, "%s: [devices] ids = %s names %d device%s but %s",
-			   cfg_where(c), cfg_str(c, "devices", "ids"), n_ids, n_ids == 1 ? "" : "s",
+			   key_where(c, "devices", "ids"), cfg_str(c, "devices", "ids"), n_ids, n_ids == 1 ? "" : "s",
 			   dw);
 	}
 	return ERR_OK;
