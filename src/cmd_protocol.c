@@ -82,6 +82,12 @@ static int step(struct protocol *p, struct app *a, const char *name,
 	p->skipped[0] = '\0';
 	s->rc = fn(a, p, &local);
 	s->seconds = clock_now_s() - t0;
+	/* a SIGINT / SIGTERM received during a step that is not a training run (those stop
+	 * by themselves, with a checkpoint) stops the protocol once that step is done */
+	int sig = train_signal_received();
+	if (sig && (s->rc == ERR_OK || s->rc == ERR_CHECK))
+		s->rc = ERR(&local, ERR_INTERRUPTED, "interrupted by %s during this step: the "
+			    "protocol stops here (no report is written)", train_signal_name(sig));
 	snprintf(s->msg, sizeof s->msg, "%.255s", local.msg);
 	if (s->rc == ERR_OK)
 		snprintf(s->skipped, sizeof s->skipped, "%s", p->skipped);
@@ -609,6 +615,7 @@ int cmd_protocol(struct app *a, struct err *e)
 	memset(&p, 0, sizeof p);
 	if ((rc = app_outputs_ready(a, e)) != ERR_OK || (rc = remove_old_report(a, e)) != ERR_OK)
 		return rc;
+	train_signals_hold(); /* for the whole protocol: see step() */
 	if ((rc = step(&p, a, "prepare", do_prepare, e)) ||
 	    (rc = step(&p, a, "check-loss", do_check_loss, e)) ||
 	    (rc = step(&p, a, "reference", do_reference, e)) ||
@@ -630,6 +637,7 @@ int cmd_protocol(struct app *a, struct err *e)
 	else
 		app_info(a, "protocol: every check passed");
 out:
+	train_signals_release();
 	train_result_free(&p.continuous);
 	return rc;
 }

@@ -44,9 +44,15 @@ struct saved_signals {
 	int installed;
 };
 
-static void signals_install(struct saved_signals *sv)
+static struct saved_signals saved_signals; /* what the outermost hold replaced */
+static int signal_depth;                   /* nesting of train_signals_hold() */
+
+void train_signals_hold(void)
 {
+	struct saved_signals *sv = &saved_signals;
 	struct sigaction sa;
+	if (signal_depth++ > 0)
+		return; /* an outer caller (the protocol) holds them: keep its first signal */
 	memset(&train_dfl_action, 0, sizeof train_dfl_action);
 	train_dfl_action.sa_handler = SIG_DFL;
 	sigemptyset(&train_dfl_action.sa_mask);
@@ -64,13 +70,24 @@ static void signals_install(struct saved_signals *sv)
 	}
 }
 
-static void signals_restore(struct saved_signals *sv)
+void train_signals_release(void)
 {
-	if (!sv->installed)
+	struct saved_signals *sv = &saved_signals;
+	if (signal_depth == 0 || --signal_depth > 0 || !sv->installed)
 		return;
 	sigaction(SIGINT, &sv->old_int, NULL);
 	sigaction(SIGTERM, &sv->old_term, NULL);
 	sv->installed = 0;
+}
+
+int train_signal_received(void)
+{
+	return train_signal;
+}
+
+const char *train_signal_name(int sig)
+{
+	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a stop request";
 }
 
 /* ---- small helpers --------------------------------------------------------------- */
@@ -746,20 +763,18 @@ void train_result_free(struct train_result *r)
 	r->params = r->momentum = NULL;
 }
 
-int train_run(struct app *a, const struct train_opts *o, struct train_result *res,
-	      struct err *e)
+static int train_run_held(struct app *a, const struct train_opts *o, struct train_result *res,
+			  struct err *e)
 {
 	struct trainer t;
 	struct train_ckpt ck;
 	struct corpus c;
-	struct saved_signals sv;
 	int rc, have_run = 0;
 	const char *why = NULL;
 
 	memset(res, 0, sizeof *res);
 	memset(&t, 0, sizeof t);
 	memset(&ck, 0, sizeof ck);
-	memset(&sv, 0, sizeof sv);
 	res->first_loss = res->last_loss = NAN;
 	t.a = a;
 	t.o = o;
@@ -842,7 +857,6 @@ int train_run(struct app *a, const struct train_opts *o, struct train_result *re
 		}
 	}
 
-	signals_install(&sv);
 	int progress_shown = 0;
 	while (t.step < o->stop_at) {
 		struct window_result wr;
@@ -898,18 +912,18 @@ int train_run(struct app *a, const struct train_opts *o, struct train_result *re
 		putchar('\n');
 		fflush(stdout);
 	}
-	/* a signal counts even when it arrived in the last window: the run is then complete,
-	 * but the caller (the protocol) must stop rather than go on to its next step */
-	if (t.step < o->stop_at || train_signal) {
-		res->interrupted = 1;
-		why = train_signal == SIGINT ? "SIGINT" : train_signal == SIGTERM ? "SIGTERM"
-											  : "a stop request";
-	}
 	/* the final (or interrupting) checkpoint, unless this step is already on disk */
-	if (o->ckpt_root[0] && t.step != t.last_ckpt_step) {
+	if (o->ckpt_root[0] && t.step != t.last_ckpt_step && t.step > 0) {
 		if ((rc = write_checkpoint(&t, res->checkpoint, sizeof res->checkpoint, e)))
 			goto out;
 		res->checkpoints_written++;
+	}
+	/* a signal counts even when it arrived in the last window or while the final
+	 * checkpoint was written: the run is then complete, but the caller (the protocol)
+	 * must stop rather than go on to its next step */
+	if (t.step < o->stop_at || train_signal) {
+		res->interrupted = 1;
+		why = train_signal_name(train_signal);
 	}
 	res->params = malloc(res->n * sizeof(float));
 	res->momentum = malloc(res->n * sizeof(float));
@@ -925,6 +939,9 @@ int train_run(struct app *a, const struct train_opts *o, struct train_result *re
 			rc = ERR(e, ERR_INTERRUPTED, "interrupted by %s before any step: the state is "
 				 "still that of checkpoint %s (continue with --resume %s)", why,
 				 o->resume_dir, o->resume_dir);
+		else if (res->checkpoints_written == 0 && t.step == 0)
+			rc = ERR(e, ERR_INTERRUPTED, "interrupted by %s before the first step: "
+				 "nothing to save", why);
 		else if (res->checkpoint[0] && t.step >= o->stop_at)
 			rc = ERR(e, ERR_INTERRUPTED, "interrupted by %s in the last window: the run "
 				 "completed its %" PRId64 " steps, checkpoint %s written", why, t.step,
@@ -938,7 +955,6 @@ int train_run(struct app *a, const struct train_opts *o, struct train_result *re
 				 " (no checkpoint root configured)", why, t.step, o->stop_at);
 	}
 out:
-	signals_restore(&sv);
 	if (t.metrics && fclose(t.metrics) != 0 && rc == ERR_OK)
 		rc = ERR_ERRNO(e, "cannot write %s", o->metrics_path);
 	free(t.params);
@@ -952,6 +968,17 @@ out:
 out_corpus:
 	corpus_free(&c);
 	train_ckpt_free(&ck);
+	return rc;
+}
+
+int train_run(struct app *a, const struct train_opts *o, struct train_result *res,
+	      struct err *e)
+{
+	/* held from the start: a signal while the corpus is loaded or the engine starts
+	 * stops the run before its first window, as one during a window does after it */
+	train_signals_hold();
+	int rc = train_run_held(a, o, res, e);
+	train_signals_release();
 	return rc;
 }
 

@@ -134,6 +134,16 @@ struct train_result {
 /* Runs the training described by o. On ERR_INTERRUPTED res is filled as for a normal end
  * (res->checkpoint names the checkpoint just written). On other errors res holds nothing
  * to free beyond what train_result_free releases. */
+/* SIGINT / SIGTERM while held: the first one is recorded (and the next one kills at once,
+ * the default action); train_run holds them for its whole run and stops at the next window
+ * boundary with a checkpoint. Holds nest: an outer holder (the protocol) keeps the first
+ * signal across several runs and checks it between its steps. */
+void train_signals_hold(void);
+void train_signals_release(void);
+/* The first signal received while held (SIGINT or SIGTERM), or 0. */
+int train_signal_received(void);
+const char *train_signal_name(int sig);
+
 int train_run(struct app *a, const struct train_opts *o, struct train_result *res,
 	      struct err *e);
 void train_result_free(struct train_result *r);

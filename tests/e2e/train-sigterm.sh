@@ -66,3 +66,26 @@ set -e
 [ ! -d a2/checkpoints ] || [ -z "$(ls a2/checkpoints | grep '^step-')" ] ||
 	fail "a checkpoint was written although the second signal killed the run"
 echo "ok: interrupted at step $step, resumed bit for bit; a second signal kills"
+
+# the protocol holds the signals for its whole run: a SIGTERM during a step that is not a
+# training run (here, after "== prepare" is printed) stops it once that step is done, with
+# exit 8 and no report; nothing runs on to the next steps
+"$DDPTOK" "$CONF/minimum.ini" --set devices.backend=cpu --set run.outputs=o3 \
+	--set run.artifacts=a3 > proto.out 2> proto.err &
+pid=$!
+i=0
+until grep -q "^== prepare" proto.out 2> /dev/null; do
+	i=$((i + 1))
+	[ "$i" -lt 1200 ] || fail "the protocol never started"
+	sleep 0.05
+done
+kill -TERM "$pid"
+set +e
+wait "$pid"
+rc=$?
+set -e
+[ "$rc" -eq 8 ] || { cat proto.out proto.err; fail "protocol exit $rc after SIGTERM, expected 8"; }
+grep -q "interrupted by SIGTERM" proto.err || fail "no interruption message: $(cat proto.err)"
+[ ! -e o3/report.md ] || fail "an interrupted protocol wrote a report"
+if grep -q "^== evaluate" proto.out; then fail "the protocol ran on after the signal"; fi
+echo "ok: the protocol stops on SIGTERM between its steps"
