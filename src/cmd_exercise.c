@@ -1,5 +1,5 @@
 /*
- * cmd_exercise: the seed's exercise, computed by the real runtime on the model.
+ * cmd_exercise: the 12-vs-36-token exercise, computed by the real runtime on the model.
  *
  * Rank 0 keeps `short` supervised tokens; rank 1 goes from `long_before` to
  * `long_after`. The sequences are cut from the corpus (rank 0: the first training

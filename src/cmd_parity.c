@@ -1,6 +1,6 @@
 /*
  * cmd_parity: the W-device gradient under each normalization against the single-device
- * reference (parity), and the seed's exercise (rank 1 going from 12 to 36 tokens).
+ * reference (parity), and the exercise (rank 1 going from 12 to 36 tokens).
  *
  * Parity compares EVERY component with |g - ref| <= atol + rtol * |ref|. The correct
  * normalization must pass; each negative control must fail, unless the window's shape

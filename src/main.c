@@ -38,8 +38,8 @@ enum {
 
 static const struct command commands[] = {
 	{"protocol", cmd_protocol, OPT_INJECT | OPT_DRIFT,
-	 "the whole protocol (default): prepare, check-loss, reference, parity, exercise, train, "
-	 "resume, compare, evaluate, report"},
+	 "the whole protocol (default): prepare, check-loss, reference, parity, exercise, "
+	 "empty-window, train stop/continuous/resume, evaluate, figure, report"},
 	{"prepare", cmd_prepare, 0, "build the corpus and write it with its data lock"},
 	{"check-loss", cmd_check_loss, 0, "the 12/36 counterexample: mean of means 2, global mean 2.5"},
 	{"reference", cmd_reference, 0, "single-device gradient of window 1 (.npy + JSON summary)"},
@@ -269,8 +269,20 @@ int main(int argc, char **argv)
 		return ERR_USAGE;
 	}
 	if (used & ~cmd->opts) {
-		fprintf(stderr, "ddptok-run: an option given does not apply to '%s' (see --help)\n",
-			cmd->name);
+		static const char *const names[] = {"--dump", "--resume", "--continuous",
+						    "--checkpoint", "--scope", "--dry-run",
+						    "--windows", "--inject-failure", "--inject-drift"};
+		unsigned bad = used & ~cmd->opts;
+		int k = 0;
+		while (!(bad & (1u << k)))
+			k++;
+		fprintf(stderr, "ddptok-run: option %s does not apply to '%s' (see --help)\n",
+			names[k], cmd->name);
+		return ERR_USAGE;
+	}
+	if ((used & OPT_DRIFT) && !strcmp(cmd->name, "train") && !(used & OPT_RESUME)) {
+		fprintf(stderr, "ddptok-run: option --inject-drift applies to a resumed run: give "
+			"train --resume DIR (or run the protocol)\n");
 		return ERR_USAGE;
 	}
 

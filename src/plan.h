@@ -1,9 +1,9 @@
 /*
  * plan: the sampler and the host-side split of a window into plan[rank][microbatch].
  *
- * The sampler generalizes the seed's make_rank_batches to W ranks: the training
+ * The sampler generalizes a two-rank length-band plan to W ranks: the training
  * sequences are divided into W length bands (band r holds lengths in
- * (max_len*r/W, max_len*(r+1)/W]; W = 2 gives <= 64 and > 64 as in the seed) and each
+ * (max_len*r/W, max_len*(r+1)/W]; W = 2 gives <= 64 and > 64 for max_len 128) and each
  * window draws accumulation x batch_size ids without replacement from every band. What
  * the window contains therefore does not depend on the plan; the plan only decides who
  * computes what:
@@ -12,7 +12,7 @@
  *                 supervised count first, to the least loaded rank with room left, so the
  *                 supervised tokens per rank are as even as the sequences allow.
  * The sampler state is its prng state plus the window index: a checkpoint stores it and a
- * restored sampler continues exactly where it stopped (no replay from the seed).
+ * restored sampler continues exactly where it stopped (no replay from the start).
  */
 #ifndef DDPTOK_PLAN_H
 #define DDPTOK_PLAN_H

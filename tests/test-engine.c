@@ -212,7 +212,7 @@ START_TEST(controls_near_global_token_are_not_required)
 	w.mb[1][0].tokens = w.rank_tokens[1] = 1003;
 	w.N = 2003;
 	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, &w, 1, NULL), PARITY_DISTINCT);
-	/* the seed's imbalance, 640 vs 1548: required, factors 2188/1280 - 1 = 0.709 apart */
+	/* minimum.ini's first window, 640 vs 1548: required, factors 2188/1280 - 1 = 0.709 apart */
 	w.mb[0][0].tokens = w.rank_tokens[0] = 640;
 	w.mb[1][0].tokens = w.rank_tokens[1] = 1548;
 	w.N = 2188;
@@ -408,7 +408,7 @@ START_TEST(check_loss_counterexample)
 		ck_assert(norm_window_loss(NORM_MEAN_OF_MEANS, avg, 2, sums, counts) == 2.0);
 		ck_assert(norm_window_loss(NORM_GLOBAL_TOKEN, avg, 2, sums, counts) == 2.5);
 	}
-	/* the W / N factor of the seed: 2 / 48 */
+	/* the W / N factor of the 12/36 example: 2 / 48 */
 	ck_assert(norm_factor(NORM_GLOBAL_TOKEN, 1, 2, 1, 48, 12, 12) == 2.0 / 48.0);
 	ck_assert(norm_factor(NORM_GLOBAL_TOKEN, 0, 2, 1, 48, 12, 12) == 1.0 / 48.0);
 	ck_assert(norm_factor(NORM_DOUBLE_ACCUM, 1, 2, 2, 48, 12, 6) == 2.0 / 96.0);

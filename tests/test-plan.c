@@ -124,7 +124,7 @@ static int64_t spread(const struct window *w)
 
 START_TEST(test_bands_seed_cutoff)
 {
-	/* W = 2 over max_len 128 reproduces the seed's <= 64 / > 64 split */
+	/* W = 2 over max_len 128 gives the <= 64 / > 64 split */
 	int lo, hi;
 	plan_band_bounds(128, 2, 0, &lo, &hi);
 	ck_assert_int_eq(lo, 0);

@@ -17,7 +17,9 @@ cp "$CONF/tiny.ini" ok.ini
 expect 2 "usage" "$DDPTOK"
 expect 2 "unknown command 'frobnicate'" "$DDPTOK" ok.ini frobnicate
 expect 2 "unknown option '--frobnicate'" "$DDPTOK" ok.ini prepare --frobnicate
-expect 2 "does not apply to 'prepare'" "$DDPTOK" ok.ini prepare --continuous
+expect 2 "option --continuous does not apply to 'prepare'" "$DDPTOK" ok.ini prepare --continuous
+expect 2 "option --inject-failure does not apply to 'evaluate'" "$DDPTOK" ok.ini evaluate --inject-failure 0:1
+expect 2 "inject-drift applies to a resumed run" "$DDPTOK" ok.ini train --inject-drift
 expect 2 "needs a value" "$DDPTOK" ok.ini prepare --set
 expect 2 "RANK:WINDOW" "$DDPTOK" ok.ini train --inject-failure x
 expect 2 "RANK:WINDOW" "$DDPTOK" ok.ini train --inject-failure 1:99999999999999999999
