@@ -460,20 +460,28 @@ static int refuse_duplicate_keys(const char *file, const char *where, struct err
 	int lineno = 0, rc = ERR_OK;
 	if (!f)
 		return ERR_OK; /* the reader reports it */
+	int continued = 0; /* the previous line ended with a backslash: this one goes on */
 	while (rc == ERR_OK && fgets(line, sizeof line, f)) {
 		char *b = line, *end, *eq;
+		int was_continued = continued;
 		lineno++;
 		while (is_space(*b))
 			b++;
 		end = b + strlen(b);
 		while (end > b && is_space(end[-1]))
 			*--end = '\0';
-		if (*b == '\0' || *b == ';' || *b == '#')
+		continued = end > b && end[-1] == '\\';
+		if (was_continued || *b == '\0' || *b == ';' || *b == '#')
 			continue;
 		if (*b == '[') {
 			char *close = strchr(b, ']');
-			size_t len = close ? (size_t)(close - b - 1) : 0;
-			snprintf(section, sizeof section, "%.*s", (int)(len < 127 ? len : 127), b + 1);
+			char *from = b + 1, *to = close ? close : b + 1;
+			while (from < to && is_space(*from)) /* "[ data ]" is [data] */
+				from++;
+			while (to > from && is_space(to[-1]))
+				to--;
+			size_t len = (size_t)(to - from);
+			snprintf(section, sizeof section, "%.*s", (int)(len < 127 ? len : 127), from);
 			for (char *q = section; *q; q++)
 				*q = (char)tolower((unsigned char)*q);
 			continue;

@@ -236,8 +236,9 @@ static int all_roots(const struct app *a, struct ckpt_roots *rs, struct err *e)
  * be writing or removing it right now). A pid reused since is taken as running: safe. */
 static int pid_running(long pid)
 {
-	if (pid <= 0 || pid > INT_MAX)
-		return 0;
+	if (pid <= 0 || pid > INT_MAX || pid == (long)getpid())
+		return 0; /* this process writes nothing there: a leftover of an earlier one that
+			   * had the same pid (a container's first process, say) */
 	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }
 

@@ -500,6 +500,39 @@ int corpus_params_match(const struct corpus_params *p, const struct settings *s)
 	       p->prefix_max == s->prefix_max && p->branching == s->branching;
 }
 
+int corpus_params_diff(const struct corpus_params *p, const struct settings *s, char *out,
+		       size_t cap)
+{
+	const struct {
+		const char *key;
+		long long corpus, config;
+	} f[] = {
+		{"run.seed", (long long)p->seed, (long long)s->seed},
+		{"data.train", p->train_count, s->train_count},
+		{"data.validation", p->validation_count, s->validation_count},
+		{"data.test", p->test_count, s->test_count},
+		{"data.min_len", p->min_len, s->min_len},
+		{"data.max_len", p->max_len, s->max_len},
+		{"data.vocab", p->vocab, s->vocab},
+		{"data.prefix_max", p->prefix_max, s->prefix_max},
+		{"data.branching", p->branching, s->branching},
+	};
+	size_t used = 0;
+	int n = 0;
+	if (cap)
+		out[0] = '\0';
+	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+		if (f[i].corpus == f[i].config)
+			continue;
+		n++;
+		if (used < cap)
+			used += (size_t)snprintf(out + used, cap - used, "%s%s: %lld (corpus) != %lld "
+						 "(configuration)", used ? "; " : "", f[i].key,
+						 f[i].corpus, f[i].config);
+	}
+	return n;
+}
+
 static int save_bin(const struct corpus *c, const char *path, struct err *e)
 {
 	size_t total = (size_t)c->offset[c->n];

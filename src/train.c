@@ -164,12 +164,12 @@ int train_corpus(struct app *a, int rebuild, struct corpus *c, struct err *e)
 		if (corpus_params_match(&c->params, &a->s))
 			return ERR_OK;
 		if (!rebuild) { /* the corpus a checkpoint was trained on may not be replaced */
-			rc = ERR(e, ERR_DATA, "prepared corpus %s was built with other [data] settings "
-				 "than %s (vocab %d, sequences %d/%d/%d, lengths %d..%d, seed %llu); run "
-				 "with the configuration it was built from, or `prepare` again", dir,
-				 a->cfg.path, c->params.vocab, c->params.train_count,
-				 c->params.validation_count, c->params.test_count, c->params.min_len,
-				 c->params.max_len, (unsigned long long)c->params.seed);
+			char diff[700];
+			corpus_params_diff(&c->params, &a->s, diff, sizeof diff);
+			rc = ERR(e, ERR_DATA, "prepared corpus %s was built with other settings than "
+				 "this run's: %s; run with the configuration it was built from (a "
+				 "checkpoint needs the corpus it was trained on), or `prepare` again", dir,
+				 diff);
 			corpus_free(c);
 			return rc;
 		}

@@ -696,8 +696,8 @@ END_TEST
 
 /* A copy of checkpoint `from` as root/step-0003, sealed by the store (its manifest matches),
  * with file `name` replaced by `edit(text)`: damage that only the content checks can see. */
-static void resealed(const char *from, const char *root, const char *name,
-		     void (*edit)(char **buf, size_t *len))
+static void resealed_at(const char *from, const char *root, uint64_t step, const char *name,
+			void (*edit)(char **buf, size_t *len))
 {
 	char **names;
 	size_t n;
@@ -705,7 +705,7 @@ static void resealed(const char *from, const char *root, const char *name,
 	struct ckpt_writer *w;
 	err_clear(&e);
 	ck_assert_int_eq(fsx_list_dir(from, &names, &n, &e), ERR_OK);
-	ck_assert_int_eq(ckpt_begin(root, 3, &w, &e), ERR_OK);
+	ck_assert_int_eq(ckpt_begin(root, step, &w, &e), ERR_OK);
 	for (size_t i = 0; i < n; i++) {
 		char q[FSX_PATH_MAX], *buf;
 		size_t len;
@@ -720,6 +720,24 @@ static void resealed(const char *from, const char *root, const char *name,
 	}
 	ck_assert_msg(ckpt_commit(w, NULL, 0, &e) == ERR_OK, "%s", e.msg);
 	fsx_free_names(names, n);
+}
+
+static void resealed(const char *from, const char *root, const char *name,
+		     void (*edit)(char **buf, size_t *len))
+{
+	resealed_at(from, root, 3, name, edit);
+}
+
+static void nothing(char **buf, size_t *len)
+{
+	(void)buf;
+	(void)len;
+}
+
+static void nan_momentum(char **buf, size_t *len)
+{
+	const float inf_value = INFINITY;
+	memcpy(*buf + *len - 4, &inf_value, 4);
 }
 
 static void replace_text(char **buf, size_t *len, const char *from, const char *to)
@@ -802,6 +820,16 @@ START_TEST(test_content_refusals)
 	resealed(good, root, "rank-1.json", huge_history);
 	ckpt_path(bad, sizeof bad, root, 3);
 	expect_refused(&a, bad, 2, "rank-1.json", "does not fit 3 steps", NULL);
+	/* an infinite momentum */
+	sub(root, sizeof root, "inf");
+	resealed(good, root, "momentum.npy", nan_momentum);
+	ckpt_path(bad, sizeof bad, root, 3);
+	expect_refused(&a, bad, 3, "momentum.npy holds 1 non-finite value", NULL);
+	/* the state of step 3 sealed as step 4: the manifest and state.json disagree */
+	sub(root, sizeof root, "moved");
+	resealed_at(good, root, 4, "state.json", nothing);
+	ckpt_path(bad, sizeof bad, root, 4);
+	expect_refused(&a, bad, 4, "state.json says step 3, its manifest step 4", NULL);
 	train_result_free(&stop);
 	app_drop(&a);
 	remove_tmp();

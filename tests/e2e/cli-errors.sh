@@ -25,6 +25,7 @@ expect 2 "RANK:WINDOW" "$DDPTOK" ok.ini train --inject-failure x
 expect 2 "RANK:WINDOW" "$DDPTOK" ok.ini train --inject-failure 1:99999999999999999999
 expect 2 "rank 5 does not exist" "$DDPTOK" ok.ini train --inject-failure 5:1
 expect 2 "window from 1" "$DDPTOK" ok.ini train --inject-failure 1:0
+expect 3 "ok.ini (value from --set): \[devices\] ids = 0,0,0 names 3 devices" "$DDPTOK" ok.ini env --set devices.ids=0,0,0
 # a corpus the sampler cannot plan windows from is refused by prepare already, naming the file
 expect 3 "ok.ini: train.batch_size = 2 x train.accumulation = 2" "$DDPTOK" ok.ini prepare --set data.train=5 --set run.outputs=small
 [ -e small/corpus/corpus.bin ] && { echo "FAIL: prepare wrote a corpus it refuses"; fail=1; }
@@ -44,7 +45,7 @@ expect 3 "lerning_rate" "$DDPTOK" unknown-key.ini prepare
 printf '[trian]\nlr = 0.1\n' > unknown-section.ini
 expect 3 "trian" "$DDPTOK" unknown-section.ini prepare
 # a key set twice (here through a repeated section) is refused, naming both lines
-printf '[data]\ntrain = 70\n[model]\nhidden = 8\n[DATA]\nTrain = 7\n' > twice.ini
+printf '[data]\ntrain = 70\n[model]\nhidden = 8\n[ DATA ]\nTrain = 7\n' > twice.ini
 expect 3 "twice.ini:6: \[data\] train is set a second time (first at line 2)" "$DDPTOK" twice.ini prepare
 printf '[train]\nupdates = 010\n' > octal.ini
 expect 3 "updates" "$DDPTOK" octal.ini prepare

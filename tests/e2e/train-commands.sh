@@ -45,6 +45,9 @@ grep -q '"validation"' outputs/evaluate.json || fail "no validation split"
 run evaluate --checkpoint artifacts/checkpoints/step-0003 > ev3.out
 grep -q "step-0003" outputs/evaluate.json || fail "evaluate --checkpoint ignored"
 expect_rc 5 evaluate --checkpoint artifacts/checkpoints/step-0099
+# a resume never rebuilds the corpus: other [data] settings are refused, naming the key
+expect_rc 5 train --resume artifacts/checkpoints/step-0003 --set data.branching=3
+grep -q "data.branching: 4 (corpus) != 3 (configuration)" cmd.err || fail "corpus refusal: $(cat cmd.err)"
 # evaluation needs the checkpoint's model shape and data, not its optimizer settings
 run evaluate --checkpoint artifacts/checkpoints/step-0003 --set train.lr=0.05 > evlr.out \
 	|| fail "evaluate refused a checkpoint trained with another learning rate"
