@@ -8,6 +8,14 @@ fail() { echo "FAIL: $*"; exit 1; }
 S="--set devices.backend=cpu --set data.vocab=64 --set model.embed=16 --set model.hidden=256
    --set model.context=4 --set data.train=128 --set data.max_len=32 --set train.updates=1500
    --set train.stop_at=1400"
+# SIGTERM to $1, then its exit status in $rc
+term_and_wait() {
+	kill -TERM "$1"
+	set +e
+	wait "$1"
+	rc=$?
+	set -e
+}
 # wait until the metrics file $1 holds a line (training has started), at most 60 s
 wait_line() {
 	i=0
@@ -22,11 +30,7 @@ wait_line() {
 "$DDPTOK" "$CONF/tiny.ini" train $S > stop.out 2> stop.err &
 pid=$!
 wait_line outputs/train-stop.jsonl
-kill -TERM "$pid"
-set +e
-wait "$pid"
-rc=$?
-set -e
+term_and_wait "$pid"
 [ "$rc" -eq 8 ] || { cat stop.out stop.err; fail "exit $rc after SIGTERM, expected 8"; }
 grep -q "interrupted by SIGTERM" stop.err || fail "no interruption message: $(cat stop.err)"
 ck=$(sed -n 's/.*continue with --resume \(.*\))$/\1/p' stop.err)
@@ -79,11 +83,7 @@ until grep -q "^== prepare" proto.out 2> /dev/null; do
 	[ "$i" -lt 1200 ] || fail "the protocol never started"
 	sleep 0.05
 done
-kill -TERM "$pid"
-set +e
-wait "$pid"
-rc=$?
-set -e
+term_and_wait "$pid"
 [ "$rc" -eq 8 ] || { cat proto.out proto.err; fail "protocol exit $rc after SIGTERM, expected 8"; }
 grep -q "interrupted by SIGTERM" proto.err || fail "no interruption message: $(cat proto.err)"
 [ ! -e o3/report.md ] || fail "an interrupted protocol wrote a report"
