@@ -23,6 +23,7 @@
 
 #include <jansson.h>
 
+#include "check-run.h"
 #include "ckpt.h"
 #include "digest.h"
 #include "err.h"
@@ -859,9 +860,5 @@ int main(void)
 	tcase_add_test(tc, test_root_given);
 	tcase_add_test(tc, test_sigkill_never_invalid);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s, 0);
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check-run.h"
 #include "coll.h"
 #include "config.h"
 #include "err.h"
@@ -717,9 +718,5 @@ static Suite *config_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(config_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(config_suite(), 0);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check-run.h"
 #include "corpus.h"
 #include "fsx.h"
 
@@ -581,11 +582,5 @@ static Suite *corpus_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(corpus_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(corpus_suite(), 0);
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check-run.h"
 #include "clock.h"
 #include "engine.h"
 #include "norm.h"
@@ -510,9 +511,5 @@ int main(void)
 	tcase_add_test(tc, a_diverged_replica_is_detected);
 	tcase_add_test(tc, device_plan_follows_the_gpus_visible);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, 0);
 }

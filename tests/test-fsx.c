@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check-run.h"
 #include "err.h"
 #include "fsx.h"
 
@@ -327,9 +328,5 @@ int main(void)
 	tcase_add_test(tc, test_writer);
 	tcase_add_test(tc, test_list_and_remove);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s, 0);
 }

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check-run.h"
 #include "clock.h"
 #include "barrier.h"
 #include "coll.h"
@@ -963,23 +964,14 @@ static Suite *gpu_suite(void)
 	return s;
 }
 
-static int run(Suite *s)
-{
-	SRunner *sr = srunner_create(s);
-	srunner_set_fork_status(sr, CK_NOFORK); /* CUDA does not survive fork() */
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed;
-}
-
 int main(void)
 {
 	char why[256] = "";
 	struct err e;
 	err_clear(&e);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (run(hostless_suite()) != 0)
+	/* in this process: CUDA does not survive fork() */
+	if (check_run(hostless_suite(), 1) != EXIT_SUCCESS)
 		return EXIT_FAILURE;
 	if (gpu_device_count(&n_gpus, why, sizeof why, &e) != ERR_OK || n_gpus == 0) {
 		printf("test-gpu: no GPU, skipping the device tests: %s\n", why[0] ? why : e.msg);
@@ -987,5 +979,5 @@ int main(void)
 	}
 	printf("test-gpu: %s\n", why);
 	gpu_env_report(stdout, &e);
-	return run(gpu_suite()) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(gpu_suite(), 1);
 }

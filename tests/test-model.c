@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "check-run.h"
 #include "corpus.h"
 #include "dev.h"
 #include "kmath.h"
@@ -513,9 +514,5 @@ int main(void)
 	tcase_add_test(tc, kmath_matches_libm);
 	tcase_add_test(tc, sgd_follows_pytorch_semantics);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, 0);
 }

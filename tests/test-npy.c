@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check-run.h"
 #include "err.h"
 #include "fsx.h"
 #include "npy.h"
@@ -332,9 +333,5 @@ int main(void)
 	tcase_add_test(tc, test_numpy_loads_it);
 	tcase_add_test(tc, test_strict_reader);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s, 0);
 }

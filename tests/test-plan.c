@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check-run.h"
 #include "corpus.h"
 #include "plan.h"
 
@@ -506,11 +507,5 @@ static Suite *plan_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(plan_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(plan_suite(), 0);
 }

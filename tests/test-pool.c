@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "check-run.h"
 #include "clock.h"
 #include "coll.h"
 #include "pool.h"
@@ -260,9 +261,5 @@ int main(void)
 	tcase_add_test(tc, barrier_publishes_writes_spinning_or_sleeping);
 	tcase_add_test(tc, an_abort_reaches_spinning_waiters);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, 0);
 }

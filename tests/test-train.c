@@ -29,6 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check-run.h"
 #include "app.h"
 #include "ckpt.h"
 #include "config.h"
@@ -1035,9 +1036,5 @@ static Suite *train_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(train_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(train_suite(), 0);
 }
