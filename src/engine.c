@@ -335,9 +335,8 @@ static int window_fn(int rank, void *ctx, void *arg, struct err *e)
 	ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &count, 1, COLL_I64, COLL_SUM, 1, e));
 	ws->N_seen[rank] = count;
 	if (count != w->N)
-		return ERR(e, ERR_DEVICE,
-			   "window %lld: the collective counted %lld supervised tokens, the scheduler "
-			   "%lld", (long long)w->index, (long long)count, (long long)w->N);
+		return ERR(e, ERR_DEVICE, "the collective counted %lld supervised tokens, the "
+			   "scheduler %lld", (long long)count, (long long)w->N);
 	if (count == 0) {
 		/* every rank reaches this branch from the same number: nobody enters the
 		 * gradient collective that the others would skip */

@@ -334,6 +334,32 @@ START_TEST(injected_failure_releases_every_rank)
 }
 END_TEST
 
+START_TEST(a_count_unlike_the_schedulers_stops_every_rank)
+{
+	/* the window's N as the scheduler planned it, off by one: every rank sees the same
+	 * counted total, so every rank refuses it before the gradient collective */
+	struct env v;
+	struct err e;
+	struct window_result res;
+	err_clear(&e);
+	env_open(&v, 3, 2, 1, LAYOUT_PACKED, 0);
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	v.w.N += 1;
+	double t0 = clock_now_s();
+	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e),
+			 ERR_DEVICE);
+	ck_assert_msg(clock_now_s() - t0 < 10.0, "the ranks waited %.1f s", clock_now_s() - t0);
+	ck_assert_msg(strstr(e.msg, "window 1: rank 0: the collective counted"), "%s", e.msg);
+	ck_assert_int_eq(v.eng->updates_done, 0);
+	/* the scheduler's own count is accepted again */
+	v.w.N -= 1;
+	err_clear(&e);
+	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e),
+			 ERR_OK);
+	env_close(&v);
+}
+END_TEST
+
 START_TEST(replicas_stay_identical)
 {
 	struct env v;
@@ -506,6 +532,7 @@ int main(void)
 	tcase_add_test(tc, globally_empty_window_is_declined_by_every_rank);
 	tcase_add_test(tc, locally_empty_rank_still_matches);
 	tcase_add_test(tc, injected_failure_releases_every_rank);
+	tcase_add_test(tc, a_count_unlike_the_schedulers_stops_every_rank);
 	tcase_add_test(tc, replicas_stay_identical);
 	tcase_add_test(tc, runs_are_reproducible_bit_for_bit);
 	tcase_add_test(tc, a_diverged_replica_is_detected);
