@@ -16,17 +16,21 @@ int app_path(char *out, size_t outlen, const char *dir, const char *name, struct
 	return fsx_join(out, outlen, dir, name, e);
 }
 
-int app_outputs_ready(struct app *a, struct err *e)
+int app_dir_ready(const char *dir, const char *key, struct err *e)
 {
-	int rc = fsx_mkdirs(a->outputs, e);
+	int rc = fsx_mkdirs(dir, e);
 	if (rc != ERR_OK) {
-		err_prefix(e, "outputs directory ([run] outputs = %s)", a->outputs);
+		err_prefix(e, "directory %s (%s)", dir, key);
 		return rc;
 	}
-	if (access(a->outputs, W_OK) != 0)
-		return ERR(e, ERR_IO, "outputs directory %s ([run] outputs) is not writable",
-			   a->outputs);
+	if (access(dir, W_OK) != 0)
+		return ERR_ERRNO(e, "directory %s (%s) is not writable", dir, key);
 	return ERR_OK;
+}
+
+int app_outputs_ready(struct app *a, struct err *e)
+{
+	return app_dir_ready(a->outputs, "[run] outputs", e);
 }
 
 int app_corpus(struct app *a, struct corpus *c, struct err *e)

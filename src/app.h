@@ -46,6 +46,9 @@ struct app {
 int app_path(char *out, size_t outlen, const char *dir, const char *name, struct err *e);
 /* Creates the outputs directory (ERR_IO naming it when it cannot be created/written). */
 int app_outputs_ready(struct app *a, struct err *e);
+/* Creates dir (and its parents) if needed and checks that it is writable; `key` names the
+ * setting it comes from in messages. ERR_IO otherwise. */
+int app_dir_ready(const char *dir, const char *key, struct err *e);
 /* Builds the corpus from the settings (deterministic; cheap) into c. */
 int app_corpus(struct app *a, struct corpus *c, struct err *e);
 /* A jansson value (json_t *) as indented text with a final newline (malloc'd, *len bytes);
@@ -66,6 +69,9 @@ int cmd_parity(struct app *a, struct err *e);
 int cmd_exercise(struct app *a, struct err *e);
 int cmd_train(struct app *a, struct err *e);
 int cmd_evaluate(struct app *a, struct err *e);
+struct train_eval;
+/* What cmd_evaluate prints and writes (evaluate.json), for an evaluation already made. */
+int cmd_evaluate_write(struct app *a, const struct train_eval *ev, struct err *e);
 int cmd_checkpoints(struct app *a, struct err *e);
 int cmd_clean(struct app *a, struct err *e);
 int cmd_inspect(struct app *a, struct err *e);

@@ -85,7 +85,7 @@ int cmd_bench(struct app *a, struct err *e)
 	double gflops = tps * flop_per_token * 1e-9;
 	/* the largest GEMM of a microbatch: rows x H x C*D with rows ~ batch * mean length */
 	int rows = a->s.batch_size * (a->s.min_len + a->s.max_len) / 2;
-	double sg = r.eng->backend == DEV_BACKEND_CPU ? sgemm_rate(rows, m->hidden,
+	double sg = r.eng->plan.backend == DEV_BACKEND_CPU ? sgemm_rate(rows, m->hidden,
 								   m->context * m->embed, 0.5)
 						      : 0.0;
 	app_info(a, "bench: %lld supervised tokens in %.3f s: %.0f tokens/s", (long long)tokens,

@@ -285,13 +285,9 @@ static int do_evaluate(struct app *a, struct protocol *p, struct err *e)
 	if (!p->final_ckpt[0])
 		return ERR(e, ERR_CHECK, "nothing to evaluate: the resumed run wrote no final "
 			   "checkpoint");
-	const char *keep = a->o.checkpoint;
-	a->o.checkpoint = p->final_ckpt;
-	int rc = cmd_evaluate(a, e);
-	a->o.checkpoint = keep;
-	if (rc != ERR_OK)
-		return rc;
-	rc = train_evaluate(a, p->final_ckpt, &p->ev, e);
+	int rc = train_evaluate(a, p->final_ckpt, &p->ev, e);
+	if (rc == ERR_OK)
+		rc = cmd_evaluate_write(a, &p->ev, e);
 	p->have_eval = rc == ERR_OK;
 	return rc;
 }

@@ -111,9 +111,15 @@ int cmd_evaluate(struct app *a, struct err *e)
 	int rc;
 	if ((rc = app_outputs_ready(a, e)) || (rc = train_evaluate(a, a->o.checkpoint, &ev, e)))
 		return rc;
-	const struct train_split_eval *sp[2] = {&ev.test, &ev.validation};
+	return cmd_evaluate_write(a, &ev, e);
+}
+
+int cmd_evaluate_write(struct app *a, const struct train_eval *ev, struct err *e)
+{
+	int rc;
+	const struct train_split_eval *sp[2] = {&ev->test, &ev->validation};
 	const char *names[2] = {"test", "validation"};
-	app_info(a, "evaluate: checkpoint %s (step %" PRId64 ")", ev.checkpoint, ev.step);
+	app_info(a, "evaluate: checkpoint %s (step %" PRId64 ")", ev->checkpoint, ev->step);
 	app_info(a, "evaluate: %-10s %9s %9s %10s %9s %9s %14s", "split", "sequences", "tokens",
 		 "loss", "hits", "accuracy", "const. guess");
 	for (int i = 0; i < 2; i++)
@@ -122,10 +128,10 @@ int cmd_evaluate(struct app *a, struct err *e)
 			 sp[i]->accuracy, sp[i]->const_accuracy);
 	app_info(a, "evaluate: loss = global token mean (sum of token losses / supervised tokens); "
 		 "accuracy = argmax == target; the constant guess always predicts id %d, the most "
-		 "frequent training target", ev.const_id);
-	json_t *j = json_pack("{s:s, s:I, s:i, s:o, s:o}", "checkpoint", ev.checkpoint, "step",
-			      (json_int_t)ev.step, "constant_guess_id", ev.const_id, "test",
-			      split_json(&ev.test), "validation", split_json(&ev.validation));
+		 "frequent training target", ev->const_id);
+	json_t *j = json_pack("{s:s, s:I, s:i, s:o, s:o}", "checkpoint", ev->checkpoint, "step",
+			      (json_int_t)ev->step, "constant_guess_id", ev->const_id, "test",
+			      split_json(&ev->test), "validation", split_json(&ev->validation));
 	rc = app_write_json(a, "evaluate.json", j, e);
 	json_decref(j);
 	if (!rc)

@@ -28,7 +28,7 @@ static int replica_init_fn(int rank, void *ctx, void *arg, struct err *e)
 	struct replica *r = ctx;
 	size_t bytes = eng->shape.n_params * sizeof(float);
 	r->rank = rank;
-	if (eng->backend == DEV_BACKEND_CUDA) {
+	if (eng->plan.backend == DEV_BACKEND_CUDA) {
 #if DDPTOK_HAVE_CUDA
 		ERR_TRY(cuda_dev_create(rank, eng->plan.ids[rank], &r->dev, e));
 #else
@@ -146,10 +146,7 @@ static int choose_backend(struct engine *eng, struct err *e)
 	if (eng->s.backend != BACKEND_CPU)
 		ERR_TRY(gpu_device_count(&gpus, why, sizeof why, e));
 #endif
-	ERR_TRY(engine_plan_devices(&eng->s, gpus, why, &eng->plan, e));
-	eng->backend = eng->plan.backend;
-	snprintf(eng->backend_why, sizeof eng->backend_why, "%s", eng->plan.why);
-	return ERR_OK;
+	return engine_plan_devices(&eng->s, gpus, why, &eng->plan, e);
 }
 
 static int create_collective(struct engine *eng, struct err *e)
@@ -229,7 +226,7 @@ void engine_destroy(struct engine *eng)
 
 const char *engine_backend_name(const struct engine *eng)
 {
-	return eng->backend == DEV_BACKEND_CUDA ? "cuda" : "cpu";
+	return eng->plan.backend == DEV_BACKEND_CUDA ? "cuda" : "cpu";
 }
 
 /* ---- state ---- */

@@ -91,9 +91,7 @@ struct engine {
 	struct coll *coll;
 	struct replica rep[PLAN_MAX_WORLD];
 	int world;
-	int backend;        /* enum dev_backend actually used (= plan.backend) */
-	char backend_why[256];
-	struct device_plan plan;
+	struct device_plan plan; /* backend, devices and collective actually used */
 	int64_t updates_done; /* optimizer steps taken (first step: buf = g) */
 	float *host_reduced;  /* n_params, filled with ENGINE_CAPTURE_REDUCED */
 	float *host_local[PLAN_MAX_WORLD];

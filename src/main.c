@@ -34,6 +34,12 @@ enum {
 	OPT_WINDOWS = 1 << 6,
 	OPT_INJECT = 1 << 7,
 	OPT_DRIFT = 1 << 8,
+	OPT_COUNT = 9,
+};
+/* the option of each OPT_* bit, for messages */
+static const char *const opt_names[OPT_COUNT] = {
+	"--dump",   "--resume",  "--continuous",     "--checkpoint",  "--scope",
+	"--dry-run", "--windows", "--inject-failure", "--inject-drift",
 };
 
 static const struct command commands[] = {
@@ -269,15 +275,12 @@ int main(int argc, char **argv)
 		return ERR_USAGE;
 	}
 	if (used & ~cmd->opts) {
-		static const char *const names[] = {"--dump", "--resume", "--continuous",
-						    "--checkpoint", "--scope", "--dry-run",
-						    "--windows", "--inject-failure", "--inject-drift"};
 		unsigned bad = used & ~cmd->opts;
 		int k = 0;
 		while (!(bad & (1u << k)))
 			k++;
 		fprintf(stderr, "ddptok-run: option %s does not apply to '%s' (see --help)\n",
-			names[k], cmd->name);
+			opt_names[k], cmd->name);
 		return ERR_USAGE;
 	}
 	if ((used & OPT_DRIFT) && !strcmp(cmd->name, "train") && !(used & OPT_RESUME)) {

@@ -49,7 +49,7 @@ int run_open_corpus(struct app *a, struct run *r, struct corpus *c, struct err *
 	/* say once per process which backend runs and why (auto may fall back to the CPU) */
 	static int told;
 	if (!told) {
-		app_info(a, "backend: %s; collective %s", r->eng->backend_why,
+		app_info(a, "backend: %s; collective %s", r->eng->plan.why,
 			 r->eng->plan.coll_why);
 		told = 1;
 	}

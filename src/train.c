@@ -12,7 +12,6 @@
 #include "train.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -20,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ckpt.h"
 #include "coll.h"
@@ -131,11 +129,6 @@ double train_max_abs_diff(const float *a, const float *b, size_t n, size_t *n_di
 	if (n_differ)
 		*n_differ = nd;
 	return mx;
-}
-
-static int device_id_of(const struct settings *s, int rank)
-{
-	return s->n_ids ? s->ids[rank] : rank;
 }
 
 /* jansson value -> canonical text with a final newline; consumes j */
@@ -412,11 +405,6 @@ int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c
 	}
 	json_decref(j);
 	j = NULL;
-	if (ck->world > PLAN_MAX_WORLD) {
-		rc = ERR(e, ERR_DATA, "checkpoint %s: state.json: %d ranks (at most %d)", dir,
-			 ck->world, PLAN_MAX_WORLD);
-		goto out;
-	}
 	/* the model's shape: the parameters are read into (and interpreted as) this
 	 * configuration's model */
 	if (checks & (TRAIN_CHECK_SHAPE | TRAIN_CHECK_CONFIG)) {
@@ -653,7 +641,7 @@ int train_checkpoint_write(const struct train_snapshot *s, const char *root, cha
 		char dev[32];
 		snprintf(name, sizeof name, "rank-%d.json", r);
 		snprintf(dev, sizeof dev, "%s:%d", engine_backend_name(eng),
-			 eng->backend == DEV_BACKEND_CUDA ? device_id_of(&a->s, r) : r);
+			 eng->plan.backend == DEV_BACKEND_CUDA ? eng->plan.ids[r] : r);
 		json_t *j = json_pack("{s:i, s:s, s:s, s:n, s:s, s:{s:I, s:I, s:I}}", "rank", r,
 				      "device", dev, "backend", engine_backend_name(eng), "rng",
 				      "rng_note", "none: the ranks draw no random numbers (the sampler "
@@ -835,21 +823,8 @@ static int train_run_held(struct app *a, const struct train_opts *o, struct trai
 	}
 	/* the checkpoint root must be usable before any window is spent: a bad
 	 * run.artifacts found at the first checkpoint would lose the work done so far */
-	if (o->ckpt_root[0] && (rc = fsx_mkdirs(o->ckpt_root, e)) != ERR_OK) {
-		err_prefix(e, "run.artifacts");
+	if (o->ckpt_root[0] && (rc = app_dir_ready(o->ckpt_root, "[run] artifacts", e)))
 		goto out;
-	}
-	if (o->ckpt_root[0]) { /* and writable: a file can be created there */
-		char probe[FSX_PATH_MAX + 64];
-		snprintf(probe, sizeof probe, "%s/.write-probe.%ld", o->ckpt_root, (long)getpid());
-		int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
-		if (fd < 0) {
-			rc = ERR_ERRNO(e, "run.artifacts: cannot write in %s", o->ckpt_root);
-			goto out;
-		}
-		close(fd);
-		unlink(probe);
-	}
 	if (o->metrics_path[0] && t.step < o->stop_at) {
 		if (!(t.metrics = fopen(o->metrics_path, "w"))) {
 			rc = ERR_ERRNO(e, "cannot create %s", o->metrics_path);

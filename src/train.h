@@ -213,8 +213,8 @@ struct train_eval {
 	struct train_split_eval test, validation;
 };
 
-/* Evaluates checkpoint dir (NULL: the newest valid one under <artifacts>/checkpoints),
- * after the same checks as a resume. */
+/* Evaluates checkpoint dir (NULL: the newest valid one of <artifacts>/checkpoints and
+ * continuous), after checking its model shape and data lock against this configuration. */
 int train_evaluate(struct app *a, const char *dir, struct train_eval *ev, struct err *e);
 /* The most frequent supervised target id of a split (ties: the smallest id) and how many
  * supervised positions of `split2` have it as target. */
