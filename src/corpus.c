@@ -492,13 +492,6 @@ int corpus_from_arrays(int n, const int32_t *lengths, const int32_t *prefix,
 
 /* ---- files ----------------------------------------------------------------------- */
 
-int corpus_params_match(const struct corpus_params *p, const struct settings *s)
-{
-	return p->seed == s->seed && p->train_count == s->train_count &&
-	       p->validation_count == s->validation_count && p->test_count == s->test_count &&
-	       p->min_len == s->min_len && p->max_len == s->max_len && p->vocab == s->vocab &&
-	       p->prefix_max == s->prefix_max && p->branching == s->branching;
-}
 
 int corpus_params_diff(const struct corpus_params *p, const struct settings *s, char *out,
 		       size_t cap)
@@ -531,6 +524,11 @@ int corpus_params_diff(const struct corpus_params *p, const struct settings *s, 
 						 f[i].corpus, f[i].config);
 	}
 	return n;
+}
+
+int corpus_params_match(const struct corpus_params *p, const struct settings *s)
+{
+	return corpus_params_diff(p, s, NULL, 0) == 0;
 }
 
 static int save_bin(const struct corpus *c, const char *path, struct err *e)

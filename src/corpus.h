@@ -64,7 +64,7 @@ void corpus_free(struct corpus *c);
 /* Whether a corpus was built with the [data] settings (and seed) of s. */
 int corpus_params_match(const struct corpus_params *p, const struct settings *s);
 /* The keys on which p and s differ, as "data.vocab: 64 (corpus) != 128 (configuration); ..."
- * in out (cap bytes); returns how many. */
+ * in out (cap bytes; out may be NULL when cap is 0); returns how many. */
 int corpus_params_diff(const struct corpus_params *p, const struct settings *s, char *out,
 		       size_t cap);
 static inline int corpus_len(const struct corpus *c, int id)
