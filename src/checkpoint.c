@@ -1,0 +1,495 @@
+/*
+ * checkpoint: the content of a training checkpoint, written and read back (the format is
+ * described in train.h); the atomic file store underneath is runtime/ckpt.h.
+ */
+#include "train.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+#include "coll.h"
+#include "npy.h"
+
+/* jansson value -> canonical text with a final newline; consumes j */
+static int json_text(json_t *j, char **out, size_t *len, const char *what, struct err *e)
+{
+	int rc = app_json_text(j, 1, out, len, what, e);
+	json_decref(j);
+	return rc;
+}
+
+/* ---- reading a checkpoint ----------------------------------------------------------- */
+
+void train_ckpt_free(struct train_ckpt *ck)
+{
+	if (!ck)
+		return;
+	free(ck->params);
+	free(ck->momentum);
+	ck->params = ck->momentum = NULL;
+}
+
+/* Reads a listed file of the checkpoint and parses it as JSON. */
+static int read_json(const char *dir, const char *name, json_t **out, struct err *e)
+{
+	char *buf = NULL;
+	size_t len;
+	json_error_t jerr;
+	int rc = ckpt_read(dir, name, &buf, &len, e);
+	*out = NULL;
+	if (rc)
+		return rc;
+	*out = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	free(buf);
+	if (!*out || !json_is_object(*out)) {
+		json_decref(*out);
+		*out = NULL;
+		return ERR(e, ERR_DATA, "checkpoint %s: %s is not a JSON object (line %d: %s)", dir,
+			   name, jerr.line, jerr.text);
+	}
+	return ERR_OK;
+}
+
+static int get_int(json_t *obj, const char *key, int64_t lo, int64_t *out)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!json_is_integer(v) || json_integer_value(v) < lo)
+		return -1;
+	*out = json_integer_value(v);
+	return 0;
+}
+
+static int read_vector(const char *dir, const char *name, size_t n, float **out, struct err *e)
+{
+	char *buf = NULL;
+	size_t len, shape[NPY_MAX_DIMS], count;
+	enum npy_dtype dt;
+	int ndim;
+	void *data = NULL;
+	int rc = ckpt_read(dir, name, &buf, &len, e);
+	if (rc)
+		return rc;
+	rc = npy_read_from_memory(buf, len, name, &dt, shape, &ndim, &data, e);
+	free(buf);
+	if (rc) {
+		err_prefix(e, "checkpoint %s", dir);
+		return rc;
+	}
+	if (dt != NPY_F32 || ndim != 1) {
+		free(data);
+		return ERR(e, ERR_DATA, "checkpoint %s: %s is not a float32 vector", dir, name);
+	}
+	count = shape[0];
+	if (count != n) {
+		free(data);
+		return ERR(e, ERR_DATA, "checkpoint %s: %s holds %zu values, state.json announces "
+			   "%zu parameters", dir, name, count, n);
+	}
+	*out = data;
+	return ERR_OK;
+}
+
+static int parse_state(const char *dir, json_t *st, struct train_ckpt *ck, struct err *e)
+{
+	json_t *v, *smp, *rng;
+	int64_t world, n;
+	v = json_object_get(st, "format");
+	if (!json_is_string(v) || strcmp(json_string_value(v), TRAIN_STATE_FORMAT) != 0)
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json is not in format %s", dir,
+			   TRAIN_STATE_FORMAT);
+	if (get_int(st, "step", 0, &ck->step) || get_int(st, "updates_done", 0, &ck->updates_done) ||
+	    get_int(st, "world", 1, &world) || get_int(st, "n_params", 1, &n))
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json lacks a valid step, updates_done, "
+			   "world or n_params", dir);
+	if (ck->updates_done > ck->step)
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: %" PRId64 " updates in %" PRId64
+			   " steps", dir, ck->updates_done, ck->step);
+	if (ck->step > TRAIN_MAX_STEP)
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: step %" PRId64 " is past any "
+			   "run's end (train.updates <= %d)", dir, ck->step, TRAIN_MAX_STEP);
+	if (world > PLAN_MAX_WORLD)
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: %" PRId64 " ranks (at most %d)",
+			   dir, world, PLAN_MAX_WORLD);
+	if (n > TRAIN_MAX_PARAMS)
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: %" PRId64 " parameters (at most "
+			   "%lld)", dir, n, (long long)TRAIN_MAX_PARAMS);
+	ck->world = (int)world;
+	ck->n = (size_t)n;
+	smp = json_object_get(st, "sampler");
+	rng = json_object_get(smp, "rng");
+	if (!json_is_object(smp) || !json_is_array(rng) || json_array_size(rng) != 4 ||
+	    get_int(smp, "window_index", 0, &ck->sampler.window_index))
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: no valid sampler state", dir);
+	for (int i = 0; i < 4; i++) {
+		json_t *h = json_array_get(rng, (size_t)i);
+		const char *s = json_string_value(h);
+		char *end;
+		if (!s || strlen(s) != 16 || strspn(s, "0123456789abcdef") != 16)
+			return ERR(e, ERR_DATA, "checkpoint %s: state.json: sampler rng word %d is not "
+				   "16 hex digits", dir, i);
+		errno = 0;
+		ck->sampler.rng[i] = strtoull(s, &end, 16);
+		if (errno || *end)
+			return ERR(e, ERR_DATA, "checkpoint %s: state.json: bad rng word %d", dir, i);
+	}
+	/* xoshiro256** never reaches the all-zero state, and would stay there for ever */
+	if (!(ck->sampler.rng[0] | ck->sampler.rng[1] | ck->sampler.rng[2] | ck->sampler.rng[3]))
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: the sampler rng state is all "
+			   "zero, which no run can reach", dir);
+	if (ck->sampler.window_index != ck->step)
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: window index %" PRId64 " at step %"
+			   PRId64, dir, ck->sampler.window_index, ck->step);
+	v = json_object_get(st, "normalization");
+	ck->normalization = norm_mode_parse(json_string_value(v));
+	if (ck->normalization < 0)
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: unknown normalization", dir);
+	v = json_object_get(st, "backend");
+	snprintf(ck->backend, sizeof ck->backend, "%s",
+		 json_is_string(v) ? json_string_value(v) : "?");
+	v = json_object_get(st, "last_loss");
+	ck->last_loss = json_is_number(v) ? json_number_value(v) : NAN;
+	return ERR_OK;
+}
+
+static int load_config(const char *dir, struct cfg *stored, struct err *e)
+{
+	char *text = NULL, origin[FSX_PATH_MAX + 16];
+	size_t len;
+	struct err sub;
+	int rc;
+	if ((rc = cfg_init(stored, settings_keys, e)))
+		return rc;
+	if ((rc = ckpt_read(dir, "config.ini", &text, &len, e)))
+		return rc;
+	snprintf(origin, sizeof origin, "%s/config.ini", dir);
+	err_clear(&sub);
+	rc = cfg_load_text(stored, text, origin, &sub);
+	free(text);
+	if (rc)
+		return ERR(e, ERR_DATA, "checkpoint %s: its config.ini does not load with this "
+			   "program's keys: %s", dir, sub.msg);
+	return ERR_OK;
+}
+
+int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c,
+		    unsigned checks, struct train_ckpt *ck, struct err *e)
+{
+	struct ckpt_report rep;
+	struct cfg stored;
+	struct model_shape shape;
+	json_t *j = NULL;
+	int have_cfg = 0, rc;
+
+	memset(ck, 0, sizeof *ck);
+	memset(&stored, 0, sizeof stored);
+	snprintf(ck->dir, sizeof ck->dir, "%s", dir);
+	/* 1. the store: manifest, every file's size and digest */
+	rc = ckpt_verify(dir, &rep, e);
+	uint64_t manifest_step = rep.step;
+	ckpt_report_free(&rep);
+	if (rc)
+		return rc;
+
+	/* 2. the configuration it was trained with */
+	rc = load_config(dir, &stored, e);
+	have_cfg = stored.vals != NULL;
+	if (rc)
+		goto out;
+	if ((checks & TRAIN_CHECK_CONFIG) && (checks & TRAIN_CHECK_ANY_NORMALIZATION)) {
+		char assign[96];
+		snprintf(assign, sizeof assign, "train.normalization=%s",
+			 cfg_str(&a->cfg, "train", "normalization"));
+		if ((rc = cfg_set(&stored, assign, e)) != ERR_OK)
+			goto out;
+	}
+	if (checks & TRAIN_CHECK_CONFIG) {
+		char diff[900];
+		int nd = cfg_diff_math(&a->cfg, &stored, diff, sizeof diff);
+		if (nd > 0) {
+			rc = ERR(e, ERR_DATA, "checkpoint %s was trained with another configuration: %d "
+				 "key%s that change%s the math differ%s (current != checkpoint): %s",
+				 dir, nd, nd == 1 ? "" : "s", nd == 1 ? "s" : "", nd == 1 ? "s" : "",
+				 diff);
+			goto out;
+		}
+	}
+
+	/* 3. the data it was trained on */
+	if ((rc = read_json(dir, "data.lock", &j, e)))
+		goto out;
+	{
+		const char *lk = json_string_value(json_object_get(j, "lock"));
+		if (!lk || !digest_is_hex(lk)) {
+			rc = ERR(e, ERR_DATA, "checkpoint %s: data.lock holds no valid \"lock\"", dir);
+			goto out;
+		}
+		memcpy(ck->lock, lk, 65);
+	}
+	json_decref(j);
+	j = NULL;
+	if ((checks & TRAIN_CHECK_DATA) && strcmp(ck->lock, c->lock) != 0) {
+		rc = ERR(e, ERR_DATA, "data lock mismatch: checkpoint %s was trained on data lock "
+			 "%.16s..., the corpus in %s/corpus has %.16s... (the data changed since)", dir,
+			 ck->lock, a->outputs, c->lock);
+		goto out;
+	}
+
+	/* 4. the state */
+	if ((rc = read_json(dir, "state.json", &j, e)) || (rc = parse_state(dir, j, ck, e)))
+		goto out;
+	if ((uint64_t)ck->step != manifest_step) {
+		rc = ERR(e, ERR_DATA, "checkpoint %s: state.json says step %" PRId64 ", its manifest "
+			 "step %" PRIu64, dir, ck->step, manifest_step);
+		goto out;
+	}
+	json_decref(j);
+	j = NULL;
+	/* the model's shape: the parameters are read into (and interpreted as) this
+	 * configuration's model */
+	if (checks & (TRAIN_CHECK_SHAPE | TRAIN_CHECK_CONFIG)) {
+		static const char *const model_keys[][2] = {
+			{"data", "vocab"}, {"model", "context"}, {"model", "embed"}, {"model", "hidden"}};
+		for (size_t k = 0; k < sizeof model_keys / sizeof model_keys[0]; k++) {
+			long long mine = cfg_int(&a->cfg, model_keys[k][0], model_keys[k][1]);
+			long long theirs = cfg_int(&stored, model_keys[k][0], model_keys[k][1]);
+			if (mine != theirs) {
+				rc = ERR(e, ERR_DATA, "checkpoint %s holds a model with %s.%s = %lld, "
+					 "this configuration has %lld", dir, model_keys[k][0],
+					 model_keys[k][1], theirs, mine);
+				goto out;
+			}
+		}
+		model_shape_init(&shape, a->s.vocab, a->s.context, a->s.embed, a->s.hidden);
+		if (ck->n != shape.n_params) {
+			rc = ERR(e, ERR_DATA, "checkpoint %s: %zu parameters, the model of this "
+				 "configuration has %zu", dir, ck->n, shape.n_params);
+			goto out;
+		}
+	}
+	if (checks & TRAIN_CHECK_CONFIG) {
+		if (ck->world != a->s.world) {
+			rc = ERR(e, ERR_DATA, "checkpoint %s holds %d ranks, this configuration has "
+				 "devices.world = %d", dir, ck->world, a->s.world);
+			goto out;
+		}
+	}
+	if ((rc = read_vector(dir, "params.npy", ck->n, &ck->params, e)) ||
+	    (rc = read_vector(dir, "momentum.npy", ck->n, &ck->momentum, e)))
+		goto out;
+	/* a run stops at its first non-finite loss: no checkpoint holds NaN or infinity */
+	for (int v = 0; v < 2; v++) {
+		const float *x = v ? ck->momentum : ck->params;
+		size_t bad = 0, first = 0;
+		for (size_t i = 0; i < ck->n; i++)
+			if (!isfinite(x[i]) && bad++ == 0)
+				first = i;
+		if (bad) {
+			rc = ERR(e, ERR_DATA, "checkpoint %s: %s holds %zu non-finite value%s (the "
+				 "first at index %zu)", dir, v ? "momentum.npy" : "params.npy", bad,
+				 bad == 1 ? "" : "s", first);
+			goto out;
+		}
+	}
+
+	/* 5. the rank parts */
+	for (int r = 0; r < ck->world; r++) {
+		char name[32];
+		int64_t rank;
+		json_t *h;
+		snprintf(name, sizeof name, "rank-%d.json", r);
+		if ((rc = read_json(dir, name, &j, e)))
+			goto out;
+		h = json_object_get(j, "history");
+		if (get_int(j, "rank", 0, &rank) || rank != r || !json_is_object(h) ||
+		    get_int(h, "windows", 0, &ck->hist[r].windows) ||
+		    get_int(h, "sequences", 0, &ck->hist[r].sequences) ||
+		    get_int(h, "tokens", 0, &ck->hist[r].tokens)) {
+			rc = ERR(e, ERR_DATA, "checkpoint %s: %s lacks a valid rank or history", dir,
+				 name);
+			goto out;
+		}
+		/* every rank takes part in every window; what a window holds is bounded */
+		if (ck->hist[r].windows != ck->step ||
+		    ck->hist[r].sequences > ck->step * (int64_t)TRAIN_MAX_WINDOW_SEQUENCES ||
+		    ck->hist[r].tokens > ck->step * (int64_t)TRAIN_MAX_WINDOW_TOKENS) {
+			rc = ERR(e, ERR_DATA, "checkpoint %s: %s: a history of %" PRId64 " windows, %"
+				 PRId64 " sequences, %" PRId64 " tokens does not fit %" PRId64 " steps",
+				 dir, name, ck->hist[r].windows, ck->hist[r].sequences,
+				 ck->hist[r].tokens, ck->step);
+			goto out;
+		}
+		json_decref(j);
+		j = NULL;
+	}
+	rc = ERR_OK;
+out:
+	json_decref(j);
+	if (have_cfg)
+		cfg_free(&stored);
+	if (rc)
+		train_ckpt_free(ck);
+	return rc;
+}
+
+
+/* ---- writing a checkpoint ----------------------------------------------------------- */
+
+static int add_buffer(struct ckpt_writer *w, const char *name, char *buf, size_t len,
+		      struct err *e)
+{
+	int rc = ckpt_add(w, name, buf, len, e);
+	free(buf);
+	return rc;
+}
+
+static int add_json(struct ckpt_writer *w, const char *name, json_t *j, struct err *e)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	int rc = json_text(j, &buf, &len, name, e);
+	if (rc)
+		return rc;
+	return add_buffer(w, name, buf, len, e);
+}
+
+static int add_vector(struct ckpt_writer *w, const char *name, const float *x, size_t n,
+		      struct err *e)
+{
+	void *buf = NULL;
+	size_t len = 0, shape[1] = {n};
+	int rc = npy_write_to_memory(NPY_F32, shape, 1, x, &buf, &len, e);
+	if (rc)
+		return rc;
+	return add_buffer(w, name, buf, len, e);
+}
+
+/* The resolved configuration, with [train] normalization set to the one the snapshot's
+ * windows were trained with (an interactive session may have switched modes): config.ini and
+ * state.json of a checkpoint then always agree, and a resume needs no extra --set. */
+static int add_config(struct ckpt_writer *w, const struct cfg *c, int mode, struct err *e)
+{
+	struct cfg copy = {0};
+	char *buf = NULL;
+	size_t len = 0;
+	int rc;
+
+	if (mode != cfg_enum(c, "train", "normalization")) {
+		char assign[96];
+		snprintf(assign, sizeof assign, "train.normalization=%s", norm_mode_name(mode));
+		if ((rc = cfg_init(&copy, c->keys, e)) != ERR_OK)
+			return rc;
+		for (int i = 0; i < c->n; i++)
+			copy.vals[i] = c->vals[i];
+		if ((rc = cfg_set(&copy, assign, e)) != ERR_OK)
+			goto out;
+		c = &copy;
+	}
+	FILE *f = open_memstream(&buf, &len);
+	if (!f) {
+		rc = ERR_ERRNO(e, "config.ini: cannot open a memory stream");
+		goto out;
+	}
+	int bad = cfg_write(c, f) != 0;
+	if (fclose(f) != 0 || bad) {
+		free(buf);
+		rc = ERR(e, ERR_IO, "config.ini: cannot write the resolved configuration");
+		goto out;
+	}
+	rc = add_buffer(w, "config.ini", buf, len, e);
+out:
+	if (copy.vals)
+		cfg_free(&copy);
+	return rc;
+}
+
+int train_checkpoint_write(const struct train_snapshot *s, const char *root, char *out,
+			   size_t cap, struct err *e)
+{
+	const struct app *a = s->a;
+	const struct engine *eng = s->r->eng;
+	const struct corpus *c = &s->r->corpus;
+	struct ckpt_writer *w = NULL;
+	struct sampler_state ss;
+	int rc;
+
+	sampler_get_state(&s->r->sampler, &ss);
+	json_t *rng = json_array();
+	for (int i = 0; i < 4; i++) {
+		char hex[17];
+		snprintf(hex, sizeof hex, "%016" PRIx64, ss.rng[i]);
+		json_array_append_new(rng, json_string(hex));
+	}
+	json_t *state = json_pack(
+		"{s:s, s:I, s:I, s:{s:o, s:I}, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:o}",
+		"format", TRAIN_STATE_FORMAT, "step", (json_int_t)s->step, "updates_done",
+		(json_int_t)eng->updates_done, "sampler", "rng", rng, "window_index",
+		(json_int_t)ss.window_index, "normalization", norm_mode_name(s->mode), "backend",
+		engine_backend_name(eng), "reduce", coll_op_name(a->s.reduce), "world", eng->world,
+		"accumulation", a->s.accumulation, "batch_size", a->s.batch_size, "n_params",
+		(json_int_t)eng->shape.n_params, "layout", run_layout_json(&eng->shape), "last_loss",
+		s->step > 0 && isfinite(s->last_loss) ? json_real(s->last_loss) : json_null());
+	json_t *lock = json_pack("{s:s, s:i, s:{s:i, s:i, s:i}}", "lock", c->lock,
+				 "corpus_format", CORPUS_FORMAT, "sequences", "train",
+				 c->split_count[SPLIT_TRAIN], "validation",
+				 c->split_count[SPLIT_VALIDATION], "test", c->split_count[SPLIT_TEST]);
+
+	if ((rc = ckpt_begin(root, (uint64_t)s->step, &w, e))) {
+		json_decref(state);
+		json_decref(lock);
+		return rc;
+	}
+	if ((rc = add_vector(w, "params.npy", s->params, eng->shape.n_params, e)) ||
+	    (rc = add_vector(w, "momentum.npy", s->momentum, eng->shape.n_params, e)) ||
+	    (rc = add_config(w, &a->cfg, s->mode, e)))
+		goto fail;
+	rc = add_json(w, "data.lock", lock, e);
+	lock = NULL;
+	if (rc)
+		goto fail;
+	rc = add_json(w, "state.json", state, e);
+	state = NULL;
+	if (rc)
+		goto fail;
+	for (int r = 0; r < eng->world; r++) {
+		char name[32];
+		char dev[32];
+		snprintf(name, sizeof name, "rank-%d.json", r);
+		snprintf(dev, sizeof dev, "%s:%d", engine_backend_name(eng),
+			 eng->plan.backend == DEV_BACKEND_CUDA ? eng->plan.ids[r] : r);
+		json_t *j = json_pack("{s:i, s:s, s:s, s:n, s:s, s:{s:I, s:I, s:I}}", "rank", r,
+				      "device", dev, "backend", engine_backend_name(eng), "rng",
+				      "rng_note", "none: the ranks draw no random numbers (the sampler "
+				      "state in state.json is the run's only generator)", "history",
+				      "windows", (json_int_t)s->hist[r].windows, "sequences",
+				      (json_int_t)s->hist[r].sequences, "tokens",
+				      (json_int_t)s->hist[r].tokens);
+		if ((rc = add_json(w, name, j, e)))
+			goto fail;
+	}
+	struct ckpt_commit_info ci;
+	rc = ckpt_commit_ex(w, &ci, e);
+	w = NULL;
+	if (rc)
+		return rc;
+	if (out && cap)
+		snprintf(out, cap, "%s", ci.path);
+	if (ci.kept[0])
+		app_info(a, "checkpoint: %s was in the way and is not only what the store wrote "
+			 "(%s): kept as %s, not deleted", ci.path, ci.kept_why, ci.kept);
+	if (ci.leftover[0])
+		app_info(a, "checkpoint: the replaced copy %s could not be removed (clean --scope "
+			 "partial removes it)", ci.leftover);
+	app_debug(a, "train: checkpoint %s", ci.path);
+	return ERR_OK;
+fail:
+	json_decref(state);
+	json_decref(lock);
+	ckpt_abort(w);
+	return rc;
+}

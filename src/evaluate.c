@@ -1,0 +1,130 @@
+/*
+ * evaluate: the held-out loss and accuracy of a checkpoint, and the best constant guess
+ * they are compared with.
+ */
+#include "train.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+#include "coll.h"
+#include "npy.h"
+
+int train_const_guess(const struct corpus *c, int split, int split2, int64_t *hits2)
+{
+	int64_t *count = calloc((size_t)c->vocab, sizeof *count);
+	int best = DATA_RESERVED;
+	if (!count) {
+		*hits2 = 0;
+		return -1;
+	}
+	for (int i = c->split_first[split]; i < c->split_first[split] + c->split_count[split]; i++)
+		for (int p = c->offset[i] + c->prefix[i]; p < c->offset[i + 1]; p++)
+			count[c->tokens[p]]++;
+	for (int v = 0; v < c->vocab; v++)
+		if (count[v] > count[best])
+			best = v;
+	*hits2 = 0;
+	for (int i = c->split_first[split2]; i < c->split_first[split2] + c->split_count[split2];
+	     i++)
+		for (int p = c->offset[i] + c->prefix[i]; p < c->offset[i + 1]; p++)
+			*hits2 += c->tokens[p] == best;
+	free(count);
+	return best;
+}
+
+static int eval_split(struct engine *eng, const struct corpus *c, int split, int const_id,
+		      struct train_split_eval *se, struct err *e)
+{
+	int rc = engine_evaluate(eng, split, &se->loss_sum, &se->tokens, &se->hits,
+				 &se->sequences, e);
+	if (rc)
+		return rc;
+	se->loss = se->tokens ? se->loss_sum / (double)se->tokens : NAN;
+	se->accuracy = se->tokens ? (double)se->hits / (double)se->tokens : NAN;
+	se->const_hits = 0;
+	for (int i = c->split_first[split]; i < c->split_first[split] + c->split_count[split]; i++)
+		for (int p = c->offset[i] + c->prefix[i]; p < c->offset[i + 1]; p++)
+			se->const_hits += c->tokens[p] == const_id;
+	se->const_accuracy = se->tokens ? (double)se->const_hits / (double)se->tokens : NAN;
+	return ERR_OK;
+}
+
+int train_evaluate(struct app *a, const char *dir, struct train_eval *ev, struct err *e)
+{
+	struct train_ckpt ck;
+	struct corpus c;
+	struct run r;
+	char root[FSX_PATH_MAX];
+	int rc;
+	int64_t unused;
+
+	memset(ev, 0, sizeof *ev);
+	memset(&ck, 0, sizeof ck);
+	if (!dir) {
+		/* the newest valid checkpoint of the stop/resume runs or of the continuous one
+		 * (the higher step; on a tie the former) */
+		struct err first;
+		int found = 0;
+		err_clear(&first);
+		for (int cont = 0; cont < 2; cont++) {
+			char path[FSX_PATH_MAX];
+			uint64_t step = 0;
+			int skipped = 0;
+			struct err le;
+			err_clear(&le);
+			if ((rc = train_ckpt_root(a, cont, root, sizeof root, e)))
+				return rc;
+			if (ckpt_latest_valid(root, path, sizeof path, &step, &skipped, &le)) {
+				if (!cont)
+					first = le;
+				continue;
+			}
+			if (skipped)
+				app_info(a, "evaluate: %d newer checkpoint%s under %s failed "
+					 "verification and %s skipped (see the checkpoints command)",
+					 skipped, skipped == 1 ? "" : "s", root,
+					 skipped == 1 ? "was" : "were");
+			if (!found || (int64_t)step > ev->step) {
+				snprintf(ev->checkpoint, sizeof ev->checkpoint, "%s", path);
+				ev->step = (int64_t)step;
+				found = 1;
+			}
+		}
+		if (!found)
+			return ERR(e, first.code ? first.code : ERR_DATA, "%s (nor in %s)", first.msg,
+				   root);
+	} else {
+		snprintf(ev->checkpoint, sizeof ev->checkpoint, "%s", dir);
+	}
+	if ((rc = train_corpus(a, 0, &c, e)))
+		return rc;
+	/* evaluation needs the checkpoint's parameters shaped like this configuration's model
+	 * and the same corpus (its data lock); how they were trained does not matter, so the
+	 * optimizer and world keys may differ */
+	if ((rc = train_ckpt_load(a, ev->checkpoint, &c, TRAIN_CHECK_DATA | TRAIN_CHECK_SHAPE, &ck,
+				  e))) {
+		corpus_free(&c);
+		return rc;
+	}
+	ev->step = ck.step;
+	if ((rc = train_open(a, &r, &c, &ck, e)))
+		goto out;
+	ev->const_id = train_const_guess(&r.corpus, SPLIT_TRAIN, SPLIT_TEST, &unused);
+	if (ev->const_id < 0)
+		rc = ERR(e, ERR_DEVICE, "out of memory");
+	if (!rc)
+		rc = eval_split(r.eng, &r.corpus, SPLIT_TEST, ev->const_id, &ev->test, e);
+	if (!rc)
+		rc = eval_split(r.eng, &r.corpus, SPLIT_VALIDATION, ev->const_id, &ev->validation, e);
+	run_close(&r);
+out:
+	train_ckpt_free(&ck);
+	return rc;
+}
