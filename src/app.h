@@ -1,6 +1,6 @@
 /*
  * app: what every command shares: the loaded configuration, the parsed command-line
- * options, the output locations, and helpers to get the corpus and an engine.
+ * options, and the environment (env.h) the commands hand to the core.
  *
  * Commands are functions `int cmd_NAME(struct app *a, struct err *e)` (cmd_*.c) that
  * return an err code; main() turns it into the exit status. They print human-readable
@@ -14,9 +14,10 @@
 #include <stdio.h>
 
 #include "config.h"
-#include "corpus.h"
+#include "env.h"
 #include "err.h"
 #include "settings.h"
+#include "train.h"
 
 struct app_opts {
 	const char *dump_dir;   /* parity --dump DIR */
@@ -34,33 +35,22 @@ struct app_opts {
 struct app {
 	struct cfg cfg;
 	struct settings s;
+	struct env env;        /* what the core gets: points to cfg and s (app_env_init) */
 	const char *config_path;
 	const char *command;
 	struct app_opts o;
-	int tty;               /* stdout is a terminal: live progress lines */
-	char outputs[1024];    /* resolved [run] outputs */
-	char artifacts[1024];  /* resolved [run] artifacts */
+	int progress_open;     /* a progress line is on the terminal, without its newline */
 };
 
-/* path = dir/name (ERR_IO if too long) */
-int app_path(char *out, size_t outlen, const char *dir, const char *name, struct err *e);
-/* Creates the outputs directory (ERR_IO naming it when it cannot be created/written). */
-int app_outputs_ready(struct app *a, struct err *e);
-/* Creates dir (and its parents) if needed and checks that it is writable; `key` names the
- * setting it comes from in messages. ERR_IO otherwise. */
-int app_dir_ready(const char *dir, const char *key, struct err *e);
-/* Builds the corpus from the settings (deterministic; cheap) into c. */
-int app_corpus(struct app *a, struct corpus *c, struct err *e);
-/* A jansson value (json_t *) as indented text with a final newline (malloc'd, *len bytes);
- * sort_keys gives a canonical key order. `what` names it in errors. */
-int app_json_text(const void *json, int sort_keys, char **out, size_t *len, const char *what,
-		  struct err *e);
-/* Writes a jansson object as pretty JSON to outputs/name atomically. */
-struct json_t;
-int app_write_json(struct app *a, const char *name, void *json, struct err *e);
-/* Logging to stdout according to [run] log_level. */
-void app_info(const struct app *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void app_debug(const struct app *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Points a->env to a's configuration and settings; its log prints to stdout ([run]
+ * log_level), with live progress lines when stdout is a terminal; its stop flag is the
+ * one of cli_signals.h; its engines get the --inject-failure option. */
+void app_env_init(struct app *a, int tty);
+/* Ends a progress line left open on the terminal (before anything else is printed). */
+void app_progress_close(struct app *a);
+/* train_opts_for(), with --inject-drift applied to a resumed state. */
+int app_train_opts(struct app *a, enum train_kind kind, const char *resume_dir,
+		   struct train_opts *o, struct err *e);
 
 int cmd_prepare(struct app *a, struct err *e);
 int cmd_check_loss(struct app *a, struct err *e);

@@ -19,7 +19,7 @@
 /* jansson value -> canonical text with a final newline; consumes j */
 static int json_text(json_t *j, char **out, size_t *len, const char *what, struct err *e)
 {
-	int rc = app_json_text(j, 1, out, len, what, e);
+	int rc = env_json_text(j, 1, out, len, what, e);
 	json_decref(j);
 	return rc;
 }
@@ -177,7 +177,7 @@ static int load_config(const char *dir, struct cfg *stored, struct err *e)
 	return ERR_OK;
 }
 
-int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c,
+int train_ckpt_load(const struct env *v, const char *dir, const struct corpus *c,
 		    unsigned checks, struct train_ckpt *ck, struct err *e)
 {
 	struct ckpt_report rep;
@@ -204,13 +204,13 @@ int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c
 	if ((checks & TRAIN_CHECK_CONFIG) && (checks & TRAIN_CHECK_ANY_NORMALIZATION)) {
 		char assign[96];
 		snprintf(assign, sizeof assign, "train.normalization=%s",
-			 cfg_str(&a->cfg, "train", "normalization"));
+			 cfg_str(v->cfg, "train", "normalization"));
 		if ((rc = cfg_set(&stored, assign, e)) != ERR_OK)
 			goto out;
 	}
 	if (checks & TRAIN_CHECK_CONFIG) {
 		char diff[900];
-		int nd = cfg_diff_math(&a->cfg, &stored, diff, sizeof diff);
+		int nd = cfg_diff_math(v->cfg, &stored, diff, sizeof diff);
 		if (nd > 0) {
 			rc = ERR(e, ERR_DATA, "checkpoint %s was trained with another configuration: %d "
 				 "key%s that change%s the math differ%s (current != checkpoint): %s",
@@ -236,7 +236,7 @@ int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c
 	if ((checks & TRAIN_CHECK_DATA) && strcmp(ck->lock, c->lock) != 0) {
 		rc = ERR(e, ERR_DATA, "data lock mismatch: checkpoint %s was trained on data lock "
 			 "%.16s..., the corpus in %s/corpus has %.16s... (the data changed since)", dir,
-			 ck->lock, a->outputs, c->lock);
+			 ck->lock, v->s->outputs, c->lock);
 		goto out;
 	}
 
@@ -256,7 +256,7 @@ int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c
 		static const char *const model_keys[][2] = {
 			{"data", "vocab"}, {"model", "context"}, {"model", "embed"}, {"model", "hidden"}};
 		for (size_t k = 0; k < sizeof model_keys / sizeof model_keys[0]; k++) {
-			long long mine = cfg_int(&a->cfg, model_keys[k][0], model_keys[k][1]);
+			long long mine = cfg_int(v->cfg, model_keys[k][0], model_keys[k][1]);
 			long long theirs = cfg_int(&stored, model_keys[k][0], model_keys[k][1]);
 			if (mine != theirs) {
 				rc = ERR(e, ERR_DATA, "checkpoint %s holds a model with %s.%s = %lld, "
@@ -265,7 +265,7 @@ int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c
 				goto out;
 			}
 		}
-		model_shape_init(&shape, a->s.vocab, a->s.context, a->s.embed, a->s.hidden);
+		model_shape_init(&shape, v->s->vocab, v->s->context, v->s->embed, v->s->hidden);
 		if (ck->n != shape.n_params) {
 			rc = ERR(e, ERR_DATA, "checkpoint %s: %zu parameters, the model of this "
 				 "configuration has %zu", dir, ck->n, shape.n_params);
@@ -273,9 +273,9 @@ int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c
 		}
 	}
 	if (checks & TRAIN_CHECK_CONFIG) {
-		if (ck->world != a->s.world) {
+		if (ck->world != v->s->world) {
 			rc = ERR(e, ERR_DATA, "checkpoint %s holds %d ranks, this configuration has "
-				 "devices.world = %d", dir, ck->world, a->s.world);
+				 "devices.world = %d", dir, ck->world, v->s->world);
 			goto out;
 		}
 	}
@@ -411,7 +411,7 @@ out:
 int train_checkpoint_write(const struct train_snapshot *s, const char *root, char *out,
 			   size_t cap, struct err *e)
 {
-	const struct app *a = s->a;
+	const struct env *v = s->v;
 	const struct engine *eng = s->r->eng;
 	const struct corpus *c = &s->r->corpus;
 	struct ckpt_writer *w = NULL;
@@ -430,8 +430,8 @@ int train_checkpoint_write(const struct train_snapshot *s, const char *root, cha
 		"format", TRAIN_STATE_FORMAT, "step", (json_int_t)s->step, "updates_done",
 		(json_int_t)eng->updates_done, "sampler", "rng", rng, "window_index",
 		(json_int_t)ss.window_index, "normalization", norm_mode_name(s->mode), "backend",
-		engine_backend_name(eng), "reduce", coll_op_name(a->s.reduce), "world", eng->world,
-		"accumulation", a->s.accumulation, "batch_size", a->s.batch_size, "n_params",
+		engine_backend_name(eng), "reduce", coll_op_name(v->s->reduce), "world", eng->world,
+		"accumulation", v->s->accumulation, "batch_size", v->s->batch_size, "n_params",
 		(json_int_t)eng->shape.n_params, "layout", run_layout_json(&eng->shape), "last_loss",
 		s->step > 0 && isfinite(s->last_loss) ? json_real(s->last_loss) : json_null());
 	json_t *lock = json_pack("{s:s, s:i, s:{s:i, s:i, s:i}}", "lock", c->lock,
@@ -446,7 +446,7 @@ int train_checkpoint_write(const struct train_snapshot *s, const char *root, cha
 	}
 	if ((rc = add_vector(w, "params.npy", s->params, eng->shape.n_params, e)) ||
 	    (rc = add_vector(w, "momentum.npy", s->momentum, eng->shape.n_params, e)) ||
-	    (rc = add_config(w, &a->cfg, s->mode, e)))
+	    (rc = add_config(w, v->cfg, s->mode, e)))
 		goto fail;
 	rc = add_json(w, "data.lock", lock, e);
 	lock = NULL;
@@ -480,12 +480,12 @@ int train_checkpoint_write(const struct train_snapshot *s, const char *root, cha
 	if (out && cap)
 		snprintf(out, cap, "%s", ci.path);
 	if (ci.kept[0])
-		app_info(a, "checkpoint: %s was in the way and is not only what the store wrote "
+		env_info(v, "checkpoint: %s was in the way and is not only what the store wrote "
 			 "(%s): kept as %s, not deleted", ci.path, ci.kept_why, ci.kept);
 	if (ci.leftover[0])
-		app_info(a, "checkpoint: the replaced copy %s could not be removed (clean --scope "
+		env_info(v, "checkpoint: the replaced copy %s could not be removed (clean --scope "
 			 "partial removes it)", ci.leftover);
-	app_debug(a, "train: checkpoint %s", ci.path);
+	env_debug(v, "train: checkpoint %s", ci.path);
 	return ERR_OK;
 fail:
 	json_decref(state);

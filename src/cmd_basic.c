@@ -18,11 +18,11 @@ int cmd_prepare(struct app *a, struct err *e)
 	struct corpus c;
 	char dir[2048];
 	int rc;
-	if ((rc = app_outputs_ready(a, e)) != ERR_OK)
+	if ((rc = env_outputs_ready(&a->env, e)) != ERR_OK)
 		return rc;
-	if ((rc = app_path(dir, sizeof dir, a->outputs, "corpus", e)) != ERR_OK)
+	if ((rc = fsx_join(dir, sizeof dir, a->s.outputs, "corpus", e)) != ERR_OK)
 		return rc;
-	if ((rc = app_corpus(a, &c, e)) != ERR_OK)
+	if ((rc = corpus_build(&a->s, &c, e)) != ERR_OK)
 		return rc;
 	/* a corpus the sampler cannot plan windows from (a band holding fewer sequences than
 	 * a window takes) would only be refused by every later command: refuse it here */
@@ -38,11 +38,11 @@ int cmd_prepare(struct app *a, struct err *e)
 		int64_t sup[3] = {0, 0, 0};
 		for (int i = 0; i < c.n; i++)
 			sup[c.split[i]] += corpus_supervised(&c, i);
-		app_info(a, "prepare: %d train, %d validation, %d test sequences; supervised tokens "
+		env_info(&a->env, "prepare: %d train, %d validation, %d test sequences; supervised tokens "
 			 "%lld / %lld / %lld", c.split_count[0], c.split_count[1], c.split_count[2],
 			 (long long)sup[0], (long long)sup[1], (long long)sup[2]);
-		app_info(a, "prepare: data lock %s", c.lock);
-		app_info(a, "prepare: wrote %s/corpus.bin and %s/data.lock", dir, dir);
+		env_info(&a->env, "prepare: data lock %s", c.lock);
+		env_info(&a->env, "prepare: wrote %s/corpus.bin and %s/data.lock", dir, dir);
 	}
 	corpus_free(&c);
 	return rc;
@@ -53,7 +53,7 @@ int cmd_check_loss(struct app *a, struct err *e)
 	const double sums[2] = {12.0, 108.0};
 	const int64_t counts[2] = {12, 36};
 	int rc;
-	if ((rc = app_outputs_ready(a, e)) != ERR_OK)
+	if ((rc = env_outputs_ready(&a->env, e)) != ERR_OK)
 		return rc;
 	/* the same normalization function the trainer uses, under both reduce ops */
 	double mom_avg = norm_window_loss(NORM_MEAN_OF_MEANS, 1, 2, sums, counts);
@@ -61,23 +61,23 @@ int cmd_check_loss(struct app *a, struct err *e)
 	double mom_sum = norm_window_loss(NORM_MEAN_OF_MEANS, 0, 2, sums, counts);
 	double glob_sum = norm_window_loss(NORM_GLOBAL_TOKEN, 0, 2, sums, counts);
 	int ok = mom_avg == 2.0 && glob_avg == 2.5 && mom_sum == 2.0 && glob_sum == 2.5;
-	app_info(a, "check-loss: rank 0: loss sum 12 over 12 tokens; rank 1: 108 over 36");
-	app_info(a, "check-loss: mean of means %g (expected 2), global token mean %g (expected 2.5) "
+	env_info(&a->env, "check-loss: rank 0: loss sum 12 over 12 tokens; rank 1: 108 over 36");
+	env_info(&a->env, "check-loss: mean of means %g (expected 2), global token mean %g (expected 2.5) "
 		 "[reduce avg]", mom_avg, glob_avg);
-	app_info(a, "check-loss: mean of means %g, global token mean %g [reduce sum]", mom_sum,
+	env_info(&a->env, "check-loss: mean of means %g, global token mean %g [reduce sum]", mom_sum,
 		 glob_sum);
 	json_t *j = json_pack("{s:[i,i], s:[f,f], s:f, s:f, s:f, s:f, s:b}", "local_tokens", 12, 36,
 			      "local_loss_sums", 12.0, 108.0, "mean_of_means", mom_avg, "global_mean",
 			      glob_avg, "mean_of_means_reduce_sum", mom_sum, "global_mean_reduce_sum",
 			      glob_sum, "ok", ok);
-	rc = app_write_json(a, "check-loss.json", j, e);
+	rc = env_write_json(&a->env, "check-loss.json", j, e);
 	json_decref(j);
 	if (rc != ERR_OK)
 		return rc;
 	if (!ok)
 		return ERR(e, ERR_CHECK, "check-loss: expected 2 and 2.5, got %g and %g (avg), %g and "
 			   "%g (sum)", mom_avg, glob_avg, mom_sum, glob_sum);
-	app_info(a, "check-loss: ok (written %s/check-loss.json)", a->outputs);
+	env_info(&a->env, "check-loss: ok (written %s/check-loss.json)", a->s.outputs);
 	return ERR_OK;
 }
 
@@ -96,12 +96,12 @@ int cmd_reference(struct app *a, struct err *e)
 	float *grad = NULL;
 	double loss = 0.0;
 	int rc;
-	if ((rc = app_outputs_ready(a, e)) != ERR_OK)
+	if ((rc = env_outputs_ready(&a->env, e)) != ERR_OK)
 		return rc;
-	if ((rc = app_path(dir, sizeof dir, a->outputs, "reference", e)) != ERR_OK ||
+	if ((rc = fsx_join(dir, sizeof dir, a->s.outputs, "reference", e)) != ERR_OK ||
 	    (rc = fsx_mkdirs(dir, e)) != ERR_OK)
 		return rc;
-	if ((rc = run_open(a, &r, e)) != ERR_OK)
+	if ((rc = run_open(&a->env, &r, e)) != ERR_OK)
 		return rc;
 	size_t n = r.eng->shape.n_params;
 	if (!(grad = malloc(n * sizeof(float)))) {
@@ -123,14 +123,14 @@ int cmd_reference(struct app *a, struct err *e)
 			      (json_int_t)n, "file", "reference.npy", "backend",
 			      engine_backend_name(r.eng), "layout", run_layout_json(&r.eng->shape),
 			      "window", (json_t *)parity_window_json(&r.w));
-	rc = app_write_json(a, "reference/reference.json", j, e);
+	rc = env_write_json(&a->env, "reference/reference.json", j, e);
 	json_decref(j);
 	if (rc != ERR_OK)
 		goto out;
-	app_info(a, "reference: window 1, N = %lld supervised tokens, loss %.6f, gradient L2 norm "
+	env_info(&a->env, "reference: window 1, N = %lld supervised tokens, loss %.6f, gradient L2 norm "
 		 "%.6e over %zu components (%s backend)", (long long)r.w.N, loss, norm, n,
 		 engine_backend_name(r.eng));
-	app_info(a, "reference: wrote %s/reference.npy and reference.json", dir);
+	env_info(&a->env, "reference: wrote %s/reference.npy and reference.json", dir);
 out:
 	free(grad);
 	run_close(&r);

@@ -56,16 +56,16 @@ int cmd_bench(struct app *a, struct err *e)
 	int rc;
 	long windows = a->o.windows ? a->o.windows : 20;
 	const long warmup = 2;
-	if ((rc = app_outputs_ready(a, e)) != ERR_OK)
+	if ((rc = env_outputs_ready(&a->env, e)) != ERR_OK)
 		return rc;
-	if ((rc = run_open(a, &r, e)) != ERR_OK)
+	if ((rc = run_open(&a->env, &r, e)) != ERR_OK)
 		return rc;
 	const struct model_shape *m = &r.eng->shape;
 	double flop_per_token = 6.0 * ((double)m->context * m->embed * m->hidden +
 				       (double)m->hidden * m->vocab);
 	int64_t tokens = 0;
 	double seconds = 0.0, coll = 0.0, coll_mean = 0.0;
-	app_info(a, "bench: %s backend, W = %d, plan %s, layout %s, %ld timed windows after %ld "
+	env_info(&a->env, "bench: %s backend, W = %d, plan %s, layout %s, %ld timed windows after %ld "
 		 "warm-up", engine_backend_name(r.eng), a->s.world,
 		 a->s.plan == PLAN_BALANCED ? "balanced" : "length_bands",
 		 a->s.layout == LAYOUT_PADDED ? "padded" : "packed", windows, warmup);
@@ -88,15 +88,15 @@ int cmd_bench(struct app *a, struct err *e)
 	double sg = r.eng->plan.backend == DEV_BACKEND_CPU ? sgemm_rate(rows, m->hidden,
 								   m->context * m->embed, 0.5)
 						      : 0.0;
-	app_info(a, "bench: %lld supervised tokens in %.3f s: %.0f tokens/s", (long long)tokens,
+	env_info(&a->env, "bench: %lld supervised tokens in %.3f s: %.0f tokens/s", (long long)tokens,
 		 seconds, tps);
-	app_info(a, "bench: training math %.1f GFLOP/s (%.2f MFLOP per token)", gflops,
+	env_info(&a->env, "bench: training math %.1f GFLOP/s (%.2f MFLOP per token)", gflops,
 		 flop_per_token * 1e-6);
 	if (sg > 0.0)
-		app_info(a, "bench: one-thread sgemm %.1f GFLOP/s (%d x %d x %d); training reaches "
+		env_info(&a->env, "bench: one-thread sgemm %.1f GFLOP/s (%d x %d x %d); training reaches "
 			 "%.0f%% of W x sgemm", sg, rows, m->hidden, m->context * m->embed,
 			 100.0 * gflops / (a->s.world * sg));
-	app_info(a, "bench: time inside collectives (their barriers included, so waiting for the "
+	env_info(&a->env, "bench: time inside collectives (their barriers included, so waiting for the "
 		 "slowest rank too): %.1f%% of window time on the rank that waits most, %.1f%% on "
 		 "average over ranks", 100.0 * coll / seconds, 100.0 * coll_mean / seconds);
 	json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "backend",
@@ -106,7 +106,7 @@ int cmd_bench(struct app *a, struct err *e)
 			      "train_gflops", gflops, "sgemm_gflops_one_thread", sg,
 			      "fraction_of_w_sgemm", sg > 0 ? gflops / (a->s.world * sg) : 0.0,
 			      "collective_share", coll / seconds, "collective_share_mean", coll_mean / seconds);
-	rc = app_write_json(a, "bench.json", j, e);
+	rc = env_write_json(&a->env, "bench.json", j, e);
 	json_decref(j);
 out:
 	run_close(&r);

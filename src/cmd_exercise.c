@@ -52,7 +52,7 @@ static int run_case(struct app *a, const struct corpus *full, int long_id, int l
 	s.accumulation = 1;
 	s.batch_size = 1;
 	s.max_len = long_len > short_len ? long_len : short_len;
-	if ((rc = engine_create(&s, &c, &eng, e)) != ERR_OK)
+	if ((rc = engine_create(&s, &c, NULL, &eng, e)) != ERR_OK)
 		goto out;
 	if ((rc = window_init(&w, 2, 1, 1, e)) != ERR_OK)
 		goto out;
@@ -110,9 +110,9 @@ int cmd_exercise(struct app *a, struct err *e)
 	struct corpus full;
 	struct exercise_case cases[2];
 	int rc;
-	if ((rc = app_outputs_ready(a, e)) != ERR_OK)
+	if ((rc = env_outputs_ready(&a->env, e)) != ERR_OK)
 		return rc;
-	if ((rc = app_corpus(a, &full, e)) != ERR_OK)
+	if ((rc = corpus_build(&a->s, &full, e)) != ERR_OK)
 		return rc;
 	int longest = 0;
 	for (int i = 0; i < full.split_count[SPLIT_TRAIN]; i++)
@@ -131,18 +131,18 @@ int cmd_exercise(struct app *a, struct err *e)
 	for (int k = 0; k < 2; k++)
 		if ((rc = run_case(a, &full, longest, lens[k], &cases[k], e)) != ERR_OK)
 			goto out;
-	app_info(a, "exercise: prediction with 1 loss per token on rank 0 and 3 on rank 1: "
+	env_info(&a->env, "exercise: prediction with 1 loss per token on rank 0 and 3 on rank 1: "
 		 "%d/%d tokens give 2 and 2; %d/%d tokens give 2 (mean of means) and %.4g (global)",
 		 a->s.ex_short, lens[0], a->s.ex_short, lens[1],
 		 (a->s.ex_short * 1.0 + lens[1] * 3.0) / (a->s.ex_short + lens[1]));
-	app_info(a, "exercise: %-14s %9s %9s %14s %12s %16s %16s", "case", "tokens r0", "tokens r1",
+	env_info(&a->env, "exercise: %-14s %9s %9s %14s %12s %16s %16s", "case", "tokens r0", "tokens r1",
 		 "mean of means", "global mean", "|dgrad| L2", "|dgrad| max");
 	json_t *arr = json_array();
 	for (int k = 0; k < 2; k++) {
 		struct exercise_case *x = &cases[k];
 		char name[32];
 		snprintf(name, sizeof name, "rank1 = %d", lens[k]);
-		app_info(a, "exercise: %-14s %9lld %9lld %14.6f %12.6f %16.6e %16.6e", name,
+		env_info(&a->env, "exercise: %-14s %9lld %9lld %14.6f %12.6f %16.6e %16.6e", name,
 			 (long long)x->tokens[0], (long long)x->tokens[1], x->mean_of_means,
 			 x->global_mean, x->grad_diff_l2, x->grad_diff_max);
 		json_array_append_new(arr, json_pack("{s:[I,I], s:[f,f], s:f, s:f, s:f, s:f, s:f}",
@@ -151,10 +151,10 @@ int cmd_exercise(struct app *a, struct err *e)
 			x->global_mean, "grad_diff_l2", x->grad_diff_l2, "grad_diff_max",
 			x->grad_diff_max, "grad_l2_global_token", x->grad_l2));
 	}
-	app_info(a, "exercise: W stays 2; only N changes. The gap between the two normalizations "
+	env_info(&a->env, "exercise: W stays 2; only N changes. The gap between the two normalizations "
 		 "grows with the token imbalance (zero only when the counts are equal).");
 	json_t *j = json_pack("{s:o}", "cases", arr);
-	rc = app_write_json(a, "exercise.json", j, e);
+	rc = env_write_json(&a->env, "exercise.json", j, e);
 	json_decref(j);
 	if (rc == ERR_OK && cases[0].tokens[0] == cases[0].tokens[1] &&
 	    cases[0].grad_diff_max != 0.0)

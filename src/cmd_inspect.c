@@ -709,13 +709,13 @@ static int do_save(struct inspect *in, int argc, char **argv, struct err *e)
 			   "several normalizations and a checkpoint records one (the trainer runs "
 			   "a single normalization); a session that keeps one mode can be saved");
 	}
-	if ((rc = fsx_join(root, sizeof root, a->artifacts, "inspect", e)) != ERR_OK) {
+	if ((rc = fsx_join(root, sizeof root, a->s.artifacts, "inspect", e)) != ERR_OK) {
 		err_prefix(e, "save");
 		return rc;
 	}
 	DEV(in, engine_get_state(eng, in->cur_p, in->cur_m, e));
 	struct train_snapshot snap = {
-		.a = a, .r = &in->r, .step = in->step, .mode = in->run_mode,
+		.v = &a->env, .r = &in->r, .step = in->step, .mode = in->run_mode,
 		.last_loss = in->last_loss, .hist = in->hist, .params = in->cur_p,
 		.momentum = in->cur_m,
 	};
@@ -969,10 +969,10 @@ static int inspect_open(struct app *a, struct inspect *in, struct err *e)
 	struct corpus c;
 	struct train_ckpt ck;
 	memset(&ck, 0, sizeof ck);
-	if ((rc = train_corpus(a, a->o.resume_dir == NULL, &c, e)) != ERR_OK)
+	if ((rc = train_corpus(&a->env, a->o.resume_dir == NULL, &c, e)) != ERR_OK)
 		return rc;
 	if (a->o.resume_dir) {
-		if ((rc = train_ckpt_load(a, a->o.resume_dir, &c,
+		if ((rc = train_ckpt_load(&a->env, a->o.resume_dir, &c,
 					   TRAIN_CHECK_ALL | TRAIN_CHECK_ANY_NORMALIZATION, &ck, e)) !=
 		    ERR_OK) {
 			corpus_free(&c);
@@ -987,7 +987,7 @@ static int inspect_open(struct app *a, struct inspect *in, struct err *e)
 		in->last_loss = ck.last_loss;
 		memcpy(in->hist, ck.hist, sizeof in->hist);
 	}
-	rc = train_open(a, &in->r, &c, a->o.resume_dir ? &ck : NULL, e); /* takes c */
+	rc = train_open(&a->env, &in->r, &c, a->o.resume_dir ? &ck : NULL, e); /* takes c */
 	train_ckpt_free(&ck);
 	if (rc != ERR_OK)
 		return rc;

@@ -23,94 +23,6 @@
 #include "parity.h"
 #include "run.h"
 
-void parity_compare(const float *g, const float *ref, size_t n, double atol, double rtol,
-		    struct parity_stats *st)
-{
-	memset(st, 0, sizeof *st);
-	st->components = n;
-	st->worst = 0;
-	double worst_excess = -INFINITY;
-	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)g[i] - (double)ref[i]);
-		double lim = atol + rtol * fabs((double)ref[i]);
-		if (!(d <= lim))
-			st->outside++;
-		if (d > st->max_abs || d != d)
-			st->max_abs = d;
-		if (ref[i] != 0.0f) {
-			double rel = d / fabs((double)ref[i]);
-			if (rel > st->max_rel)
-				st->max_rel = rel;
-		}
-		if (d - lim > worst_excess) {
-			worst_excess = d - lim;
-			st->worst = i;
-		}
-	}
-	st->pass = st->outside == 0;
-}
-
-/* Compares `mode`'s factor with global_token's on every microbatch holding tokens: the
- * largest |c / g - 1| (NaN: infinity), and *differ = 1 when some c != g exactly. */
-static double factor_gap_of(int mode, const struct window *w, int reduce_avg, int *differ)
-{
-	double gap = 0.0;
-	*differ = 0;
-	for (int r = 0; r < w->world; r++)
-		for (int m = 0; m < w->micro; m++) {
-			if (w->mb[r][m].tokens == 0)
-				continue;
-			double c = norm_factor(mode, reduce_avg, w->world, w->micro, w->N,
-					       w->rank_tokens[r], w->mb[r][m].tokens);
-			double g = norm_factor(NORM_GLOBAL_TOKEN, reduce_avg, w->world, w->micro, w->N,
-					       w->rank_tokens[r], w->mb[r][m].tokens);
-			double d = fabs(c / g - 1.0);
-			*differ |= c != g;
-			if (!(d <= gap))
-				gap = isnan(d) ? INFINITY : d;
-		}
-	return gap;
-}
-
-int parity_distinguishable(int mode, const struct window *w, int reduce_avg)
-{
-	int differ;
-	factor_gap_of(mode, w, reduce_avg, &differ);
-	return differ;
-}
-
-enum parity_control parity_control_of(int mode, const struct window *w, int reduce_avg,
-				      double *factor_gap)
-{
-	int differ;
-	double gap = factor_gap_of(mode, w, reduce_avg, &differ);
-	if (factor_gap)
-		*factor_gap = gap;
-	if (!differ)
-		return PARITY_SAME;
-	return gap > PARITY_FACTOR_MIN_GAP ? PARITY_DISTINCT : PARITY_MARGINAL;
-}
-
-double parity_effect(const float *g_mode, const float *g_global, size_t n, double atol,
-		     double rtol)
-{
-	double worst = 0.0;
-	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)g_mode[i] - (double)g_global[i]);
-		double lim = atol + rtol * fabs((double)g_global[i]);
-		double ratio = lim > 0 ? d / lim : (d > 0 ? INFINITY : 0.0);
-		if (!(ratio <= worst)) /* NaN counts as the largest effect */
-			worst = isnan(ratio) ? INFINITY : ratio;
-	}
-	return worst;
-}
-
-void *parity_json_number(double x)
-{
-	/* JSON has no NaN or infinity: such an error is written as null rather than lost */
-	return isfinite(x) ? json_real(x) : json_null();
-}
-
 static int dump_vec(const char *dir, const char *name, const float *x, size_t n, struct err *e)
 {
 	char path[2300];
@@ -149,11 +61,11 @@ int cmd_parity(struct app *a, struct err *e)
 	double ref_loss;
 	int rc;
 	json_t *modes = NULL;
-	if ((rc = app_outputs_ready(a, e)) != ERR_OK)
+	if ((rc = env_outputs_ready(&a->env, e)) != ERR_OK)
 		return rc;
 	if (a->o.dump_dir && (rc = fsx_mkdirs(a->o.dump_dir, e)) != ERR_OK)
 		return rc;
-	if ((rc = run_open(a, &r, e)) != ERR_OK)
+	if ((rc = run_open(&a->env, &r, e)) != ERR_OK)
 		return rc;
 	size_t n = r.eng->shape.n_params;
 	int avg = a->s.reduce == COLL_AVG;
@@ -179,12 +91,12 @@ int cmd_parity(struct app *a, struct err *e)
 		    (rc = dump_batches(a, &r, a->o.dump_dir, e)))
 			goto out;
 	}
-	app_info(a, "parity: window 1, W = %d, accumulation %d, reduce %s, plan %s, N = %lld",
+	env_info(&a->env, "parity: window 1, W = %d, accumulation %d, reduce %s, plan %s, N = %lld",
 		 a->s.world, a->s.accumulation, avg ? "avg" : "sum",
 		 a->s.plan == PLAN_BALANCED ? "balanced" : "length_bands", (long long)r.w.N);
 	for (int q = 0; q < a->s.world; q++)
-		app_info(a, "parity:   rank %d: %lld supervised tokens", q, (long long)r.w.rank_tokens[q]);
-	app_info(a, "parity: %-20s %10s %12s %12s %9s  %s", "normalization", "components",
+		env_info(&a->env, "parity:   rank %d: %lld supervised tokens", q, (long long)r.w.rank_tokens[q]);
+	env_info(&a->env, "parity: %-20s %10s %12s %12s %9s  %s", "normalization", "components",
 		 "max abs err", "max rel err", "outside", "result");
 	modes = json_array();
 	int ok = 1;
@@ -224,7 +136,7 @@ int cmd_parity(struct app *a, struct err *e)
 					  : "fail (caught)";
 			ok &= !st.pass;
 		}
-		app_info(a, "parity: %-20s %10zu %12.3e %12.3e %9zu  %s", norm_mode_name(mode),
+		env_info(&a->env, "parity: %-20s %10zu %12.3e %12.3e %9zu  %s", norm_mode_name(mode),
 			 st.components, st.max_abs, st.max_rel, st.outside, verdict);
 		json_array_append_new(modes, json_pack("{s:s, s:I, s:o, s:o, s:I, s:b, s:b, s:b, s:b, "
 						       "s:f, s:f, s:s, s:f}",
@@ -255,42 +167,22 @@ int cmd_parity(struct app *a, struct err *e)
 			      "atol", a->s.atol, "rtol", a->s.rtol, "reference_loss", ref_loss, "window",
 			      parity_window_json(&r.w), "modes", modes, "ok", ok);
 	modes = NULL;
-	rc = app_write_json(a, "parity.json", j, e);
+	rc = env_write_json(&a->env, "parity.json", j, e);
 	json_decref(j);
 	if (rc != ERR_OK)
 		goto out;
 	if (a->o.dump_dir)
-		app_info(a, "parity: dump written to %s (layout.json describes it)", a->o.dump_dir);
+		env_info(&a->env, "parity: dump written to %s (layout.json describes it)", a->o.dump_dir);
 	if (!ok)
 		rc = ERR(e, ERR_CHECK, "parity: the correct normalization must pass and every "
 			 "negative control whose factors differ from it must fail (see "
-			 "%s/parity.json)", a->outputs);
+			 "%s/parity.json)", a->s.outputs);
 	else
-		app_info(a, "parity: ok (written %s/parity.json)", a->outputs);
+		env_info(&a->env, "parity: ok (written %s/parity.json)", a->s.outputs);
 out:
 	json_decref(modes);
 	free(ref);
 	free(global);
 	run_close(&r);
 	return rc;
-}
-
-void *parity_window_json(const struct window *w)
-{
-	json_t *ranks = json_array();
-	for (int r = 0; r < w->world; r++) {
-		json_t *micro = json_array();
-		for (int m = 0; m < w->micro; m++) {
-			json_t *ids = json_array();
-			for (int k = 0; k < w->mb[r][m].n; k++)
-				json_array_append_new(ids, json_integer(w->mb[r][m].ids[k]));
-			json_array_append_new(micro, json_pack("{s:o, s:I}", "ids", ids, "tokens",
-							       (json_int_t)w->mb[r][m].tokens));
-		}
-		json_array_append_new(ranks, json_pack("{s:i, s:I, s:o}", "rank", r, "tokens",
-						       (json_int_t)w->rank_tokens[r], "microbatches",
-						       micro));
-	}
-	return json_pack("{s:I, s:I, s:o}", "index", (json_int_t)w->index, "N", (json_int_t)w->N,
-			 "ranks", ranks);
 }

@@ -28,6 +28,7 @@
 
 #include "clock.h"
 #include "app.h"
+#include "cli_signals.h"
 #include "fsx.h"
 #include "norm.h"
 #include "parity.h"
@@ -76,7 +77,7 @@ static int step(struct protocol *p, struct app *a, const char *name,
 	struct step_log *s = &p->steps[p->nsteps++];
 	struct err local;
 	err_clear(&local);
-	app_info(a, "== %s", name);
+	env_info(&a->env, "== %s", name);
 	double t0 = clock_now_s();
 	s->name = name;
 	p->skipped[0] = '\0';
@@ -84,10 +85,10 @@ static int step(struct protocol *p, struct app *a, const char *name,
 	s->seconds = clock_now_s() - t0;
 	/* a SIGINT / SIGTERM received during a step that is not a training run (those stop
 	 * by themselves, with a checkpoint) stops the protocol once that step is done */
-	int sig = train_signal_received();
+	int sig = cli_signal_received();
 	if (sig && (s->rc == ERR_OK || s->rc == ERR_CHECK))
 		s->rc = ERR(&local, ERR_INTERRUPTED, "interrupted by %s during this step: the "
-			    "protocol stops here (no report is written)", train_signal_name(sig));
+			    "protocol stops here (no report is written)", env_stop_name(sig));
 	snprintf(s->msg, sizeof s->msg, "%.255s", local.msg);
 	if (s->rc == ERR_OK)
 		snprintf(s->skipped, sizeof s->skipped, "%s", p->skipped);
@@ -121,7 +122,7 @@ static int do_reference(struct app *a, struct protocol *p, struct err *e)
 static int do_parity(struct app *a, struct protocol *p, struct err *e)
 {
 	char dir[FSX_PATH_MAX];
-	int rc = app_path(dir, sizeof dir, a->outputs, "parity", e);
+	int rc = fsx_join(dir, sizeof dir, a->s.outputs, "parity", e);
 	if (rc != ERR_OK)
 		return rc;
 	const char *keep = a->o.dump_dir;
@@ -145,7 +146,7 @@ static int do_empty(struct app *a, struct protocol *p, struct err *e)
 	struct window_result res;
 	float *ref = NULL;
 	double loss;
-	int rc = run_open(a, &r, e);
+	int rc = run_open(&a->env, &r, e);
 	if (rc != ERR_OK)
 		return rc;
 	int W = a->s.world, M = a->s.accumulation;
@@ -157,7 +158,7 @@ static int do_empty(struct app *a, struct protocol *p, struct err *e)
 		goto out;
 	p->empty_rejected_all = res.rejected && r.eng->updates_done == 0;
 	p->empty_ranks = W;
-	app_info(a, "empty window: N = 0 -> %s by all %d ranks, %s", res.rejected ? "declined" :
+	env_info(&a->env, "empty window: N = 0 -> %s by all %d ranks, %s", res.rejected ? "declined" :
 		 "ACCEPTED", W, r.eng->updates_done == 0 ? "no update" : "an update was applied");
 	/* locally empty rank: rank 0 gets nothing, the others one sequence per microbatch */
 	if (W > 1) {
@@ -185,7 +186,7 @@ static int do_empty(struct app *a, struct protocol *p, struct err *e)
 		p->local_empty_pass = st.pass;
 		p->local_empty_outside = st.outside;
 		p->local_empty_max_abs = st.max_abs;
-		app_info(a, "empty rank: rank 0 without tokens, N = %lld: %zu components outside "
+		env_info(&a->env, "empty rank: rank 0 without tokens, N = %lld: %zu components outside "
 			 "tolerance, max abs error %.3e -> %s", (long long)r.w.N, st.outside, st.max_abs,
 			 st.pass ? "matches the reference" : "MISMATCH");
 	} else {
@@ -207,10 +208,10 @@ static int train_kind(struct app *a, struct protocol *p, enum train_kind kind, c
 {
 	struct train_opts o;
 	memset(res, 0, sizeof *res); /* the callers free it whatever happens */
-	int rc = train_opts_for(a, kind, resume, &o, e);
+	int rc = app_train_opts(a, kind, resume, &o, e);
 	if (rc != ERR_OK)
 		return rc;
-	rc = train_run(a, &o, res, e);
+	rc = train_run(&a->env, &o, res, e);
 	if (rc == ERR_OK) {
 		p->train_tokens_per_s[kind] = res->tokens_per_s;
 		p->train_seconds[kind] = res->seconds;
@@ -219,7 +220,7 @@ static int train_kind(struct app *a, struct protocol *p, enum train_kind kind, c
 		char empty[64] = "";
 		if (res->skipped)
 			snprintf(empty, sizeof empty, ", %lld empty", (long long)res->skipped);
-		app_info(a, "train (%s): step %lld -> %lld (%lld window%s%s), last loss %.6f, "
+		env_info(&a->env, "train (%s): step %lld -> %lld (%lld window%s%s), last loss %.6f, "
 			 "%.0f supervised tokens/s; checkpoint %s", run_names[kind],
 			 (long long)res->start_step, (long long)res->step,
 			 (long long)(res->step - res->start_step),
@@ -265,7 +266,7 @@ static int do_resume(struct app *a, struct protocol *p, struct err *e)
 	train_max_abs_diff(res.momentum, continuous_res->momentum, res.n, &mom_differ);
 	p->resume_ok = p->resume_bits_differ == 0 && mom_differ == 0 &&
 		       res.step == continuous_res->step;
-	app_info(a, "resume vs continuous at step %lld: max abs difference %g, %zu of %zu parameters "
+	env_info(&a->env, "resume vs continuous at step %lld: max abs difference %g, %zu of %zu parameters "
 		 "differ in any bit, momentum %s -> %s", (long long)res.step, p->resume_max_abs,
 		 p->resume_bits_differ, res.n, mom_differ ? "differs" : "identical",
 		 p->resume_ok ? "bit-identical" : "MISMATCH");
@@ -285,7 +286,7 @@ static int do_evaluate(struct app *a, struct protocol *p, struct err *e)
 	if (!p->final_ckpt[0])
 		return ERR(e, ERR_CHECK, "nothing to evaluate: the resumed run wrote no final "
 			   "checkpoint");
-	int rc = train_evaluate(a, p->final_ckpt, &p->ev, e);
+	int rc = train_evaluate(&a->env, p->final_ckpt, &p->ev, e);
 	if (rc == ERR_OK)
 		rc = cmd_evaluate_write(a, &p->ev, e);
 	p->have_eval = rc == ERR_OK;
@@ -333,7 +334,7 @@ static void figure_skipped(const struct app *a, struct protocol *p, const char *
 	vsnprintf(p->skipped, sizeof p->skipped, fmt, ap);
 	va_end(ap);
 	snprintf(p->figure_msg, sizeof p->figure_msg, "skipped (%s)", p->skipped);
-	app_info(a, "figure: %s", p->figure_msg);
+	env_info(&a->env, "figure: %s", p->figure_msg);
 }
 
 /* tools/plot.py is copied next to the binary by the build. It runs under the python3 found
@@ -368,7 +369,7 @@ static int do_figure(struct app *a, struct protocol *p, struct err *e)
 		if (pid < 0)
 			return ERR_ERRNO(e, "fork");
 		if (pid == 0) {
-			execl(pythons[i], pythons[i], script, a->outputs, (char *)NULL);
+			execl(pythons[i], pythons[i], script, a->s.outputs, (char *)NULL);
 			_exit(127);
 		}
 		int st;
@@ -377,7 +378,7 @@ static int do_figure(struct app *a, struct protocol *p, struct err *e)
 		int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 		if (code == 0) {
 			snprintf(p->figure_msg, sizeof p->figure_msg, "%.400s/figure.png and figure.svg",
-				 a->outputs);
+				 a->s.outputs);
 			return ERR_OK;
 		}
 		if (code == 3) {
@@ -399,7 +400,7 @@ static json_t *load_json(struct app *a, const char *name)
 	char path[FSX_PATH_MAX];
 	struct err e;
 	err_clear(&e);
-	if (app_path(path, sizeof path, a->outputs, name, &e) != ERR_OK)
+	if (fsx_join(path, sizeof path, a->s.outputs, name, &e) != ERR_OK)
 		return NULL;
 	return json_load_file(path, 0, NULL);
 }
@@ -538,7 +539,7 @@ static int write_report(struct app *a, struct protocol *p, struct err *e)
 	fclose(f);
 
 	char path[FSX_PATH_MAX];
-	if ((rc = app_path(path, sizeof path, a->outputs, "report.md", e)) == ERR_OK)
+	if ((rc = fsx_join(path, sizeof path, a->s.outputs, "report.md", e)) == ERR_OK)
 		rc = fsx_write_atomic(path, md, mdlen, e);
 	free(md);
 	if (rc != ERR_OK)
@@ -579,7 +580,7 @@ static int write_report(struct app *a, struct protocol *p, struct err *e)
 			(json_int_t)p->train_steps[k], "seconds", p->train_seconds[k], "tokens_per_s",
 			p->train_tokens_per_s[k]));
 	json_object_set_new(j, "training", tp);
-	rc = app_write_json(a, "report.json", j, e);
+	rc = env_write_json(&a->env, "report.json", j, e);
 	json_decref(j);
 out:
 	json_decref(parity);
@@ -595,7 +596,7 @@ static int remove_old_report(const struct app *a, struct err *e)
 	static const char *const names[] = {"report.md", "report.json", "figure.png", "figure.svg"};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		char path[FSX_PATH_MAX];
-		int rc = app_path(path, sizeof path, a->outputs, names[i], e);
+		int rc = fsx_join(path, sizeof path, a->s.outputs, names[i], e);
 		if (rc != ERR_OK)
 			return rc;
 		if (unlink(path) != 0 && errno != ENOENT)
@@ -609,9 +610,9 @@ int cmd_protocol(struct app *a, struct err *e)
 	struct protocol p;
 	int rc;
 	memset(&p, 0, sizeof p);
-	if ((rc = app_outputs_ready(a, e)) != ERR_OK || (rc = remove_old_report(a, e)) != ERR_OK)
+	if ((rc = env_outputs_ready(&a->env, e)) != ERR_OK || (rc = remove_old_report(a, e)) != ERR_OK)
 		return rc;
-	train_signals_hold(); /* for the whole protocol: see step() */
+	cli_signals_hold(); /* for the whole protocol: see step() */
 	if ((rc = step(&p, a, "prepare", do_prepare, e)) ||
 	    (rc = step(&p, a, "check-loss", do_check_loss, e)) ||
 	    (rc = step(&p, a, "reference", do_reference, e)) ||
@@ -626,14 +627,14 @@ int cmd_protocol(struct app *a, struct err *e)
 		goto out;
 	if ((rc = write_report(a, &p, e)) != ERR_OK)
 		goto out;
-	app_info(a, "== report: %s/report.md and report.json", a->outputs);
+	env_info(&a->env, "== report: %s/report.md and report.json", a->s.outputs);
 	if (p.failed_checks)
 		rc = ERR(e, ERR_CHECK, "%d check%s failed (see %s/report.md)", p.failed_checks,
-			 p.failed_checks == 1 ? "" : "s", a->outputs);
+			 p.failed_checks == 1 ? "" : "s", a->s.outputs);
 	else
-		app_info(a, "protocol: every check passed");
+		env_info(&a->env, "protocol: every check passed");
 out:
-	train_signals_release();
+	cli_signals_release();
 	train_result_free(&p.continuous);
 	return rc;
 }

@@ -109,11 +109,11 @@ static int all_roots(const struct app *a, struct ckpt_roots *rs, struct err *e)
 	rs->n = 0;
 	for (size_t k = 0; k < N_CKPT_DIRS && !rc; k++) {
 		char p[FSX_PATH_MAX];
-		if (!(rc = fsx_join(p, sizeof p, a->artifacts, ckpt_dirs[k], e)))
+		if (!(rc = fsx_join(p, sizeof p, a->s.artifacts, ckpt_dirs[k], e)))
 			rc = add_root(rs, p, ckpt_dirs[k], e);
 	}
-	if (!rc && fsx_is_dir(a->artifacts))
-		rc = find_other_roots(a->artifacts, "", 0, rs, e);
+	if (!rc && fsx_is_dir(a->s.artifacts))
+		rc = find_other_roots(a->s.artifacts, "", 0, rs, e);
 	if (rc) {
 		free(rs->v);
 		rs->v = NULL;
@@ -183,7 +183,7 @@ int cmd_checkpoints(struct app *a, struct err *e)
 
 	if ((rc = all_roots(a, &rs, e)))
 		goto out;
-	printf("checkpoints under %s:\n", a->artifacts);
+	printf("checkpoints under %s:\n", a->s.artifacts);
 	printf("  %-32s %8s %6s %12s  %s\n", "directory", "step", "files", "bytes", "status");
 	for (size_t k = 0; k < rs.n; k++) {
 		struct ckpt_listing l;
@@ -206,7 +206,7 @@ int cmd_checkpoints(struct app *a, struct err *e)
 					struct train_ckpt ck;
 					files = (long long)rep.nfiles;
 					bytes = (long long)rep.total_bytes;
-					if (train_ckpt_load(a, en->path, NULL, 0, &ck, &ve) == ERR_OK) {
+					if (train_ckpt_load(&a->env, en->path, NULL, 0, &ck, &ve) == ERR_OK) {
 						ok = 1;
 						snprintf(status, sizeof status, "ok");
 						if (rep.warning[0])
@@ -271,19 +271,19 @@ int cmd_checkpoints(struct app *a, struct err *e)
 		       n_kept);
 	printf("\n");
 	fflush(stdout);
-	if ((rc = app_outputs_ready(a, e)))
+	if ((rc = env_outputs_ready(&a->env, e)))
 		goto out;
-	json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:o}", "artifacts", a->artifacts, "valid",
+	json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:o}", "artifacts", a->s.artifacts, "valid",
 			      n_ok, "corrupt", n_bad, "partial", n_partial, "kept", n_kept, "entries",
 			      rows);
 	rows = NULL;
-	rc = app_write_json(a, "checkpoints.json", j, e);
+	rc = env_write_json(&a->env, "checkpoints.json", j, e);
 	json_decref(j);
 	if (rc)
 		goto out;
 	if (n_bad)
 		rc = ERR(e, ERR_CHECK, "%d checkpoint%s under %s failed verification (first: %s)", n_bad,
-			 n_bad == 1 ? "" : "s", a->artifacts, first_bad);
+			 n_bad == 1 ? "" : "s", a->s.artifacts, first_bad);
 out:
 	free(rs.v);
 	json_decref(rows);
@@ -525,17 +525,17 @@ static int plan_generated(const struct app *a, char roots[][FSX_PATH_MAX], struc
 	char **names = NULL;
 	size_t count = 0;
 	int rc;
-	if (!fsx_is_dir(a->outputs))
+	if (!fsx_is_dir(a->s.outputs))
 		return ERR_OK;
-	if ((rc = fsx_list_dir(a->outputs, &names, &count, e)))
+	if ((rc = fsx_list_dir(a->s.outputs, &names, &count, e)))
 		return rc;
 	for (size_t i = 0; i < count && !rc; i++) {
 		char q[FSX_PATH_MAX];
 		const struct owned *own = NULL;
 		int in_artifacts = 0;
-		if ((rc = fsx_join(q, sizeof q, a->outputs, names[i], e)))
+		if ((rc = fsx_join(q, sizeof q, a->s.outputs, names[i], e)))
 			break;
-		in_artifacts = holds(q, a->artifacts);
+		in_artifacts = holds(q, a->s.artifacts);
 		for (size_t k = 0; k < N_CKPT_DIRS && !in_artifacts; k++)
 			in_artifacts = holds(q, roots[k]);
 		if (in_artifacts) {
@@ -659,11 +659,11 @@ int cmd_clean(struct app *a, struct err *e)
 		return ERR(e, ERR_USAGE, "clean: --scope must be generated, checkpoints, partial or "
 			   "all, not '%s'", scope);
 	for (size_t k = 0; k < N_CKPT_DIRS; k++)
-		if ((rc = fsx_join(roots[k], sizeof roots[k], a->artifacts, ckpt_dirs[k], e)))
+		if ((rc = fsx_join(roots[k], sizeof roots[k], a->s.artifacts, ckpt_dirs[k], e)))
 			return rc;
-	if (gen && (rc = refuse_dangerous("outputs", a->outputs, e)))
+	if (gen && (rc = refuse_dangerous("outputs", a->s.outputs, e)))
 		return rc;
-	if ((ck || partial) && (rc = refuse_dangerous("artifacts", a->artifacts, e)))
+	if ((ck || partial) && (rc = refuse_dangerous("artifacts", a->s.artifacts, e)))
 		return rc;
 
 	if ((gen && (rc = plan_generated(a, roots, &p, e))) ||

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "app.h"
+#include "cli_signals.h"
 #include "ckpt.h"
 #include "fsx.h"
 #include "train.h"
@@ -39,25 +40,29 @@ int cmd_train(struct app *a, struct err *e)
 	if (a->o.resume_dir && a->o.continuous)
 		return ERR(e, ERR_USAGE, "train: --continuous and --resume exclude each other");
 	kind = a->o.resume_dir ? TRAIN_RESUME : a->o.continuous ? TRAIN_CONTINUOUS : TRAIN_STOP;
-	if ((rc = app_outputs_ready(a, e)) || (rc = train_opts_for(a, kind, a->o.resume_dir, &o, e)))
+	if ((rc = env_outputs_ready(&a->env, e)) || (rc = app_train_opts(a, kind, a->o.resume_dir, &o, e)))
 		return rc;
-	app_info(a, "train: %s run to step %" PRId64 " (W = %d, accumulation %d, batch %d, lr %g, "
+	env_info(&a->env, "train: %s run to step %" PRId64 " (W = %d, accumulation %d, batch %d, lr %g, "
 		 "momentum %g, normalization %s)%s%s", names[kind], o.stop_at, a->s.world,
 		 a->s.accumulation, a->s.batch_size, a->s.lr, a->s.momentum,
 		 norm_mode_name(o.mode), kind == TRAIN_RESUME ? " from " : "",
 		 kind == TRAIN_RESUME ? a->o.resume_dir : "");
-	rc = train_run(a, &o, &res, e);
+	/* held from the start: a signal while the corpus is loaded or the engine starts
+	 * stops the run before its first window, as one during a window does after it */
+	cli_signals_hold();
+	rc = train_run(&a->env, &o, &res, e);
+	cli_signals_release();
 	if (rc != ERR_OK && rc != ERR_INTERRUPTED)
 		return rc;
-	app_info(a, "train: steps %" PRId64 " -> %" PRId64 " (%" PRId64 " updates in total, %" PRId64
+	env_info(&a->env, "train: steps %" PRId64 " -> %" PRId64 " (%" PRId64 " updates in total, %" PRId64
 		 " empty windows skipped), loss %.6f -> %.6f, %" PRId64 " tokens in %.2f s "
 		 "(%.0f tokens/s, %s)", res.start_step, res.step, res.updates_done, res.skipped,
 		 res.first_loss, res.last_loss, res.tokens, res.seconds, res.tokens_per_s,
 		 res.backend);
 	if (res.checkpoint[0])
-		app_info(a, "train: checkpoint %s", res.checkpoint);
+		env_info(&a->env, "train: checkpoint %s", res.checkpoint);
 	if (o.metrics_path[0] && res.step > res.start_step)
-		app_info(a, "train: metrics %s", o.metrics_path);
+		env_info(&a->env, "train: metrics %s", o.metrics_path);
 
 	json_t *hist = json_array();
 	for (int r = 0; r < a->s.world; r++)
@@ -78,7 +83,7 @@ int cmd_train(struct app *a, struct err *e)
 	snprintf(json_name, sizeof json_name, "train-%s.json", names[kind]);
 	struct err we;
 	err_clear(&we);
-	int wrc = app_write_json(a, json_name, j, &we);
+	int wrc = env_write_json(&a->env, json_name, j, &we);
 	json_decref(j);
 	train_result_free(&res);
 	if (rc == ERR_INTERRUPTED)
@@ -108,7 +113,7 @@ int cmd_evaluate(struct app *a, struct err *e)
 {
 	struct train_eval ev;
 	int rc;
-	if ((rc = app_outputs_ready(a, e)) || (rc = train_evaluate(a, a->o.checkpoint, &ev, e)))
+	if ((rc = env_outputs_ready(&a->env, e)) || (rc = train_evaluate(&a->env, a->o.checkpoint, &ev, e)))
 		return rc;
 	return cmd_evaluate_write(a, &ev, e);
 }
@@ -118,22 +123,22 @@ int cmd_evaluate_write(struct app *a, const struct train_eval *ev, struct err *e
 	int rc;
 	const struct train_split_eval *sp[2] = {&ev->test, &ev->validation};
 	const char *names[2] = {"test", "validation"};
-	app_info(a, "evaluate: checkpoint %s (step %" PRId64 ")", ev->checkpoint, ev->step);
-	app_info(a, "evaluate: %-10s %9s %9s %10s %9s %9s %14s", "split", "sequences", "tokens",
+	env_info(&a->env, "evaluate: checkpoint %s (step %" PRId64 ")", ev->checkpoint, ev->step);
+	env_info(&a->env, "evaluate: %-10s %9s %9s %10s %9s %9s %14s", "split", "sequences", "tokens",
 		 "loss", "hits", "accuracy", "const. guess");
 	for (int i = 0; i < 2; i++)
-		app_info(a, "evaluate: %-10s %9" PRId64 " %9" PRId64 " %10.6f %9" PRId64 " %9.4f %14.4f",
+		env_info(&a->env, "evaluate: %-10s %9" PRId64 " %9" PRId64 " %10.6f %9" PRId64 " %9.4f %14.4f",
 			 names[i], sp[i]->sequences, sp[i]->tokens, sp[i]->loss, sp[i]->hits,
 			 sp[i]->accuracy, sp[i]->const_accuracy);
-	app_info(a, "evaluate: loss = global token mean (sum of token losses / supervised tokens); "
+	env_info(&a->env, "evaluate: loss = global token mean (sum of token losses / supervised tokens); "
 		 "accuracy = argmax == target; the constant guess always predicts id %d, the most "
 		 "frequent training target", ev->const_id);
 	json_t *j = json_pack("{s:s, s:I, s:i, s:o, s:o}", "checkpoint", ev->checkpoint, "step",
 			      (json_int_t)ev->step, "constant_guess_id", ev->const_id, "test",
 			      split_json(&ev->test), "validation", split_json(&ev->validation));
-	rc = app_write_json(a, "evaluate.json", j, e);
+	rc = env_write_json(&a->env, "evaluate.json", j, e);
 	json_decref(j);
 	if (!rc)
-		app_info(a, "evaluate: written %s/evaluate.json", a->outputs);
+		env_info(&a->env, "evaluate: written %s/evaluate.json", a->s.outputs);
 	return rc;
 }

@@ -163,8 +163,14 @@ static int create_collective(struct engine *eng, struct err *e)
 	return coll_host_create(eng->world, pool_barrier(eng->pool), count, &eng->coll, e);
 }
 
-int engine_create(const struct settings *s, const struct corpus *c, struct engine **out,
-		  struct err *e)
+void engine_opts_init(struct engine_opts *o)
+{
+	o->inject_rank = -1;
+	o->inject_window = -1;
+}
+
+int engine_create(const struct settings *s, const struct corpus *c,
+		  const struct engine_opts *opts, struct engine **out, struct err *e)
 {
 	struct engine *eng = calloc(1, sizeof *eng);
 	int rc;
@@ -173,8 +179,8 @@ int engine_create(const struct settings *s, const struct corpus *c, struct engin
 	eng->s = *s;
 	eng->corpus = c;
 	eng->world = s->world;
-	eng->inject_rank = -1;
-	eng->inject_window = -1;
+	eng->inject_rank = opts ? opts->inject_rank : -1;
+	eng->inject_window = opts ? opts->inject_window : -1;
 	model_shape_init(&eng->shape, s->vocab, s->context, s->embed, s->hidden);
 	if ((rc = choose_backend(eng, e)) != ERR_OK)
 		goto fail;

@@ -104,8 +104,19 @@ struct engine {
 	int cur_mode, cur_flags;
 };
 
-int engine_create(const struct settings *s, const struct corpus *c, struct engine **out,
-		  struct err *e);
+/* Options of engine_create beyond the settings. */
+struct engine_opts {
+	/* failure injection (tests): rank `inject_rank` fails at window index `inject_window`
+	 * (-1: off) */
+	int inject_rank;
+	int64_t inject_window;
+};
+/* The defaults: no injected failure. */
+void engine_opts_init(struct engine_opts *o);
+
+/* opts may be NULL (the defaults). */
+int engine_create(const struct settings *s, const struct corpus *c,
+		  const struct engine_opts *opts, struct engine **out, struct err *e);
 void engine_destroy(struct engine *eng);
 /* Copies host parameters (and optionally momentum, NULL = zero) to every replica. */
 int engine_set_state(struct engine *eng, const float *params, const float *momentum,

@@ -56,7 +56,7 @@ static int eval_split(struct engine *eng, const struct corpus *c, int split, int
 	return ERR_OK;
 }
 
-int train_evaluate(struct app *a, const char *dir, struct train_eval *ev, struct err *e)
+int train_evaluate(const struct env *v, const char *dir, struct train_eval *ev, struct err *e)
 {
 	struct train_ckpt ck;
 	struct corpus c;
@@ -79,7 +79,7 @@ int train_evaluate(struct app *a, const char *dir, struct train_eval *ev, struct
 			int skipped = 0;
 			struct err le;
 			err_clear(&le);
-			if ((rc = train_ckpt_root(a, cont, root, sizeof root, e)))
+			if ((rc = train_ckpt_root(v, cont, root, sizeof root, e)))
 				return rc;
 			if (ckpt_latest_valid(root, path, sizeof path, &step, &skipped, &le)) {
 				if (!cont)
@@ -87,7 +87,7 @@ int train_evaluate(struct app *a, const char *dir, struct train_eval *ev, struct
 				continue;
 			}
 			if (skipped)
-				app_info(a, "evaluate: %d newer checkpoint%s under %s failed "
+				env_info(v, "evaluate: %d newer checkpoint%s under %s failed "
 					 "verification and %s skipped (see the checkpoints command)",
 					 skipped, skipped == 1 ? "" : "s", root,
 					 skipped == 1 ? "was" : "were");
@@ -103,18 +103,18 @@ int train_evaluate(struct app *a, const char *dir, struct train_eval *ev, struct
 	} else {
 		snprintf(ev->checkpoint, sizeof ev->checkpoint, "%s", dir);
 	}
-	if ((rc = train_corpus(a, 0, &c, e)))
+	if ((rc = train_corpus(v, 0, &c, e)))
 		return rc;
 	/* evaluation needs the checkpoint's parameters shaped like this configuration's model
 	 * and the same corpus (its data lock); how they were trained does not matter, so the
 	 * optimizer and world keys may differ */
-	if ((rc = train_ckpt_load(a, ev->checkpoint, &c, TRAIN_CHECK_DATA | TRAIN_CHECK_SHAPE, &ck,
+	if ((rc = train_ckpt_load(v, ev->checkpoint, &c, TRAIN_CHECK_DATA | TRAIN_CHECK_SHAPE, &ck,
 				  e))) {
 		corpus_free(&c);
 		return rc;
 	}
 	ev->step = ck.step;
-	if ((rc = train_open(a, &r, &c, &ck, e)))
+	if ((rc = train_open(v, &r, &c, &ck, e)))
 		goto out;
 	ev->const_id = train_const_guess(&r.corpus, SPLIT_TRAIN, SPLIT_TEST, &unused);
 	if (ev->const_id < 0)

@@ -303,12 +303,10 @@ int main(int argc, char **argv)
 			 "= %d)", a.o.inject_rank, a.o.inject_window + 1, a.o.inject_rank, a.s.world);
 		goto fail;
 	}
-	snprintf(a.outputs, sizeof a.outputs, "%s", a.s.outputs);
-	snprintf(a.artifacts, sizeof a.artifacts, "%s", a.s.artifacts);
-	a.tty = isatty(STDOUT_FILENO);
+	app_env_init(&a, isatty(STDOUT_FILENO));
 
 	rc = cmd->fn(&a, &e);
-	fflush(stdout);
+	app_progress_close(&a);
 	if (rc != ERR_OK)
 		goto fail;
 	cfg_free(&a.cfg);

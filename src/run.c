@@ -7,49 +7,47 @@
 #include <stdlib.h>
 #include <string.h>
 
-int run_open(struct app *a, struct run *r, struct err *e)
+int run_open(const struct env *v, struct run *r, struct err *e)
 {
 	struct corpus c;
-	int rc = app_corpus(a, &c, e);
+	int rc = corpus_build(v->s, &c, e);
 	if (rc != ERR_OK) {
 		memset(r, 0, sizeof *r);
 		return rc;
 	}
-	return run_open_corpus(a, r, &c, e);
+	return run_open_corpus(v, r, &c, e);
 }
 
-int run_open_corpus(struct app *a, struct run *r, struct corpus *c, struct err *e)
+int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct err *e)
 {
 	int rc;
 	memset(r, 0, sizeof *r);
 	r->corpus = *c; /* moved: the run owns (and frees) it from here on */
 	memset(c, 0, sizeof *c);
 	r->have_corpus = 1;
-	if ((rc = sampler_init(&r->sampler, &r->corpus, &a->s, e)) != ERR_OK) {
+	if ((rc = sampler_init(&r->sampler, &r->corpus, v->s, e)) != ERR_OK) {
 		if (rc == ERR_CONFIG) /* the keys come from this file (and --set) */
-			err_prefix(e, "%s", a->cfg.path);
+			err_prefix(e, "%s", v->cfg->path);
 		goto fail;
 	}
 	r->have_sampler = 1;
-	if ((rc = window_init(&r->w, a->s.world, a->s.accumulation, a->s.batch_size, e)) != ERR_OK)
+	if ((rc = window_init(&r->w, v->s->world, v->s->accumulation, v->s->batch_size, e)) != ERR_OK)
 		goto fail;
 	r->have_window = 1;
-	if ((rc = engine_create(&a->s, &r->corpus, &r->eng, e)) != ERR_OK)
+	if ((rc = engine_create(v->s, &r->corpus, &v->engine, &r->eng, e)) != ERR_OK)
 		goto fail;
-	r->eng->inject_rank = a->o.inject_rank;
-	r->eng->inject_window = a->o.inject_window;
 	r->init_params = malloc(r->eng->shape.n_params * sizeof(float));
 	if (!r->init_params) {
 		rc = ERR(e, ERR_DEVICE, "out of memory");
 		goto fail;
 	}
-	model_init_params(&r->eng->shape, a->s.seed, r->init_params);
+	model_init_params(&r->eng->shape, v->s->seed, r->init_params);
 	if ((rc = engine_set_state(r->eng, r->init_params, NULL, 0, e)) != ERR_OK)
 		goto fail;
 	/* say once per process which backend runs and why (auto may fall back to the CPU) */
 	static int told;
 	if (!told) {
-		app_info(a, "backend: %s; collective %s", r->eng->plan.why,
+		env_info(v, "backend: %s; collective %s", r->eng->plan.why,
 			 r->eng->plan.coll_why);
 		told = 1;
 	}

@@ -6,8 +6,8 @@
 #ifndef DDPTOK_RUN_H
 #define DDPTOK_RUN_H
 
-#include "app.h"
 #include "engine.h"
+#include "env.h"
 #include "plan.h"
 
 struct run {
@@ -19,13 +19,13 @@ struct run {
 	int have_corpus, have_sampler, have_window;
 };
 
-int run_open(struct app *a, struct run *r, struct err *e);
+int run_open(const struct env *v, struct run *r, struct err *e);
 /* Same, on a corpus the caller already has (e.g. loaded from disk): *c is moved into the
  * run (and zeroed), which frees it in run_close, also when opening fails. */
-int run_open_corpus(struct app *a, struct run *r, struct corpus *c, struct err *e);
+int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct err *e);
 void run_close(struct run *r);
-/* Writes a flat parameter-shaped vector as .npy and returns the JSON layout of the
- * tensors (name, shape, offset) for summaries. */
+/* The JSON layout (a json_t * array) of the tensors of a flat parameter-shaped vector:
+ * name, shape, offset and count of each, for summaries. */
 void *run_layout_json(const struct model_shape *m);
 
 #endif

@@ -15,7 +15,6 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,78 +23,14 @@
 #include "coll.h"
 #include "npy.h"
 
-/* ---- signals ------------------------------------------------------------------- */
-
-static volatile sig_atomic_t train_signal; /* 0, or the first signal received */
-static struct sigaction train_dfl_action;   /* SIG_DFL, prepared before installing */
-
-static void train_on_signal(int sig)
-{
-	train_signal = sig;
-	/* the next SIGINT or SIGTERM kills at once (sigaction is async-signal-safe) */
-	sigaction(SIGINT, &train_dfl_action, NULL);
-	sigaction(SIGTERM, &train_dfl_action, NULL);
-}
-
-struct saved_signals {
-	struct sigaction old_int, old_term;
-	int installed;
-};
-
-static struct saved_signals saved_signals; /* what the outermost hold replaced */
-static int signal_depth;                   /* nesting of train_signals_hold() */
-
-void train_signals_hold(void)
-{
-	struct saved_signals *sv = &saved_signals;
-	struct sigaction sa;
-	if (signal_depth++ > 0)
-		return; /* an outer caller (the protocol) holds them: keep its first signal */
-	memset(&train_dfl_action, 0, sizeof train_dfl_action);
-	train_dfl_action.sa_handler = SIG_DFL;
-	sigemptyset(&train_dfl_action.sa_mask);
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = train_on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaddset(&sa.sa_mask, SIGINT);
-	sigaddset(&sa.sa_mask, SIGTERM);
-	sa.sa_flags = SA_RESTART; /* no EINTR in the middle of a checkpoint write */
-	train_signal = 0;
-	sv->installed = sigaction(SIGINT, &sa, &sv->old_int) == 0;
-	if (sv->installed && sigaction(SIGTERM, &sa, &sv->old_term) != 0) {
-		sigaction(SIGINT, &sv->old_int, NULL);
-		sv->installed = 0;
-	}
-}
-
-void train_signals_release(void)
-{
-	struct saved_signals *sv = &saved_signals;
-	if (signal_depth == 0 || --signal_depth > 0 || !sv->installed)
-		return;
-	sigaction(SIGINT, &sv->old_int, NULL);
-	sigaction(SIGTERM, &sv->old_term, NULL);
-	sv->installed = 0;
-}
-
-int train_signal_received(void)
-{
-	return train_signal;
-}
-
-const char *train_signal_name(int sig)
-{
-	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a stop request";
-}
-
 /* ---- small helpers --------------------------------------------------------------- */
 
-int train_ckpt_root(const struct app *a, int continuous, char *out, size_t cap, struct err *e)
+int train_ckpt_root(const struct env *v, int continuous, char *out, size_t cap, struct err *e)
 {
-	return fsx_join(out, cap, a->artifacts, continuous ? "continuous" : "checkpoints", e);
+	return fsx_join(out, cap, v->s->artifacts, continuous ? "continuous" : "checkpoints", e);
 }
 
-int train_opts_for(const struct app *a, enum train_kind kind, const char *resume_dir,
+int train_opts_for(const struct env *v, enum train_kind kind, const char *resume_dir,
 		   struct train_opts *o, struct err *e)
 {
 	static const char *metrics[] = {"train-stop.jsonl", "train-continuous.jsonl",
@@ -104,15 +39,14 @@ int train_opts_for(const struct app *a, enum train_kind kind, const char *resume
 	memset(o, 0, sizeof *o);
 	if (kind == TRAIN_RESUME && !resume_dir)
 		return ERR(e, ERR_USAGE, "a resumed run needs a checkpoint directory");
-	o->stop_at = kind == TRAIN_STOP ? a->s.stop_at : a->s.updates;
+	o->stop_at = kind == TRAIN_STOP ? v->s->stop_at : v->s->updates;
 	o->resume_dir = kind == TRAIN_RESUME ? resume_dir : NULL;
-	o->checkpoint_every = a->s.checkpoint_every;
-	o->mode = a->s.normalization;
-	o->progress = a->tty && a->s.log_level >= 1;
-	if ((rc = train_ckpt_root(a, kind == TRAIN_CONTINUOUS, o->ckpt_root, sizeof o->ckpt_root,
+	o->checkpoint_every = v->s->checkpoint_every;
+	o->mode = v->s->normalization;
+	if ((rc = train_ckpt_root(v, kind == TRAIN_CONTINUOUS, o->ckpt_root, sizeof o->ckpt_root,
 				  e)))
 		return rc;
-	return fsx_join(o->metrics_path, sizeof o->metrics_path, a->outputs, metrics[kind], e);
+	return fsx_join(o->metrics_path, sizeof o->metrics_path, v->s->outputs, metrics[kind], e);
 }
 
 double train_max_abs_diff(const float *a, const float *b, size_t n, size_t *n_differ)
@@ -133,12 +67,12 @@ double train_max_abs_diff(const float *a, const float *b, size_t n, size_t *n_di
 
 /* ---- the corpus ------------------------------------------------------------------- */
 
-int train_corpus(struct app *a, int rebuild, struct corpus *c, struct err *e)
+int train_corpus(const struct env *v, int rebuild, struct corpus *c, struct err *e)
 {
 	char dir[FSX_PATH_MAX], bin[FSX_PATH_MAX];
 	int rc;
 	memset(c, 0, sizeof *c);
-	if ((rc = app_outputs_ready(a, e)) || (rc = fsx_join(dir, sizeof dir, a->outputs, "corpus", e)) ||
+	if ((rc = env_outputs_ready(v, e)) || (rc = fsx_join(dir, sizeof dir, v->s->outputs, "corpus", e)) ||
 	    (rc = fsx_join(bin, sizeof bin, dir, "corpus.bin", e)))
 		return rc;
 	if (fsx_exists(bin)) {
@@ -146,11 +80,11 @@ int train_corpus(struct app *a, int rebuild, struct corpus *c, struct err *e)
 			err_prefix(e, "prepared corpus %s (run `prepare` to rebuild it)", dir);
 			return rc;
 		}
-		if (corpus_params_match(&c->params, &a->s))
+		if (corpus_params_match(&c->params, v->s))
 			return ERR_OK;
 		if (!rebuild) { /* the corpus a checkpoint was trained on may not be replaced */
 			char diff[700];
-			corpus_params_diff(&c->params, &a->s, diff, sizeof diff);
+			corpus_params_diff(&c->params, v->s, diff, sizeof diff);
 			rc = ERR(e, ERR_DATA, "prepared corpus %s was built with other settings than "
 				 "this run's: %s; run with the configuration it was built from (a "
 				 "checkpoint needs the corpus it was trained on), or `prepare` again", dir,
@@ -158,23 +92,23 @@ int train_corpus(struct app *a, int rebuild, struct corpus *c, struct err *e)
 			corpus_free(c);
 			return rc;
 		}
-		app_info(a, "train: %s was prepared with other [data] settings: rebuilding it", dir);
+		env_info(v, "train: %s was prepared with other [data] settings: rebuilding it", dir);
 		corpus_free(c);
 	}
-	if ((rc = corpus_build(&a->s, c, e)))
+	if ((rc = corpus_build(v->s, c, e)))
 		return rc;
-	if ((rc = corpus_save(c, &a->s, dir, e))) {
+	if ((rc = corpus_save(c, v->s, dir, e))) {
 		corpus_free(c);
 		return rc;
 	}
-	app_info(a, "train: corpus prepared in %s (data lock %.16s...)", dir, c->lock);
+	env_info(v, "train: corpus prepared in %s (data lock %.16s...)", dir, c->lock);
 	return ERR_OK;
 }
 
-int train_open(struct app *a, struct run *r, struct corpus *c, const struct train_ckpt *ck,
+int train_open(const struct env *v, struct run *r, struct corpus *c, const struct train_ckpt *ck,
 	       struct err *e)
 {
-	int rc = run_open_corpus(a, r, c, e);
+	int rc = run_open_corpus(v, r, c, e);
 	if (rc || !ck)
 		return rc;
 	if ((rc = engine_set_state(r->eng, ck->params, ck->momentum, ck->updates_done, e))) {
@@ -186,7 +120,7 @@ int train_open(struct app *a, struct run *r, struct corpus *c, const struct trai
 }
 
 struct trainer {
-	struct app *a;
+	const struct env *v;
 	const struct train_opts *o;
 	struct run r;
 	int64_t step;
@@ -201,7 +135,7 @@ struct trainer {
 static int write_checkpoint(struct trainer *t, char *out, size_t cap, struct err *e)
 {
 	struct train_snapshot s = {
-		.a = t->a, .r = &t->r, .step = t->step, .mode = t->o->mode,
+		.v = t->v, .r = &t->r, .step = t->step, .mode = t->o->mode,
 		.last_loss = t->last_loss, .hist = t->hist, .params = t->params,
 		.momentum = t->momentum,
 	};
@@ -274,7 +208,7 @@ void train_result_free(struct train_result *r)
 	r->params = r->momentum = NULL;
 }
 
-static int train_run_held(struct app *a, const struct train_opts *o, struct train_result *res,
+static int train_run_held(const struct env *v, const struct train_opts *o, struct train_result *res,
 			  struct err *e)
 {
 	struct trainer t;
@@ -287,16 +221,16 @@ static int train_run_held(struct app *a, const struct train_opts *o, struct trai
 	memset(&t, 0, sizeof t);
 	memset(&ck, 0, sizeof ck);
 	res->first_loss = res->last_loss = NAN;
-	t.a = a;
+	t.v = v;
 	t.o = o;
 	t.last_loss = NAN;
 	t.last_ckpt_step = -1;
 	if (o->stop_at < 1)
 		return ERR(e, ERR_USAGE, "train: nothing to run up to step %" PRId64, o->stop_at);
-	if ((rc = train_corpus(a, o->resume_dir == NULL, &c, e)))
+	if ((rc = train_corpus(v, o->resume_dir == NULL, &c, e)))
 		return rc;
 	if (o->resume_dir) {
-		if ((rc = train_ckpt_load(a, o->resume_dir, &c, TRAIN_CHECK_ALL, &ck, e)))
+		if ((rc = train_ckpt_load(v, o->resume_dir, &c, TRAIN_CHECK_ALL, &ck, e)))
 			goto out_corpus;
 		if (ck.normalization != o->mode) {
 			rc = ERR(e, ERR_DATA, "checkpoint %s was trained with normalization %s, this run "
@@ -313,21 +247,14 @@ static int train_run_held(struct app *a, const struct train_opts *o, struct trai
 			goto out_corpus;
 		}
 	}
-	if (o->resume_dir && a->o.inject_drift && ck.n > 0) {
-		/* testing aid: the smallest change there is, which the resume check must see */
-		uint32_t bits;
-		memcpy(&bits, &ck.params[0], 4);
-		bits ^= 1u;
-		memcpy(&ck.params[0], &bits, 4);
-		app_info(a, "train: --inject-drift: parameter 0 of the resumed state has its last "
-			 "bit flipped");
-	}
-	if ((rc = train_open(a, &t.r, &c, o->resume_dir ? &ck : NULL, e)))
+	if (o->resume_dir && o->on_resume)
+		o->on_resume(o->on_resume_arg, &ck);
+	if ((rc = train_open(v, &t.r, &c, o->resume_dir ? &ck : NULL, e)))
 		goto out;
 	have_run = 1;
 	if (o->resume_dir) {
 		if (strcmp(ck.backend, engine_backend_name(t.r.eng)) != 0)
-			app_info(a, "train: note: checkpoint written by the %s backend, continuing on %s "
+			env_info(v, "train: note: checkpoint written by the %s backend, continuing on %s "
 				 "(bit-exact equality holds only on one backend)", ck.backend,
 				 engine_backend_name(t.r.eng));
 		t.step = ck.step;
@@ -346,7 +273,7 @@ static int train_run_held(struct app *a, const struct train_opts *o, struct trai
 	}
 	/* the checkpoint root must be usable before any window is spent: a bad
 	 * run.artifacts found at the first checkpoint would lose the work done so far */
-	if (o->ckpt_root[0] && (rc = app_dir_ready(o->ckpt_root, "[run] artifacts", e)))
+	if (o->ckpt_root[0] && (rc = env_dir_ready(o->ckpt_root, "[run] artifacts", e)))
 		goto out;
 	if (o->metrics_path[0] && t.step < o->stop_at) {
 		if (!(t.metrics = fopen(o->metrics_path, "w"))) {
@@ -365,13 +292,13 @@ static int train_run_held(struct app *a, const struct train_opts *o, struct trai
 		if (is_ckpt_step(o, t.step + 1))
 			flags |= ENGINE_CHECK_REPLICAS;
 #endif
-		if (train_signal)
+		if (env_stop_requested(v))
 			break;
 		if ((rc = sampler_next(&t.r.sampler, &t.r.w, e)))
 			goto out;
 		if ((rc = engine_window(t.r.eng, &t.r.w, o->mode, flags, &wr, e)))
 			goto out;
-		if (wr.rejected && a->s.empty_window == EMPTY_ERROR) {
+		if (wr.rejected && v->s->empty_window == EMPTY_ERROR) {
 			rc = ERR(e, ERR_EMPTY, "window %" PRId64 " (step %" PRId64 ") has no supervised "
 				 "token on any rank; train.empty_window = error (set it to skip to step "
 				 "over such windows)", t.r.w.index + 1, t.step + 1);
@@ -391,25 +318,20 @@ static int train_run_held(struct app *a, const struct train_opts *o, struct trai
 		}
 		if (t.metrics && (rc = write_metrics(&t, &t.r.w, &wr, e)))
 			goto out;
-		if (o->progress) {
-			printf("\rtrain: step %" PRId64 "/%" PRId64 "  loss %.4f  N %" PRId64
-			       "  %.0f tokens/s   ", t.step, o->stop_at, t.last_loss, wr.N,
-			       wr.seconds > 0 ? wr.N / wr.seconds : 0.0);
-			fflush(stdout);
-			progress_shown = 1;
-		}
+		env_progress(v, "train: step %" PRId64 "/%" PRId64 "  loss %.4f  N %" PRId64
+			     "  %.0f tokens/s", t.step, o->stop_at, t.last_loss, wr.N,
+			     wr.seconds > 0 ? wr.N / wr.seconds : 0.0);
+		progress_shown = 1;
 		if (o->on_window && o->on_window(o->on_window_arg, t.step, &wr))
 			break;
-		if (t.step < o->stop_at && is_ckpt_step(o, t.step) && !train_signal) {
+		if (t.step < o->stop_at && is_ckpt_step(o, t.step) && !env_stop_requested(v)) {
 			if ((rc = write_checkpoint(&t, res->checkpoint, sizeof res->checkpoint, e)))
 				goto out;
 			res->checkpoints_written++;
 		}
 	}
-	if (progress_shown) {
-		putchar('\n');
-		fflush(stdout);
-	}
+	if (progress_shown)
+		env_progress_end(v);
 	/* the final (or interrupting) checkpoint, unless this step is already on disk */
 	if (o->ckpt_root[0] && t.step != t.last_ckpt_step && t.step > 0) {
 		if ((rc = write_checkpoint(&t, res->checkpoint, sizeof res->checkpoint, e)))
@@ -419,9 +341,9 @@ static int train_run_held(struct app *a, const struct train_opts *o, struct trai
 	/* a signal counts even when it arrived in the last window or while the final
 	 * checkpoint was written: the run is then complete, but the caller (the protocol)
 	 * must stop rather than go on to its next step */
-	if (t.step < o->stop_at || train_signal) {
+	if (t.step < o->stop_at || env_stop_requested(v)) {
 		res->interrupted = 1;
-		why = train_signal_name(train_signal);
+		why = env_stop_name(env_stop_requested(v));
 	}
 	res->params = malloc(res->n * sizeof(float));
 	res->momentum = malloc(res->n * sizeof(float));
@@ -469,13 +391,8 @@ out_corpus:
 	return rc;
 }
 
-int train_run(struct app *a, const struct train_opts *o, struct train_result *res,
+int train_run(const struct env *v, const struct train_opts *o, struct train_result *res,
 	      struct err *e)
 {
-	/* held from the start: a signal while the corpus is loaded or the engine starts
-	 * stops the run before its first window, as one during a window does after it */
-	train_signals_hold();
-	int rc = train_run_held(a, o, res, e);
-	train_signals_release();
-	return rc;
+	return train_run_held(v, o, res, e);
 }

@@ -8,9 +8,9 @@
  * run stops with ERR_EMPTY naming the window.
  *
  * train_run() runs from step 0 (or from a checkpoint) up to opts.stop_at and writes a
- * checkpoint there, plus one every [train] checkpoint_every steps, plus one when SIGINT or
- * SIGTERM arrives (the current window is finished first; the run then returns
- * ERR_INTERRUPTED; a second signal kills the process at once). Checkpoints are taken
+ * checkpoint there, plus one every [train] checkpoint_every steps, plus one when the env's
+ * stop flag is raised (the driver's signal handler raises it; the current window is
+ * finished first; the run then returns ERR_INTERRUPTED). Checkpoints are taken
  * between windows, while no device thread runs, through the runtime's atomic store
  * (runtime/ckpt.h). A checkpoint step-NNNN holds:
  *
@@ -41,8 +41,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "app.h"
 #include "engine.h"
+#include "env.h"
 #include "fsx.h"
 #include "plan.h"
 #include "run.h"
@@ -63,24 +63,29 @@ enum train_kind {
 	TRAIN_RESUME,     /* checkpoint -> [train] updates into <artifacts>/checkpoints */
 };
 
+struct train_ckpt;
+
 struct train_opts {
 	int64_t stop_at;            /* stop (and checkpoint) after this many steps in total */
 	const char *resume_dir;     /* NULL: start from the seeded initial parameters */
 	char ckpt_root[FSX_PATH_MAX];    /* "" : write no checkpoint at all */
 	char metrics_path[FSX_PATH_MAX]; /* "" : no metrics file (JSONL, one line per window) */
 	int checkpoint_every;       /* extra checkpoints every n steps (0: none) */
-	int progress;               /* a live "\r" progress line on stdout */
 	int mode;                   /* normalization (enum norm_mode) */
 	/* called after every window (may be NULL); a non-zero return stops the run with that
 	 * code after checkpointing, like a signal would (tests use it) */
 	int (*on_window)(void *arg, int64_t step, const struct window_result *wr);
 	void *on_window_arg;
+	/* called on the state loaded from resume_dir before the run starts from it (may be
+	 * NULL; a testing aid alters it there) */
+	void (*on_resume)(void *arg, struct train_ckpt *ck);
+	void *on_resume_arg;
 };
 
 /* Fills o for one of the three runs from the settings: stop_at, checkpoint root, metrics
  * file (<outputs>/train-stop.jsonl, train-continuous.jsonl, train-resume.jsonl),
- * checkpoint_every, mode, progress (when stdout is a terminal and log_level >= info). */
-int train_opts_for(const struct app *a, enum train_kind kind, const char *resume_dir,
+ * checkpoint_every, mode. */
+int train_opts_for(const struct env *v, enum train_kind kind, const char *resume_dir,
 		   struct train_opts *o, struct err *e);
 
 struct train_history {
@@ -96,7 +101,7 @@ void train_history_add(struct train_history *hist, const struct window *w);
 /* What a checkpoint records, as held by whoever ran the windows (the trainer, or an
  * inspect session that stepped them itself). */
 struct train_snapshot {
-	const struct app *a;     /* settings, and the resolved configuration for config.ini */
+	const struct env *v;     /* settings, and the resolved configuration for config.ini */
 	const struct run *r;     /* engine (shape, world, backend, updates_done), sampler, corpus */
 	int64_t step;            /* steps done, rejected windows included */
 	int mode;                /* the normalization every window used (enum norm_mode) */
@@ -126,7 +131,7 @@ struct train_result {
 	int64_t tokens;       /* supervised tokens processed in this run */
 	double tokens_per_s;
 	double first_loss, last_loss; /* global token means of the first and last window */
-	int interrupted;      /* stopped early by a signal (or on_window) */
+	int interrupted;      /* stopped early by the stop flag (or on_window) */
 	char backend[16];
 	struct train_history hist[PLAN_MAX_WORLD];
 };
@@ -134,17 +139,7 @@ struct train_result {
 /* Runs the training described by o. On ERR_INTERRUPTED res is filled as for a normal end
  * (res->checkpoint names the checkpoint just written). On other errors res holds nothing
  * to free beyond what train_result_free releases. */
-/* SIGINT / SIGTERM while held: the first one is recorded (and the next one kills at once,
- * the default action); train_run holds them for its whole run and stops at the next window
- * boundary with a checkpoint. Holds nest: an outer holder (the protocol) keeps the first
- * signal across several runs and checks it between its steps. */
-void train_signals_hold(void);
-void train_signals_release(void);
-/* The first signal received while held (SIGINT or SIGTERM), or 0. */
-int train_signal_received(void);
-const char *train_signal_name(int sig);
-
-int train_run(struct app *a, const struct train_opts *o, struct train_result *res,
+int train_run(const struct env *v, const struct train_opts *o, struct train_result *res,
 	      struct err *e);
 void train_result_free(struct train_result *r);
 
@@ -152,7 +147,7 @@ void train_result_free(struct train_result *r);
  * it is missing it is built from the configuration and saved first. When its [data]
  * parameters are not those of the configuration: rebuilt and saved if `rebuild` is set,
  * otherwise used as it is (a resume then refuses it through the data lock). */
-int train_corpus(struct app *a, int rebuild, struct corpus *c, struct err *e);
+int train_corpus(const struct env *v, int rebuild, struct corpus *c, struct err *e);
 
 /* A checkpoint as the trainer reads it back. */
 struct train_ckpt {
@@ -186,13 +181,13 @@ enum train_ckpt_checks {
  * rank file per rank); `checks` adds the comparisons above (c may be NULL without
  * TRAIN_CHECK_DATA). Every refusal is ERR_DATA with a message naming the checkpoint and
  * what differs. Free with train_ckpt_free (also after a failure). */
-int train_ckpt_load(const struct app *a, const char *dir, const struct corpus *c,
+int train_ckpt_load(const struct env *v, const char *dir, const struct corpus *c,
 		    unsigned checks, struct train_ckpt *ck, struct err *e);
 void train_ckpt_free(struct train_ckpt *ck);
 
 /* Opens a run on the prepared corpus and, when ck is not NULL, loads its state (params,
  * momentum, updates_done, sampler). */
-int train_open(struct app *a, struct run *r, struct corpus *c, const struct train_ckpt *ck,
+int train_open(const struct env *v, struct run *r, struct corpus *c, const struct train_ckpt *ck,
 	       struct err *e);
 
 /* ---- evaluation ---- */
@@ -215,7 +210,7 @@ struct train_eval {
 
 /* Evaluates checkpoint dir (NULL: the newest valid one of <artifacts>/checkpoints and
  * continuous), after checking its model shape and data lock against this configuration. */
-int train_evaluate(struct app *a, const char *dir, struct train_eval *ev, struct err *e);
+int train_evaluate(const struct env *v, const char *dir, struct train_eval *ev, struct err *e);
 /* The most frequent supervised target id of a split (ties: the smallest id) and how many
  * supervised positions of `split2` have it as target. */
 int train_const_guess(const struct corpus *c, int split, int split2, int64_t *hits2);
@@ -224,6 +219,6 @@ int train_const_guess(const struct corpus *c, int split, int split2, int64_t *hi
 double train_max_abs_diff(const float *a, const float *b, size_t n, size_t *n_differ);
 
 /* The checkpoint roots: <artifacts>/checkpoints and <artifacts>/continuous. */
-int train_ckpt_root(const struct app *a, int continuous, char *out, size_t cap, struct err *e);
+int train_ckpt_root(const struct env *v, int continuous, char *out, size_t cap, struct err *e);
 
 #endif

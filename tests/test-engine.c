@@ -44,7 +44,7 @@ static void env_open(struct env *v, int world, int micro, int reduce_avg, int la
 	ck_assert_int_eq(corpus_build(&v->s, &v->c, &e), ERR_OK);
 	ck_assert_msg(sampler_init(&v->sp, &v->c, &v->s, &e) == ERR_OK, "%s", e.msg);
 	ck_assert_int_eq(window_init(&v->w, world, micro, v->s.batch_size, &e), ERR_OK);
-	ck_assert_msg(engine_create(&v->s, &v->c, &v->eng, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_msg(engine_create(&v->s, &v->c, NULL, &v->eng, &e) == ERR_OK, "%s", e.msg);
 	v->params = malloc(v->eng->shape.n_params * sizeof(float));
 	v->ref = malloc(v->eng->shape.n_params * sizeof(float));
 	model_init_params(&v->eng->shape, v->s.seed, v->params);

@@ -7,9 +7,9 @@
  *     momentum bit-identical (memcmp) to a continuous run, for W = 1 and 2, reduce sum and
  *     avg, momentum 0.9, and that the final checkpoint files are byte-identical too; the
  *     negative controls (momentum not restored, first-step rule not restored) must differ;
- *   - extra checkpoints (checkpoint_every) and a SIGTERM during training (finish the
- *     window, checkpoint, ERR_INTERRUPTED, default disposition re-armed for a second
- *     signal, the caller's handler restored afterwards) resume to the same result;
+ *   - extra checkpoints (checkpoint_every) and a stop flag raised during training as a
+ *     SIGTERM handler would (finish the window, checkpoint, ERR_INTERRUPTED naming the
+ *     signal) resume to the same result;
  *   - a run stopped at 3 of 6 updates resumes to 8 updates (updates and stop_at are not
  *     math keys): at step 6 it equals the 6-update continuous run bit for bit, at step 8
  *     the 8-update one; a resume that would end before its checkpoint is refused;
@@ -30,10 +30,10 @@
 #include <unistd.h>
 
 #include "check-run.h"
-#include "app.h"
 #include "ckpt.h"
 #include "config.h"
 #include "corpus.h"
+#include "env.h"
 #include "fsx.h"
 #include "model.h"
 #include "settings.h"
@@ -70,6 +70,14 @@ static void sub(char *out, size_t cap, const char *name)
 	pjoin(out, cap, tmp_root, name);
 }
 
+/* A configuration and the env the core gets for it. Not copied once made: env points to
+ * cfg and s. */
+struct app {
+	struct cfg cfg;
+	struct settings s;
+	struct env env;
+};
+
 /* An app on the tiny configuration, with NULL-terminated extra "section.key=value". */
 static void app_make(struct app *a, const char *dir, ...)
 {
@@ -84,8 +92,6 @@ static void app_make(struct app *a, const char *dir, ...)
 	va_list ap;
 	memset(a, 0, sizeof *a);
 	err_clear(&e);
-	a->o.inject_rank = -1;
-	a->o.inject_window = -1;
 	ck_assert_int_eq(cfg_init(&a->cfg, settings_keys, &e), ERR_OK);
 	for (int i = 0; base[i]; i++)
 		ck_assert_msg(cfg_set(&a->cfg, base[i], &e) == ERR_OK, "%s: %s", base[i], e.msg);
@@ -101,9 +107,7 @@ static void app_make(struct app *a, const char *dir, ...)
 		ck_assert_msg(cfg_set(&a->cfg, s, &e) == ERR_OK, "%s: %s", s, e.msg);
 	va_end(ap);
 	ck_assert_msg(settings_from_cfg(&a->cfg, &a->s, &e) == ERR_OK, "%s", e.msg);
-	snprintf(a->outputs, sizeof a->outputs, "%s", a->s.outputs);
-	snprintf(a->artifacts, sizeof a->artifacts, "%s", a->s.artifacts);
-	a->command = "train";
+	env_init(&a->env, &a->cfg, &a->s);
 }
 
 static void app_drop(struct app *a)
@@ -123,7 +127,7 @@ static int train_to(struct app *a, int64_t stop, const char *resume, const char 
 	o.checkpoint_every = a->s.checkpoint_every;
 	snprintf(o.ckpt_root, sizeof o.ckpt_root, "%s", root);
 	err_clear(e);
-	return train_run(a, &o, res, e);
+	return train_run(&a->env, &o, res, e);
 }
 
 static void must_train(struct app *a, int64_t stop, const char *resume, const char *root,
@@ -251,12 +255,12 @@ START_TEST(test_resume_negative_controls)
 	ckpt_path(dir, sizeof dir, sroot, 3);
 	for (int variant = 0; variant < 3; variant++) {
 		err_clear(&e);
-		ck_assert_int_eq(train_corpus(&a, 0, &c, &e), ERR_OK);
-		ck_assert_msg(train_ckpt_load(&a, dir, &c, TRAIN_CHECK_ALL, &ck, &e) == ERR_OK, "%s",
+		ck_assert_int_eq(train_corpus(&a.env, 0, &c, &e), ERR_OK);
+		ck_assert_msg(train_ckpt_load(&a.env, dir, &c, TRAIN_CHECK_ALL, &ck, &e) == ERR_OK, "%s",
 			      e.msg);
 		ck_assert_int_eq(ck.step, 3);
 		ck_assert_int_eq(ck.updates_done, 3);
-		ck_assert_int_eq(train_open(&a, &r, &c, &ck, &e), ERR_OK);
+		ck_assert_int_eq(train_open(&a.env, &r, &c, &ck, &e), ERR_OK);
 		if (variant == 1) /* momentum lost */
 			ck_assert_int_eq(engine_set_state(r.eng, ck.params, NULL, 3, &e), ERR_OK);
 		if (variant == 2) /* first step rule re-applied (buf = g) */
@@ -324,8 +328,8 @@ START_TEST(test_resume_to_more_updates)
 	/* its step-6 checkpoint holds the 6-update continuous run's final state */
 	ckpt_path(d, sizeof d, rroot, 6);
 	err_clear(&e);
-	ck_assert_int_eq(train_corpus(&a6, 0, &c, &e), ERR_OK);
-	ck_assert_msg(train_ckpt_load(&a6, d, &c, TRAIN_CHECK_ALL, &ck6, &e) == ERR_OK, "%s",
+	ck_assert_int_eq(train_corpus(&a6.env, 0, &c, &e), ERR_OK);
+	ck_assert_msg(train_ckpt_load(&a6.env, d, &c, TRAIN_CHECK_ALL, &ck6, &e) == ERR_OK, "%s",
 		      e.msg);
 	ck_assert_int_eq(ck6.step, 6);
 	ck_assert_int_eq(ck6.updates_done, cont6.updates_done);
@@ -408,27 +412,16 @@ START_TEST(test_checkpoint_every)
 }
 END_TEST
 
-static int seen_default_after_signal;
+/* The stop flag as a driver's signal handler raises it (cli_signals.c). */
+static volatile sig_atomic_t stop_flag;
 
-static int raise_at_4(void *arg, int64_t step, const struct window_result *wr)
+static int stop_at_4(void *arg, int64_t step, const struct window_result *wr)
 {
 	(void)arg;
 	(void)wr;
-	if (step == 4) {
-		struct sigaction now;
-		raise(SIGTERM);
-		/* the handler re-armed the default: a second signal would kill at once */
-		sigaction(SIGTERM, NULL, &now);
-		seen_default_after_signal = now.sa_handler == SIG_DFL;
-		sigaction(SIGINT, NULL, &now);
-		seen_default_after_signal &= now.sa_handler == SIG_DFL;
-	}
+	if (step == 4)
+		stop_flag = SIGTERM;
 	return 0;
-}
-
-static void my_handler(int sig)
-{
-	(void)sig;
 }
 
 START_TEST(test_sigterm_checkpoints_and_resumes)
@@ -436,7 +429,6 @@ START_TEST(test_sigterm_checkpoints_and_resumes)
 	struct app a;
 	struct train_result cont, res, res2;
 	struct train_opts o;
-	struct sigaction mine, now;
 	struct err e;
 	char croot[FSX_PATH_MAX], sroot[FSX_PATH_MAX], rroot[FSX_PATH_MAX], want[FSX_PATH_MAX];
 	make_tmp();
@@ -446,27 +438,22 @@ START_TEST(test_sigterm_checkpoints_and_resumes)
 	sub(rroot, sizeof rroot, "res");
 	must_train(&a, UPDATES, NULL, croot, &cont);
 
-	memset(&mine, 0, sizeof mine);
-	mine.sa_handler = my_handler;
-	sigemptyset(&mine.sa_mask);
-	ck_assert_int_eq(sigaction(SIGTERM, &mine, NULL), 0);
+	stop_flag = 0;
+	a.env.stop = &stop_flag;
 	memset(&o, 0, sizeof o);
 	o.stop_at = UPDATES;
 	o.mode = a.s.normalization;
-	o.on_window = raise_at_4;
+	o.on_window = stop_at_4;
 	snprintf(o.ckpt_root, sizeof o.ckpt_root, "%s", sroot);
 	err_clear(&e);
-	int rc = train_run(&a, &o, &res, &e);
+	int rc = train_run(&a.env, &o, &res, &e);
 	ck_assert_int_eq(rc, ERR_INTERRUPTED);
 	ck_assert_int_eq(res.interrupted, 1);
 	ck_assert_int_eq(res.step, 4); /* the window in flight was finished, nothing more */
-	ck_assert(seen_default_after_signal);
 	ckpt_path(want, sizeof want, sroot, 4);
 	ck_assert_str_eq(res.checkpoint, want);
 	ck_assert_msg(strstr(e.msg, "SIGTERM") && strstr(e.msg, want), "message: %s", e.msg);
-	/* the caller's disposition is back */
-	sigaction(SIGTERM, NULL, &now);
-	ck_assert(now.sa_handler == my_handler);
+	a.env.stop = NULL;
 	err_clear(&e);
 	ck_assert_msg(ckpt_verify(want, NULL, &e) == ERR_OK, "%s", e.msg);
 
@@ -494,7 +481,7 @@ static void write_hollow_corpus(struct app *a)
 	for (int i = 0; i < c.split_count[SPLIT_TRAIN]; i += 3)
 		c.prefix[i] = corpus_len(&c, i);
 	ck_assert_int_eq(corpus_compute_lock(&c, c.lock, &e), ERR_OK);
-	pjoin(dir, sizeof dir, a->outputs, "corpus");
+	pjoin(dir, sizeof dir, a->s.outputs, "corpus");
 	ck_assert_msg(corpus_save(&c, NULL, dir, &e) == ERR_OK, "%s", e.msg);
 	corpus_free(&c);
 }
@@ -648,7 +635,7 @@ START_TEST(test_refusals)
 		o.resume_dir = good;
 		o.mode = NORM_MEAN_OF_MEANS;
 		err_clear(&e);
-		ck_assert_int_eq(train_run(&a, &o, &res, &e), ERR_DATA);
+		ck_assert_int_eq(train_run(&a.env, &o, &res, &e), ERR_DATA);
 		ck_assert_msg(strstr(e.msg, "normalization") && strstr(e.msg, "mean_of_means"), "%s",
 			      e.msg);
 		snprintf(refusal[5], sizeof refusal[5], "%s", e.msg);
@@ -662,7 +649,7 @@ START_TEST(test_refusals)
 	/* 6: the corpus on disk changed (one token, re-locked so that it loads) */
 	{
 		struct corpus c, orig;
-		pjoin(corpus_dir, sizeof corpus_dir, a.outputs, "corpus");
+		pjoin(corpus_dir, sizeof corpus_dir, a.s.outputs, "corpus");
 		err_clear(&e);
 		ck_assert_int_eq(corpus_load(corpus_dir, &orig, &e), ERR_OK);
 		ck_assert_int_eq(corpus_load(corpus_dir, &c, &e), ERR_OK);
@@ -928,19 +915,19 @@ START_TEST(test_evaluate_matches_naive)
 	char root[FSX_PATH_MAX];
 	make_tmp();
 	app_make(&a, "eval", "train.stop_at=5", NULL);
-	ck_assert_int_eq(train_ckpt_root(&a, 0, root, sizeof root, &e), ERR_OK);
+	ck_assert_int_eq(train_ckpt_root(&a.env, 0, root, sizeof root, &e), ERR_OK);
 	must_train(&a, 2, NULL, root, &stop);
 	train_result_free(&stop);
 	must_train(&a, 5, NULL, root, &stop);
 	err_clear(&e);
-	ck_assert_msg(train_evaluate(&a, stop.checkpoint, &ev, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_msg(train_evaluate(&a.env, stop.checkpoint, &ev, &e) == ERR_OK, "%s", e.msg);
 	ck_assert_int_eq(ev.step, 5);
 	/* no directory: the newest valid checkpoint (step 5, not 2) */
-	ck_assert_msg(train_evaluate(&a, NULL, &latest, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_msg(train_evaluate(&a.env, NULL, &latest, &e) == ERR_OK, "%s", e.msg);
 	ck_assert_str_eq(latest.checkpoint, stop.checkpoint);
 	ck_assert(latest.test.loss_sum == ev.test.loss_sum);
 
-	ck_assert_int_eq(train_corpus(&a, 0, &c, &e), ERR_OK);
+	ck_assert_int_eq(train_corpus(&a.env, 0, &c, &e), ERR_OK);
 	model_shape_init(&m, a.s.vocab, a.s.context, a.s.embed, a.s.hidden);
 	naive_eval(&c, &m, stop.params, SPLIT_TEST, &nt);
 	naive_eval(&c, &m, stop.params, SPLIT_VALIDATION, &nv);
@@ -986,7 +973,7 @@ START_TEST(test_partial_never_latest)
 	uint64_t step;
 	make_tmp();
 	app_make(&a, "partial", NULL);
-	ck_assert_int_eq(train_ckpt_root(&a, 0, root, sizeof root, &e), ERR_OK);
+	ck_assert_int_eq(train_ckpt_root(&a.env, 0, root, sizeof root, &e), ERR_OK);
 	must_train(&a, 2, NULL, root, &stop);
 	/* a later step whose manifest never got written, published or not */
 	pjoin(partial, sizeof partial, root, ".step-0005.tmp.4242");

@@ -1,0 +1,67 @@
+/*
+ * cli_signals: the handler that turns a signal into the core's stop flag (see
+ * cli_signals.h).
+ */
+#include "cli_signals.h"
+
+#include <string.h>
+
+static volatile sig_atomic_t received; /* 0, or the first signal received */
+static struct sigaction dfl_action;    /* SIG_DFL, prepared before installing */
+
+static void on_signal(int sig)
+{
+	received = sig;
+	/* the next SIGINT or SIGTERM kills at once (sigaction is async-signal-safe) */
+	sigaction(SIGINT, &dfl_action, NULL);
+	sigaction(SIGTERM, &dfl_action, NULL);
+}
+
+struct saved_signals {
+	struct sigaction old_int, old_term;
+	int installed;
+};
+
+static struct saved_signals saved; /* what the outermost hold replaced */
+static int depth;                  /* nesting of cli_signals_hold() */
+
+void cli_signals_hold(void)
+{
+	struct sigaction sa;
+	if (depth++ > 0)
+		return; /* an outer caller (the protocol) holds them: keep its first signal */
+	memset(&dfl_action, 0, sizeof dfl_action);
+	dfl_action.sa_handler = SIG_DFL;
+	sigemptyset(&dfl_action.sa_mask);
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGINT);
+	sigaddset(&sa.sa_mask, SIGTERM);
+	sa.sa_flags = SA_RESTART; /* no EINTR in the middle of a checkpoint write */
+	received = 0;
+	saved.installed = sigaction(SIGINT, &sa, &saved.old_int) == 0;
+	if (saved.installed && sigaction(SIGTERM, &sa, &saved.old_term) != 0) {
+		sigaction(SIGINT, &saved.old_int, NULL);
+		saved.installed = 0;
+	}
+}
+
+void cli_signals_release(void)
+{
+	if (depth == 0 || --depth > 0 || !saved.installed)
+		return;
+	sigaction(SIGINT, &saved.old_int, NULL);
+	sigaction(SIGTERM, &saved.old_term, NULL);
+	saved.installed = 0;
+}
+
+int cli_signal_received(void)
+{
+	return received;
+}
+
+const volatile sig_atomic_t *cli_signal_flag(void)
+{
+	return &received;
+}

@@ -1,0 +1,122 @@
+/*
+ * env: the core's view of its driver (see env.h).
+ */
+#include "env.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsx.h"
+
+void env_init(struct env *v, const struct cfg *cfg, const struct settings *s)
+{
+	memset(v, 0, sizeof *v);
+	v->cfg = cfg;
+	v->s = s;
+	engine_opts_init(&v->engine);
+}
+
+int env_stop_requested(const struct env *v)
+{
+	return v->stop ? (int)*v->stop : 0;
+}
+
+const char *env_stop_name(int reason)
+{
+	return reason == SIGINT ? "SIGINT" : reason == SIGTERM ? "SIGTERM" : "a stop request";
+}
+
+static void vlog(const struct env *v, int level, const char *fmt, va_list ap)
+{
+	char line[4096];
+	if (!v->log || (level == ENV_PROGRESS ? !v->progress : v->s->log_level < level))
+		return;
+	vsnprintf(line, sizeof line, fmt, ap);
+	v->log(v->log_arg, level, line);
+}
+
+void env_info(const struct env *v, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(v, ENV_INFO, fmt, ap);
+	va_end(ap);
+}
+
+void env_debug(const struct env *v, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(v, ENV_DEBUG, fmt, ap);
+	va_end(ap);
+}
+
+void env_progress(const struct env *v, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(v, ENV_PROGRESS, fmt, ap);
+	va_end(ap);
+}
+
+void env_progress_end(const struct env *v)
+{
+	if (v->log && v->progress)
+		v->log(v->log_arg, ENV_PROGRESS, NULL);
+}
+
+int env_dir_ready(const char *dir, const char *key, struct err *e)
+{
+	int rc = fsx_mkdirs(dir, e);
+	if (rc != ERR_OK) {
+		err_prefix(e, "directory %s (%s)", dir, key);
+		return rc;
+	}
+	if (access(dir, W_OK) != 0)
+		return ERR_ERRNO(e, "directory %s (%s) is not writable", dir, key);
+	return ERR_OK;
+}
+
+int env_outputs_ready(const struct env *v, struct err *e)
+{
+	return env_dir_ready(v->s->outputs, "[run] outputs", e);
+}
+
+int env_json_text(const void *json, int sort_keys, char **out, size_t *len, const char *what,
+		  struct err *e)
+{
+	*out = NULL;
+	if (!json)
+		return ERR(e, ERR_IO, "%s: cannot build JSON (out of memory)", what);
+	size_t flags = JSON_INDENT(2) | JSON_REAL_PRECISION(17) | (sort_keys ? JSON_SORT_KEYS : 0);
+	char *t = json_dumps((const json_t *)json, flags);
+	if (!t)
+		return ERR(e, ERR_IO, "%s: cannot serialize JSON", what);
+	size_t n = strlen(t);
+	char *b = realloc(t, n + 2);
+	if (!b) {
+		free(t);
+		return ERR(e, ERR_IO, "%s: out of memory", what);
+	}
+	b[n] = '\n';
+	b[n + 1] = '\0';
+	*out = b;
+	*len = n + 1;
+	return ERR_OK;
+}
+
+int env_write_json(const struct env *v, const char *name, void *json, struct err *e)
+{
+	char path[FSX_PATH_MAX], *buf;
+	size_t len;
+	int rc = fsx_join(path, sizeof path, v->s->outputs, name, e);
+	if (rc != ERR_OK || (rc = env_json_text(json, 0, &buf, &len, path, e)) != ERR_OK)
+		return rc;
+	rc = fsx_write_atomic(path, buf, len, e);
+	free(buf);
+	return rc;
+}
