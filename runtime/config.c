@@ -419,6 +419,12 @@ void cfg_free(struct cfg *c)
 
 /* ------------------------------------------------------------------------ loading */
 
+/* Everything that works around iniparser is in this section: its error messages captured
+ * instead of printed (capture_ini_error), a key set twice refused instead of silently
+ * overridden (refuse_duplicate_keys), the temporary file it reads named as the caller's
+ * source (ini_load), entries its section API cannot list (report_stray), and text loaded
+ * through a temporary file because it reads files only (cfg_load_text). */
+
 /* iniparser reports syntax errors through a process-wide callback that prints to
  * stderr by default; while we load, it writes into this buffer instead. */
 static _Thread_local char ini_error[512];
@@ -815,6 +821,41 @@ int cfg_enum(const struct cfg *c, const char *section, const char *name)
 	return (int)v->i;
 }
 
+/* ------------------------------------------------------------------------ storing */
+
+void cfg_store(const struct cfg *c, void *target)
+{
+	for (int i = 0; i < c->n; i++) {
+		const struct cfg_key *k = &c->keys[i];
+		const struct cfg_value *v = &c->vals[i];
+		char *at = (char *)target + k->at;
+		switch (k->field) {
+		case CFG_FIELD_INT: {
+			int x = (int)v->i; /* ranges are declared within int */
+			assert(k->size == sizeof x && k->type != CFG_FLOAT && k->type != CFG_STRING);
+			memcpy(at, &x, sizeof x);
+			break;
+		}
+		case CFG_FIELD_ULLONG: {
+			unsigned long long x = (unsigned long long)v->i;
+			assert(k->size == sizeof x && k->type == CFG_INT && k->min >= 0);
+			memcpy(at, &x, sizeof x);
+			break;
+		}
+		case CFG_FIELD_DOUBLE:
+			assert(k->size == sizeof v->f && k->type != CFG_STRING);
+			memcpy(at, &v->f, sizeof v->f);
+			break;
+		case CFG_FIELD_TEXT:
+			assert(k->size > 0);
+			snprintf(at, k->size, "%s", v->text);
+			break;
+		case CFG_FIELD_NONE:
+			break;
+		}
+	}
+}
+
 /* ------------------------------------------------------------------------ writing */
 
 int cfg_write(const struct cfg *c, FILE *f)
@@ -844,56 +885,53 @@ int cfg_write(const struct cfg *c, FILE *f)
 	return ferror(f) ? -1 : 0;
 }
 
-int cfg_diff_math(const struct cfg *a, const struct cfg *b, char *out, size_t outlen)
+/* Appends "; item" (or "item" first) to out; once full, ends it with "; ..." and appends
+ * nothing more. */
+static void append_item(char *out, size_t outlen, size_t *used, int *full, const char *item)
+{
+	size_t len = strlen(item) + (*used ? 2 : 0);
+	if (!out || outlen == 0 || *full)
+		return;
+	if (*used + len < outlen) {
+		snprintf(out + *used, outlen - *used, "%s%s", *used ? "; " : "", item);
+		*used += len;
+	} else {
+		*full = 1;
+		if (*used + 5 < outlen)
+			memcpy(out + *used, "; ...", 6);
+	}
+}
+
+int cfg_diff(const struct cfg *a, const struct cfg *b, unsigned flags, char *out,
+	     size_t outlen)
 {
 	size_t used = 0;
 	int ndiff = 0, full = 0;
+	char item[700];
 
 	if (out && outlen)
 		out[0] = '\0';
 	for (int i = 0; i < a->n; i++) {
 		const struct cfg_key *k = &a->keys[i];
-		const char *ta = a->vals[i].text, *tb;
-		char item[700];
-		if (!k->math)
+		if (!(k->flags & flags))
 			continue;
 		int j = find_index(b, k->section, k->name);
-		tb = j >= 0 ? b->vals[j].text : "(absent)";
+		const char *ta = a->vals[i].text, *tb = j >= 0 ? b->vals[j].text : "(absent)";
 		if (strcmp(ta, tb) == 0)
 			continue;
 		ndiff++;
-		if (!out || outlen == 0 || full)
-			continue;
-		int len = snprintf(item, sizeof item, "%s%s.%s: %s != %s", used ? "; " : "",
-				   k->section, k->name, ta, tb);
-		if (used + (size_t)len < outlen) {
-			memcpy(out + used, item, (size_t)len + 1);
-			used += (size_t)len;
-		} else {
-			full = 1;
-			if (used + 5 < outlen)
-				memcpy(out + used, "; ...", 6);
-		}
+		snprintf(item, sizeof item, "%s.%s: %s != %s", k->section, k->name, ta, tb);
+		append_item(out, outlen, &used, &full, item);
 	}
-	/* Math keys only the stored side declares also count. */
+	/* Keys only the stored side declares also count. */
 	for (int j = 0; j < b->n; j++) {
 		const struct cfg_key *k = &b->keys[j];
-		if (!k->math || find_index(a, k->section, k->name) >= 0)
+		if (!(k->flags & flags) || find_index(a, k->section, k->name) >= 0)
 			continue;
 		ndiff++;
-		if (out && outlen && !full) {
-			char item[700];
-			int len = snprintf(item, sizeof item, "%s%s.%s: (absent) != %s",
-					   used ? "; " : "", k->section, k->name, b->vals[j].text);
-			if (used + (size_t)len < outlen) {
-				memcpy(out + used, item, (size_t)len + 1);
-				used += (size_t)len;
-			} else {
-				full = 1;
-				if (used + 5 < outlen)
-					memcpy(out + used, "; ...", 6);
-			}
-		}
+		snprintf(item, sizeof item, "%s.%s: (absent) != %s", k->section, k->name,
+			 b->vals[j].text);
+		append_item(out, outlen, &used, &full, item);
 	}
 	return ndiff;
 }

@@ -1,21 +1,29 @@
 /*
  * config: INI configuration with a declared key table.
  *
- * Every key is declared once (section, name, type, default, range or choices, whether it
- * changes the math, one doc line) by the program; this module loads an .ini file with
- * iniparser, applies `--set section.key=value` overrides, and validates everything
- * against the table. Unknown sections/keys and malformed or out-of-range values are
- * errors (ERR_CONFIG) naming the file, section and key. Integers and floats are parsed
+ * Every key is declared once (section, name, type, default, range or choices, flags such
+ * as whether it changes the math, one doc line, and the field of the program's settings
+ * struct its value lands in) by the program; this module loads an .ini file with
+ * iniparser, applies `--set section.key=value` overrides, validates everything against
+ * the table and stores the values into the settings struct (cfg_store). Unknown
+ * sections/keys and malformed or out-of-range values are errors (ERR_CONFIG) naming the
+ * file, section and key. Integers and floats are parsed
  * strictly (whole string, base 10, no "010" as octal, no trailing garbage, no overflow).
  */
 #ifndef DDPTOK_CONFIG_H
 #define DDPTOK_CONFIG_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "err.h"
 
 enum cfg_type { CFG_INT, CFG_FLOAT, CFG_STRING, CFG_ENUM, CFG_BOOL };
+
+/* The C type of the settings field a key's value lands in (CFG_FIELD_NONE: the program
+ * reads the value itself, e.g. a list it parses further). */
+enum cfg_field { CFG_FIELD_NONE = 0, CFG_FIELD_INT, CFG_FIELD_ULLONG, CFG_FIELD_DOUBLE,
+		 CFG_FIELD_TEXT };
 
 struct cfg_key {
 	const char *section;
@@ -23,14 +31,29 @@ struct cfg_key {
 	enum cfg_type type;
 	const char *def;     /* default, as it would be written in the file */
 	double min, max;     /* CFG_INT / CFG_FLOAT range, inclusive unless `open` says */
-	const char *choices; /* CFG_ENUM: "a|b|c" */
-	int math;            /* 1: changes the computation (resume refuses a change) */
+	const char *choices; /* CFG_ENUM: "a|b|c" (stored as the index of the choice) */
+	unsigned flags;      /* CFG_MATH and the program's own bits (CFG_USER << n) */
 	const char *doc;     /* one line for --help and the README reference */
 	unsigned open;       /* CFG_OPEN_MIN / CFG_OPEN_MAX: that bound is excluded */
+	enum cfg_field field; /* where cfg_store() writes the value: its type, */
+	size_t at, size;      /* offset and size in the settings struct */
 };
 
 /* cfg_key.open flags: the range is (min, ...] or [..., max) instead of inclusive. */
 enum { CFG_OPEN_MIN = 1, CFG_OPEN_MAX = 2 };
+/* cfg_key.flags: CFG_MATH, the key changes the computation (a resume refuses a change);
+ * bits from CFG_USER up are the program's to define. */
+enum { CFG_MATH = 1, CFG_USER = 1 << 8 };
+
+/* The cfg_field of a struct member, for key tables: CFG_FIELD_OF(struct settings, seed). */
+#define CFG_FIELD_OF(type, member)                                          \
+	_Generic(((type *)0)->member, int: CFG_FIELD_INT,                   \
+		 unsigned long long: CFG_FIELD_ULLONG, double: CFG_FIELD_DOUBLE, \
+		 char *: CFG_FIELD_TEXT)
+/* The three cfg_key members that place a key's value in member `member` of `type`. */
+#define CFG_AT(type, member)                                                \
+	.field = CFG_FIELD_OF(type, member), .at = offsetof(type, member),  \
+	.size = sizeof(((type *)0)->member)
 
 struct cfg_value {
 	char text[256];  /* resolved value as text (canonical) */
@@ -62,10 +85,16 @@ long long cfg_int(const struct cfg *c, const char *section, const char *name);
 double cfg_float(const struct cfg *c, const char *section, const char *name);
 const char *cfg_str(const struct cfg *c, const char *section, const char *name);
 int cfg_enum(const struct cfg *c, const char *section, const char *name);
+/* Stores every key that declares a field into the struct at `target` (zeroed first by
+ * the caller): ints, enum indexes and bools as int (or unsigned long long), floats as
+ * double, strings as text (cut to the field's size). One loop for the whole table. */
+void cfg_store(const struct cfg *c, void *target);
 /* Writes every key with its resolved value as INI (sections in table order). */
 int cfg_write(const struct cfg *c, FILE *f);
-/* Compares the math keys of a (current) with b (stored): returns the number of keys
- * that differ and describes the first ones in `out` ("model.hidden: 512 != 256; ..."). */
-int cfg_diff_math(const struct cfg *a, const struct cfg *b, char *out, size_t outlen);
+/* Compares the keys carrying any of `flags` (e.g. CFG_MATH) of a (current) with b
+ * (stored): returns the number of keys that differ and describes the first ones in
+ * `out` ("model.hidden: 512 != 256; ..."). */
+int cfg_diff(const struct cfg *a, const struct cfg *b, unsigned flags, char *out,
+	     size_t outlen);
 
 #endif

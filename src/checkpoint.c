@@ -177,17 +177,146 @@ static int load_config(const char *dir, struct cfg *stored, struct err *e)
 	return ERR_OK;
 }
 
+/* 2. The configuration the checkpoint was trained with (`stored`, a copy of its own),
+ * against the current one `cur`: with TRAIN_CHECK_CONFIG every math key must match
+ * ([train] normalization excepted with TRAIN_CHECK_ANY_NORMALIZATION). */
+static int check_config(const char *dir, const struct cfg *cur, struct cfg *stored,
+			unsigned checks, struct err *e)
+{
+	char diff[900];
+	int nd;
+	if (!(checks & TRAIN_CHECK_CONFIG))
+		return ERR_OK;
+	if (checks & TRAIN_CHECK_ANY_NORMALIZATION) {
+		char assign[96];
+		snprintf(assign, sizeof assign, "train.normalization=%s",
+			 cfg_str(cur, "train", "normalization"));
+		ERR_TRY(cfg_set(stored, assign, e));
+	}
+	nd = cfg_diff(cur, stored, CFG_MATH, diff, sizeof diff);
+	if (nd > 0)
+		return ERR(e, ERR_DATA, "checkpoint %s was trained with another configuration: %d "
+			   "key%s that change%s the math differ%s (current != checkpoint): %s", dir,
+			   nd, nd == 1 ? "" : "s", nd == 1 ? "s" : "", nd == 1 ? "s" : "", diff);
+	return ERR_OK;
+}
+
+/* 3. The data it was trained on: its data lock, against corpus c's with TRAIN_CHECK_DATA
+ * (the corpus lives in `outputs`). */
+static int check_data_lock(const char *dir, const struct corpus *c, const char *outputs,
+			   unsigned checks, struct train_ckpt *ck, struct err *e)
+{
+	json_t *j = NULL;
+	int rc = read_json(dir, "data.lock", &j, e);
+	if (rc)
+		return rc;
+	const char *lk = json_string_value(json_object_get(j, "lock"));
+	if (!lk || !digest_is_hex(lk))
+		rc = ERR(e, ERR_DATA, "checkpoint %s: data.lock holds no valid \"lock\"", dir);
+	else
+		memcpy(ck->lock, lk, 65);
+	json_decref(j);
+	if (rc == ERR_OK && (checks & TRAIN_CHECK_DATA) && strcmp(ck->lock, c->lock) != 0)
+		rc = ERR(e, ERR_DATA, "data lock mismatch: checkpoint %s was trained on data lock "
+			 "%.16s..., the corpus in %s/corpus has %.16s... (the data changed since)", dir,
+			 ck->lock, outputs, c->lock);
+	return rc;
+}
+
+/* 4a. state.json, which must name the step of the store's manifest. */
+static int read_state(const char *dir, uint64_t manifest_step, struct train_ckpt *ck,
+		      struct err *e)
+{
+	json_t *j = NULL;
+	int rc = read_json(dir, "state.json", &j, e);
+	if (rc == ERR_OK)
+		rc = parse_state(dir, j, ck, e);
+	json_decref(j);
+	if (rc == ERR_OK && (uint64_t)ck->step != manifest_step)
+		rc = ERR(e, ERR_DATA, "checkpoint %s: state.json says step %" PRId64 ", its manifest "
+			 "step %" PRIu64, dir, ck->step, manifest_step);
+	return rc;
+}
+
+/* 4b. The parameters are read into (and interpreted as) the current configuration's
+ * model: its shape keys must be the stored ones; with TRAIN_CHECK_CONFIG the rank count
+ * too. */
+static int check_shape(const char *dir, const struct cfg *cur, const struct settings *s,
+		       const struct cfg *stored, unsigned checks, const struct train_ckpt *ck,
+		       struct err *e)
+{
+	char diff[600];
+	struct model_shape shape;
+	if (checks & (TRAIN_CHECK_SHAPE | TRAIN_CHECK_CONFIG)) {
+		if (cfg_diff(cur, stored, KEY_SHAPE, diff, sizeof diff) > 0)
+			return ERR(e, ERR_DATA, "checkpoint %s holds a model of another shape "
+				   "(this configuration != checkpoint): %s", dir, diff);
+		model_shape_init(&shape, s->vocab, s->context, s->embed, s->hidden);
+		if (ck->n != shape.n_params)
+			return ERR(e, ERR_DATA, "checkpoint %s: %zu parameters, the model of this "
+				   "configuration has %zu", dir, ck->n, shape.n_params);
+	}
+	if ((checks & TRAIN_CHECK_CONFIG) && ck->world != s->world)
+		return ERR(e, ERR_DATA, "checkpoint %s holds %d ranks, this configuration has "
+			   "devices.world = %d", dir, ck->world, s->world);
+	return ERR_OK;
+}
+
+/* 4c. params.npy and momentum.npy: a run stops at its first non-finite loss, so no
+ * checkpoint holds NaN or infinity. */
+static int read_tensors(const char *dir, struct train_ckpt *ck, struct err *e)
+{
+	ERR_TRY(read_vector(dir, "params.npy", ck->n, &ck->params, e));
+	ERR_TRY(read_vector(dir, "momentum.npy", ck->n, &ck->momentum, e));
+	for (int v = 0; v < 2; v++) {
+		const float *x = v ? ck->momentum : ck->params;
+		size_t bad = 0, first = 0;
+		for (size_t i = 0; i < ck->n; i++)
+			if (!isfinite(x[i]) && bad++ == 0)
+				first = i;
+		if (bad)
+			return ERR(e, ERR_DATA, "checkpoint %s: %s holds %zu non-finite value%s (the "
+				   "first at index %zu)", dir, v ? "momentum.npy" : "params.npy", bad,
+				   bad == 1 ? "" : "s", first);
+	}
+	return ERR_OK;
+}
+
+/* 5. One rank part, rank-R.json: its rank and a history that fits the steps (every rank
+ * takes part in every window; what a window holds is bounded). */
+static int read_rank_part(const char *dir, int r, struct train_ckpt *ck, struct err *e)
+{
+	char name[32];
+	int64_t rank;
+	json_t *j = NULL, *h;
+	struct train_history *rh = &ck->hist[r];
+	int rc;
+	snprintf(name, sizeof name, "rank-%d.json", r);
+	if ((rc = read_json(dir, name, &j, e)))
+		return rc;
+	h = json_object_get(j, "history");
+	if (get_int(j, "rank", 0, &rank) || rank != r || !json_is_object(h) ||
+	    get_int(h, "windows", 0, &rh->windows) || get_int(h, "sequences", 0, &rh->sequences) ||
+	    get_int(h, "tokens", 0, &rh->tokens))
+		rc = ERR(e, ERR_DATA, "checkpoint %s: %s lacks a valid rank or history", dir, name);
+	else if (rh->windows != ck->step ||
+		 rh->sequences > ck->step * (int64_t)TRAIN_MAX_WINDOW_SEQUENCES ||
+		 rh->tokens > ck->step * (int64_t)TRAIN_MAX_WINDOW_TOKENS)
+		rc = ERR(e, ERR_DATA, "checkpoint %s: %s: a history of %" PRId64 " windows, %" PRId64
+			 " sequences, %" PRId64 " tokens does not fit %" PRId64 " steps", dir, name,
+			 rh->windows, rh->sequences, rh->tokens, ck->step);
+	json_decref(j);
+	return rc;
+}
+
 int train_ckpt_load(const struct env *v, const char *dir, const struct corpus *c,
 		    unsigned checks, struct train_ckpt *ck, struct err *e)
 {
 	struct ckpt_report rep;
-	struct cfg stored;
-	struct model_shape shape;
-	json_t *j = NULL;
-	int have_cfg = 0, rc;
+	struct cfg stored = {0};
+	int rc;
 
 	memset(ck, 0, sizeof *ck);
-	memset(&stored, 0, sizeof stored);
 	snprintf(ck->dir, sizeof ck->dir, "%s", dir);
 	/* 1. the store: manifest, every file's size and digest */
 	rc = ckpt_verify(dir, &rep, e);
@@ -195,148 +324,23 @@ int train_ckpt_load(const struct env *v, const char *dir, const struct corpus *c
 	ckpt_report_free(&rep);
 	if (rc)
 		return rc;
-
-	/* 2. the configuration it was trained with */
-	rc = load_config(dir, &stored, e);
-	have_cfg = stored.vals != NULL;
-	if (rc)
+	/* 2. the configuration, 3. the data, 4. the state, 5. the rank parts */
+	if ((rc = load_config(dir, &stored, e)) ||
+	    (rc = check_config(dir, v->cfg, &stored, checks, e)) ||
+	    (rc = check_data_lock(dir, c, v->s->outputs, checks, ck, e)) ||
+	    (rc = read_state(dir, manifest_step, ck, e)) ||
+	    (rc = check_shape(dir, v->cfg, v->s, &stored, checks, ck, e)) ||
+	    (rc = read_tensors(dir, ck, e)))
 		goto out;
-	if ((checks & TRAIN_CHECK_CONFIG) && (checks & TRAIN_CHECK_ANY_NORMALIZATION)) {
-		char assign[96];
-		snprintf(assign, sizeof assign, "train.normalization=%s",
-			 cfg_str(v->cfg, "train", "normalization"));
-		if ((rc = cfg_set(&stored, assign, e)) != ERR_OK)
-			goto out;
-	}
-	if (checks & TRAIN_CHECK_CONFIG) {
-		char diff[900];
-		int nd = cfg_diff_math(v->cfg, &stored, diff, sizeof diff);
-		if (nd > 0) {
-			rc = ERR(e, ERR_DATA, "checkpoint %s was trained with another configuration: %d "
-				 "key%s that change%s the math differ%s (current != checkpoint): %s",
-				 dir, nd, nd == 1 ? "" : "s", nd == 1 ? "s" : "", nd == 1 ? "s" : "",
-				 diff);
-			goto out;
-		}
-	}
-
-	/* 3. the data it was trained on */
-	if ((rc = read_json(dir, "data.lock", &j, e)))
-		goto out;
-	{
-		const char *lk = json_string_value(json_object_get(j, "lock"));
-		if (!lk || !digest_is_hex(lk)) {
-			rc = ERR(e, ERR_DATA, "checkpoint %s: data.lock holds no valid \"lock\"", dir);
-			goto out;
-		}
-		memcpy(ck->lock, lk, 65);
-	}
-	json_decref(j);
-	j = NULL;
-	if ((checks & TRAIN_CHECK_DATA) && strcmp(ck->lock, c->lock) != 0) {
-		rc = ERR(e, ERR_DATA, "data lock mismatch: checkpoint %s was trained on data lock "
-			 "%.16s..., the corpus in %s/corpus has %.16s... (the data changed since)", dir,
-			 ck->lock, v->s->outputs, c->lock);
-		goto out;
-	}
-
-	/* 4. the state */
-	if ((rc = read_json(dir, "state.json", &j, e)) || (rc = parse_state(dir, j, ck, e)))
-		goto out;
-	if ((uint64_t)ck->step != manifest_step) {
-		rc = ERR(e, ERR_DATA, "checkpoint %s: state.json says step %" PRId64 ", its manifest "
-			 "step %" PRIu64, dir, ck->step, manifest_step);
-		goto out;
-	}
-	json_decref(j);
-	j = NULL;
-	/* the model's shape: the parameters are read into (and interpreted as) this
-	 * configuration's model */
-	if (checks & (TRAIN_CHECK_SHAPE | TRAIN_CHECK_CONFIG)) {
-		static const char *const model_keys[][2] = {
-			{"data", "vocab"}, {"model", "context"}, {"model", "embed"}, {"model", "hidden"}};
-		for (size_t k = 0; k < sizeof model_keys / sizeof model_keys[0]; k++) {
-			long long mine = cfg_int(v->cfg, model_keys[k][0], model_keys[k][1]);
-			long long theirs = cfg_int(&stored, model_keys[k][0], model_keys[k][1]);
-			if (mine != theirs) {
-				rc = ERR(e, ERR_DATA, "checkpoint %s holds a model with %s.%s = %lld, "
-					 "this configuration has %lld", dir, model_keys[k][0],
-					 model_keys[k][1], theirs, mine);
-				goto out;
-			}
-		}
-		model_shape_init(&shape, v->s->vocab, v->s->context, v->s->embed, v->s->hidden);
-		if (ck->n != shape.n_params) {
-			rc = ERR(e, ERR_DATA, "checkpoint %s: %zu parameters, the model of this "
-				 "configuration has %zu", dir, ck->n, shape.n_params);
-			goto out;
-		}
-	}
-	if (checks & TRAIN_CHECK_CONFIG) {
-		if (ck->world != v->s->world) {
-			rc = ERR(e, ERR_DATA, "checkpoint %s holds %d ranks, this configuration has "
-				 "devices.world = %d", dir, ck->world, v->s->world);
-			goto out;
-		}
-	}
-	if ((rc = read_vector(dir, "params.npy", ck->n, &ck->params, e)) ||
-	    (rc = read_vector(dir, "momentum.npy", ck->n, &ck->momentum, e)))
-		goto out;
-	/* a run stops at its first non-finite loss: no checkpoint holds NaN or infinity */
-	for (int v = 0; v < 2; v++) {
-		const float *x = v ? ck->momentum : ck->params;
-		size_t bad = 0, first = 0;
-		for (size_t i = 0; i < ck->n; i++)
-			if (!isfinite(x[i]) && bad++ == 0)
-				first = i;
-		if (bad) {
-			rc = ERR(e, ERR_DATA, "checkpoint %s: %s holds %zu non-finite value%s (the "
-				 "first at index %zu)", dir, v ? "momentum.npy" : "params.npy", bad,
-				 bad == 1 ? "" : "s", first);
-			goto out;
-		}
-	}
-
-	/* 5. the rank parts */
-	for (int r = 0; r < ck->world; r++) {
-		char name[32];
-		int64_t rank;
-		json_t *h;
-		snprintf(name, sizeof name, "rank-%d.json", r);
-		if ((rc = read_json(dir, name, &j, e)))
-			goto out;
-		h = json_object_get(j, "history");
-		if (get_int(j, "rank", 0, &rank) || rank != r || !json_is_object(h) ||
-		    get_int(h, "windows", 0, &ck->hist[r].windows) ||
-		    get_int(h, "sequences", 0, &ck->hist[r].sequences) ||
-		    get_int(h, "tokens", 0, &ck->hist[r].tokens)) {
-			rc = ERR(e, ERR_DATA, "checkpoint %s: %s lacks a valid rank or history", dir,
-				 name);
-			goto out;
-		}
-		/* every rank takes part in every window; what a window holds is bounded */
-		if (ck->hist[r].windows != ck->step ||
-		    ck->hist[r].sequences > ck->step * (int64_t)TRAIN_MAX_WINDOW_SEQUENCES ||
-		    ck->hist[r].tokens > ck->step * (int64_t)TRAIN_MAX_WINDOW_TOKENS) {
-			rc = ERR(e, ERR_DATA, "checkpoint %s: %s: a history of %" PRId64 " windows, %"
-				 PRId64 " sequences, %" PRId64 " tokens does not fit %" PRId64 " steps",
-				 dir, name, ck->hist[r].windows, ck->hist[r].sequences,
-				 ck->hist[r].tokens, ck->step);
-			goto out;
-		}
-		json_decref(j);
-		j = NULL;
-	}
-	rc = ERR_OK;
+	for (int r = 0; r < ck->world && rc == ERR_OK; r++)
+		rc = read_rank_part(dir, r, ck, e);
 out:
-	json_decref(j);
-	if (have_cfg)
+	if (stored.vals)
 		cfg_free(&stored);
 	if (rc)
 		train_ckpt_free(ck);
 	return rc;
 }
-
 
 /* ---- writing a checkpoint ----------------------------------------------------------- */
 

@@ -2,10 +2,11 @@
  * keys: the one table of configuration keys, and its typed view (struct settings).
  *
  * Every key the program reads is declared here once: section, name, type, default,
- * range or choices, whether it changes the computation (a resumed run refuses to change
- * such a key) and one doc line. runtime/config.c validates each value against this
- * table; settings_from_cfg() then copies the values into struct settings and checks the
- * relations between keys that a per-key range cannot express.
+ * range or choices, flags (MATH: it changes the computation, so a resumed run refuses to
+ * change it; SHAPE: it also sets the model's shape), the field of struct settings its value
+ * lands in, and one doc line. runtime/config.c validates each value against this table
+ * and stores it (cfg_store); settings_from_cfg() then checks the relations between keys
+ * that a per-key range cannot express. A new key is one line here and a field there.
  */
 #include "settings.h"
 
@@ -25,103 +26,119 @@
 #define CHOICES_REDUCE "sum|avg"
 #define CHOICES_COLLECTIVE "auto|host|nccl"
 
-#define INT_KEY(sec, key, dflt, lo, hi, m, text) \
+/* Where a key's value lands in struct settings (NO_FIELD: read by settings_from_cfg). */
+#define AT(member) CFG_AT(struct settings, member)
+#define NO_FIELD .field = CFG_FIELD_NONE
+/* flags of a key: MATH changes the computation; SHAPE also sets the model's shape */
+#define MATH CFG_MATH
+#define SHAPE (CFG_MATH | KEY_SHAPE)
+
+#define INT_KEY(sec, key, dflt, lo, hi, fl, at, text) \
 	{ .section = sec, .name = key, .type = CFG_INT, .def = dflt, .min = lo, .max = hi, \
-	  .math = m, .doc = text }
-#define FLOAT_KEY(sec, key, dflt, lo, hi, opn, m, text) \
+	  .flags = fl, .doc = text, at }
+#define FLOAT_KEY(sec, key, dflt, lo, hi, opn, fl, at, text) \
 	{ .section = sec, .name = key, .type = CFG_FLOAT, .def = dflt, .min = lo, .max = hi, \
-	  .open = opn, .math = m, .doc = text }
-#define ENUM_KEY(sec, key, dflt, ch, m, text) \
+	  .open = opn, .flags = fl, .doc = text, at }
+#define ENUM_KEY(sec, key, dflt, ch, fl, at, text) \
 	{ .section = sec, .name = key, .type = CFG_ENUM, .def = dflt, .choices = ch, \
-	  .math = m, .doc = text }
-#define STRING_KEY(sec, key, dflt, m, text) \
-	{ .section = sec, .name = key, .type = CFG_STRING, .def = dflt, .math = m, .doc = text }
+	  .flags = fl, .doc = text, at }
+#define STRING_KEY(sec, key, dflt, fl, at, text) \
+	{ .section = sec, .name = key, .type = CFG_STRING, .def = dflt, .flags = fl, .doc = text, \
+	  at }
+
+/* [devices] reduce is stored as its choice index, which is the enum coll_op value */
+_Static_assert(COLL_SUM == 0 && COLL_AVG == 1, "CHOICES_REDUCE follows enum coll_op");
 
 const struct cfg_key settings_keys[] = {
 	/* [run] */
-	INT_KEY("run", "seed", "1234", 0, 2147483647.0, 1,
+	INT_KEY("run", "seed", "1234", 0, 2147483647.0, MATH, AT(seed),
 		"seed of every random draw: corpus, initial weights, sampler"),
-	STRING_KEY("run", "outputs", "outputs", 0,
-		   "directory for the prepared corpus and its data lock, reports, metrics (JSON/JSONL) and .npy tensors"),
-	STRING_KEY("run", "artifacts", "artifacts", 0,
+	STRING_KEY("run", "outputs", "outputs", 0, AT(outputs),
+		   "directory for the prepared corpus and its data lock, reports, metrics "
+		   "(JSON/JSONL) and .npy tensors"),
+	STRING_KEY("run", "artifacts", "artifacts", 0, AT(artifacts),
 		   "directory for checkpoints: checkpoints/ (train and its resumed runs), "
 		   "continuous/ (train --continuous) and inspect/ (inspect's save)"),
-	ENUM_KEY("run", "log_level", "info", CHOICES_LOG, 0,
+	ENUM_KEY("run", "log_level", "info", CHOICES_LOG, 0, AT(log_level),
 		 "terminal verbosity: quiet, info or debug"),
 
 	/* [data] */
-	INT_KEY("data", "train", "1024", 1, 100000, 1, "number of training sequences"),
-	INT_KEY("data", "validation", "128", 1, 100000, 1, "number of validation sequences"),
-	INT_KEY("data", "test", "256", 1, 100000, 1, "number of test sequences"),
-	INT_KEY("data", "min_len", "16", 2, 4096, 1, "shortest sequence length, in tokens"),
-	INT_KEY("data", "max_len", "128", 2, 4096, 1, "longest sequence length, in tokens"),
-	INT_KEY("data", "vocab", "128", 8, 4096, 1,
+	INT_KEY("data", "train", "1024", 1, 100000, MATH, AT(train_count), "number of training sequences"),
+	INT_KEY("data", "validation", "128", 1, 100000, MATH, AT(validation_count),
+		"number of validation sequences"),
+	INT_KEY("data", "test", "256", 1, 100000, MATH, AT(test_count), "number of test sequences"),
+	INT_KEY("data", "min_len", "16", 2, 4096, MATH, AT(min_len),
+		"shortest sequence length, in tokens"),
+	INT_KEY("data", "max_len", "128", 2, 4096, MATH, AT(max_len),
+		"longest sequence length, in tokens"),
+	INT_KEY("data", "vocab", "128", 8, 4096, SHAPE, AT(vocab),
 		"vocabulary size, reserved ids included"),
-	INT_KEY("data", "prefix_max", "0", 0, 4095, 1,
+	INT_KEY("data", "prefix_max", "0", 0, 4095, MATH, AT(prefix_max),
 		"longest unsupervised prompt; each sequence draws its prompt length uniformly "
 		"in [0, prefix_max] (must be < min_len)"),
-	INT_KEY("data", "branching", "4", 1, 64, 1,
+	INT_KEY("data", "branching", "4", 1, 64, MATH, AT(branching),
 		"successors per state of the Markov source that generates the corpus"),
 
 	/* [model] */
-	INT_KEY("model", "context", "8", 1, 64, 1, "tokens of left context seen by the model"),
-	INT_KEY("model", "embed", "32", 1, 1024, 1, "embedding width per token"),
-	INT_KEY("model", "hidden", "512", 1, 8192, 1, "hidden layer width"),
-	ENUM_KEY("model", "layout", "packed", CHOICES_LAYOUT, 1,
+	INT_KEY("model", "context", "8", 1, 64, SHAPE, AT(context),
+		"tokens of left context seen by the model"),
+	INT_KEY("model", "embed", "32", 1, 1024, SHAPE, AT(embed), "embedding width per token"),
+	INT_KEY("model", "hidden", "512", 1, 8192, SHAPE, AT(hidden), "hidden layer width"),
+	ENUM_KEY("model", "layout", "packed", CHOICES_LAYOUT, MATH, AT(layout),
 		 "microbatch layout: packed (supervised positions only) or padded to max_len"),
 
 	/* [train] */
 	/* updates and stop_at only say where a run ends: no window's computation depends
 	 * on them (the sampler, the model and the optimizer never read them), so a resume
 	 * may continue a run to another length */
-	INT_KEY("train", "updates", "100", 1, 1000000, 0,
+	INT_KEY("train", "updates", "100", 1, 1000000, 0, AT(updates),
 		"optimizer steps (accumulation windows) of a full run"),
-	INT_KEY("train", "stop_at", "50", 1, 1000000, 0,
+	INT_KEY("train", "stop_at", "50", 1, 1000000, 0, AT(stop_at),
 		"step at which the interrupted run stops and checkpoints (must be < updates)"),
-	INT_KEY("train", "accumulation", "2", 1, 64, 1,
+	INT_KEY("train", "accumulation", "2", 1, 64, MATH, AT(accumulation),
 		"microbatches per rank per accumulation window"),
-	INT_KEY("train", "batch_size", "8", 1, 4096, 1,
+	INT_KEY("train", "batch_size", "8", 1, 4096, MATH, AT(batch_size),
 		"sequences per rank per microbatch"),
-	FLOAT_KEY("train", "lr", "0.2", 0, 10, CFG_OPEN_MIN, 1, "SGD learning rate"),
-	FLOAT_KEY("train", "momentum", "0.9", 0, 1, CFG_OPEN_MAX, 1, "SGD momentum"),
-	FLOAT_KEY("train", "weight_decay", "0", 0, 1, 0, 1,
+	FLOAT_KEY("train", "lr", "0.2", 0, 10, CFG_OPEN_MIN, MATH, AT(lr), "SGD learning rate"),
+	FLOAT_KEY("train", "momentum", "0.9", 0, 1, CFG_OPEN_MAX, MATH, AT(momentum), "SGD momentum"),
+	FLOAT_KEY("train", "weight_decay", "0", 0, 1, 0, MATH, AT(weight_decay),
 		  "L2 weight decay added to the gradient"),
-	ENUM_KEY("train", "normalization", "global_token", CHOICES_NORM, 1,
+	ENUM_KEY("train", "normalization", "global_token", CHOICES_NORM, MATH, AT(normalization),
 		 "loss normalization; only global_token is correct, the others are kept as "
 		 "negative controls"),
-	ENUM_KEY("train", "plan", "length_bands", CHOICES_PLAN, 1,
+	ENUM_KEY("train", "plan", "length_bands", CHOICES_PLAN, MATH, AT(plan),
 		 "how a window is split over ranks: length_bands (by length) or balanced "
 		 "(by token count)"),
-	ENUM_KEY("train", "empty_window", "error", CHOICES_EMPTY, 1,
+	ENUM_KEY("train", "empty_window", "error", CHOICES_EMPTY, MATH, AT(empty_window),
 		 "what a window without supervised tokens does: skip it or stop with an error"),
-	INT_KEY("train", "checkpoint_every", "0", 0, 1000000, 0,
+	INT_KEY("train", "checkpoint_every", "0", 0, 1000000, 0, AT(checkpoint_every),
 		"checkpoint every this many steps (0: only at stop_at, the end or a signal)"),
 
 	/* [devices] */
-	INT_KEY("devices", "world", "2", 1, 8, 1, "number of data-parallel ranks (devices)"),
-	ENUM_KEY("devices", "backend", "auto", CHOICES_BACKEND, 0,
+	INT_KEY("devices", "world", "2", 1, 8, MATH, AT(world), "number of data-parallel ranks (devices)"),
+	ENUM_KEY("devices", "backend", "auto", CHOICES_BACKEND, 0, AT(backend),
 		 "device backend: auto (cuda when a GPU is visible), cpu or cuda"),
-	ENUM_KEY("devices", "reduce", "avg", CHOICES_REDUCE, 1,
+	ENUM_KEY("devices", "reduce", "avg", CHOICES_REDUCE, MATH, AT(reduce),
 		 "gradient collective: sum or avg (the loss scale follows it)"),
-	ENUM_KEY("devices", "collective", "auto", CHOICES_COLLECTIVE, 0,
+	ENUM_KEY("devices", "collective", "auto", CHOICES_COLLECTIVE, 0, AT(collective),
 		 "collective implementation: auto, host or nccl"),
-	STRING_KEY("devices", "ids", "", 0,
+	STRING_KEY("devices", "ids", "", 0, NO_FIELD,
 		   "comma-separated GPU ordinals, one per rank (empty: the first `world`)"),
-	FLOAT_KEY("devices", "timeout", "120", 0, 86400, 0, 0,
+	FLOAT_KEY("devices", "timeout", "120", 0, 86400, 0, 0, AT(timeout_s),
 		  "seconds a rank waits at a barrier or collective before failing (0: forever)"),
 
 	/* [parity] */
-	FLOAT_KEY("parity", "atol", "1e-6", 0, 1, 0, 0,
+	FLOAT_KEY("parity", "atol", "1e-6", 0, 1, 0, 0, AT(atol),
 		  "absolute tolerance of the gradient parity comparisons (resume equality is exact)"),
-	FLOAT_KEY("parity", "rtol", "1e-4", 0, 1, 0, 0,
+	FLOAT_KEY("parity", "rtol", "1e-4", 0, 1, 0, 0, AT(rtol),
 		  "relative tolerance of the gradient parity comparisons"),
 
 	/* [exercise] */
-	INT_KEY("exercise", "short", "12", 1, 4096, 0,
+	INT_KEY("exercise", "short", "12", 1, 4096, 0, AT(ex_short),
 		"exercise: supervised tokens of rank 0 (the short rank) in both windows"),
-	INT_KEY("exercise", "long_before", "12", 1, 4096, 0,
+	INT_KEY("exercise", "long_before", "12", 1, 4096, 0, AT(ex_long_before),
 		"exercise: supervised tokens of rank 1 in the first (balanced) window"),
-	INT_KEY("exercise", "long_after", "36", 1, 4096, 0,
+	INT_KEY("exercise", "long_after", "36", 1, 4096, 0, AT(ex_long_after),
 		"exercise: supervised tokens of rank 1 in the second (imbalanced) window"),
 
 	{ NULL },
@@ -252,51 +269,9 @@ static int parse_ids(const struct cfg *c, const char *text, int *ids, int cap, i
 int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 {
 	memset(s, 0, sizeof *s);
+	cfg_store(c, s);
 
-	s->seed = (unsigned long long)cfg_int(c, "run", "seed");
-	snprintf(s->outputs, sizeof s->outputs, "%s", cfg_str(c, "run", "outputs"));
-	snprintf(s->artifacts, sizeof s->artifacts, "%s", cfg_str(c, "run", "artifacts"));
-	s->log_level = cfg_enum(c, "run", "log_level");
-
-	s->train_count = (int)cfg_int(c, "data", "train");
-	s->validation_count = (int)cfg_int(c, "data", "validation");
-	s->test_count = (int)cfg_int(c, "data", "test");
-	s->min_len = (int)cfg_int(c, "data", "min_len");
-	s->max_len = (int)cfg_int(c, "data", "max_len");
-	s->vocab = (int)cfg_int(c, "data", "vocab");
-	s->prefix_max = (int)cfg_int(c, "data", "prefix_max");
-	s->branching = (int)cfg_int(c, "data", "branching");
-
-	s->context = (int)cfg_int(c, "model", "context");
-	s->embed = (int)cfg_int(c, "model", "embed");
-	s->hidden = (int)cfg_int(c, "model", "hidden");
-	s->layout = cfg_enum(c, "model", "layout");
-
-	s->updates = (int)cfg_int(c, "train", "updates");
-	s->stop_at = (int)cfg_int(c, "train", "stop_at");
-	s->accumulation = (int)cfg_int(c, "train", "accumulation");
-	s->batch_size = (int)cfg_int(c, "train", "batch_size");
-	s->lr = cfg_float(c, "train", "lr");
-	s->momentum = cfg_float(c, "train", "momentum");
-	s->weight_decay = cfg_float(c, "train", "weight_decay");
-	s->normalization = cfg_enum(c, "train", "normalization");
-	s->plan = cfg_enum(c, "train", "plan");
-	s->empty_window = cfg_enum(c, "train", "empty_window");
-	s->checkpoint_every = (int)cfg_int(c, "train", "checkpoint_every");
-
-	s->world = (int)cfg_int(c, "devices", "world");
-	s->backend = cfg_enum(c, "devices", "backend");
-	s->reduce = cfg_enum(c, "devices", "reduce") == 0 ? COLL_SUM : COLL_AVG;
-	s->collective = cfg_enum(c, "devices", "collective");
-	s->timeout_s = cfg_float(c, "devices", "timeout");
-
-	s->atol = cfg_float(c, "parity", "atol");
-	s->rtol = cfg_float(c, "parity", "rtol");
-
-	s->ex_short = (int)cfg_int(c, "exercise", "short");
-	s->ex_long_before = (int)cfg_int(c, "exercise", "long_before");
-	s->ex_long_after = (int)cfg_int(c, "exercise", "long_after");
-
+	/* relations between keys, and [devices] ids (a list) */
 	if (!s->outputs[0])
 		return ERR(e, ERR_CONFIG, "%s: [run] outputs: must not be empty", cfg_where(c));
 	if (!s->artifacts[0])

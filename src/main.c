@@ -122,7 +122,7 @@ static void print_keys(void)
 			if (*c == '|')
 				*c = '/';
 		printf("| `%s.%s` | %s | %s%s%s | %s | %s | %s |\n", k->section, k->name, types[k->type],
-		       *k->def ? "`" : "", *k->def ? k->def : "(empty)", *k->def ? "`" : "", allowed, k->math ? "yes" : "no", k->doc);
+		       *k->def ? "`" : "", *k->def ? k->def : "(empty)", *k->def ? "`" : "", allowed, k->flags & CFG_MATH ? "yes" : "no", k->doc);
 	}
 }
 

@@ -1,10 +1,11 @@
 /*
  * settings: the program's configuration keys and their typed view.
  *
- * keys.c holds the one table that declares every key (see runtime/config.h);
- * settings_from_cfg() turns a validated cfg into this struct, checking the relations
- * between keys that a per-key range cannot express (e.g. stop_at < updates, a window
- * that fits in the smallest sampler pool is checked later by the plan).
+ * keys.c holds the one table that declares every key and the field of this struct it
+ * lands in (see runtime/config.h); settings_from_cfg() turns a validated cfg into this
+ * struct, checking the relations between keys that a per-key range cannot express (e.g.
+ * stop_at < updates; a window that fits in the smallest sampler pool is checked later by
+ * the sampler).
  */
 #ifndef DDPTOK_SETTINGS_H
 #define DDPTOK_SETTINGS_H
@@ -19,6 +20,10 @@ enum norm_mode {
 	NORM_DOUBLE_ACCUM,     /* wrong: global count, then divided again by M */
 	NORM_COUNT
 };
+
+/* cfg_key.flags of the program: the key sets the shape of the model's parameters (a
+ * checkpoint is read only into a model of its shape). SHAPE keys are also CFG_MATH. */
+enum { KEY_SHAPE = CFG_USER };
 
 enum plan_kind { PLAN_LENGTH_BANDS = 0, PLAN_BALANCED = 1 };
 enum layout_kind { LAYOUT_PACKED = 0, LAYOUT_PADDED = 1 };

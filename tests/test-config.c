@@ -5,7 +5,7 @@
  * out-of-range values are refused with ERR_CONFIG and a message naming the key, that
  * --set overrides work and refuse what they should, that relations between keys are
  * enforced, that cfg_write output reads back to identical values, and that
- * cfg_diff_math sees math keys only. Expected values come from the specification of
+ * cfg_diff(..., CFG_MATH) sees math keys only. Expected values come from the specification of
  * the keys, not from the code under test.
  */
 #include <check.h>
@@ -211,7 +211,7 @@ START_TEST(shipped_masked)
 	ck_assert_int_eq(s.prefix_max, 12);
 	ck_assert_int_eq(s.plan, PLAN_BALANCED);
 	/* Exactly those two math keys differ from minimum.ini. */
-	ck_assert_int_eq(cfg_diff_math(&c, &m, diff, sizeof diff), 2);
+	ck_assert_int_eq(cfg_diff(&c, &m, CFG_MATH, diff, sizeof diff), 2);
 	ck_assert_ptr_nonnull(strstr(diff, "data.prefix_max: 12 != 0"));
 	ck_assert_ptr_nonnull(strstr(diff, "train.plan: balanced != length_bands"));
 	cfg_free(&c);
@@ -399,6 +399,75 @@ START_TEST(enums)
 }
 END_TEST
 
+/* cfg_store puts each key's value in its own field of struct settings: a value set for one
+ * key reaches the field the table names, the fields do not overlap, and only [devices]
+ * ids (a list settings_from_cfg parses) has none. */
+START_TEST(every_key_lands_in_its_field)
+{
+	struct cfg c;
+	struct err e;
+	struct settings s;
+	int n_fields = 0;
+	err_clear(&e);
+	for (const struct cfg_key *k = settings_keys; k->section; k++) {
+		char set[160], name[64];
+		snprintf(name, sizeof name, "%s.%s", k->section, k->name);
+		if (k->field == CFG_FIELD_NONE) {
+			ck_assert_str_eq(name, "devices.ids");
+			continue;
+		}
+		n_fields++;
+		ck_assert_msg(k->at + k->size <= sizeof s, "%s lands outside struct settings", name);
+		for (const struct cfg_key *o = settings_keys; o < k; o++)
+			if (o->field != CFG_FIELD_NONE)
+				ck_assert_msg(o->at + o->size <= k->at || k->at + k->size <= o->at,
+					      "%s.%s and %s share a field", o->section, o->name, name);
+		/* a value other than the default: the upper bound, the other enum choice, a
+		 * path */
+		if (k->type == CFG_STRING)
+			snprintf(set, sizeof set, "%s=somewhere", name);
+		else if (k->type == CFG_ENUM)
+			snprintf(set, sizeof set, "%s=%s", name,
+				 strncmp(k->choices, k->def, strlen(k->def)) == 0 ?
+				 strchr(k->choices, '|') + 1 : k->choices);
+		else if (k->open & CFG_OPEN_MAX)
+			snprintf(set, sizeof set, "%s=%.17g", name, (k->min + k->max) / 2);
+		else
+			snprintf(set, sizeof set, "%s=%.17g", name, k->max);
+		char *bar = strchr(set, '|');
+		if (bar)
+			*bar = '\0';
+		init_defaults(&c);
+		ck_assert_msg(cfg_set(&c, set, &e) == ERR_OK, "%s: %s", set, e.msg);
+		memset(&s, 0xa5, sizeof s);
+		cfg_store(&c, &s);
+		const char *at = (const char *)&s + k->at;
+		const struct cfg_value *v = &c.vals[k - settings_keys];
+		int x;
+		unsigned long long u;
+		double f;
+		switch (k->field) {
+		case CFG_FIELD_INT:
+			memcpy(&x, at, sizeof x);
+			ck_assert_msg(x == v->i, "%s: field holds %d", set, x);
+			break;
+		case CFG_FIELD_ULLONG:
+			memcpy(&u, at, sizeof u);
+			ck_assert_msg(u == (unsigned long long)v->i, "%s: field holds %llu", set, u);
+			break;
+		case CFG_FIELD_DOUBLE:
+			memcpy(&f, at, sizeof f);
+			ck_assert_msg(f == v->f, "%s: field holds %g", set, f);
+			break;
+		default:
+			ck_assert_str_eq(at, "somewhere");
+		}
+		cfg_free(&c);
+	}
+	ck_assert_int_ge(n_fields, 37);
+}
+END_TEST
+
 START_TEST(norm_names)
 {
 	static const char *names[] = { "global_token", "mean_of_means", "microbatch_mean",
@@ -429,7 +498,7 @@ END_TEST
 static const struct cfg_key test_keys[] = {
 	{ .section = "a", .name = "flag", .type = CFG_BOOL, .def = "false", .doc = "a flag" },
 	{ .section = "a", .name = "n", .type = CFG_INT, .def = "3", .min = -5, .max = 5,
-	  .math = 1, .doc = "a number" },
+	  .flags = CFG_MATH, .doc = "a number" },
 	{ .section = "b", .name = "s", .type = CFG_STRING, .def = "x", .doc = "a string" },
 	{ .section = "a", .name = "x", .type = CFG_FLOAT, .def = "0.5", .min = 0, .max = 1,
 	  .doc = "a fraction" },
@@ -629,7 +698,7 @@ START_TEST(write_round_trip)
 	ck_assert_str_eq(cfg_str(&b, "run", "outputs"), "out;dir #1");
 	ck_assert_str_eq(cfg_str(&b, "run", "artifacts"), "it's here");
 	ck_assert(cfg_float(&b, "train", "lr") == 0.1 + 0.2);
-	ck_assert_int_eq(cfg_diff_math(&a, &b, NULL, 0), 0);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, NULL, 0), 0);
 
 	/* Writing the reloaded values gives the same text. */
 	char *again = write_to_string(&b);
@@ -649,7 +718,7 @@ START_TEST(diff_math)
 	init_defaults(&a);
 	init_defaults(&b);
 	err_clear(&e);
-	ck_assert_int_eq(cfg_diff_math(&a, &b, out, sizeof out), 0);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, out, sizeof out), 0);
 	ck_assert_str_eq(out, "");
 
 	/* Non-math keys are ignored. */
@@ -660,30 +729,30 @@ START_TEST(diff_math)
 	/* the length of a run is not math: a resume may continue it further */
 	ck_assert_int_eq(cfg_set(&a, "train.updates=200", &e), ERR_OK);
 	ck_assert_int_eq(cfg_set(&a, "train.stop_at=150", &e), ERR_OK);
-	ck_assert_int_eq(cfg_diff_math(&a, &b, out, sizeof out), 0);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, out, sizeof out), 0);
 	ck_assert_str_eq(out, "");
 
 	/* Math keys are seen and described. */
 	ck_assert_int_eq(cfg_set(&a, "model.hidden=256", &e), ERR_OK);
-	ck_assert_int_eq(cfg_diff_math(&a, &b, out, sizeof out), 1);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, out, sizeof out), 1);
 	ck_assert_str_eq(out, "model.hidden: 256 != 512");
 	ck_assert_int_eq(cfg_set(&a, "train.lr=0.5", &e), ERR_OK);
 	ck_assert_int_eq(cfg_set(&a, "devices.reduce=sum", &e), ERR_OK);
-	ck_assert_int_eq(cfg_diff_math(&a, &b, out, sizeof out), 3);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, out, sizeof out), 3);
 	ck_assert_ptr_nonnull(strstr(out, "train.lr: 0.5 != 0.2"));
 	ck_assert_ptr_nonnull(strstr(out, "devices.reduce: sum != avg"));
 
 	/* A short buffer is truncated but still terminated, and the count is complete. */
 	char small[20];
 	memset(small, 'x', sizeof small);
-	ck_assert_int_eq(cfg_diff_math(&a, &b, small, sizeof small), 3);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, small, sizeof small), 3);
 	ck_assert(memchr(small, '\0', sizeof small) != NULL);
 
 	/* The same value written differently is no difference. */
 	ck_assert_int_eq(cfg_set(&b, "model.hidden=+256", &e), ERR_OK);
 	ck_assert_int_eq(cfg_set(&b, "train.lr=5e-1", &e), ERR_OK);
 	ck_assert_int_eq(cfg_set(&b, "devices.reduce=SUM", &e), ERR_OK);
-	ck_assert_int_eq(cfg_diff_math(&a, &b, out, sizeof out), 0);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, out, sizeof out), 0);
 	cfg_free(&a);
 	cfg_free(&b);
 }
@@ -706,6 +775,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, out_of_range);
 	tcase_add_test(tc, enums);
 	tcase_add_test(tc, norm_names);
+	tcase_add_test(tc, every_key_lands_in_its_field);
 	tcase_add_test(tc, bools);
 	tcase_add_test(tc, set_overrides);
 	tcase_add_test(tc, set_malformed);

@@ -34,13 +34,10 @@ static void env_open(struct env *v, int world, int micro, int reduce_avg, int la
 {
 	struct err e;
 	err_clear(&e);
-	testutil_tiny_settings(&v->s);
-	v->s.world = world;
-	v->s.accumulation = micro;
-	v->s.reduce = reduce_avg;
-	v->s.layout = layout;
-	v->s.prefix_max = prefix;
-	v->s.train_count = 256;
+	testutil_settings(&v->s, "devices.world=%d train.accumulation=%d devices.reduce=%s "
+			  "model.layout=%s data.prefix_max=%d data.train=256", world, micro,
+			  reduce_avg ? "avg" : "sum", layout == LAYOUT_PADDED ? "padded" : "packed",
+			  prefix);
 	ck_assert_int_eq(corpus_build(&v->s, &v->c, &e), ERR_OK);
 	ck_assert_msg(sampler_init(&v->sp, &v->c, &v->s, &e) == ERR_OK, "%s", e.msg);
 	ck_assert_int_eq(window_init(&v->w, world, micro, v->s.batch_size, &e), ERR_OK);

@@ -30,9 +30,7 @@ static void fixture_open(struct fixture *f, int prefix_max, int hidden)
 {
 	struct err e;
 	err_clear(&e);
-	testutil_tiny_settings(&f->s);
-	f->s.prefix_max = prefix_max;
-	f->s.hidden = hidden;
+	testutil_settings(&f->s, "data.prefix_max=%d model.hidden=%d", prefix_max, hidden);
 	ck_assert_int_eq(corpus_build(&f->s, &f->c, &e), ERR_OK);
 	model_shape_init(&f->m, f->s.vocab, f->s.context, f->s.embed, f->s.hidden);
 	ck_assert_int_eq(dev_host_create(0, &f->d, &e), ERR_OK);

@@ -52,7 +52,8 @@ grep -q "data.branching: 4 (corpus) != 3 (configuration)" cmd.err || fail "corpu
 run evaluate --checkpoint artifacts/checkpoints/step-0003 --set train.lr=0.05 > evlr.out \
 	|| fail "evaluate refused a checkpoint trained with another learning rate"
 expect_rc 5 evaluate --checkpoint artifacts/checkpoints/step-0003 --set model.hidden=64
-grep -q "model.hidden = 8, this configuration has 64" cmd.err || fail "shape refusal: $(cat cmd.err)"
+grep -q "another shape (this configuration != checkpoint): model.hidden: 64 != 8" cmd.err ||
+	fail "shape refusal: $(cat cmd.err)"
 
 # refusals through the command line, each with its exit code and message
 expect_rc 5 train --resume artifacts/checkpoints/step-0003 --set model.hidden=9
