@@ -40,6 +40,13 @@ size_t npy_dtype_size(enum npy_dtype dt)
 	case NPY_F64: return 8;
 	case NPY_I32: return 4;
 	case NPY_I64: return 8;
+	case NPY_I8: return 1;
+	case NPY_U8: return 1;
+	case NPY_BOOL: return 1;
+	case NPY_I16: return 2;
+	case NPY_U16: return 2;
+	case NPY_U32: return 4;
+	case NPY_U64: return 8;
 	}
 	return 0;
 }
@@ -51,6 +58,13 @@ const char *npy_dtype_descr(enum npy_dtype dt)
 	case NPY_F64: return "<f8";
 	case NPY_I32: return "<i4";
 	case NPY_I64: return "<i8";
+	case NPY_I8: return "|i1";
+	case NPY_U8: return "|u1";
+	case NPY_BOOL: return "|b1";
+	case NPY_I16: return "<i2";
+	case NPY_U16: return "<u2";
+	case NPY_U32: return "<u4";
+	case NPY_U64: return "<u8";
 	}
 	return NULL;
 }
@@ -259,6 +273,21 @@ static int parse_shape(struct cursor *c, size_t *shape, int *ndim)
 	return 1;
 }
 
+/* The dtype named by descr ("<f4", "|u1", ...; "<" and "|" are equivalent for one-byte
+ * types, as numpy writes "|"); non-zero if it is not one this reader knows. */
+static int descr_parse(const char *descr, enum npy_dtype *dt)
+{
+	for (int k = NPY_F32; k <= NPY_U64; k++) {
+		const char *d = npy_dtype_descr((enum npy_dtype)k);
+		if (!strcmp(descr, d) ||
+		    (d[0] == '|' && descr[0] == '<' && !strcmp(descr + 1, d + 1))) {
+			*dt = (enum npy_dtype)k;
+			return 0;
+		}
+	}
+	return 1;
+}
+
 static int parse_header(const char *h, size_t len, const char *name, enum npy_dtype *dt,
 			size_t *shape, int *ndim, struct err *e)
 {
@@ -275,17 +304,9 @@ static int parse_header(const char *h, size_t len, const char *name, enum npy_dt
 			have_descr = 1;
 			if (!parse_str(&c, descr, sizeof descr))
 				return ERR(e, ERR_DATA, "%s: malformed .npy header (descr)", name);
-			if (!strcmp(descr, "<f4"))
-				*dt = NPY_F32;
-			else if (!strcmp(descr, "<f8"))
-				*dt = NPY_F64;
-			else if (!strcmp(descr, "<i4"))
-				*dt = NPY_I32;
-			else if (!strcmp(descr, "<i8"))
-				*dt = NPY_I64;
-			else
-				return ERR(e, ERR_DATA, "%s: unsupported .npy dtype '%s' (<f4 <f8 <i4 <i8 only)",
-					   name, descr);
+			if (descr_parse(descr, dt))
+				return ERR(e, ERR_DATA, "%s: unsupported .npy dtype '%s' (<f4 <f8 and "
+					   "little-endian integers or bool only)", name, descr);
 		} else if (!strcmp(key, "fortran_order") && !have_order) {
 			have_order = 1;
 			if (parse_word(&c, "True"))
@@ -314,15 +335,15 @@ static int parse_header(const char *h, size_t len, const char *name, enum npy_dt
 	return 0;
 }
 
-int npy_read_from_memory(const void *buf, size_t len, const char *name, enum npy_dtype *dt,
-			 size_t shape[NPY_MAX_DIMS], int *ndim, void **data, struct err *e)
+int npy_parse(const void *buf, size_t len, const char *name, enum npy_dtype *dt,
+	      size_t shape[NPY_MAX_DIMS], int *ndim, size_t *data_offset, struct err *e)
 {
 	const unsigned char *b = buf;
 	size_t hstart, hlen, count, nbytes;
 	int rc;
 
-	*data = NULL;
 	*ndim = 0;
+	*data_offset = 0;
 	if ((rc = check_host(name, e)))
 		return rc;
 	if (len < PREAMBLE || memcmp(b, npy_magic, 6) != 0)
@@ -356,11 +377,26 @@ int npy_read_from_memory(const void *buf, size_t len, const char *name, enum npy
 			   have, nbytes);
 	if (have > nbytes)
 		return ERR(e, ERR_DATA, "%s: %zu unexpected bytes after the .npy data", name, have - nbytes);
+	*data_offset = hstart + hlen;
+	return 0;
+}
+
+int npy_read_from_memory(const void *buf, size_t len, const char *name, enum npy_dtype *dt,
+			 size_t shape[NPY_MAX_DIMS], int *ndim, void **data, struct err *e)
+{
+	size_t off, count;
+	int rc;
+
+	*data = NULL;
+	if ((rc = npy_parse(buf, len, name, dt, shape, ndim, &off, e)) ||
+	    (rc = npy_count(shape, *ndim, &count, e)))
+		return rc;
+	size_t nbytes = count * npy_dtype_size(*dt);
 	void *v = malloc(nbytes ? nbytes : 1);
 	if (!v)
 		return ERR(e, ERR_DEVICE, "%s: out of memory (%zu bytes)", name, nbytes);
 	if (nbytes)
-		memcpy(v, b + hstart + hlen, nbytes);
+		memcpy(v, (const char *)buf + off, nbytes);
 	*data = v;
 	return 0;
 }

@@ -28,6 +28,14 @@ enum npy_dtype {
 	NPY_F64, /* '<f8' */
 	NPY_I32, /* '<i4' */
 	NPY_I64, /* '<i8' */
+	/* read only (token and mask arrays written by others): */
+	NPY_I8,   /* '|i1' */
+	NPY_U8,   /* '|u1' */
+	NPY_BOOL, /* '|b1' */
+	NPY_I16,  /* '<i2' */
+	NPY_U16,  /* '<u2' */
+	NPY_U32,  /* '<u4' */
+	NPY_U64,  /* '<u8' */
 };
 
 size_t npy_dtype_size(enum npy_dtype dt);
@@ -48,6 +56,11 @@ int npy_write(const char *path, enum npy_dtype dt, const size_t *shape, int ndim
  * dimensions. */
 int npy_read_from_memory(const void *buf, size_t len, const char *name, enum npy_dtype *dt,
 			 size_t shape[NPY_MAX_DIMS], int *ndim, void **data, struct err *e);
+
+/* Checks a file image like npy_read_from_memory but copies nothing: the values start at
+ * buf + *data_offset (for arrays read in place from a memory-mapped file). */
+int npy_parse(const void *buf, size_t len, const char *name, enum npy_dtype *dt,
+	      size_t shape[NPY_MAX_DIMS], int *ndim, size_t *data_offset, struct err *e);
 
 int npy_read(const char *path, enum npy_dtype *dt, size_t shape[NPY_MAX_DIMS], int *ndim,
 	     void **data, struct err *e);

@@ -1,0 +1,136 @@
+/*
+ * data: the user's own token files, read into sequences ready for the corpus.
+ *
+ * Four readers parse their format and hand each sequence they find to data_add():
+ *     data_npy.c       a directory of .npy arrays (tokens, offsets, loss_mask, split)
+ *     data_jsonl.c     one JSON object per line
+ *     data_megatron.c  Megatron-LM's indexed dataset (.bin + .idx)
+ *     data_llmc.c      llm.c's token shards
+ * data_add() applies the shaping rules once for all of them: every id is checked against
+ * the vocabulary (an error names the file and the position), a sequence longer than
+ * max_len is cut into windows of at most max_len, one shorter than min_len is skipped,
+ * and both are counted. data_finish() assigns the sequences whose files name no split
+ * by the split rule and orders the sequences train, validation, test.
+ *
+ * Files are memory-mapped (data_map), never read whole, and each one's name, size and
+ * bytes enter a SHA-256 (files_digest) that the data lock includes, so that a changed
+ * file is noticed.
+ *
+ * Ids are kept as the files hold them; a mask value says whether the token at that
+ * position is a target (1) or only context (0), as a prompt is.
+ */
+#ifndef DDPTOK_DATA_H
+#define DDPTOK_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "digest.h"
+#include "err.h"
+
+enum data_source { DATA_SYNTHETIC = 0, DATA_NPY, DATA_JSONL, DATA_MEGATRON, DATA_LLMC,
+		   DATA_SOURCE_COUNT };
+
+/* the split of a sequence whose file names none: data_finish applies the split rule */
+#define DATA_SPLIT_BY_RULE 255
+/* the largest id a file may hold (ids must fit the corpus's int32 after its reserved ids) */
+#define DATA_MAX_ID ((int64_t)1 << 30)
+
+/* Integer element types found in the files. */
+enum data_int { DATA_I8, DATA_U8, DATA_I16, DATA_U16, DATA_I32, DATA_U32, DATA_I64, DATA_U64 };
+
+/* A typed view of integers in a file (possibly unaligned). */
+struct data_ints {
+	const void *p;
+	enum data_int type;
+};
+
+/* What shapes the sequences; all of it enters the data lock. */
+struct data_shape {
+	int min_len, max_len; /* windows of at most max_len tokens; shorter than min_len skipped */
+	int64_t vocab;        /* ids must lie in [0, vocab); 0: any id up to DATA_MAX_ID */
+	int split_rule[3];    /* relative weights of train, validation, test for the sequences
+			       * of files that name no split (consecutive blocks of documents) */
+	int64_t eot;          /* llmc: the end-of-text id that opens each document */
+};
+
+/* Where the sequence being added comes from, for messages. */
+struct data_where {
+	const char *file;
+	int64_t line;  /* > 0: a JSONL line; positions are then "tokens[k]" on that line */
+	int64_t first; /* otherwise: index in the file of the sequence's first token */
+};
+
+struct data_stats {
+	int64_t documents;     /* sequences found in the files */
+	int64_t cut;           /* documents longer than max_len, cut into windows */
+	int64_t short_skipped; /* documents or windows shorter than min_len, skipped */
+	int64_t sequences;     /* sequences kept (windows) */
+	int64_t tokens, supervised;
+	int64_t max_id;        /* -1 while no token was seen */
+};
+
+struct data_set {
+	struct data_shape shape;
+	struct data_stats stats;
+	int64_t n;          /* sequences kept */
+	int64_t *offset;    /* n + 1 offsets into tokens */
+	int32_t *tokens;    /* ids as in the files */
+	uint8_t *mask;      /* 1: the token is a target */
+	uint8_t *split;     /* enum split, or DATA_SPLIT_BY_RULE until data_finish */
+	int64_t *doc;       /* for DATA_SPLIT_BY_RULE: its document's ordinal among such */
+	int64_t cap_n, cap_tokens;
+	int64_t rule_documents; /* documents without a split of their own */
+	char max_where[320];    /* where the largest id was seen */
+	struct digest *files;   /* running digest of the files read */
+	char files_digest[DIGEST_HEX_SIZE]; /* set by data_finish */
+	/* called now and then while a file is read: done of total bytes */
+	void (*progress)(void *arg, const char *file, uint64_t done, uint64_t total);
+	void *progress_arg;
+};
+
+/* A read-only memory mapping of a whole file (p is NULL for an empty file). */
+struct data_map {
+	const uint8_t *p;
+	size_t len;
+};
+
+const char *data_source_name(int source);
+int data_source_parse(const char *name); /* -1 if unknown */
+
+int data_init(struct data_set *d, const struct data_shape *shape, struct err *e);
+void data_free(struct data_set *d);
+
+/* Maps path read-only and enters its name (the last path component), size and bytes into
+ * the files digest of d. */
+int data_map_file(struct data_set *d, const char *path, struct data_map *m, struct err *e);
+void data_unmap(struct data_map *m);
+void data_progress(struct data_set *d, const char *file, uint64_t done, uint64_t total);
+
+int64_t data_int_get(const struct data_ints *v, int64_t i);
+size_t data_int_size(enum data_int type);
+
+/* Adds one document of len tokens: tokens[i], mask[i] (mask.p NULL: every token a target),
+ * split (enum split or DATA_SPLIT_BY_RULE). Cuts, skips and checks as described above. */
+int data_add(struct data_set *d, const struct data_ints *tokens, const struct data_ints *mask,
+	     int64_t len, int split, const struct data_where *w, struct err *e);
+
+/* Applies the split rule, orders the sequences by split (stable) and finishes the files
+ * digest. `what` names the source in messages. An empty split is ERR_DATA. */
+int data_finish(struct data_set *d, const char *what, struct err *e);
+
+/* Counts per split after data_finish. */
+void data_split_counts(const struct data_set *d, int64_t count[3]);
+
+/* The readers: each adds every sequence of the files at path (a directory for npy, a
+ * file for jsonl, the path without .bin/.idx for megatron, a shard or a directory of
+ * shards for llmc). */
+int data_read_npy(struct data_set *d, const char *dir, struct err *e);
+int data_read_jsonl(struct data_set *d, const char *path, struct err *e);
+int data_read_megatron(struct data_set *d, const char *prefix, struct err *e);
+int data_read_llmc(struct data_set *d, const char *path, struct err *e);
+
+/* Reads path with the reader of source (not DATA_SYNTHETIC), then data_finish. */
+int data_read(struct data_set *d, int source, const char *path, struct err *e);
+
+#endif
