@@ -64,29 +64,33 @@ static int clean_value(const char *src, char *dst, size_t dstlen)
 	return 0;
 }
 
-/* Edit distance, capped: used only to suggest a near key name in messages. */
-static int edit_distance(const char *a, const char *b)
+int cfg_near_distance(const char *word, const char *cand)
 {
-	int row[65], la = (int)strlen(a), lb = (int)strlen(b);
+	int prev[66], row[66], cur[66], la = (int)strlen(word), lb = (int)strlen(cand);
+	int limit = la / 3 < 1 ? 1 : la / 3 > 3 ? 3 : la / 3;
 	if (la > 64 || lb > 64)
 		return INT_MAX;
+	/* optimal string alignment: insertions, deletions, substitutions and swaps of two
+	 * neighbouring letters ("modle" is one edit from "model") */
 	for (int j = 0; j <= lb; j++)
 		row[j] = j;
 	for (int i = 1; i <= la; i++) {
-		int diag = row[0];
-		row[0] = i;
+		cur[0] = i;
 		for (int j = 1; j <= lb; j++) {
-			int up = row[j];
-			int best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
+			int best = row[j - 1] + (word[i - 1] != cand[j - 1]);
+			if (row[j] + 1 < best)
+				best = row[j] + 1;
+			if (cur[j - 1] + 1 < best)
+				best = cur[j - 1] + 1;
+			if (i > 1 && j > 1 && word[i - 1] == cand[j - 2] && word[i - 2] == cand[j - 1] &&
+			    prev[j - 2] + 1 < best)
+				best = prev[j - 2] + 1;
+			cur[j] = best;
 		}
+		memcpy(prev, row, sizeof row);
+		memcpy(row, cur, sizeof cur);
 	}
-	return row[lb];
+	return row[lb] <= limit ? row[lb] : INT_MAX;
 }
 
 /* " (did you mean 'x'?)" when a declared name is close to `word`, else "". `section`
@@ -95,24 +99,20 @@ static void suggest(const struct cfg *c, const char *section, const char *word, 
 		    size_t outlen)
 {
 	const char *best = NULL;
-	int best_d = INT_MAX, limit = (int)strlen(word) / 3;
-	if (limit < 1)
-		limit = 1;
-	if (limit > 3)
-		limit = 3;
+	int best_d = INT_MAX;
 	out[0] = '\0';
 	for (int i = 0; i < c->n; i++) {
 		const struct cfg_key *k = &c->keys[i];
 		const char *cand = section ? k->name : k->section;
 		if (section && strcmp(k->section, section) != 0)
 			continue;
-		int d = edit_distance(word, cand);
+		int d = cfg_near_distance(word, cand);
 		if (d < best_d) {
 			best_d = d;
 			best = cand;
 		}
 	}
-	if (best && best_d <= limit)
+	if (best)
 		snprintf(out, outlen, " (did you mean '%s'?)", best);
 }
 

@@ -89,6 +89,10 @@ int cfg_enum(const struct cfg *c, const char *section, const char *name);
  * the caller): ints, enum indexes and bools as int (or unsigned long long), floats as
  * double, strings as text (cut to the field's size). One loop for the whole table. */
 void cfg_store(const struct cfg *c, void *target);
+/* How far `cand` is from `word` for a "did you mean" hint: the edits (insertion, deletion,
+ * substitution, swap of two neighbours) between them, or INT_MAX when more than a third
+ * of word's length (at least 1, at most 3). */
+int cfg_near_distance(const char *word, const char *cand);
 /* Writes every key with its resolved value as INI (sections in table order). */
 int cfg_write(const struct cfg *c, FILE *f);
 /* Compares the keys carrying any of `flags` (e.g. CFG_MATH) of a (current) with b

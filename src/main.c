@@ -2,13 +2,17 @@
  * ddptok-run: the command-line entry point.
  *
  *   ddptok-run CONFIG [COMMAND] [OPTIONS]
+ *   ddptok-run help [COMMAND]           (also: CONFIG COMMAND --help)
  *
  * Parses the command line, loads and validates the configuration (with --set
- * overrides), dispatches to the command, prints the error of a failed command on stderr
- * and exits with the code of that error (README "Exit codes"). Only this file exits.
+ * overrides), runs the command, prints the error of a failed command on stderr and exits
+ * with the code of that error (README "Exit codes"). Only this file exits. Every command
+ * is one row of `commands` (its function, the options it accepts, its help); every option
+ * one row of `options`.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +21,7 @@
 #include "app.h"
 #include "ddptok_config.h"
 
-struct command {
-	const char *name;
-	int (*fn)(struct app *a, struct err *e);
-	unsigned opts; /* allowed command-specific options (OPT_* bits) */
-	const char *help;
-};
-
+/* Command-specific options: the bit a command's `opts` accepts them by. */
 enum {
 	OPT_DUMP = 1 << 0,
 	OPT_RESUME = 1 << 1,
@@ -34,70 +32,190 @@ enum {
 	OPT_WINDOWS = 1 << 6,
 	OPT_INJECT = 1 << 7,
 	OPT_DRIFT = 1 << 8,
-	OPT_COUNT = 9,
 };
-/* the option of each OPT_* bit, for messages */
-static const char *const opt_names[OPT_COUNT] = {
-	"--dump",   "--resume",  "--continuous",     "--checkpoint",  "--scope",
-	"--dry-run", "--windows", "--inject-failure", "--inject-drift",
+
+struct option_row {
+	const char *name; /* long name, without "--" */
+	int has_arg;      /* no_argument / required_argument */
+	int val;          /* getopt's value */
+	unsigned bit;     /* OPT_* bit; 0: valid with every command */
+	const char *shown; /* as the help writes it */
+	const char *help;
+};
+
+static const struct option_row options[] = {
+	{"set", required_argument, 's', 0, "--set SECTION.KEY=VALUE",
+	 "override a configuration key (repeatable)"},
+	{"dump", required_argument, 'd', OPT_DUMP, "--dump DIR",
+	 "parity: write parameters, batches and gradients as .npy into DIR"},
+	{"resume", required_argument, 'r', OPT_RESUME, "--resume DIR",
+	 "train/inspect: continue from a checkpoint directory"},
+	{"continuous", no_argument, 'c', OPT_CONTINUOUS, "--continuous",
+	 "train: run 0 -> updates without stopping"},
+	{"checkpoint", required_argument, 'k', OPT_CHECKPOINT, "--checkpoint DIR",
+	 "evaluate: the checkpoint to evaluate (default: the newest valid one of\n"
+	 "checkpoints/ and continuous/)"},
+	{"scope", required_argument, 'S', OPT_SCOPE, "--scope S",
+	 "clean: generated, checkpoints, partial or all (default generated)"},
+	{"dry-run", no_argument, 'n', OPT_DRY_RUN, "--dry-run", "clean: list what would be removed"},
+	{"windows", required_argument, 'w', OPT_WINDOWS, "--windows N",
+	 "bench: number of windows to time"},
+	{"inject-failure", required_argument, 'i', OPT_INJECT, "--inject-failure R:W",
+	 "testing aid: rank R (from 0) fails at window W (from 1)"},
+	{"inject-drift", no_argument, 'D', OPT_DRIFT, "--inject-drift",
+	 "testing aid: a resumed run starts with the last bit of\n"
+	 "parameter 0 flipped (the resume check must catch it)"},
+	{"help", no_argument, 'h', 0, "-h, --help", "this help (with a command: that command's)"},
+	{"version", no_argument, 'V', 0, "--version", "print the version"},
+	{"keys", no_argument, 'K', 0, "--keys", "print the configuration reference (markdown)"},
+	{NULL, 0, 0, 0, NULL, NULL},
+};
+
+struct command {
+	const char *name;
+	int (*fn)(struct app *a, struct err *e);
+	unsigned opts;       /* the OPT_* bits it accepts */
+	const char *summary; /* one line of the global help */
+	const char *about;   /* what it does, for its own help */
+	const char *example; /* arguments after CONFIG */
 };
 
 static const struct command commands[] = {
 	{"protocol", cmd_protocol, OPT_INJECT | OPT_DRIFT,
 	 "the whole protocol (default): prepare, check-loss, reference, parity, exercise, "
-	 "empty-window, train stop/continuous/resume, evaluate, figure, report"},
-	{"prepare", cmd_prepare, 0, "build the corpus and write it with its data lock"},
-	{"check-loss", cmd_check_loss, 0, "the 12/36 counterexample: mean of means 2, global mean 2.5"},
-	{"reference", cmd_reference, 0, "single-device gradient of window 1 (.npy + JSON summary)"},
+	 "empty-window, train stop/continuous/resume, evaluate, figure, report",
+	 "Runs every step in order and writes report.md and report.json into [run] outputs;\n"
+	 "exits 1 when a check fails. A signal stops it after the current step (exit 8).",
+	 "protocol"},
+	{"prepare", cmd_prepare, 0, "build the corpus and write it with its data lock",
+	 "Builds the corpus from [data] and [run] seed and writes it, with its data lock,\n"
+	 "under [run] outputs (corpus/).",
+	 "prepare"},
+	{"check-loss", cmd_check_loss, 0, "the 12/36 counterexample: mean of means 2, global mean 2.5",
+	 "Two ranks with 12 and 36 supervised tokens: the mean of the rank means is 2, the\n"
+	 "global token mean 2.5; exits 1 if the program computes other values.",
+	 "check-loss"},
+	{"reference", cmd_reference, 0, "single-device gradient of window 1 (.npy + JSON summary)",
+	 "The gradient of window 1's global token mean computed by one device over every\n"
+	 "sequence of the window; writes it as .npy with a JSON summary (N, loss, L2 norm).",
+	 "reference"},
 	{"parity", cmd_parity, OPT_DUMP | OPT_INJECT,
-	 "W-device gradient per normalization against the reference [--dump DIR]"},
-	{"exercise", cmd_exercise, 0, "rank 1 goes from 12 to 36 tokens: both means and gradients"},
+	 "W-device gradient per normalization against the reference [--dump DIR]",
+	 "The W-device gradient of window 1 under each normalization against the\n"
+	 "single-device reference, within [parity] atol and rtol: global_token must agree,\n"
+	 "the negative controls must not; exits 1 otherwise.",
+	 "parity --dump parity-dump"},
+	{"exercise", cmd_exercise, 0, "rank 1 goes from 12 to 36 tokens: both means and gradients",
+	 "Rank 0 keeps [exercise] short supervised tokens while rank 1 goes from long_before\n"
+	 "to long_after: both means and both gradients on the model.",
+	 "exercise"},
 	{"train", cmd_train, OPT_RESUME | OPT_CONTINUOUS | OPT_INJECT | OPT_DRIFT,
-	 "train to stop_at and checkpoint [--continuous | --resume DIR]"},
+	 "train to stop_at and checkpoint [--continuous | --resume DIR]",
+	 "Trains from step 0 to [train] stop_at and checkpoints into [run] artifacts\n"
+	 "(checkpoints/); --continuous trains 0 -> updates into continuous/; --resume DIR\n"
+	 "continues a checkpoint to updates. SIGINT/SIGTERM checkpoint and exit 8.",
+	 "train --resume artifacts/checkpoints/step-0050"},
 	{"evaluate", cmd_evaluate, OPT_CHECKPOINT,
-	 "test and validation loss/accuracy of a checkpoint [--checkpoint DIR]"},
-	{"checkpoints", cmd_checkpoints, 0, "verify every checkpoint under the artifacts directory"},
+	 "test and validation loss/accuracy of a checkpoint [--checkpoint DIR]",
+	 "Test and validation loss (global token mean) and token accuracy of a checkpoint,\n"
+	 "printed and written to evaluate.json.",
+	 "evaluate --checkpoint artifacts/continuous/step-0100"},
+	{"checkpoints", cmd_checkpoints, 0, "verify every checkpoint under the artifacts directory",
+	 "Verifies every checkpoint under [run] artifacts (manifest, sizes, digests); exits 1\n"
+	 "if one is corrupt.",
+	 "checkpoints"},
 	{"clean", cmd_clean, OPT_SCOPE | OPT_DRY_RUN,
-	 "remove what the program wrote [--scope generated|checkpoints|partial|all] [--dry-run]"},
-	{"inspect", cmd_inspect, OPT_RESUME, "interactive step-by-step gradient inspection [--resume DIR]"},
-	{"bench", cmd_bench, OPT_WINDOWS, "training throughput and sgemm rate [--windows N]"},
-	{"env", cmd_env, 0, "backends, devices, versions"},
-	{NULL, NULL, 0, NULL},
+	 "remove what the program wrote [--scope generated|checkpoints|partial|all] [--dry-run]",
+	 "Removes what the program wrote, and nothing else: generated outputs (default),\n"
+	 "checkpoints, partial (interrupted writes) or all.",
+	 "clean --scope all --dry-run"},
+	{"inspect", cmd_inspect, OPT_RESUME, "interactive step-by-step gradient inspection [--resume DIR]",
+	 "Opens a ddptok> prompt to step through windows and look at the gradients (type\n"
+	 "help there); reads commands from stdin when it is not a terminal.",
+	 "inspect --resume artifacts/checkpoints/step-0050"},
+	{"bench", cmd_bench, OPT_WINDOWS, "training throughput and sgemm rate [--windows N]",
+	 "Times training windows: throughput and FLOP rate against the machine's one-thread\n"
+	 "sgemm rate.",
+	 "bench --windows 20"},
+	{"env", cmd_env, 0, "backends, devices, versions",
+	 "The build, the backends and devices visible, and what the configuration would use.",
+	 "env"},
+	{NULL, NULL, 0, NULL, NULL, NULL},
 };
+
+static const struct command *find_command(const char *name)
+{
+	for (const struct command *c = commands; c->name; c++)
+		if (!strcmp(c->name, name))
+			return c;
+	return NULL;
+}
+
+/* "ddptok-run: unknown command 'x'" with the nearest command, on stderr. */
+static int unknown_command(const char *name)
+{
+	const char *best = NULL;
+	int best_d = INT_MAX;
+	for (const struct command *c = commands; c->name; c++) {
+		int d = cfg_near_distance(name, c->name);
+		if (d < best_d) {
+			best_d = d;
+			best = c->name;
+		}
+	}
+	if (best)
+		fprintf(stderr, "ddptok-run: unknown command '%s' (did you mean '%s'?)\n", name, best);
+	else
+		fprintf(stderr, "ddptok-run: unknown command '%s' (see ddptok-run help)\n", name);
+	return ERR_USAGE;
+}
+
+/* One option of the help: its spelling, then its text (continuation lines indented). */
+static void print_option(FILE *f, const struct option_row *o)
+{
+	const char *t = o->help;
+	fprintf(f, "  %-24s ", o->shown);
+	for (const char *nl; (nl = strchr(t, '\n')); t = nl + 1)
+		fprintf(f, "%.*s\n  %-24s ", (int)(nl - t), t, "");
+	fprintf(f, "%s\n", t);
+}
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: ddptok-run CONFIG [COMMAND] [OPTIONS]\n"
+		"       ddptok-run help [COMMAND]\n"
 		"\n"
 		"Data-parallel training of a small token model on W devices with the exact\n"
 		"mean loss over every supervised token of the accumulation window.\n"
 		"\n"
 		"commands:\n");
 	for (const struct command *c = commands; c->name; c++)
-		fprintf(f, "  %-12s %s\n", c->name, c->help);
+		fprintf(f, "  %-12s %s\n", c->name, c->summary);
+	fprintf(f, "\noptions:\n");
+	for (const struct option_row *o = options; o->name; o++)
+		print_option(f, o);
 	fprintf(f,
-		"\n"
-		"options:\n"
-		"  --set SECTION.KEY=VALUE  override a configuration key (repeatable)\n"
-		"  --dump DIR               parity: write parameters, batches and gradients as .npy\n"
-		"  --resume DIR             train/inspect: continue from a checkpoint directory\n"
-		"  --continuous             train: run 0 -> updates without stopping\n"
-		"  --checkpoint DIR         evaluate: the checkpoint to evaluate (default: the newest\n"
-		"                           valid one of checkpoints/ and continuous/)\n"
-		"  --scope S                clean: generated, checkpoints, partial or all (default generated)\n"
-		"  --dry-run                clean: list what would be removed\n"
-		"  --windows N              bench: number of windows to time\n"
-		"  --inject-failure R:W     testing aid: rank R (from 0) fails at window W (from 1)\n"
-		"  --inject-drift           testing aid: a resumed run starts with the last bit of\n"
-		"                           parameter 0 flipped (the resume check must catch it)\n"
-		"  -h, --help               this help\n"
-		"  --version                print the version\n"
-		"  --keys                   print the configuration reference (markdown)\n"
 		"\n"
 		"exit codes: 0 ok, 1 check failed, 2 usage, 3 configuration, 4 i/o, 5 data or\n"
 		"checkpoint refused, 6 device/runtime, 7 empty window, 8 interrupted (checkpointed),\n"
-		"9 released because another rank failed\n");
+		"9 released because another rank failed\n"
+		"\n"
+		"ddptok-run help COMMAND (or CONFIG COMMAND --help) describes one command.\n");
+}
+
+/* The help of one command: usage, what it does, its options, an example. */
+static void command_help(FILE *f, const struct command *c)
+{
+	fprintf(f, "usage: ddptok-run CONFIG %s", c->name);
+	for (const struct option_row *o = options; o->name; o++)
+		if (o->bit & c->opts)
+			fprintf(f, " [%s]", o->shown);
+	fprintf(f, " [--set SECTION.KEY=VALUE ...]\n\n%s\n\noptions:\n", c->about);
+	for (const struct option_row *o = options; o->name; o++)
+		if ((o->bit & c->opts) || o->val == 's' || o->val == 'h')
+			print_option(f, o);
+	fprintf(f, "\nexample:\n  ddptok-run conf/minimum.ini %s\n", c->example);
 }
 
 /* The configuration reference as a markdown table, generated from the key table; the
@@ -121,8 +239,9 @@ static void print_keys(void)
 		for (char *c = allowed; *c; c++)
 			if (*c == '|')
 				*c = '/';
-		printf("| `%s.%s` | %s | %s%s%s | %s | %s | %s |\n", k->section, k->name, types[k->type],
-		       *k->def ? "`" : "", *k->def ? k->def : "(empty)", *k->def ? "`" : "", allowed, k->flags & CFG_MATH ? "yes" : "no", k->doc);
+		printf("| `%s.%s` | %s | %s%s%s | %s | %s | %s |\n", k->section, k->name,
+		       types[k->type], *k->def ? "`" : "", *k->def ? k->def : "(empty)",
+		       *k->def ? "`" : "", allowed, k->flags & CFG_MATH ? "yes" : "no", k->doc);
 	}
 }
 
@@ -142,37 +261,116 @@ static int parse_long(const char *s, long *out)
 	return 0;
 }
 
-int main(int argc, char **argv)
-{
-	static const struct option long_opts[] = {
-		{"set", required_argument, NULL, 's'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{"keys", no_argument, NULL, 'K'},
-		{"dump", required_argument, NULL, 'd'},
-		{"resume", required_argument, NULL, 'r'},
-		{"continuous", no_argument, NULL, 'c'},
-		{"checkpoint", required_argument, NULL, 'k'},
-		{"scope", required_argument, NULL, 'S'},
-		{"dry-run", no_argument, NULL, 'n'},
-		{"windows", required_argument, NULL, 'w'},
-		{"inject-failure", required_argument, NULL, 'i'},
-		{"inject-drift", no_argument, NULL, 'D'},
-		{NULL, 0, NULL, 0},
-	};
+/* What the command line asks for. */
+struct cli {
 	struct app a;
-	struct err e;
 	const char *sets[64];
-	int nsets = 0;
-	unsigned used = 0;
-	int rc;
+	int nsets;
+	unsigned used; /* OPT_* bits given */
+	int help;      /* -h / --help, or the help command */
+};
 
-	memset(&a, 0, sizeof a);
-	err_clear(&e);
-	a.o.inject_rank = -1;
-	a.o.inject_window = -1;
+enum { CLI_RUN = -1 }; /* parse result: go on (else the exit status) */
+
+/* The value of a command-specific option into cli->a.o; CLI_RUN or ERR_USAGE. */
+static int take_option(struct cli *cli, int val, char *arg)
+{
+	struct app_opts *o = &cli->a.o;
+	switch (val) {
+	case 'd': o->dump_dir = arg; break;
+	case 'r': o->resume_dir = arg; break;
+	case 'c': o->continuous = 1; break;
+	case 'k': o->checkpoint = arg; break;
+	case 'S': o->scope = arg; break;
+	case 'n': o->dry_run = 1; break;
+	case 'D': o->inject_drift = 1; break;
+	case 'w':
+		if (parse_long(arg, &o->windows) || o->windows < 1) {
+			fprintf(stderr, "ddptok-run: --windows needs a positive integer, got '%s'\n",
+				arg);
+			return ERR_USAGE;
+		}
+		break;
+	case 'i': {
+		char *colon = strchr(arg, ':');
+		long r, w;
+		if (!colon || (*colon = '\0', parse_long(arg, &r)) || parse_long(colon + 1, &w) ||
+		    r < 0 || w < 1) {
+			fprintf(stderr, "ddptok-run: --inject-failure needs RANK:WINDOW (rank from "
+				"0, window from 1 as the commands number them)\n");
+			return ERR_USAGE;
+		}
+		o->inject_rank = (int)r;
+		o->inject_window = w - 1; /* the engine counts windows from 0 */
+		break;
+	}
+	}
+	return CLI_RUN;
+}
+
+/* One option getopt returned (argv[at] holds it); CLI_RUN or the exit status. */
+static int take(struct cli *cli, int c, char **argv, int at)
+{
+	for (const struct option_row *o = options; o->name; o++)
+		if (o->val == c && o->bit) {
+			cli->used |= o->bit;
+			return take_option(cli, c, optarg);
+		}
+	switch (c) {
+	case 's':
+		if (cli->nsets == (int)(sizeof cli->sets / sizeof cli->sets[0])) {
+			fprintf(stderr, "ddptok-run: too many --set options\n");
+			return ERR_USAGE;
+		}
+		cli->sets[cli->nsets++] = optarg;
+		return CLI_RUN;
+	case 'h':
+		cli->help = 1;
+		return CLI_RUN;
+	case 'V':
+		printf("ddptok-run %s (CUDA backend %s)\n", DDPTOK_VERSION,
+		       DDPTOK_HAVE_CUDA ? "built" : "not built");
+		return 0;
+	case 'K':
+		print_keys();
+		return 0;
+	case ':':
+		fprintf(stderr, "ddptok-run: option '%s' needs a value\n", argv[at]);
+		return ERR_USAGE;
+	default:
+		/* a long option is the whole element; a short one is a character of it */
+		if (strncmp(argv[at], "--", 2) != 0 && optopt)
+			fprintf(stderr, "ddptok-run: unknown option '-%c' (see --help)\n", optopt);
+		else
+			fprintf(stderr, "ddptok-run: unknown option '%s' (see --help)\n", argv[at]);
+		return ERR_USAGE;
+	}
+}
+
+/* A positional argument: CONFIG, then COMMAND ("help" first: help, then COMMAND). */
+static int positional(struct cli *cli, const char *arg)
+{
+	if (!cli->a.config_path && !cli->help && !strcmp(arg, "help"))
+		cli->help = 2; /* "help [COMMAND]": the next argument is the command */
+	else if (!cli->a.config_path && cli->help != 2)
+		cli->a.config_path = arg;
+	else if (!cli->a.command)
+		cli->a.command = arg;
+	else {
+		fprintf(stderr, "ddptok-run: unexpected argument '%s'\n", arg);
+		return ERR_USAGE;
+	}
+	return CLI_RUN;
+}
+
+static int parse_args(struct cli *cli, int argc, char **argv)
+{
+	struct option long_opts[sizeof options / sizeof options[0]];
+	int n = 0, rc, only_positional = 0;
+	for (const struct option_row *o = options; o->name; o++, n++)
+		long_opts[n] = (struct option){o->name, o->has_arg, NULL, o->val};
+	long_opts[n] = (struct option){NULL, 0, NULL, 0};
 	opterr = 0;
-	int c, only_positional = 0;
 	for (;;) {
 		/* "--" ends the options: what follows is positional (getopt would skip past it
 		 * and lose track of the positional arguments interleaved with options) */
@@ -181,143 +379,106 @@ int main(int argc, char **argv)
 			optind++;
 		}
 		int at = optind; /* the element getopt examines (a short cluster keeps optind) */
-		c = only_positional ? -1 : getopt_long(argc, argv, "+:h", long_opts, NULL);
+		int c = only_positional ? -1 : getopt_long(argc, argv, "+:h", long_opts, NULL);
 		if (c == -1 && optind >= argc)
-			break;
-		if (c == -1) {
-			/* a positional argument: CONFIG, then COMMAND */
-			if (!a.config_path)
-				a.config_path = argv[optind];
-			else if (!a.command)
-				a.command = argv[optind];
-			else {
-				fprintf(stderr, "ddptok-run: unexpected argument '%s'\n", argv[optind]);
-				return ERR_USAGE;
-			}
-			optind++;
-			continue;
-		}
-		switch (c) {
-		case 's':
-			if (nsets == 64) {
-				fprintf(stderr, "ddptok-run: too many --set options\n");
-				return ERR_USAGE;
-			}
-			sets[nsets++] = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'V':
-			printf("ddptok-run %s (CUDA backend %s)\n", DDPTOK_VERSION,
-			       DDPTOK_HAVE_CUDA ? "built" : "not built");
-			return 0;
-		case 'K':
-			print_keys();
-			return 0;
-		case 'd': a.o.dump_dir = optarg; used |= OPT_DUMP; break;
-		case 'r': a.o.resume_dir = optarg; used |= OPT_RESUME; break;
-		case 'c': a.o.continuous = 1; used |= OPT_CONTINUOUS; break;
-		case 'k': a.o.checkpoint = optarg; used |= OPT_CHECKPOINT; break;
-		case 'S': a.o.scope = optarg; used |= OPT_SCOPE; break;
-		case 'n': a.o.dry_run = 1; used |= OPT_DRY_RUN; break;
-		case 'w':
-			if (parse_long(optarg, &a.o.windows) || a.o.windows < 1) {
-				fprintf(stderr, "ddptok-run: --windows needs a positive integer, got '%s'\n",
-					optarg);
-				return ERR_USAGE;
-			}
-			used |= OPT_WINDOWS;
-			break;
-		case 'i': {
-			char *colon = strchr(optarg, ':');
-			long r, w;
-			if (!colon || (*colon = '\0', parse_long(optarg, &r)) || parse_long(colon + 1, &w) ||
-			    r < 0 || w < 1) {
-				fprintf(stderr, "ddptok-run: --inject-failure needs RANK:WINDOW (rank from "
-					"0, window from 1 as the commands number them)\n");
-				return ERR_USAGE;
-			}
-			a.o.inject_rank = (int)r;
-			a.o.inject_window = w - 1; /* the engine counts windows from 0 */
-			used |= OPT_INJECT;
-			break;
-		}
-		case 'D':
-			a.o.inject_drift = 1;
-			used |= OPT_DRIFT;
-			break;
-		case ':':
-			fprintf(stderr, "ddptok-run: option '%s' needs a value\n", argv[at]);
-			return ERR_USAGE;
-		default:
-			/* a long option is the whole element; a short one is a character of it */
-			if (strncmp(argv[at], "--", 2) != 0 && optopt)
-				fprintf(stderr, "ddptok-run: unknown option '-%c' (see --help)\n", optopt);
-			else
-				fprintf(stderr, "ddptok-run: unknown option '%s' (see --help)\n",
-					argv[at]);
-			return ERR_USAGE;
-		}
+			return CLI_RUN;
+		rc = c == -1 ? positional(cli, argv[optind++]) : take(cli, c, argv, at);
+		if (rc != CLI_RUN)
+			return rc;
 	}
-	if (!a.config_path) {
+}
+
+/* Help asked for: the command's, or the global one. "ddptok-run train --help" (no
+ * CONFIG) means the command too. */
+static int print_help(const struct cli *cli)
+{
+	const char *name = cli->a.command;
+	if (!name && cli->help == 1 && cli->a.config_path && find_command(cli->a.config_path))
+		name = cli->a.config_path;
+	if (!name) {
+		usage(stdout);
+		return 0;
+	}
+	const struct command *c = find_command(name);
+	if (!c)
+		return unknown_command(name);
+	command_help(stdout, c);
+	return 0;
+}
+
+/* The command named on the command line, with options it accepts; NULL after saying why. */
+static const struct command *chosen_command(const struct cli *cli)
+{
+	const struct command *cmd = find_command(cli->a.command ? cli->a.command : "protocol");
+	if (!cmd) {
+		unknown_command(cli->a.command);
+		return NULL;
+	}
+	unsigned bad = cli->used & ~cmd->opts;
+	for (const struct option_row *o = options; bad && o->name; o++)
+		if (o->bit & bad) {
+			fprintf(stderr, "ddptok-run: option --%s does not apply to '%s' (see "
+				"ddptok-run help %s)\n", o->name, cmd->name, cmd->name);
+			return NULL;
+		}
+	if ((cli->used & OPT_DRIFT) && !strcmp(cmd->name, "train") && !(cli->used & OPT_RESUME)) {
+		fprintf(stderr, "ddptok-run: option --inject-drift applies to a resumed run: give "
+			"train --resume DIR (or run the protocol)\n");
+		return NULL;
+	}
+	return cmd;
+}
+
+/* The configuration file, its --set overrides and the settings, checked. */
+static int load_configuration(struct cli *cli, struct err *e)
+{
+	struct app *a = &cli->a;
+	ERR_TRY(cfg_init(&a->cfg, settings_keys, e));
+	ERR_TRY(cfg_load_file(&a->cfg, a->config_path, e));
+	for (int i = 0; i < cli->nsets; i++)
+		ERR_TRY(cfg_set(&a->cfg, cli->sets[i], e));
+	ERR_TRY(settings_from_cfg(&a->cfg, &a->s, e));
+	if (a->o.inject_rank >= a->s.world)
+		return ERR(e, ERR_USAGE, "--inject-failure %d:%ld: rank %d does not exist "
+			   "(devices.world = %d)", a->o.inject_rank, a->o.inject_window + 1,
+			   a->o.inject_rank, a->s.world);
+	return ERR_OK;
+}
+
+int main(int argc, char **argv)
+{
+	static struct cli cli;
+	struct app *a = &cli.a;
+	struct err e;
+	const struct command *cmd;
+	int rc;
+
+	err_clear(&e);
+	a->o.inject_rank = -1;
+	a->o.inject_window = -1;
+	if ((rc = parse_args(&cli, argc, argv)) != CLI_RUN)
+		return rc;
+	if (cli.help)
+		return print_help(&cli);
+	if (!a->config_path) {
 		usage(stderr);
 		return ERR_USAGE;
 	}
-	if (!a.command)
-		a.command = "protocol";
-	const struct command *cmd = NULL;
-	for (const struct command *k = commands; k->name; k++)
-		if (!strcmp(k->name, a.command))
-			cmd = k;
-	if (!cmd) {
-		fprintf(stderr, "ddptok-run: unknown command '%s' (see --help)\n", a.command);
+	if (!(cmd = chosen_command(&cli)))
 		return ERR_USAGE;
+	if ((rc = load_configuration(&cli, &e)) == ERR_OK) {
+		app_env_init(a, isatty(STDOUT_FILENO));
+		rc = cmd->fn(a, &e);
+		app_progress_close(a);
 	}
-	if (used & ~cmd->opts) {
-		unsigned bad = used & ~cmd->opts;
-		int k = 0;
-		while (!(bad & (1u << k)))
-			k++;
-		fprintf(stderr, "ddptok-run: option %s does not apply to '%s' (see --help)\n",
-			opt_names[k], cmd->name);
-		return ERR_USAGE;
-	}
-	if ((used & OPT_DRIFT) && !strcmp(cmd->name, "train") && !(used & OPT_RESUME)) {
-		fprintf(stderr, "ddptok-run: option --inject-drift applies to a resumed run: give "
-			"train --resume DIR (or run the protocol)\n");
-		return ERR_USAGE;
-	}
-
-	if ((rc = cfg_init(&a.cfg, settings_keys, &e)) != ERR_OK)
-		goto fail;
-	if ((rc = cfg_load_file(&a.cfg, a.config_path, &e)) != ERR_OK)
-		goto fail;
-	for (int i = 0; i < nsets; i++)
-		if ((rc = cfg_set(&a.cfg, sets[i], &e)) != ERR_OK)
-			goto fail;
-	if ((rc = settings_from_cfg(&a.cfg, &a.s, &e)) != ERR_OK)
-		goto fail;
-	if (a.o.inject_rank >= a.s.world) {
-		rc = ERR(&e, ERR_USAGE, "--inject-failure %d:%ld: rank %d does not exist (devices.world "
-			 "= %d)", a.o.inject_rank, a.o.inject_window + 1, a.o.inject_rank, a.s.world);
-		goto fail;
-	}
-	app_env_init(&a, isatty(STDOUT_FILENO));
-
-	rc = cmd->fn(&a, &e);
-	app_progress_close(&a);
-	if (rc != ERR_OK)
-		goto fail;
-	cfg_free(&a.cfg);
-	return 0;
-fail:
 	fflush(stdout);
-	if (e.code == ERR_OK)
-		ERR(&e, rc, "%s", err_code_name(rc));
-	fprintf(stderr, "ddptok-run: %s: %s\n", err_code_name(e.code), e.msg);
-	if (a.s.log_level >= 2 && e.file)
-		fprintf(stderr, "  (at %s:%d)\n", e.file, e.line);
-	cfg_free(&a.cfg);
-	return e.code;
+	if (rc != ERR_OK) {
+		if (e.code == ERR_OK)
+			ERR(&e, rc, "%s", err_code_name(rc));
+		fprintf(stderr, "ddptok-run: %s: %s\n", err_code_name(e.code), e.msg);
+		if (a->s.log_level >= 2 && e.file)
+			fprintf(stderr, "  (at %s:%d)\n", e.file, e.line);
+	}
+	cfg_free(&a->cfg);
+	return rc == ERR_OK ? 0 : e.code;
 }

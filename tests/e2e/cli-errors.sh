@@ -16,6 +16,8 @@ cp "$CONF/tiny.ini" ok.ini
 # usage errors: 2
 expect 2 "usage" "$DDPTOK"
 expect 2 "unknown command 'frobnicate'" "$DDPTOK" ok.ini frobnicate
+expect 2 "unknown command 'trian' (did you mean 'train'?)" "$DDPTOK" ok.ini trian
+expect 2 "unknown command 'evalute' (did you mean 'evaluate'?)" "$DDPTOK" help evalute
 expect 2 "unknown option '--frobnicate'" "$DDPTOK" ok.ini prepare --frobnicate
 expect 2 "option --continuous does not apply to 'prepare'" "$DDPTOK" ok.ini prepare --continuous
 expect 2 "option --inject-failure does not apply to 'evaluate'" "$DDPTOK" ok.ini evaluate --inject-failure 0:1
@@ -43,7 +45,13 @@ expect 3 "missing.ini" "$DDPTOK" missing.ini prepare
 printf '[train]\nlerning_rate = 0.1\n' > unknown-key.ini
 expect 3 "lerning_rate" "$DDPTOK" unknown-key.ini prepare
 printf '[trian]\nlr = 0.1\n' > unknown-section.ini
-expect 3 "trian" "$DDPTOK" unknown-section.ini prepare
+expect 3 "\[trian\]: unknown section (did you mean 'train'?)" "$DDPTOK" unknown-section.ini prepare
+# two neighbouring letters swapped are one edit away too
+printf '[modle]\nhidden = 8\n' > swapped-section.ini
+expect 3 "\[modle\]: unknown section (did you mean 'model'?)" "$DDPTOK" swapped-section.ini prepare
+expect 3 "\[modle\]: unknown section (did you mean 'model'?)" "$DDPTOK" ok.ini prepare --set modle.hidden=8
+printf '[data]\nvocbab = 8\n' > near-key.ini
+expect 3 "\[data\] vocbab: unknown key (did you mean 'vocab'?)" "$DDPTOK" near-key.ini prepare
 # a key set twice (here through a repeated section) is refused, naming both lines
 printf '[data]\ntrain = 70\n[model]\nhidden = 8\n[ DATA ]\nTrain = 7\n' > twice.ini
 expect 3 "twice.ini:6: \[data\] train is set a second time (first at line 2)" "$DDPTOK" twice.ini prepare
@@ -73,5 +81,32 @@ if [ -e outputs ]; then echo "FAIL: a failed run left outputs/"; ls -R outputs; 
 rm -rf outputs
 # --help and --version succeed
 "$DDPTOK" --help | grep -q "usage: ddptok-run" || { echo "FAIL: --help"; fail=1; }
+# help: the global help, or one command's (usage, its options and no other's, an example);
+# no configuration is read
+help_has() { # what, pattern, command...
+	what=$1; pat=$2; shift 2
+	"$@" > help.txt 2>&1 || { echo "FAIL: $what exited $?"; cat help.txt; fail=1; return; }
+	grep -q -- "$pat" help.txt || { echo "FAIL: $what lacks '$pat':"; cat help.txt; fail=1; }
+}
+help_has "help" "^commands:" "$DDPTOK" help
+help_has "help" "ddptok-run help COMMAND" "$DDPTOK" help
+help_has "help train" "^usage: ddptok-run CONFIG train " "$DDPTOK" help train
+help_has "help train" "--resume DIR" "$DDPTOK" help train
+help_has "help train" "^example:" "$DDPTOK" help train
+grep -q -- "--dump" help.txt && { echo "FAIL: help train lists parity's --dump"; fail=1; }
+grep -q "^commands:" help.txt && { echo "FAIL: help train prints the global help"; fail=1; }
+help_has "CONFIG train --help" "^usage: ddptok-run CONFIG train " "$DDPTOK" ok.ini train --help
+help_has "CONFIG train --help" "--continuous" "$DDPTOK" ok.ini train --help
+help_has "missing CONFIG train --help" "^usage: ddptok-run CONFIG train " "$DDPTOK" missing.ini train --help
+help_has "train --help" "^usage: ddptok-run CONFIG train " "$DDPTOK" train --help
+help_has "help clean" "--scope S" "$DDPTOK" help clean
+help_has "help clean" "clean --scope" "$DDPTOK" help clean
+help_has "CONFIG --help" "^commands:" "$DDPTOK" ok.ini --help
+for c in protocol prepare check-loss reference parity exercise train evaluate checkpoints clean \
+	 inspect bench env; do
+	help_has "help $c" "^usage: ddptok-run CONFIG $c" "$DDPTOK" help "$c"
+	help_has "help $c" "^  ddptok-run conf/minimum.ini $c" "$DDPTOK" help "$c"
+done
+[ -e outputs ] && { echo "FAIL: help wrote outputs/"; fail=1; }
 "$DDPTOK" --version | grep -q "ddptok-run" || { echo "FAIL: --version"; fail=1; }
 exit $fail
