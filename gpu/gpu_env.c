@@ -12,6 +12,37 @@
 #include <nccl.h>
 #include <stdio.h>
 
+#include "gpu_rules.h"
+
+/* The driver release the kernel module reports ("" when none is loaded). */
+static void driver_release(char *out, size_t outlen)
+{
+	char banner[512];
+	FILE *f = fopen("/proc/driver/nvidia/version", "r");
+	size_t n = f ? fread(banner, 1, sizeof banner - 1, f) : 0;
+	if (f)
+		fclose(f);
+	banner[n] = '\0';
+	if (gpu_driver_release_parse(banner, out, outlen) != 0)
+		out[0] = '\0';
+}
+
+/* What the runtime's answer means for the user; a driver too old for this build gets
+ * the versions found and needed. */
+static void explain_status(cudaError_t st, char *why, size_t whylen)
+{
+	if (st == cudaErrorInsufficientDriver) {
+		char release[64];
+		int drv = 0, rt = 0;
+		driver_release(release, sizeof release);
+		cudaDriverGetVersion(&drv);
+		cudaRuntimeGetVersion(&rt);
+		gpu_driver_message(why, whylen, release, drv, rt);
+		return;
+	}
+	snprintf(why, whylen, "%s (%s)", cudaGetErrorString(st), cudaGetErrorName(st));
+}
+
 int gpu_cuda_error(struct err *e, const char *file, int line, int status, const char *call,
 		   int rank, int device)
 {
@@ -33,7 +64,7 @@ int gpu_device_count(int *count, char *why, size_t whylen, struct err *e)
 	if (st != cudaSuccess) {
 		cudaGetLastError(); /* not sticky: leave the runtime clean */
 		if (why && whylen)
-			snprintf(why, whylen, "%s (%s)", cudaGetErrorString(st), cudaGetErrorName(st));
+			explain_status(st, why, whylen);
 		return ERR_OK;
 	}
 	*count = n;
@@ -54,13 +85,19 @@ static void print_version(FILE *out, const char *what, int v)
 int gpu_env_report(FILE *out, struct err *e)
 {
 	int drv = 0, rt = 0, nccl = 0, n = 0;
-	if (cudaRuntimeGetVersion(&rt) == cudaSuccess)
+	char release[64];
+	if (cudaRuntimeGetVersion(&rt) == cudaSuccess) {
 		print_version(out, "CUDA runtime", rt);
+		if (gpu_driver_branch_needed(rt))
+			fprintf(out, "%-14s driver %d or newer\n", "needs", gpu_driver_branch_needed(rt));
+	}
+	driver_release(release, sizeof release);
 	if (cudaDriverGetVersion(&drv) != cudaSuccess || drv == 0) {
 		cudaGetLastError();
 		fprintf(out, "%-14s none: no NVIDIA driver is loaded\n", "CUDA driver");
 	} else {
-		print_version(out, "CUDA driver", drv);
+		fprintf(out, "%-14s %s, supports CUDA up to %d.%d\n", "NVIDIA driver",
+			*release ? release : "(release unknown)", drv / 1000, drv % 1000 / 10);
 	}
 	if (ncclGetVersion(&nccl) == ncclSuccess) {
 		/* 2.9 and later: major * 10000 + minor * 100 + patch */
@@ -73,9 +110,10 @@ int gpu_env_report(FILE *out, struct err *e)
 	}
 	cudaError_t st = cudaGetDeviceCount(&n);
 	if (st != cudaSuccess) {
+		char why[512];
 		cudaGetLastError();
-		fprintf(out, "%-14s none: %s (%s)\n", "GPUs", cudaGetErrorString(st),
-			cudaGetErrorName(st));
+		explain_status(st, why, sizeof why);
+		fprintf(out, "%-14s none: %s\n", "GPUs", why);
 		return ERR_OK;
 	}
 	if (n == 0) {

@@ -80,6 +80,7 @@ const char *err_code_name(int code)
 	case ERR_EMPTY: return "empty window";
 	case ERR_INTERRUPTED: return "interrupted";
 	case ERR_ABORTED: return "aborted";
+	case ERR_DEVCHECK: return "device check";
 	default: return "error";
 	}
 }

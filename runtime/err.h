@@ -24,6 +24,8 @@ enum err_code {
 	ERR_EMPTY = 7,       /* window without any supervised token, empty_window = error */
 	ERR_INTERRUPTED = 8, /* stopped by a signal after checkpointing */
 	ERR_ABORTED = 9,     /* released because another rank failed (never the root cause) */
+	ERR_DEVCHECK = 10,   /* env --check: a device, kernel, GEMM or collective gave a wrong
+				or no result */
 };
 
 struct err {

@@ -30,6 +30,7 @@ struct app_opts {
 	int inject_rank;        /* --inject-failure R:W (tests); -1 off */
 	long inject_window;
 	int inject_drift;       /* --inject-drift (tests): a resume flips one parameter bit */
+	int check;              /* env --check */
 };
 
 struct app {

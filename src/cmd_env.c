@@ -1,49 +1,63 @@
 /*
  * cmd_env: what this build and machine offer: version, backends, devices, and which
- * backend and collective the configuration would use, and why.
+ * backend and collective the configuration would use, and why. `env` only informs (exit
+ * 0 even when the configuration cannot run here); `env --check` tries the device plan
+ * for real (devcheck.h) and exits ERR_DEVCHECK, naming what failed, when it does not
+ * work, the plan itself included.
  */
 #include <cblas.h>
 #include <stdio.h>
 
 #include "app.h"
 #include "ddptok_config.h"
+#include "devcheck.h"
 #include "engine.h"
 #if DDPTOK_HAVE_CUDA
 #include "gpu.h"
 #endif
+
+static void print_plan(const struct settings *s, const struct device_plan *plan)
+{
+	printf("backend: %s\n", plan->why);
+	if (plan->backend == DEV_BACKEND_CUDA) {
+		printf("devices:");
+		for (int r = 0; r < s->world; r++)
+			printf(" rank %d -> GPU %d%s", r, plan->ids[r], r + 1 < s->world ? "," : "");
+		printf("\n");
+	}
+	printf("collective: %s\n", plan->coll_why);
+}
 
 int cmd_env(struct app *a, struct err *e)
 {
 	printf("ddptok-run %s\n", DDPTOK_VERSION);
 	printf("cpu backend: OpenBLAS %s (one BLAS thread per device thread)\n",
 	       openblas_get_config());
-	int gpus = 0;
-	char why[256] = "this build has no CUDA backend (meson option cuda)";
 #if DDPTOK_HAVE_CUDA
 	printf("cuda backend: built\n");
-	int rc = gpu_env_report(stdout, e);
-	if (rc != ERR_OK)
-		return rc;
-	if ((rc = gpu_device_count(&gpus, why, sizeof why, e)) != ERR_OK)
-		return rc;
+	ERR_TRY(gpu_env_report(stdout, e));
 #else
 	printf("cuda backend: not built\n");
 #endif
+	int gpus = 0;
+	char why[512];
+	ERR_TRY(device_plan_gpus(&a->s, &gpus, why, sizeof why, e));
 	struct device_plan plan;
 	struct err pe = {0};
 	printf("configuration %s: W = %d, reduce %s\n", a->cfg.path, a->s.world,
 	       a->s.reduce == COLL_AVG ? "avg" : "sum");
 	if (engine_plan_devices(&a->s, gpus, why, &plan, &pe) != ERR_OK) {
 		printf("backend: this configuration does not run here: %s\n", pe.msg);
+		if (!a->o.check)
+			return ERR_OK;
+		return ERR(e, ERR_DEVCHECK, "env --check: the device plan cannot run here: %s",
+			   pe.msg);
+	}
+	print_plan(&a->s, &plan);
+	if (!a->o.check)
 		return ERR_OK;
-	}
-	printf("backend: %s\n", plan.why);
-	if (plan.backend == DEV_BACKEND_CUDA) {
-		printf("devices:");
-		for (int r = 0; r < a->s.world; r++)
-			printf(" rank %d -> GPU %d%s", r, plan.ids[r], r + 1 < a->s.world ? "," : "");
-		printf("\n");
-	}
-	printf("collective: %s\n", plan.coll_why);
+	fflush(stdout);
+	ERR_TRY(devcheck_run(&a->s, &plan, a->o.inject_rank, stdout, e));
+	printf("env --check: every rank passed\n");
 	return ERR_OK;
 }

@@ -133,8 +133,9 @@ int cmd_evaluate_write(struct app *a, const struct train_eval *ev, struct err *e
 	env_info(&a->env, "evaluate: loss = global token mean (sum of token losses / supervised tokens); "
 		 "accuracy = argmax == target; the constant guess always predicts id %d, the most "
 		 "frequent training target", ev->const_id);
-	json_t *j = json_pack("{s:s, s:I, s:i, s:o, s:o}", "checkpoint", ev->checkpoint, "step",
-			      (json_int_t)ev->step, "constant_guess_id", ev->const_id, "test",
+	json_t *j = json_pack("{s:s, s:I, s:s, s:i, s:o, s:o}", "checkpoint", ev->checkpoint, "step",
+			      (json_int_t)ev->step, "backend", ev->backend, "constant_guess_id",
+			      ev->const_id, "test",
 			      split_json(&ev->test), "validation", split_json(&ev->validation));
 	rc = env_write_json(&a->env, "evaluate.json", j, e);
 	json_decref(j);

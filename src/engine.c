@@ -9,11 +9,7 @@
 #include <time.h>
 
 #include "clock.h"
-#include "ddptok_config.h"
 #include "norm.h"
-#if DDPTOK_HAVE_CUDA
-#include "gpu.h"
-#endif
 
 static int max_batch_rows(const struct settings *s)
 {
@@ -28,15 +24,7 @@ static int replica_init_fn(int rank, void *ctx, void *arg, struct err *e)
 	struct replica *r = ctx;
 	size_t bytes = eng->shape.n_params * sizeof(float);
 	r->rank = rank;
-	if (eng->plan.backend == DEV_BACKEND_CUDA) {
-#if DDPTOK_HAVE_CUDA
-		ERR_TRY(cuda_dev_create(rank, eng->plan.ids[rank], &r->dev, e));
-#else
-		return ERR(e, ERR_DEVICE, "this build has no CUDA backend");
-#endif
-	} else {
-		ERR_TRY(dev_host_create(rank, &r->dev, e));
-	}
+	ERR_TRY(device_plan_create_dev(&eng->plan, rank, &r->dev, e));
 	struct dev *d = r->dev;
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));
@@ -62,105 +50,12 @@ static int replica_destroy_fn(int rank, void *ctx, void *arg, struct err *e)
 	return ERR_OK;
 }
 
-static int ids_repeat(const int *ids, int n)
-{
-	for (int r = 0; r < n; r++)
-		for (int q = 0; q < r; q++)
-			if (ids[q] == ids[r])
-				return 1;
-	return 0;
-}
-
-int engine_plan_devices(const struct settings *s, int gpus, const char *gpu_why,
-			struct device_plan *p, struct err *e)
-{
-	const int w = s->world;
-	memset(p, 0, sizeof *p);
-	p->backend = DEV_BACKEND_CPU;
-	for (int r = 0; r < w; r++)
-		p->ids[r] = s->n_ids ? s->ids[r] : r;
-	if (!gpu_why || !*gpu_why)
-		gpu_why = "no GPU visible";
-
-	if (s->backend == BACKEND_CPU) {
-		snprintf(p->why, sizeof p->why, "cpu (requested by devices.backend)");
-	} else if (gpus <= 0) {
-		if (s->backend == BACKEND_CUDA)
-			return ERR(e, ERR_DEVICE, "devices.backend = cuda but no GPU is usable: %s",
-				   gpu_why);
-		snprintf(p->why, sizeof p->why, "cpu (auto: %s)", gpu_why);
-	} else {
-		for (int r = 0; r < w && s->n_ids; r++)
-			if (p->ids[r] >= gpus)
-				return ERR(e, ERR_CONFIG, "devices.ids: rank %d is given GPU %d but "
-					   "%d GPU%s visible (ids 0..%d)", r, p->ids[r], gpus,
-					   gpus == 1 ? " is" : "s are", gpus - 1);
-		if (!s->n_ids && w > gpus) {
-			if (s->backend == BACKEND_CUDA)
-				return ERR(e, ERR_CONFIG, "devices.backend = cuda: W = %d ranks but "
-					   "only %d GPU%s visible; give each rank a device with "
-					   "devices.ids (ranks may share one, e.g. 0,0, with "
-					   "devices.collective = host)", w, gpus,
-					   gpus == 1 ? " is" : "s are");
-			snprintf(p->why, sizeof p->why, "cpu (auto: W = %d ranks, %d GPU%s visible; "
-				 "to share GPUs set devices.ids, e.g. 0,0, and devices.backend = "
-				 "cuda)", w, gpus, gpus == 1 ? "" : "s");
-		} else {
-			p->backend = DEV_BACKEND_CUDA;
-			snprintf(p->why, sizeof p->why, "cuda (%s, %d GPU%s visible)",
-				 s->backend == BACKEND_CUDA ? "requested" : "auto", gpus,
-				 gpus == 1 ? "" : "s");
-		}
-	}
-
-	if (p->backend != DEV_BACKEND_CUDA) {
-		if (s->collective == COLLECTIVE_NCCL)
-			return ERR(e, ERR_CONFIG, "devices.collective = nccl needs the cuda backend, "
-				   "and this run uses %s", p->why);
-		snprintf(p->coll_why, sizeof p->coll_why, "host (the cpu backend's)");
-		return ERR_OK;
-	}
-	int shared = ids_repeat(p->ids, w);
-	if (s->collective == COLLECTIVE_HOST) {
-		snprintf(p->coll_why, sizeof p->coll_why, "host (requested by devices.collective)");
-	} else if (shared) {
-		if (s->collective == COLLECTIVE_NCCL)
-			return ERR(e, ERR_CONFIG, "devices.collective = nccl needs one GPU per rank "
-				   "but devices.ids repeats a GPU; use devices.collective = host (or "
-				   "auto) to share GPUs");
-		snprintf(p->coll_why, sizeof p->coll_why, "host (auto: ranks share a GPU, which "
-			 "NCCL does not allow)");
-	} else {
-		p->nccl = 1;
-		snprintf(p->coll_why, sizeof p->coll_why, "nccl (%s)",
-			 s->collective == COLLECTIVE_NCCL ? "requested" : "auto");
-	}
-	return ERR_OK;
-}
-
 static int choose_backend(struct engine *eng, struct err *e)
 {
 	int gpus = 0;
-	char why[200] = "this build has no CUDA backend";
-#if DDPTOK_HAVE_CUDA
-	if (eng->s.backend != BACKEND_CPU)
-		ERR_TRY(gpu_device_count(&gpus, why, sizeof why, e));
-#endif
+	char why[512];
+	ERR_TRY(device_plan_gpus(&eng->s, &gpus, why, sizeof why, e));
 	return engine_plan_devices(&eng->s, gpus, why, &eng->plan, e);
-}
-
-static int create_collective(struct engine *eng, struct err *e)
-{
-	size_t count = eng->shape.n_params;
-	if (eng->plan.nccl) {
-#if DDPTOK_HAVE_CUDA
-		return nccl_coll_create(eng->world, eng->plan.ids, pool_barrier(eng->pool),
-					&eng->coll, e);
-#else
-		return ERR(e, ERR_DEVICE, "this build has no CUDA backend");
-#endif
-	}
-	return coll_host_create(eng->world, pool_barrier(eng->pool), count, &eng->coll, e);
 }
 
 void engine_opts_init(struct engine_opts *o)
@@ -192,7 +87,8 @@ int engine_create(const struct settings *s, const struct corpus *c,
 	}
 	if ((rc = pool_run(eng->pool, replica_init_fn, eng, e)) != ERR_OK)
 		goto fail;
-	if ((rc = create_collective(eng, e)) != ERR_OK)
+	if ((rc = device_plan_create_coll(&eng->plan, eng->world, pool_barrier(eng->pool),
+					  eng->shape.n_params, &eng->coll, e)) != ERR_OK)
 		goto fail;
 	pool_set_coll(eng->pool, eng->coll);
 	size_t bytes = eng->shape.n_params * sizeof(float);

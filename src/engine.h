@@ -74,14 +74,27 @@ struct device_plan {
 	char coll_why[160];       /* how the collective was chosen */
 };
 
-/* Decides the device plan for `gpus` visible GPUs (gpu_why: why there are none, when 0).
+/* Decides the device plan for `gpus` usable GPUs (gpu_why: why there are none, when 0).
  * backend = auto takes cuda when every rank has a GPU to run on: W visible (ids 0..W-1),
- * or devices.ids given (ids may repeat: ranks then share a GPU); else the cpu backend,
- * saying why. collective = auto
+ * or devices.ids given (ids may repeat: ranks then share a GPU). It falls back to the
+ * cpu backend, saying why, only when nothing GPU-specific was asked for (devices.ids,
+ * collective = nccl); otherwise the run is refused with the reason. collective = auto
  * takes NCCL on the cuda backend unless ranks share a GPU. Choices that cannot run are
- * ERR_CONFIG / ERR_DEVICE naming the key. No side effect: the engine and `env` share it. */
+ * ERR_CONFIG / ERR_DEVICE naming the key. No side effect: the engine and `env` share it
+ * (src/device_plan.c). */
 int engine_plan_devices(const struct settings *s, int gpus, const char *gpu_why,
 			struct device_plan *p, struct err *e);
+/* The usable GPUs for the settings (none asked of the driver when devices.backend = cpu,
+ * or in a build without the CUDA backend); `why` says why there are none. */
+int device_plan_gpus(const struct settings *s, int *gpus, char *why, size_t whylen,
+		     struct err *e);
+/* The device of `rank` as the plan says (call on that rank's device thread). */
+int device_plan_create_dev(const struct device_plan *p, int rank, struct dev **out,
+			   struct err *e);
+/* The plan's collective over `world` ranks meeting at `barrier` (not owned); the host
+ * collective stages up to max_count elements. */
+int device_plan_create_coll(const struct device_plan *p, int world, struct barrier *barrier,
+			    size_t max_count, struct coll **out, struct err *e);
 
 struct engine {
 	struct settings s;

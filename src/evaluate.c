@@ -116,6 +116,7 @@ int train_evaluate(const struct env *v, const char *dir, struct train_eval *ev, 
 	ev->step = ck.step;
 	if ((rc = train_open(v, &r, &c, &ck, e)))
 		goto out;
+	snprintf(ev->backend, sizeof ev->backend, "%s", engine_backend_name(r.eng));
 	ev->const_id = train_const_guess(&r.corpus, SPLIT_TRAIN, SPLIT_TEST, &unused);
 	if (ev->const_id < 0)
 		rc = ERR(e, ERR_DEVICE, "out of memory");

@@ -32,6 +32,7 @@ enum {
 	OPT_WINDOWS = 1 << 6,
 	OPT_INJECT = 1 << 7,
 	OPT_DRIFT = 1 << 8,
+	OPT_CHECK = 1 << 9,
 };
 
 struct option_row {
@@ -60,8 +61,12 @@ static const struct option_row options[] = {
 	{"dry-run", no_argument, 'n', OPT_DRY_RUN, "--dry-run", "clean: list what would be removed"},
 	{"windows", required_argument, 'w', OPT_WINDOWS, "--windows N",
 	 "bench: number of windows to time"},
+	{"check", no_argument, 'C', OPT_CHECK, "--check",
+	 "env: create each rank's device, run a kernel, a GEMM and an\n"
+	 "allreduce on it and compare them with the CPU (exit 10 if one fails)"},
 	{"inject-failure", required_argument, 'i', OPT_INJECT, "--inject-failure R:W",
-	 "testing aid: rank R (from 0) fails at window W (from 1)"},
+	 "testing aid: rank R (from 0) fails at window W (from 1);\n"
+	 "env --check: rank R's allreduce result is made wrong"},
 	{"inject-drift", no_argument, 'D', OPT_DRIFT, "--inject-drift",
 	 "testing aid: a resumed run starts with the last bit of\n"
 	 "parameter 0 flipped (the resume check must catch it)"},
@@ -137,9 +142,12 @@ static const struct command commands[] = {
 	 "Times training windows: throughput and FLOP rate against the machine's one-thread\n"
 	 "sgemm rate.",
 	 "bench --windows 20"},
-	{"env", cmd_env, 0, "backends, devices, versions",
-	 "The build, the backends and devices visible, and what the configuration would use.",
-	 "env"},
+	{"env", cmd_env, OPT_CHECK | OPT_INJECT, "backends, devices, versions [--check]",
+	 "The build, the backends and devices visible, and what the configuration would use\n"
+	 "(exit 0 even when it cannot run here). --check runs the configuration's device\n"
+	 "plan: every rank's device, a kernel and a GEMM compared with the CPU, an allreduce\n"
+	 "over the plan's collective; exit 10 naming the rank and the step that failed.",
+	 "env --check"},
 	{NULL, NULL, 0, NULL, NULL, NULL},
 };
 
@@ -199,7 +207,8 @@ static void usage(FILE *f)
 		"\n"
 		"exit codes: 0 ok, 1 check failed, 2 usage, 3 configuration, 4 i/o, 5 data or\n"
 		"checkpoint refused, 6 device/runtime, 7 empty window, 8 interrupted (checkpointed),\n"
-		"9 released because another rank failed\n"
+		"9 released because another rank failed, 10 env --check found a device that does\n"
+		"not work\n"
 		"\n"
 		"ddptok-run help COMMAND (or CONFIG COMMAND --help) describes one command.\n");
 }
@@ -284,6 +293,7 @@ static int take_option(struct cli *cli, int val, char *arg)
 	case 'S': o->scope = arg; break;
 	case 'n': o->dry_run = 1; break;
 	case 'D': o->inject_drift = 1; break;
+	case 'C': o->check = 1; break;
 	case 'w':
 		if (parse_long(arg, &o->windows) || o->windows < 1) {
 			fprintf(stderr, "ddptok-run: --windows needs a positive integer, got '%s'\n",
@@ -424,6 +434,10 @@ static const struct command *chosen_command(const struct cli *cli)
 	if ((cli->used & OPT_DRIFT) && !strcmp(cmd->name, "train") && !(cli->used & OPT_RESUME)) {
 		fprintf(stderr, "ddptok-run: option --inject-drift applies to a resumed run: give "
 			"train --resume DIR (or run the protocol)\n");
+		return NULL;
+	}
+	if ((cli->used & OPT_INJECT) && !strcmp(cmd->name, "env") && !(cli->used & OPT_CHECK)) {
+		fprintf(stderr, "ddptok-run: option --inject-failure applies to env --check only\n");
 		return NULL;
 	}
 	return cmd;

@@ -164,7 +164,7 @@ static int write_metrics(struct trainer *t, const struct window *w,
 	json_t *toks = json_array();
 	for (int r = 0; r < w->world; r++)
 		json_array_append_new(toks, json_integer(wr->rank_tokens[r]));
-	json_t *j = json_pack("{s:I, s:I, s:I, s:o, s:I, s:b, s:o, s:o, s:f, s:f, s:f}", "step",
+	json_t *j = json_pack("{s:I, s:I, s:I, s:o, s:I, s:b, s:o, s:o, s:f, s:f, s:f, s:s}", "step",
 			      (json_int_t)t->step, "window", (json_int_t)w->index + 1, "updates_done",
 			      (json_int_t)t->r.eng->updates_done, "rank_tokens", toks, "N",
 			      (json_int_t)wr->N, "rejected", wr->rejected, "loss",
@@ -172,7 +172,7 @@ static int write_metrics(struct trainer *t, const struct window *w,
 			      wr->rejected ? json_null() : json_real(wr->grad_norm), "seconds",
 			      wr->seconds, "tokens_per_s",
 			      wr->seconds > 0 ? (double)wr->N / wr->seconds : 0.0, "seconds_coll",
-			      wr->seconds_coll);
+			      wr->seconds_coll, "backend", engine_backend_name(t->r.eng));
 	char *text = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
 	json_decref(j);
 	if (!text)

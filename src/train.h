@@ -205,6 +205,7 @@ struct train_eval {
 	char checkpoint[FSX_PATH_MAX];
 	int64_t step;
 	int const_id;       /* most frequent target id of the training split */
+	char backend[8];    /* the backend the evaluation ran on */
 	struct train_split_eval test, validation;
 };
 

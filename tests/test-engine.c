@@ -440,79 +440,6 @@ START_TEST(check_loss_counterexample)
 }
 END_TEST
 
-static struct device_plan plan_of(int world, int backend, int collective, const char *ids,
-				   int gpus, int *rc, char *msg, size_t cap)
-{
-	struct settings s;
-	struct device_plan p;
-	struct err e;
-	memset(&s, 0, sizeof s);
-	err_clear(&e);
-	s.world = world;
-	s.backend = backend;
-	s.collective = collective;
-	for (const char *c = ids; c && *c; c++)
-		if (*c >= '0' && *c <= '9')
-			s.ids[s.n_ids++] = *c - '0';
-	*rc = engine_plan_devices(&s, gpus, "no GPU here", &p, &e);
-	snprintf(msg, cap, "%s", e.msg);
-	return p;
-}
-
-START_TEST(device_plan_follows_the_gpus_visible)
-{
-	int rc;
-	char msg[1024];
-	struct device_plan p;
-	/* no GPU: auto runs on the cpu, cuda is refused, nccl needs cuda */
-	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, NULL, 0, &rc, msg, sizeof msg);
-	ck_assert_int_eq(rc, ERR_OK);
-	ck_assert_int_eq(p.backend, DEV_BACKEND_CPU);
-	ck_assert_int_eq(p.nccl, 0);
-	p = plan_of(2, BACKEND_CUDA, COLLECTIVE_AUTO, NULL, 0, &rc, msg, sizeof msg);
-	ck_assert_int_eq(rc, ERR_DEVICE);
-	ck_assert(strstr(msg, "devices.backend = cuda"));
-	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_NCCL, NULL, 0, &rc, msg, sizeof msg);
-	ck_assert_int_eq(rc, ERR_CONFIG);
-	ck_assert(strstr(msg, "devices.collective = nccl"));
-	/* one GPU, W = 2: auto falls back to the cpu and says how to share the GPU; cuda
-	 * without ids is refused; ids 0,0 share it over the host collective */
-	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, NULL, 1, &rc, msg, sizeof msg);
-	ck_assert_int_eq(rc, ERR_OK);
-	ck_assert_int_eq(p.backend, DEV_BACKEND_CPU);
-	ck_assert(strstr(p.why, "1 GPU visible") && strstr(p.why, "devices.ids"));
-	p = plan_of(2, BACKEND_CUDA, COLLECTIVE_AUTO, NULL, 1, &rc, msg, sizeof msg);
-	ck_assert_int_eq(rc, ERR_CONFIG);
-	ck_assert(strstr(msg, "devices.ids"));
-	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, "0,0", 1, &rc, msg, sizeof msg);
-	ck_assert_int_eq(rc, ERR_OK);
-	ck_assert_int_eq(p.backend, DEV_BACKEND_CUDA);
-	ck_assert_int_eq(p.nccl, 0);
-	ck_assert(p.ids[0] == 0 && p.ids[1] == 0);
-	p = plan_of(2, BACKEND_CUDA, COLLECTIVE_NCCL, "0,0", 1, &rc, msg, sizeof msg);
-	ck_assert_int_eq(rc, ERR_CONFIG);
-	ck_assert(strstr(msg, "one GPU per rank"));
-	/* an id past the GPUs visible names the rank and the id */
-	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, "0,3", 2, &rc, msg, sizeof msg);
-	ck_assert_int_eq(rc, ERR_CONFIG);
-	ck_assert(strstr(msg, "rank 1 is given GPU 3"));
-	/* enough GPUs: cuda and NCCL, default ids, unless the host collective is asked for */
-	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, NULL, 4, &rc, msg, sizeof msg);
-	ck_assert_int_eq(rc, ERR_OK);
-	ck_assert_int_eq(p.backend, DEV_BACKEND_CUDA);
-	ck_assert_int_eq(p.nccl, 1);
-	ck_assert(p.ids[0] == 0 && p.ids[1] == 1);
-	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_HOST, "3,1", 4, &rc, msg, sizeof msg);
-	ck_assert_int_eq(rc, ERR_OK);
-	ck_assert_int_eq(p.nccl, 0);
-	ck_assert(p.ids[0] == 3 && p.ids[1] == 1);
-	/* cpu requested: GPUs are ignored */
-	p = plan_of(2, BACKEND_CPU, COLLECTIVE_AUTO, NULL, 4, &rc, msg, sizeof msg);
-	ck_assert_int_eq(rc, ERR_OK);
-	ck_assert_int_eq(p.backend, DEV_BACKEND_CPU);
-}
-END_TEST
-
 int main(void)
 {
 	Suite *s = suite_create("engine");
@@ -533,7 +460,6 @@ int main(void)
 	tcase_add_test(tc, replicas_stay_identical);
 	tcase_add_test(tc, runs_are_reproducible_bit_for_bit);
 	tcase_add_test(tc, a_diverged_replica_is_detected);
-	tcase_add_test(tc, device_plan_follows_the_gpus_visible);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }

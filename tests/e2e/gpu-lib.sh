@@ -3,7 +3,7 @@
 GPUS=$("$DDPTOK" "$CONF/tiny.ini" env 2>/dev/null | sed -n 's/^GPUs  *\([0-9][0-9]*\)$/\1/p')
 if [ -z "$GPUS" ] || [ "$GPUS" -lt 1 ]; then
 	echo "skip: no GPU visible (or the CUDA backend is not built)"
-	"$DDPTOK" "$CONF/tiny.ini" env 2>&1 | grep -E '^(cuda backend|GPUs|CUDA driver)' || true
+	"$DDPTOK" "$CONF/tiny.ini" env 2>&1 | grep -E '^(cuda backend|GPUs|CUDA driver|NVIDIA driver|needs)' || true
 	exit 77
 fi
 # a model big enough for cuBLAS to matter, small enough to be quick

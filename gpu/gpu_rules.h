@@ -1,0 +1,60 @@
+/*
+ * gpu_rules: the decisions of the GPU path that need no GPU, in plain C.
+ *
+ * This file is compiled into every build (with or without the CUDA backend), so that
+ * the CPU test suite checks the rules the CUDA code applies on a real machine:
+ *   gpu_driver_*       which NVIDIA driver a CUDA runtime needs, the driver release the
+ *                      kernel module reports, and the message a too-old driver gets
+ *   gpu_nccl_env_*     the NCCL environment the gradient communicator needs to stay
+ *                      bit-exact from call to call (no NVLink SHARP unless asked for)
+ *   gpu_coll_timeout_message  what a collective that timed out knows: which ranks
+ *                      reached it, and what to try when all of them did
+ * None of these functions touches CUDA or NCCL; their callers pass in what the
+ * libraries answered.
+ */
+#ifndef DDPTOK_GPU_RULES_H
+#define DDPTOK_GPU_RULES_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The oldest driver branch (e.g. 580) that runs a program built with the CUDA runtime
+ * `runtime_version` (1000 * major + 10 * minor, as cudaRuntimeGetVersion gives it);
+ * 0 when the major version is not known here. */
+int gpu_driver_branch_needed(int runtime_version);
+
+/* Finds the driver release ("570.124.06") in the text of /proc/driver/nvidia/version
+ * (the kernel module's banner). 0 and the release in `out` on success; -1 when the text
+ * holds none (no module loaded, another format). */
+int gpu_driver_release_parse(const char *banner, char *out, size_t outlen);
+
+/* The message for a driver that cannot run this build (the runtime answered
+ * cudaErrorInsufficientDriver): the release found (`release` may be NULL or empty when
+ * unknown), the newest CUDA version the driver supports (`driver_version` from
+ * cudaDriverGetVersion, 0 when unknown), the runtime this build uses and the branch it
+ * needs, and the two ways out. */
+void gpu_driver_message(char *out, size_t outlen, const char *release, int driver_version,
+			int runtime_version);
+
+/* Whether the gradient communicator must be created with NCCL_NVLS_ENABLE=0: yes unless
+ * the user chose NCCL's algorithm (NCCL_ALGO) or NVLS (NCCL_NVLS_ENABLE) themselves; the
+ * arguments are those variables' values (NULL when unset). `note` (if not NULL) says
+ * what was decided and why, for the log. */
+int gpu_nccl_env_disable_nvls(const char *nccl_algo, const char *nccl_nvls_enable, char *note,
+			      size_t notelen);
+
+/* The message of a collective call that gave up after `timeout_s` on `rank` (GPU
+ * `device`): `arrived[r]` is non-zero for every rank r < world that entered this call.
+ * Ranks missing: a peer never joined (its own error, if any, is the root cause). All
+ * present: the transport hangs; NCCL_P2P_DISABLE=1 and NCCL_DEBUG=INFO are named. */
+void gpu_coll_timeout_message(char *out, size_t outlen, int rank, int device, double timeout_s,
+			      const int *arrived, int world);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

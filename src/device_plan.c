@@ -1,0 +1,152 @@
+/*
+ * device_plan: where the ranks run (engine_plan_devices, declared in engine.h).
+ *
+ * One decision shared by the engine and `env`: the backend, each rank's GPU and the
+ * collective, from [devices] and what the machine offers. It is a pure function of its
+ * inputs, so the CPU test suite checks every branch, GPU or not.
+ *
+ * The rule on falling back to the CPU: `backend = auto` may run on the CPU only when the
+ * user asked for nothing GPU-specific. Naming GPUs (devices.ids) or the NCCL collective
+ * is asking for GPUs: when they cannot be had, the run is refused with the reason,
+ * instead of a CPU run that would end "every check passed" without ever touching a GPU.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ddptok_config.h"
+#include "engine.h"
+#if DDPTOK_HAVE_CUDA
+#include "gpu.h"
+#endif
+
+static int ids_repeat(const int *ids, int n)
+{
+	for (int r = 0; r < n; r++)
+		for (int q = 0; q < r; q++)
+			if (ids[q] == ids[r])
+				return 1;
+	return 0;
+}
+
+/* What in the settings asks for GPUs (NULL: nothing), for the messages of a refusal. */
+static const char *gpu_request(const struct settings *s)
+{
+	if (s->backend == BACKEND_CUDA)
+		return "devices.backend = cuda";
+	if (s->n_ids)
+		return "devices.ids names GPUs";
+	if (s->collective == COLLECTIVE_NCCL)
+		return "devices.collective = nccl";
+	return NULL;
+}
+
+/* The backend for `gpus` usable GPUs; fills p->backend and p->why. */
+static int plan_backend(const struct settings *s, int gpus, const char *gpu_why,
+			struct device_plan *p, struct err *e)
+{
+	const int w = s->world;
+	const char *asked = gpu_request(s);
+	if (s->backend == BACKEND_CPU) {
+		snprintf(p->why, sizeof p->why, "cpu (requested by devices.backend)");
+		return ERR_OK;
+	}
+	if (gpus <= 0) {
+		if (asked)
+			return ERR(e, ERR_DEVICE, "%s but no GPU is usable: %s (set devices.backend "
+				   "= cpu to run on the CPU)", asked, gpu_why);
+		snprintf(p->why, sizeof p->why, "cpu (auto: %s)", gpu_why);
+		return ERR_OK;
+	}
+	for (int r = 0; r < w && s->n_ids; r++)
+		if (p->ids[r] >= gpus)
+			return ERR(e, ERR_CONFIG, "devices.ids: rank %d is given GPU %d but %d GPU%s "
+				   "visible (ids 0..%d)", r, p->ids[r], gpus,
+				   gpus == 1 ? " is" : "s are", gpus - 1);
+	if (!s->n_ids && w > gpus) {
+		if (asked)
+			return ERR(e, ERR_CONFIG, "%s: W = %d ranks but only %d GPU%s visible; give "
+				   "each rank a device with devices.ids (ranks may share one, e.g. "
+				   "0,0, with devices.collective = host)", asked, w, gpus,
+				   gpus == 1 ? " is" : "s are");
+		snprintf(p->why, sizeof p->why, "cpu (auto: W = %d ranks, %d GPU%s visible; to "
+			 "share GPUs set devices.ids, e.g. 0,0)", w, gpus, gpus == 1 ? "" : "s");
+		return ERR_OK;
+	}
+	p->backend = DEV_BACKEND_CUDA;
+	snprintf(p->why, sizeof p->why, "cuda (%s, %d GPU%s visible)",
+		 s->backend == BACKEND_CUDA ? "requested" : "auto", gpus, gpus == 1 ? "" : "s");
+	return ERR_OK;
+}
+
+int engine_plan_devices(const struct settings *s, int gpus, const char *gpu_why,
+			struct device_plan *p, struct err *e)
+{
+	const int w = s->world;
+	memset(p, 0, sizeof *p);
+	p->backend = DEV_BACKEND_CPU;
+	for (int r = 0; r < w; r++)
+		p->ids[r] = s->n_ids ? s->ids[r] : r;
+	if (!gpu_why || !*gpu_why)
+		gpu_why = "no GPU visible";
+	ERR_TRY(plan_backend(s, gpus, gpu_why, p, e));
+
+	if (p->backend != DEV_BACKEND_CUDA) {
+		if (s->collective == COLLECTIVE_NCCL)
+			return ERR(e, ERR_CONFIG, "devices.collective = nccl needs the cuda backend, "
+				   "and this run uses %s", p->why);
+		snprintf(p->coll_why, sizeof p->coll_why, "host (the cpu backend's)");
+		return ERR_OK;
+	}
+	int shared = ids_repeat(p->ids, w);
+	if (s->collective == COLLECTIVE_HOST) {
+		snprintf(p->coll_why, sizeof p->coll_why, "host (requested by devices.collective)");
+	} else if (shared) {
+		if (s->collective == COLLECTIVE_NCCL)
+			return ERR(e, ERR_CONFIG, "devices.collective = nccl needs one GPU per rank "
+				   "but devices.ids repeats a GPU; use devices.collective = host (or "
+				   "auto) to share GPUs");
+		snprintf(p->coll_why, sizeof p->coll_why, "host (auto: ranks share a GPU, which "
+			 "NCCL does not allow)");
+	} else {
+		p->nccl = 1;
+		snprintf(p->coll_why, sizeof p->coll_why, "nccl (%s)",
+			 s->collective == COLLECTIVE_NCCL ? "requested" : "auto");
+	}
+	return ERR_OK;
+}
+
+int device_plan_create_dev(const struct device_plan *p, int rank, struct dev **out,
+			   struct err *e)
+{
+	if (p->backend != DEV_BACKEND_CUDA)
+		return dev_host_create(rank, out, e);
+#if DDPTOK_HAVE_CUDA
+	return cuda_dev_create(rank, p->ids[rank], out, e);
+#else
+	return ERR(e, ERR_DEVICE, "this build has no CUDA backend");
+#endif
+}
+
+int device_plan_create_coll(const struct device_plan *p, int world, struct barrier *barrier,
+			    size_t max_count, struct coll **out, struct err *e)
+{
+	if (!p->nccl)
+		return coll_host_create(world, barrier, max_count, out, e);
+#if DDPTOK_HAVE_CUDA
+	return nccl_coll_create(world, p->ids, barrier, out, e);
+#else
+	return ERR(e, ERR_DEVICE, "this build has no CUDA backend");
+#endif
+}
+
+int device_plan_gpus(const struct settings *s, int *gpus, char *why, size_t whylen,
+		     struct err *e)
+{
+	*gpus = 0;
+	snprintf(why, whylen, "this build has no CUDA backend (meson option cuda)");
+#if DDPTOK_HAVE_CUDA
+	if (s->backend != BACKEND_CPU)
+		return gpu_device_count(gpus, why, whylen, e);
+#endif
+	return ERR_OK;
+}

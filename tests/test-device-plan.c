@@ -1,0 +1,191 @@
+/*
+ * test-device-plan: the GPU path's decisions, checked on the CPU.
+ *
+ * The device plan (engine_plan_devices) for every case of [devices] against the GPUs
+ * visible, with the rule that backend = auto falls back to the CPU only when nothing
+ * GPU-specific was asked for; and the rules of gpu/gpu_rules.c: the driver a CUDA
+ * runtime needs and the message a too-old driver gets, the NCCL environment of the
+ * gradient communicator, the message of a collective that timed out.
+ */
+#include <check.h>
+#include <string.h>
+
+#include "check-run.h"
+#include "engine.h"
+#include "gpu_rules.h"
+
+static struct device_plan plan_of(int world, int backend, int collective, const char *ids,
+				   int gpus, int *rc, char *msg, size_t cap)
+{
+	struct settings s;
+	struct device_plan p;
+	struct err e;
+	memset(&s, 0, sizeof s);
+	err_clear(&e);
+	s.world = world;
+	s.backend = backend;
+	s.collective = collective;
+	for (const char *c = ids; c && *c; c++)
+		if (*c >= '0' && *c <= '9')
+			s.ids[s.n_ids++] = *c - '0';
+	*rc = engine_plan_devices(&s, gpus, "no GPU here", &p, &e);
+	snprintf(msg, cap, "%s", e.msg);
+	return p;
+}
+
+START_TEST(device_plan_follows_the_gpus_visible)
+{
+	int rc;
+	char msg[1024];
+	struct device_plan p;
+	/* no GPU: auto runs on the cpu, cuda is refused, nccl needs cuda */
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, NULL, 0, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.backend, DEV_BACKEND_CPU);
+	ck_assert_int_eq(p.nccl, 0);
+	p = plan_of(2, BACKEND_CUDA, COLLECTIVE_AUTO, NULL, 0, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_DEVICE);
+	ck_assert(strstr(msg, "devices.backend = cuda"));
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_NCCL, NULL, 0, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_DEVICE);
+	ck_assert(strstr(msg, "devices.collective = nccl") && strstr(msg, "no GPU here"));
+	p = plan_of(2, BACKEND_CPU, COLLECTIVE_NCCL, NULL, 4, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_CONFIG);
+	ck_assert(strstr(msg, "needs the cuda backend"));
+	/* one GPU, W = 2: auto falls back to the cpu and says how to share the GPU; cuda
+	 * without ids is refused; ids 0,0 share it over the host collective */
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, NULL, 1, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.backend, DEV_BACKEND_CPU);
+	ck_assert(strstr(p.why, "1 GPU visible") && strstr(p.why, "devices.ids"));
+	p = plan_of(2, BACKEND_CUDA, COLLECTIVE_AUTO, NULL, 1, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_CONFIG);
+	ck_assert(strstr(msg, "devices.ids"));
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, "0,0", 1, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.backend, DEV_BACKEND_CUDA);
+	ck_assert_int_eq(p.nccl, 0);
+	ck_assert(p.ids[0] == 0 && p.ids[1] == 0);
+	p = plan_of(2, BACKEND_CUDA, COLLECTIVE_NCCL, "0,0", 1, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_CONFIG);
+	ck_assert(strstr(msg, "one GPU per rank"));
+	/* an id past the GPUs visible names the rank and the id */
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, "0,3", 2, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_CONFIG);
+	ck_assert(strstr(msg, "rank 1 is given GPU 3"));
+	/* enough GPUs: cuda and NCCL, default ids, unless the host collective is asked for */
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, NULL, 4, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.backend, DEV_BACKEND_CUDA);
+	ck_assert_int_eq(p.nccl, 1);
+	ck_assert(p.ids[0] == 0 && p.ids[1] == 1);
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_HOST, "3,1", 4, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.nccl, 0);
+	ck_assert(p.ids[0] == 3 && p.ids[1] == 1);
+	/* cpu requested: GPUs are ignored */
+	p = plan_of(2, BACKEND_CPU, COLLECTIVE_AUTO, NULL, 4, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.backend, DEV_BACKEND_CPU);
+}
+END_TEST
+
+
+START_TEST(auto_never_falls_back_when_gpus_were_named)
+{
+	int rc;
+	char msg[1024];
+	struct device_plan p;
+	/* devices.ids names GPUs: no GPU is a refusal with the reason, not a CPU run */
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, "0,0", 0, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_DEVICE);
+	ck_assert_msg(strstr(msg, "devices.ids") && strstr(msg, "no GPU here"), "%s", msg);
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, "0,1", 0, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_DEVICE);
+	/* the NCCL collective asked for with too few GPUs: refused, not the CPU */
+	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_NCCL, NULL, 1, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_CONFIG);
+	ck_assert_msg(strstr(msg, "devices.collective = nccl") && strstr(msg, "W = 2"), "%s", msg);
+	/* nothing GPU-specific: the fallback stays, and says so */
+	p = plan_of(3, BACKEND_AUTO, COLLECTIVE_AUTO, NULL, 2, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.backend, DEV_BACKEND_CPU);
+	ck_assert(strstr(p.why, "auto"));
+}
+END_TEST
+
+START_TEST(driver_requirement)
+{
+	ck_assert_int_eq(gpu_driver_branch_needed(13000), 580);
+	ck_assert_int_eq(gpu_driver_branch_needed(13020), 580);
+	ck_assert_int_eq(gpu_driver_branch_needed(12080), 525);
+	ck_assert_int_eq(gpu_driver_branch_needed(11080), 0);
+
+	char rel[64];
+	ck_assert_int_eq(gpu_driver_release_parse("NVRM version: NVIDIA UNIX x86_64 Kernel Module  "
+						  "535.154.05  Thu Dec 28 15:37:48 UTC 2023\nGCC "
+						  "version:  gcc 12.3.0\n", rel, sizeof rel), 0);
+	ck_assert_str_eq(rel, "535.154.05");
+	ck_assert_int_eq(gpu_driver_release_parse("NVRM version: NVIDIA UNIX Open Kernel Module for "
+						  "x86_64  570.124.06  Release Build  (dvs-builder@"
+						  "U16-I3-B03-4-3)  Wed Feb 26 2025\n", rel,
+						  sizeof rel), 0);
+	ck_assert_str_eq(rel, "570.124.06");
+	ck_assert_int_eq(gpu_driver_release_parse("no module here\n", rel, sizeof rel), -1);
+	ck_assert_int_eq(gpu_driver_release_parse(NULL, rel, sizeof rel), -1);
+	ck_assert_int_eq(gpu_driver_release_parse("Kernel Module  570.124.06 x", rel, 5), -1);
+
+	/* an R535 driver (CUDA 12.2) under a CUDA 13.0 build: both versions, in words */
+	char msg[512];
+	gpu_driver_message(msg, sizeof msg, "535.154.05", 12020, 13000);
+	ck_assert_msg(strstr(msg, "driver 535.154.05") && strstr(msg, "CUDA up to 12.2") &&
+		      strstr(msg, "CUDA 13.0 runtime") && strstr(msg, "driver 580 or newer"), "%s",
+		      msg);
+	gpu_driver_message(msg, sizeof msg, NULL, 0, 12040);
+	ck_assert_msg(strstr(msg, "unknown release") && strstr(msg, "driver 525 or newer"), "%s",
+		      msg);
+}
+END_TEST
+
+START_TEST(nccl_environment_keeps_sums_repeatable)
+{
+	char note[256];
+	ck_assert_int_eq(gpu_nccl_env_disable_nvls(NULL, NULL, note, sizeof note), 1);
+	ck_assert(strstr(note, "NCCL_NVLS_ENABLE=0"));
+	ck_assert_int_eq(gpu_nccl_env_disable_nvls("", "", note, sizeof note), 1);
+	/* the user's own choice is left alone, and named */
+	ck_assert_int_eq(gpu_nccl_env_disable_nvls("Ring", NULL, note, sizeof note), 0);
+	ck_assert_msg(strstr(note, "NCCL_ALGO=Ring"), "%s", note);
+	ck_assert_int_eq(gpu_nccl_env_disable_nvls(NULL, "1", note, sizeof note), 0);
+	ck_assert_msg(strstr(note, "NCCL_NVLS_ENABLE=1"), "%s", note);
+	ck_assert_int_eq(gpu_nccl_env_disable_nvls("Tree", "0", NULL, 0), 0);
+}
+END_TEST
+
+START_TEST(timeout_message_says_who_arrived)
+{
+	char msg[512];
+	int some[3] = {1, 0, 1}, all[2] = {1, 1};
+	gpu_coll_timeout_message(msg, sizeof msg, 0, 4, 30.0, some, 3);
+	ck_assert_msg(strstr(msg, "rank 0 device 4") && strstr(msg, "30 s") &&
+		      strstr(msg, "ranks 0,2 reached it, rank 1 did not"), "%s", msg);
+	ck_assert(!strstr(msg, "NCCL_P2P_DISABLE"));
+	gpu_coll_timeout_message(msg, sizeof msg, 1, 1, 5.0, all, 2);
+	ck_assert_msg(strstr(msg, "every rank (0,1) reached it") && strstr(msg, "NCCL_P2P_DISABLE=1") &&
+		      strstr(msg, "NCCL_DEBUG=INFO"), "%s", msg);
+	ck_assert(!strstr(msg, "never joined"));
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("device-plan");
+	TCase *tc = tcase_create("device-plan");
+	tcase_add_test(tc, device_plan_follows_the_gpus_visible);
+	tcase_add_test(tc, auto_never_falls_back_when_gpus_were_named);
+	tcase_add_test(tc, driver_requirement);
+	tcase_add_test(tc, nccl_environment_keeps_sums_repeatable);
+	tcase_add_test(tc, timeout_message_says_who_arrived);
+	suite_add_tcase(s, tc);
+	return check_run(s, 0);
+}
