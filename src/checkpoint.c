@@ -373,7 +373,7 @@ static int add_vector(struct ckpt_writer *w, const char *name, const float *x, s
 	return add_buffer(w, name, buf, len, e);
 }
 
-/* The resolved configuration, with [train] normalization set to the one the snapshot's
+/* The resolved configuration, with [train] normalization set to the one the trainer's
  * windows were trained with (an interactive session may have switched modes): config.ini and
  * state.json of a checkpoint then always agree, and a resume needs no extra --set. */
 static int add_config(struct ckpt_writer *w, const struct cfg *c, int mode, struct err *e)
@@ -412,17 +412,17 @@ out:
 	return rc;
 }
 
-int train_checkpoint_write(const struct train_snapshot *s, const char *root, char *out,
-			   size_t cap, struct err *e)
+int train_checkpoint_write(const struct trainer *t, const char *root, char *out, size_t cap,
+			   struct err *e)
 {
-	const struct env *v = s->v;
-	const struct engine *eng = s->r->eng;
-	const struct corpus *c = &s->r->corpus;
+	const struct env *v = t->v;
+	const struct engine *eng = t->r.eng;
+	const struct corpus *c = &t->r.corpus;
 	struct ckpt_writer *w = NULL;
 	struct sampler_state ss;
 	int rc;
 
-	sampler_get_state(&s->r->sampler, &ss);
+	sampler_get_state(&t->r.sampler, &ss);
 	json_t *rng = json_array();
 	for (int i = 0; i < 4; i++) {
 		char hex[17];
@@ -431,26 +431,26 @@ int train_checkpoint_write(const struct train_snapshot *s, const char *root, cha
 	}
 	json_t *state = json_pack(
 		"{s:s, s:I, s:I, s:{s:o, s:I}, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:o}",
-		"format", TRAIN_STATE_FORMAT, "step", (json_int_t)s->step, "updates_done",
+		"format", TRAIN_STATE_FORMAT, "step", (json_int_t)t->step, "updates_done",
 		(json_int_t)eng->updates_done, "sampler", "rng", rng, "window_index",
-		(json_int_t)ss.window_index, "normalization", norm_mode_name(s->mode), "backend",
+		(json_int_t)ss.window_index, "normalization", norm_mode_name(t->run_mode), "backend",
 		engine_backend_name(eng), "reduce", coll_op_name(v->s->reduce), "world", eng->world,
 		"accumulation", v->s->accumulation, "batch_size", v->s->batch_size, "n_params",
 		(json_int_t)eng->shape.n_params, "layout", run_layout_json(&eng->shape), "last_loss",
-		s->step > 0 && isfinite(s->last_loss) ? json_real(s->last_loss) : json_null());
+		t->step > 0 && isfinite(t->last_loss) ? json_real(t->last_loss) : json_null());
 	json_t *lock = json_pack("{s:s, s:i, s:{s:i, s:i, s:i}}", "lock", c->lock,
 				 "corpus_format", CORPUS_FORMAT, "sequences", "train",
 				 c->split_count[SPLIT_TRAIN], "validation",
 				 c->split_count[SPLIT_VALIDATION], "test", c->split_count[SPLIT_TEST]);
 
-	if ((rc = ckpt_begin(root, (uint64_t)s->step, &w, e))) {
+	if ((rc = ckpt_begin(root, (uint64_t)t->step, &w, e))) {
 		json_decref(state);
 		json_decref(lock);
 		return rc;
 	}
-	if ((rc = add_vector(w, "params.npy", s->params, eng->shape.n_params, e)) ||
-	    (rc = add_vector(w, "momentum.npy", s->momentum, eng->shape.n_params, e)) ||
-	    (rc = add_config(w, v->cfg, s->mode, e)))
+	if ((rc = add_vector(w, "params.npy", t->params, eng->shape.n_params, e)) ||
+	    (rc = add_vector(w, "momentum.npy", t->momentum, eng->shape.n_params, e)) ||
+	    (rc = add_config(w, v->cfg, t->run_mode, e)))
 		goto fail;
 	rc = add_json(w, "data.lock", lock, e);
 	lock = NULL;
@@ -470,9 +470,9 @@ int train_checkpoint_write(const struct train_snapshot *s, const char *root, cha
 				      "device", dev, "backend", engine_backend_name(eng), "rng",
 				      "rng_note", "none: the ranks draw no random numbers (the sampler "
 				      "state in state.json is the run's only generator)", "history",
-				      "windows", (json_int_t)s->hist[r].windows, "sequences",
-				      (json_int_t)s->hist[r].sequences, "tokens",
-				      (json_int_t)s->hist[r].tokens);
+				      "windows", (json_int_t)t->hist[r].windows, "sequences",
+				      (json_int_t)t->hist[r].sequences, "tokens",
+				      (json_int_t)t->hist[r].tokens);
 		if ((rc = add_json(w, name, j, e)))
 			goto fail;
 	}

@@ -6,15 +6,14 @@
  * engine with the seeded parameters, or the state of a checkpoint with --resume, which
  * is verified as a resume of the trainer would) and then reads commands, one per line:
  * `plan` shows the next window and the factor c each rank will use, `step` runs windows
- * with updates, `grad` prints per-tensor statistics of the last window's reduced or
- * local gradient, `compare` recomputes that window's reduced gradient under any
- * normalization and sets it against the single-device reference, `mode` switches the
- * normalization, `dump` writes tensors as .npy, `save` checkpoints (with the trainer's
- * own writer, see do_save), `eval` measures the test split. Steps are counted as the
- * trainer counts them: a window the engine rejects for having no supervised token is a
- * step without an update. The session also keeps what the trainer records besides the
- * state (the per-rank histories, the last window's loss), so that a checkpoint of the
- * same step is the same, byte for byte, whichever of the two wrote it.
+ * with updates, `grad` prints per-tensor statistics or chosen components of the last
+ * window's reduced or local gradient, `compare` recomputes that window's reduced gradient
+ * (or one rank's contribution) under any normalization and sets it against the
+ * single-device reference (or that rank's share of it), `mode` switches the
+ * normalization, `dump` writes tensors as .npy, `save` checkpoints, `eval` measures the
+ * test split. The session holds the trainer itself (train.h): `step` is trainer_step,
+ * the step `train` takes, and `save` is trainer_checkpoint, so a checkpoint of the same
+ * step is the same, byte for byte, whichever of the two wrote it.
  *
  * `compare` must never change the training trajectory: before every window the session
  * keeps a host copy of the parameters and momentum, the comparison runs from that copy
@@ -23,8 +22,10 @@
  *
  * On a terminal the prompt has line editing and history (libedit); otherwise lines are
  * read plainly so the session can be scripted. A mistake in a command prints a message
- * and the session goes on; only a failure to read the input or a device/runtime failure
- * ends it with an error.
+ * and the session goes on; a failure to read the input or a device/runtime failure ends
+ * it with an error. A scripted session (stdin not a terminal) that met a mistake ends
+ * with the first one's code (the exit status is not 0), so that a script can serve as a
+ * check.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -55,14 +56,13 @@
 
 struct inspect {
 	struct app *a;
-	struct run r;
-	struct window extra;      /* the second window buffer (the first is r.w) */
+	struct trainer t;         /* the run: state, step count, histories, normalization */
+	struct window extra;      /* the second window buffer (the first is t.r.w) */
 	int have_extra;
 	struct window *last;      /* the last stepped window */
 	struct window *draw;      /* scratch: the next draw, or a peek at it */
 	int have_last;
-	int mode;                 /* normalization for the next windows */
-	int last_mode;            /* the one the last window used */
+	int last_mode;            /* the normalization the last window used */
 	struct window_result last_res;
 	size_t n;
 	/* the state at the start of the last window, and a scratch pair for the next one */
@@ -72,17 +72,8 @@ struct inspect {
 	float *last_reduced;
 	float *last_local[PLAN_MAX_WORLD];
 	/* scratch */
-	float *cur_p, *cur_m, *check_p, *ref;
-	int64_t step;             /* windows consumed (as the trainer counts steps) */
+	float *cur_p, *cur_m, *check_p, *ref, *contrib;
 	int64_t last_step;        /* the step number of the last window */
-	int64_t start_step;       /* where the session started (0, or the checkpoint's) */
-	const char *resume_dir;   /* the checkpoint the session started from, or NULL */
-	int run_mode;             /* the mode every window used (those of the resumed
-				     checkpoint included); -1: none yet, -2: several */
-	int resume_mode;          /* the resumed checkpoint's normalization, or -1 */
-	/* what the trainer records with the state, kept as the trainer keeps it */
-	struct train_history hist[PLAN_MAX_WORLD];
-	double last_loss;         /* the last accepted window's loss (NaN: none yet) */
 	int fatal;                /* a device/runtime failure: the session ends */
 	int noted_end;            /* told once that [train] updates was passed */
 };
@@ -151,9 +142,9 @@ static void swap_windows(struct inspect *in)
 static int peek_next(struct inspect *in, struct err *e)
 {
 	struct sampler_state st;
-	sampler_get_state(&in->r.sampler, &st);
-	int rc = sampler_next(&in->r.sampler, in->draw, e);
-	sampler_set_state(&in->r.sampler, &st);
+	sampler_get_state(&in->t.r.sampler, &st);
+	int rc = sampler_next(&in->t.r.sampler, in->draw, e);
+	sampler_set_state(&in->t.r.sampler, &st);
 	if (rc != ERR_OK)
 		in->fatal = 1;
 	return rc;
@@ -244,8 +235,8 @@ static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
 	double k = avg ? (double)w->world : 1.0;
 	printf("plan: next window %lld (step %lld, not consumed), W = %d, M = %d microbatches "
 	       "per rank, plan %s, mode %s, reduce %s\n", (long long)w->index + 1,
-	       (long long)in->step + 1, w->world, w->micro, plan_name(a->s.plan),
-	       norm_mode_name(in->mode), reduce_name(a));
+	       (long long)in->t.step + 1, w->world, w->micro, plan_name(a->s.plan),
+	       norm_mode_name(in->t.mode), reduce_name(a));
 	for (int r = 0; r < w->world; r++)
 		for (int m = 0; m < w->micro; m++) {
 			const struct plan_micro *mb = &w->mb[r][m];
@@ -255,9 +246,9 @@ static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
 			for (int j = 0; j < mb->n && len < sizeof ids; j++)
 				len += snprintf(ids + len, sizeof ids - len, "%s%d", j ? " " : "",
 						mb->ids[j]);
-			double c = norm_factor(in->mode, avg, w->world, w->micro, w->N,
+			double c = norm_factor(in->t.mode, avg, w->world, w->micro, w->N,
 					       w->rank_tokens[r], mb->tokens);
-			factor_numbers(in->mode, k, w->world, w->micro, w->N, w->rank_tokens[r],
+			factor_numbers(in->t.mode, k, w->world, w->micro, w->N, w->rank_tokens[r],
 				       mb->tokens, nums, sizeof nums);
 			printf("plan: rank %d microbatch %d: sequences [%s], %lld supervised tokens, "
 			       "c = %s = %.6e%s\n", r, m, ids, (long long)mb->tokens, nums, c,
@@ -270,7 +261,7 @@ static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
 		printf("%s%lld", r ? " + " : " ", (long long)w->rank_tokens[r]);
 	printf(")\n");
 	printf("plan: factor under %s: %s, with k = %g because reduce = %s %s\n",
-	       norm_mode_name(in->mode), factor_formula(in->mode), k, reduce_name(a),
+	       norm_mode_name(in->t.mode), factor_formula(in->t.mode), k, reduce_name(a),
 	       avg ? "divides the summed gradients by W" : "does not divide");
 	printf("plan: why: rank r backpropagates c * (sum of its token losses) for each "
 	       "microbatch; after the reduce a token weighs c / k\n");
@@ -287,7 +278,7 @@ static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
 			const struct plan_micro *mb = &w->mb[r][m];
 			if (mb->tokens == 0)
 				continue;
-			double c = norm_factor(in->mode, avg, w->world, w->micro, w->N,
+			double c = norm_factor(in->t.mode, avg, w->world, w->micro, w->N,
 					       w->rank_tokens[r], mb->tokens);
 			double ratio = c / k * (double)w->N;
 			if (fabs(ratio - 1.0) > 1e-12) {
@@ -305,42 +296,12 @@ static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
 
 /* ------------------------------------------------------------------ step */
 
-static int step_once(struct inspect *in, struct err *e)
+/* Keeps the window just stepped, the state at its start and its gradients, for grad,
+ * compare and dump. */
+static void keep_window(struct inspect *in, const struct window_result *res,
+			int64_t updates_before)
 {
-	struct app *a = in->a;
-	struct engine *eng = in->r.eng;
-	struct window_result res;
-	int64_t updates_before = eng->updates_done;
-	struct sampler_state before;
-	sampler_get_state(&in->r.sampler, &before);
-	DEV(in, engine_get_state(eng, in->next_p, in->next_m, e));
-	DEV(in, sampler_next(&in->r.sampler, in->draw, e));
-	DEV(in, engine_window(eng, in->draw, in->mode,
-			      ENGINE_UPDATE | ENGINE_CAPTURE_LOCAL | ENGINE_CAPTURE_REDUCED, &res, e));
-	if (res.rejected && a->s.empty_window == EMPTY_ERROR) {
-		/* the trainer stops here without counting the window; the session keeps it
-		 * as the next one, so the step count and the sampler stay in step */
-		sampler_set_state(&in->r.sampler, &before);
-		return ERR(e, ERR_EMPTY, "step: window %lld (step %lld) has no supervised token on "
-			   "any rank and train.empty_window = error: no update, and training cannot "
-			   "go past it", (long long)in->draw->index + 1, (long long)in->step + 1);
-	}
-	/* like the trainer: a rejected window still counts as a step (without an update)
-	 * and in the histories, and only an accepted one sets the last loss */
-	in->step++;
-	train_history_add(in->hist, in->draw);
-	if (!res.rejected)
-		in->last_loss = res.loss;
-	if (in->run_mode == -1)
-		in->run_mode = in->mode;
-	else if (in->run_mode != in->mode)
-		in->run_mode = -2;
-	if (res.rejected) {
-		printf("step %lld: window %lld skipped: no supervised token (empty_window = skip), "
-		       "no update\n", (long long)in->step, (long long)in->draw->index + 1);
-		return ERR_OK;
-	}
-	/* keep this window, its starting state and its gradients */
+	struct engine *eng = in->t.r.eng;
 	swap_windows(in);
 	float *t = in->before_p;
 	in->before_p = in->next_p;
@@ -352,14 +313,36 @@ static int step_once(struct inspect *in, struct err *e)
 	memcpy(in->last_reduced, eng->host_reduced, in->n * sizeof(float));
 	for (int r = 0; r < eng->world; r++)
 		memcpy(in->last_local[r], eng->host_local[r], in->n * sizeof(float));
-	in->last_res = res;
-	in->last_mode = in->mode;
-	in->last_step = in->step;
+	in->last_res = *res;
+	in->last_mode = in->t.mode;
+	in->last_step = in->t.step;
 	in->have_last = 1;
+}
+
+/* One window through the trainer's own step (trainer_step), as `train` runs it. */
+static int step_once(struct inspect *in, struct err *e)
+{
+	struct app *a = in->a;
+	struct engine *eng = in->t.r.eng;
+	struct window_result res;
+	int64_t updates_before = eng->updates_done;
+	DEV(in, engine_get_state(eng, in->next_p, in->next_m, e));
+	int rc = trainer_step(&in->t, in->draw, ENGINE_CAPTURE_LOCAL, &res, e);
+	if (rc == ERR_EMPTY) { /* the window stays the next one; the session goes on */
+		err_prefix(e, "step");
+		return rc;
+	}
+	DEV(in, rc);
+	if (res.rejected) {
+		printf("step %lld: window %lld skipped: no supervised token (empty_window = skip), "
+		       "no update\n", (long long)in->t.step, (long long)in->draw->index + 1);
+		return ERR_OK;
+	}
+	keep_window(in, &res, updates_before);
 	printf("step %lld: window %lld, loss %.6f (global token mean), N = %lld, grad norm %.6e "
-	       "[mode %s]\n", (long long)in->step, (long long)in->last->index + 1, res.loss,
-	       (long long)res.N, res.grad_norm, norm_mode_name(in->mode));
-	if (!in->noted_end && in->step >= a->s.updates) {
+	       "[mode %s]\n", (long long)in->t.step, (long long)in->last->index + 1, res.loss,
+	       (long long)res.N, res.grad_norm, norm_mode_name(in->t.mode));
+	if (!in->noted_end && in->t.step >= a->s.updates) {
 		printf("step: note: [train] updates = %d reached; further steps go beyond the "
 		       "configured run\n", a->s.updates);
 		in->noted_end = 1;
@@ -407,57 +390,152 @@ static void grad_line(const struct param_info *p, const float *g)
 	printf("\n");
 }
 
-static int do_grad(struct inspect *in, int argc, char **argv, struct err *e)
+/* A non-negative index: digits only, no sign, at most max. */
+static int parse_index(const char *s, size_t len, size_t max, size_t *out)
 {
-	const struct model_shape *m = &in->r.eng->shape;
-	const char *name = NULL;
-	int rank = -1, rc;
+	size_t v = 0;
+	if (len == 0)
+		return -1;
+	for (size_t k = 0; k < len; k++) {
+		if (s[k] < '0' || s[k] > '9')
+			return -1;
+		v = v * 10 + (size_t)(s[k] - '0');
+		if (v > max)
+			return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* The components [*lo, *hi) of a tensor of `count` that `spec` names: "i" (one), "i:j",
+ * ":j" or "i:" (a half-open range, as in Python). */
+static int parse_range(const char *spec, size_t count, size_t *lo, size_t *hi, struct err *e)
+{
+	const char *colon = strchr(spec, ':');
+	size_t len = strlen(spec), big = (size_t)1 << 40;
+	int bad;
+	if (!colon) {
+		bad = parse_index(spec, len, big, lo);
+		*hi = *lo + 1;
+	} else {
+		*lo = 0;
+		*hi = count;
+		bad = (colon > spec && parse_index(spec, (size_t)(colon - spec), big, lo)) ||
+		      (colon[1] && parse_index(colon + 1, strlen(colon + 1), big, hi));
+	}
+	if (bad)
+		return ERR(e, ERR_USAGE, "'%s' is not an index or a range i:j", spec);
+	if (*lo >= *hi)
+		return ERR(e, ERR_USAGE, "'%s' is an empty range (i:j runs from i to j - 1)", spec);
+	if (*hi > count)
+		return ERR(e, ERR_USAGE, "'%s' is not within the tensor's components 0..%zu", spec,
+			   count - 1);
+	return ERR_OK;
+}
+
+/* What `grad` shows: the gradient (reduced, or rank's local one), a tensor (or all), and
+ * a range of its components (hi = 0: the statistics only). */
+struct grad_query {
+	int rank;          /* -1: the reduced gradient */
+	int tensor;        /* -1: every tensor */
+	size_t lo, hi;
+};
+
+/* "PARAM", "PARAM[RANGE]" or "PARAM RANGE" (RANGE: see parse_range), and --rank R. */
+static int parse_grad(struct inspect *in, int argc, char **argv, struct grad_query *q,
+		      struct err *e)
+{
+	const struct model_shape *m = &in->t.r.eng->shape;
+	char name[64], range[64] = "";
+	int npos = 0;
+	memset(q, 0, sizeof *q);
+	q->rank = q->tensor = -1;
 	for (int i = 1; i < argc; i++) {
+		const char *br = strchr(argv[i], '[');
+		size_t len = strlen(argv[i]);
 		if (strcmp(argv[i], "--rank") == 0) {
 			if (i + 1 >= argc)
-				return ERR(e, ERR_USAGE, "grad: --rank needs a rank number");
-			if ((rc = parse_rank(argv[++i], in->r.eng->world, &rank, e)) != ERR_OK) {
-				err_prefix(e, "grad");
-				return rc;
-			}
+				return ERR(e, ERR_USAGE, "--rank needs a rank number");
+			ERR_TRY(parse_rank(argv[++i], in->t.r.eng->world, &q->rank, e));
 		} else if (argv[i][0] == '-') {
-			return ERR(e, ERR_USAGE, "grad: unknown option '%s' (only --rank R)", argv[i]);
-		} else if (name) {
-			return ERR(e, ERR_USAGE, "grad: one parameter name at most");
+			return ERR(e, ERR_USAGE, "unknown option '%s' (only --rank R)", argv[i]);
+		} else if (npos++ == 0) {
+			if (br && argv[i][len - 1] != ']')
+				return ERR(e, ERR_USAGE, "'%s': a range is written PARAM[i:j]", argv[i]);
+			snprintf(name, sizeof name, "%.*s", (int)(br ? br - argv[i] : (long)len), argv[i]);
+			if (br)
+				snprintf(range, sizeof range, "%.*s", (int)(len - 2 - (br - argv[i])), br + 1);
+		} else if (npos == 2 && !range[0]) {
+			snprintf(range, sizeof range, "%s", argv[i]);
 		} else {
-			name = argv[i];
+			return ERR(e, ERR_USAGE, "one parameter and one index or range at most");
 		}
 	}
-	int only = -1;
-	if (name && (only = find_param(m, name)) < 0) {
+	if (npos && (q->tensor = find_param(m, name)) < 0) {
 		char names[256];
 		param_names(m, names, sizeof names);
-		return ERR(e, ERR_USAGE, "grad: unknown parameter '%s' (parameters: %s)", name, names);
+		return ERR(e, ERR_USAGE, "unknown parameter '%s' (parameters: %s)", name, names);
+	}
+	if (npos == 2 || range[0])
+		return parse_range(range, m->p[q->tensor].count, &q->lo, &q->hi, e);
+	return ERR_OK;
+}
+
+/* The components q->lo .. q->hi - 1 of tensor q->tensor of g, one per line. */
+static void grad_components(const struct model_shape *m, const struct grad_query *q,
+			    const float *g)
+{
+	const struct param_info *p = &m->p[q->tensor];
+	char shape[48];
+	shape_text(p, shape, sizeof shape);
+	printf("grad:   %s[%zu:%zu] of %s %s (index: within the tensor, row-major; flat: in the "
+	       "parameter vector of dump's .npy)\n", p->name, q->lo, q->hi, p->name, shape);
+	printf("grad:   %-16s %7s %8s  %s\n", "component", "index", "flat", "value");
+	for (size_t i = q->lo; i < q->hi; i++) {
+		char label[96];
+		tensor_label(m, p->offset + i, label, sizeof label);
+		printf("grad:   %-16s %7zu %8zu  %+.8e\n", label, i, p->offset + i,
+		       g[p->offset + i]);
+	}
+}
+
+static int do_grad(struct inspect *in, int argc, char **argv, struct err *e)
+{
+	const struct model_shape *m = &in->t.r.eng->shape;
+	struct grad_query q;
+	int rc = parse_grad(in, argc, argv, &q, e);
+	if (rc != ERR_OK) {
+		err_prefix(e, "grad");
+		return rc;
 	}
 	if (!in->have_last)
 		return ERR(e, ERR_USAGE, "grad: no window has been stepped yet (run 'step' first)");
-	const float *g = rank < 0 ? in->last_reduced : in->last_local[rank];
-	if (rank < 0)
+	const float *g = q.rank < 0 ? in->last_reduced : in->last_local[q.rank];
+	if (q.rank < 0)
 		printf("grad: reduced gradient of window %lld (step %lld, mode %s, reduce %s)\n",
 		       (long long)in->last->index + 1, (long long)in->last_step,
 		       norm_mode_name(in->last_mode), reduce_name(in->a));
 	else
 		printf("grad: local gradient of rank %d before the reduce, window %lld (step %lld, "
-		       "mode %s; %lld supervised tokens on this rank)\n", rank,
+		       "mode %s; %lld supervised tokens on this rank)\n", q.rank,
 		       (long long)in->last->index + 1, (long long)in->last_step,
-		       norm_mode_name(in->last_mode), (long long)in->last->rank_tokens[rank]);
+		       norm_mode_name(in->last_mode), (long long)in->last->rank_tokens[q.rank]);
+	if (q.hi > q.lo) {
+		grad_components(m, &q, g);
+		return ERR_OK;
+	}
 	printf("grad:   %-6s %-9s %12s %12s %13s  first values\n", "tensor", "shape", "L2 norm",
 	       "max |g|", "mean");
 	double s2 = 0.0;
 	for (int t = 0; t < MODEL_NPARAM; t++) {
 		const struct param_info *p = &m->p[t];
-		if (only >= 0 && t != only)
+		if (q.tensor >= 0 && t != q.tensor)
 			continue;
 		grad_line(p, g + p->offset);
 		for (size_t i = 0; i < p->count; i++)
 			s2 += (double)g[p->offset + i] * g[p->offset + i];
 	}
-	if (only < 0)
+	if (q.tensor < 0)
 		printf("grad:   total: %zu components, L2 norm %.6e\n", in->n, sqrt(s2));
 	return ERR_OK;
 }
@@ -493,7 +571,7 @@ static void worst_components(const float *g, const float *ref, size_t n, double 
 
 static int restore_state(struct inspect *in, int64_t updates, struct err *e)
 {
-	struct engine *eng = in->r.eng;
+	struct engine *eng = in->t.r.eng;
 	DEV(in, engine_set_state(eng, in->cur_p, in->cur_m, updates, e));
 	/* read back (next_m is free between steps) */
 	DEV(in, engine_get_state(eng, in->check_p, in->next_m, e));
@@ -505,16 +583,122 @@ static int restore_state(struct inspect *in, int64_t updates, struct err *e)
 	return ERR_OK;
 }
 
-static int do_compare(struct inspect *in, int argc, char **argv, struct err *e)
+/* The part of window w that rank `rank` computes, as a one-rank window that keeps w's N:
+ * its reference gradient (engine_reference weighs every token 1 / N) is that rank's share
+ * of the reference gradient of w's token mean. */
+static void rank_share_window(const struct window *w, int rank, struct window *share)
+{
+	*share = *w;
+	share->world = 1;
+	for (int m = 0; m < w->micro; m++)
+		share->mb[0][m] = w->mb[rank][m];
+	share->rank_tokens[0] = w->rank_tokens[rank];
+}
+
+/* "[MODE] [--rank R]" */
+static int parse_compare(struct inspect *in, int argc, char **argv, int *mode, int *rank,
+			 struct err *e)
+{
+	int nmode = 0;
+	*mode = in->t.mode;
+	*rank = -1;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--rank") == 0) {
+			if (i + 1 >= argc)
+				return ERR(e, ERR_USAGE, "compare: --rank needs a rank number");
+			if (parse_rank(argv[++i], in->t.r.eng->world, rank, e) != ERR_OK) {
+				err_prefix(e, "compare");
+				return e->code;
+			}
+		} else if (argv[i][0] == '-') {
+			return ERR(e, ERR_USAGE, "compare: unknown option '%s' (only --rank R)", argv[i]);
+		} else if (nmode++) {
+			return ERR(e, ERR_USAGE, "compare takes at most one normalization");
+		} else if ((*mode = norm_mode_parse(argv[i])) < 0) {
+			return ERR(e, ERR_USAGE, "compare: unknown normalization '%s' (global_token, "
+				   "mean_of_means, microbatch_mean, double_accumulation)", argv[i]);
+		}
+	}
+	return ERR_OK;
+}
+
+/* Runs window w under `mode` from the current engine state, without an update, and puts
+ * into in->ref the reference (of the whole window, or of rank's share) and into *g what
+ * is compared with it: the reduced gradient, or rank's local one divided by k (k = W for
+ * reduce avg: what it contributes to the reduced gradient). */
+static int compare_compute(struct inspect *in, const struct window *w, int mode, int rank,
+			   const float **g, struct window_result *res, double *ref_loss,
+			   struct err *e)
+{
+	struct engine *eng = in->t.r.eng;
+	struct window share;
+	int flags = ENGINE_CAPTURE_REDUCED | (rank >= 0 ? ENGINE_CAPTURE_LOCAL : 0);
+	DEV(in, engine_window(eng, w, mode, flags, res, e));
+	*g = eng->host_reduced;
+	if (res->rejected)
+		return ERR_OK;
+	if (rank < 0) {
+		DEV(in, engine_reference(eng, w, in->ref, ref_loss, e));
+		return ERR_OK;
+	}
+	rank_share_window(w, rank, &share);
+	DEV(in, engine_reference(eng, &share, in->ref, ref_loss, e));
+	float k = in->a->s.reduce == COLL_AVG ? (float)w->world : 1.0f;
+	for (size_t i = 0; i < in->n; i++)
+		in->contrib[i] = eng->host_local[rank][i] / k;
+	*g = in->contrib;
+	return ERR_OK;
+}
+
+/* The comparison of g with in->ref: the counts and the worst components. */
+static void compare_report(struct inspect *in, const struct window *w, int mode, int rank,
+			   const float *g, const struct window_result *res, double ref_loss)
 {
 	struct app *a = in->a;
-	struct engine *eng = in->r.eng;
-	int mode = in->mode, rc;
-	if (argc > 2)
-		return ERR(e, ERR_USAGE, "compare takes at most one argument (a normalization)");
-	if (argc == 2 && (mode = norm_mode_parse(argv[1])) < 0)
-		return ERR(e, ERR_USAGE, "compare: unknown normalization '%s' (global_token, "
-			   "mean_of_means, microbatch_mean, double_accumulation)", argv[1]);
+	struct parity_stats st;
+	char who[64] = "";
+	parity_compare(g, in->ref, in->n, a->s.atol, a->s.rtol, &st);
+	if (rank < 0) {
+		printf("compare: mode %s (reduce %s, W = %d, N = %lld) against the single-device "
+		       "reference\n", norm_mode_name(mode), reduce_name(a), w->world, (long long)w->N);
+		printf("compare: loss %.6f (global token mean; reference %.6f)\n", res->loss, ref_loss);
+	} else {
+		snprintf(who, sizeof who, ", rank %d", rank);
+		printf("compare: rank %d's contribution under mode %s (its local gradient%s) against "
+		       "its share of the single-device reference (the gradient of its %lld tokens' "
+		       "losses / N, N = %lld)\n", rank, norm_mode_name(mode),
+		       a->s.reduce == COLL_AVG ? " / W, as reduce avg divides" : "",
+		       (long long)w->rank_tokens[rank], (long long)w->N);
+		printf("compare: rank %d's share of the reference loss: %.6f\n", rank, ref_loss);
+	}
+	printf("compare: max abs error %.3e, max rel error %.3e\n", st.max_abs, st.max_rel);
+	printf("compare: mode %s%s: %zu of %zu components outside tolerance (atol %g, rtol %g): "
+	       "%s\n", norm_mode_name(mode), who, st.outside, st.components, a->s.atol, a->s.rtol,
+	       st.pass ? "pass" : "FAIL");
+	if (mode != NORM_GLOBAL_TOKEN && !parity_distinguishable(mode, w, a->s.reduce == COLL_AVG))
+		printf("compare: note: on this window %s gives every microbatch the same factor as "
+		       "global_token\n", norm_mode_name(mode));
+	struct worst wv[INSPECT_WORST];
+	int nw = 0;
+	worst_components(g, in->ref, in->n, a->s.atol, a->s.rtol, wv, &nw);
+	printf("compare: the %d worst components (largest |g - ref| / (atol + rtol |ref|)):\n",
+	       nw);
+	for (int i = 0; i < nw; i++) {
+		char label[96];
+		tensor_label(&in->t.r.eng->shape, wv[i].i, label, sizeof label);
+		printf("compare:   %-16s index %-7zu g %+.6e  ref %+.6e  |g - ref| %.3e  "
+		       "tolerance %.3e (%.3g x)%s\n", label, wv[i].i, g[wv[i].i], in->ref[wv[i].i],
+		       wv[i].diff, wv[i].lim, wv[i].ratio,
+		       wv[i].diff <= wv[i].lim ? "" : "  outside");
+	}
+}
+
+static int do_compare(struct inspect *in, int argc, char **argv, struct err *e)
+{
+	struct engine *eng = in->t.r.eng;
+	int mode, rank, rc;
+	if ((rc = parse_compare(in, argc, argv, &mode, &rank, e)) != ERR_OK)
+		return rc;
 	const struct window *w;
 	int64_t updates = eng->updates_done;
 	if (in->have_last) {
@@ -531,41 +715,17 @@ static int do_compare(struct inspect *in, int argc, char **argv, struct err *e)
 		       "parameters, without an update\n", (long long)w->index + 1);
 	}
 	struct window_result res;
+	const float *g;
 	double ref_loss = 0.0;
-	DEV(in, engine_window(eng, w, mode, ENGINE_CAPTURE_REDUCED, &res, e));
-	if (!res.rejected)
-		DEV(in, engine_reference(eng, w, in->ref, &ref_loss, e));
-	if (in->have_last && (rc = restore_state(in, updates, e)) != ERR_OK)
+	rc = compare_compute(in, w, mode, rank, &g, &res, &ref_loss, e);
+	if (rc == ERR_OK && in->have_last)
+		rc = restore_state(in, updates, e);
+	if (rc != ERR_OK)
 		return rc;
-	if (res.rejected) {
+	if (res.rejected)
 		printf("compare: the window has no supervised token: there is no mean to compare\n");
-		return ERR_OK;
-	}
-	struct parity_stats st;
-	parity_compare(eng->host_reduced, in->ref, in->n, a->s.atol, a->s.rtol, &st);
-	printf("compare: mode %s (reduce %s, W = %d, N = %lld) against the single-device "
-	       "reference\n", norm_mode_name(mode), reduce_name(a), w->world, (long long)w->N);
-	printf("compare: loss %.6f (global token mean; reference %.6f)\n", res.loss, ref_loss);
-	printf("compare: max abs error %.3e, max rel error %.3e\n", st.max_abs, st.max_rel);
-	printf("compare: mode %s: %zu of %zu components outside tolerance (atol %g, rtol %g): %s\n",
-	       norm_mode_name(mode), st.outside, st.components, a->s.atol, a->s.rtol,
-	       st.pass ? "pass" : "FAIL");
-	if (mode != NORM_GLOBAL_TOKEN && !parity_distinguishable(mode, w, a->s.reduce == COLL_AVG))
-		printf("compare: note: on this window %s gives every microbatch the same factor as "
-		       "global_token\n", norm_mode_name(mode));
-	struct worst wv[INSPECT_WORST];
-	int nw = 0;
-	worst_components(eng->host_reduced, in->ref, in->n, a->s.atol, a->s.rtol, wv, &nw);
-	printf("compare: the %d worst components (largest |g - ref| / (atol + rtol |ref|)):\n",
-	       nw);
-	for (int i = 0; i < nw; i++) {
-		char label[96];
-		tensor_label(&eng->shape, wv[i].i, label, sizeof label);
-		printf("compare:   %-16s index %-7zu g %+.6e  ref %+.6e  |g - ref| %.3e  "
-		       "tolerance %.3e (%.3g x)%s\n", label, wv[i].i, eng->host_reduced[wv[i].i],
-		       in->ref[wv[i].i], wv[i].diff, wv[i].lim, wv[i].ratio,
-		       wv[i].diff <= wv[i].lim ? "" : "  outside");
-	}
+	else
+		compare_report(in, w, mode, rank, g, &res, ref_loss);
 	return ERR_OK;
 }
 
@@ -575,7 +735,7 @@ static int do_mode(struct inspect *in, int argc, char **argv, struct err *e)
 {
 	if (argc == 1) {
 		printf("mode: %s (choices: global_token, mean_of_means, microbatch_mean, "
-		       "double_accumulation)\n", norm_mode_name(in->mode));
+		       "double_accumulation)\n", norm_mode_name(in->t.mode));
 		return ERR_OK;
 	}
 	if (argc > 2)
@@ -585,9 +745,9 @@ static int do_mode(struct inspect *in, int argc, char **argv, struct err *e)
 		return ERR(e, ERR_USAGE, "mode: unknown normalization '%s' (global_token, "
 			   "mean_of_means, microbatch_mean, double_accumulation)", argv[1]);
 	printf("mode: %s for the next windows (was %s)%s\n", norm_mode_name(m),
-	       norm_mode_name(in->mode),
+	       norm_mode_name(in->t.mode),
 	       m == NORM_GLOBAL_TOKEN ? "" : "; this normalization is wrong on purpose");
-	in->mode = m;
+	in->t.mode = m;
 	return ERR_OK;
 }
 
@@ -605,7 +765,7 @@ static int dump_vec(const char *dir, const char *name, const float *x, size_t n,
 
 static int do_dump(struct inspect *in, int argc, char **argv, struct err *e)
 {
-	struct engine *eng = in->r.eng;
+	struct engine *eng = in->t.r.eng;
 	char path[FSX_PATH_MAX], name[64];
 	int rc;
 	if (argc != 2)
@@ -676,35 +836,32 @@ out:
 /* ------------------------------------------------------------------ save */
 
 /*
- * A checkpoint of the session's state as it stands, written by the trainer's own writer
- * (train_checkpoint_write) under <artifacts>/inspect: the parameters and momentum read
- * from the engine, updates_done, the sampler state, the step count, the per-rank
- * histories and the last window's loss that the session kept as the trainer keeps them,
- * and the normalization of its windows. A checkpoint records one normalization, so a
- * session whose windows used several (the resumed checkpoint's included) is refused.
+ * A checkpoint of the session's trainer as it stands (trainer_checkpoint) under
+ * <artifacts>/inspect. A checkpoint records one normalization, so a session whose windows
+ * used several (the resumed checkpoint's included) is refused.
  */
 static int do_save(struct inspect *in, int argc, char **argv, struct err *e)
 {
 	struct app *a = in->a;
-	struct engine *eng = in->r.eng;
+	struct engine *eng = in->t.r.eng;
 	char root[FSX_PATH_MAX], dir[FSX_PATH_MAX];
 	int rc;
 	if (argc > 1)
 		return ERR(e, ERR_USAGE, "save takes no argument");
-	if (in->step == in->start_step) {
-		if (!in->resume_dir)
+	if (in->t.step == in->t.start_step) {
+		if (!in->t.o.resume_dir)
 			return ERR(e, ERR_USAGE, "save: no step taken yet: the state is the seeded "
 				   "initial one, there is nothing to checkpoint");
 		printf("save: no step since checkpoint %s (step %lld): it already holds this "
-		       "state\n", in->resume_dir, (long long)in->step);
+		       "state\n", in->t.o.resume_dir, (long long)in->t.step);
 		return ERR_OK;
 	}
-	if (in->run_mode == -2) {
-		if (in->resume_mode >= 0)
+	if (in->t.run_mode == -2) {
+		if (in->t.resume_mode >= 0)
 			return ERR(e, ERR_USAGE, "save: unavailable in this session: its windows used "
 				   "several normalizations (those of checkpoint %s used %s) and a "
 				   "checkpoint records one; a session that keeps the checkpoint's mode "
-				   "can be saved", in->resume_dir, norm_mode_name(in->resume_mode));
+				   "can be saved", in->t.o.resume_dir, norm_mode_name(in->t.resume_mode));
 		return ERR(e, ERR_USAGE, "save: unavailable in this session: its windows used "
 			   "several normalizations and a checkpoint records one (the trainer runs "
 			   "a single normalization); a session that keeps one mode can be saved");
@@ -713,29 +870,25 @@ static int do_save(struct inspect *in, int argc, char **argv, struct err *e)
 		err_prefix(e, "save");
 		return rc;
 	}
-	DEV(in, engine_get_state(eng, in->cur_p, in->cur_m, e));
-	struct train_snapshot snap = {
-		.v = &a->env, .r = &in->r, .step = in->step, .mode = in->run_mode,
-		.last_loss = in->last_loss, .hist = in->hist, .params = in->cur_p,
-		.momentum = in->cur_m,
-	};
-	if ((rc = train_checkpoint_write(&snap, root, dir, sizeof dir, e)) != ERR_OK) {
+	if ((rc = trainer_checkpoint(&in->t, root, dir, sizeof dir, e)) != ERR_OK) {
+		in->fatal = rc == ERR_DEVICE; /* reading the state from the devices failed */
 		err_prefix(e, "save");
 		return rc;
 	}
+	int mode = in->t.run_mode;
 	printf("save: checkpoint %s: step %lld, %lld updates, normalization %s\n", dir,
-	       (long long)in->step, (long long)eng->updates_done, norm_mode_name(snap.mode));
-	if (snap.mode == a->s.normalization)
+	       (long long)in->t.step, (long long)eng->updates_done, norm_mode_name(mode));
+	if (mode == a->s.normalization)
 		printf("save: continue with: inspect --resume %s  (or train --resume %s)\n", dir,
 		       dir);
 	else
 		printf("save: continue with: inspect --resume %s  (or train --resume %s --set "
 		       "train.normalization=%s: the trainer runs the configured normalization, "
-		       "here %s)\n", dir, dir, norm_mode_name(snap.mode),
+		       "here %s)\n", dir, dir, norm_mode_name(mode),
 		       norm_mode_name(a->s.normalization));
-	if (in->step > a->s.updates)
+	if (in->t.step > a->s.updates)
 		printf("save: note: step %lld is past [train] updates = %lld: train --resume "
-		       "needs --set train.updates=N with N >= the step\n", (long long)in->step,
+		       "needs --set train.updates=N with N >= the step\n", (long long)in->t.step,
 		       (long long)a->s.updates);
 	return ERR_OK;
 }
@@ -748,14 +901,14 @@ static int do_eval(struct inspect *in, int argc, char **argv, struct err *e)
 	int64_t tokens = 0, hits = 0, seqs = 0;
 	if (argc > 1)
 		return ERR(e, ERR_USAGE, "eval takes no argument");
-	DEV(in, engine_evaluate(in->r.eng, SPLIT_TEST, &loss_sum, &tokens, &hits, &seqs, e));
+	DEV(in, engine_evaluate(in->t.r.eng, SPLIT_TEST, &loss_sum, &tokens, &hits, &seqs, e));
 	if (tokens == 0) {
 		printf("eval: test split: %lld sequences, no supervised token\n", (long long)seqs);
 		return ERR_OK;
 	}
 	printf("eval: test split after %lld updates: loss %.6f (global token mean over %lld "
 	       "supervised tokens of %lld sequences), accuracy %.4f (%lld / %lld tokens)\n",
-	       (long long)in->r.eng->updates_done, loss_sum / (double)tokens, (long long)tokens,
+	       (long long)in->t.r.eng->updates_done, loss_sum / (double)tokens, (long long)tokens,
 	       (long long)seqs, (double)hits / (double)tokens, (long long)hits, (long long)tokens);
 	return ERR_OK;
 }
@@ -785,18 +938,28 @@ static const struct icmd icmds[] = {
 	 "per window the step number, the loss (the global token mean of the window, whatever\n"
 	 "the mode), N and the L2 norm of the reduced gradient. The last window is kept for\n"
 	 "grad, compare and dump."},
-	{"grad", do_grad, "grad [PARAM] [--rank R]", "gradient statistics of the last window",
+	{"grad", do_grad, "grad [PARAM[i:j] | PARAM i] [--rank R]",
+	 "gradient statistics, or chosen components, of the last window",
 	 "Per parameter tensor (or only PARAM): L2 norm, max |g|, mean and the first values of\n"
 	 "the last window's reduced gradient, or with --rank R of rank R's local gradient\n"
-	 "before the reduce (already multiplied by its factor c)."},
-	{"compare", do_compare, "compare [MODE]", "reduced gradient under MODE vs the reference",
+	 "before the reduce (already multiplied by its factor c). With a range, PARAM[i:j]\n"
+	 "(components i to j - 1; i or j may be left out, as in PARAM[:8]), PARAM[i] or PARAM i,\n"
+	 "prints those components one per line: name[row, col], the index within the tensor\n"
+	 "(row-major), the index in the flat parameter vector (as in dump's .npy files) and the\n"
+	 "value."},
+	{"compare", do_compare, "compare [MODE] [--rank R]",
+	 "reduced gradient (or rank R's part) under MODE vs the reference",
 	 "Recomputes the reduced gradient of the current window (the last stepped one, from the\n"
 	 "parameters at its start; if none yet, the next one) under MODE (default: the current\n"
 	 "mode), without an update, and compares it component by component with the\n"
 	 "single-device reference gradient of the window's token mean: max abs/rel error, the\n"
 	 "number of components outside |g - ref| <= atol + rtol |ref| ([parity] atol, rtol) and\n"
-	 "the worst components with their parameter name and (row, col). The training state is\n"
-	 "restored afterwards: comparing never changes the trajectory."},
+	 "the worst components with their parameter name and (row, col). With --rank R, compares\n"
+	 "rank R's contribution instead (its local gradient, divided by W under reduce avg)\n"
+	 "with its share of the reference: the gradient of the losses of its own tokens / N.\n"
+	 "Under global_token every rank's contribution matches its share; a wrong mode shows\n"
+	 "which rank weighs its tokens wrongly. The training state is restored afterwards:\n"
+	 "comparing never changes the trajectory."},
 	{"mode", do_mode, "mode [NAME]", "switch the normalization for the next windows",
 	 "Sets the normalization of the next windows: global_token (correct), mean_of_means,\n"
 	 "microbatch_mean or double_accumulation (wrong ones, to watch them drift). Without a\n"
@@ -951,57 +1114,38 @@ static void inspect_free(struct inspect *in)
 	free(in->cur_m);
 	free(in->check_p);
 	free(in->ref);
+	free(in->contrib);
 	if (in->have_extra)
 		window_free(&in->extra);
-	run_close(&in->r);
+	trainer_close(&in->t, NULL);
 }
 
+/* The trainer as `train` opens it (the prepared corpus; a checkpoint verified as a resume
+ * is, whatever its normalization, which the session then continues with), and the
+ * session's own buffers. */
 static int inspect_open(struct app *a, struct inspect *in, struct err *e)
 {
+	struct train_opts o;
 	int rc;
 	memset(in, 0, sizeof *in);
+	memset(&o, 0, sizeof o);
 	in->a = a;
-	in->mode = a->s.normalization;
-	in->run_mode = -1;
-	in->resume_mode = -1;
-	in->last_loss = NAN;
-	/* the corpus and the state the trainer uses (the prepared corpus; a checkpoint) */
-	struct corpus c;
-	struct train_ckpt ck;
-	memset(&ck, 0, sizeof ck);
-	if ((rc = train_corpus(&a->env, a->o.resume_dir == NULL, &c, e)) != ERR_OK)
+	o.resume_dir = a->o.resume_dir;
+	o.mode = TRAIN_MODE_ANY;
+	if ((rc = trainer_open(&in->t, &a->env, &o, e)) != ERR_OK)
 		return rc;
-	if (a->o.resume_dir) {
-		if ((rc = train_ckpt_load(&a->env, a->o.resume_dir, &c,
-					   TRAIN_CHECK_ALL | TRAIN_CHECK_ANY_NORMALIZATION, &ck, e)) !=
-		    ERR_OK) {
-			corpus_free(&c);
-			train_ckpt_free(&ck);
-			return rc;
-		}
-		in->resume_dir = a->o.resume_dir;
-		in->step = in->start_step = ck.step;
-		in->mode = ck.normalization;
-		/* the trainer continues from what the checkpoint recorded */
-		in->run_mode = in->resume_mode = ck.normalization;
-		in->last_loss = ck.last_loss;
-		memcpy(in->hist, ck.hist, sizeof in->hist);
-	}
-	rc = train_open(&a->env, &in->r, &c, a->o.resume_dir ? &ck : NULL, e); /* takes c */
-	train_ckpt_free(&ck);
-	if (rc != ERR_OK)
-		return rc;
-	in->last_mode = in->mode;
+	in->last_mode = in->t.mode;
 	if ((rc = window_init(&in->extra, a->s.world, a->s.accumulation, a->s.batch_size, e)) !=
 	    ERR_OK)
 		return rc;
 	in->have_extra = 1;
-	in->last = &in->r.w;
+	in->last = &in->t.r.w;
 	in->draw = &in->extra;
-	in->n = in->r.eng->shape.n_params;
+	in->n = in->t.r.eng->shape.n_params;
 	size_t bytes = in->n * sizeof(float);
 	float **bufs[] = {&in->before_p, &in->before_m, &in->next_p, &in->next_m,
-			  &in->last_reduced, &in->cur_p, &in->cur_m, &in->check_p, &in->ref};
+			  &in->last_reduced, &in->cur_p, &in->cur_m, &in->check_p, &in->ref,
+			  &in->contrib};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		if (!(*bufs[i] = malloc(bytes)))
 			return ERR(e, ERR_DEVICE, "out of memory");
@@ -1011,96 +1155,143 @@ static int inspect_open(struct app *a, struct inspect *in, struct err *e)
 	return ERR_OK;
 }
 
-int cmd_inspect(struct app *a, struct err *e)
-{
-	struct inspect in;
+/* What a session met: the errors of its commands, which fail a scripted session. */
+struct session {
 	struct reader rd;
-	int rc;
-	memset(&rd, 0, sizeof rd);
-	if ((rc = inspect_open(a, &in, e)) != ERR_OK)
-		goto out;
-	if (in.resume_dir)
-		printf("inspect: resumed from %s at step %lld (%lld updates done)\n", in.resume_dir,
-		       (long long)in.step, (long long)in.r.eng->updates_done);
+	int scripted;             /* stdin is not a terminal */
+	long line_no;
+	int errors;
+	int first_code;           /* the first error's code, line and message */
+	long first_line;
+	char first_msg[1024];
+};
+
+/* Reports a command's mistake; the session goes on. */
+static void session_error(struct session *ss, int code, const char *msg)
+{
+	printf("error: %s\n", msg);
+	if (ss->errors++ == 0) {
+		ss->first_code = code;
+		ss->first_line = ss->line_no;
+		snprintf(ss->first_msg, sizeof ss->first_msg, "%s", msg);
+	}
+}
+
+/* Runs one line: 1 when it asks to quit, 0 to go on, or the code of a failure that ends
+ * the session (device or runtime, in e). */
+static int run_line(struct inspect *in, struct session *ss, char *line, int too_long,
+		    struct err *e)
+{
+	char *argv[INSPECT_MAX_ARGS], msg[160];
+	if (too_long) {
+		if (too_long == 2)
+			snprintf(msg, sizeof msg, "line holds a NUL byte, ignored");
+		else
+			snprintf(msg, sizeof msg, "line longer than %d characters, ignored",
+				 INSPECT_LINE_MAX - 2);
+		session_error(ss, ERR_USAGE, msg);
+		return 0;
+	}
+	int argc = split_args(line, argv, INSPECT_MAX_ARGS);
+	if (argc < 0) {
+		snprintf(msg, sizeof msg, "too many words on the line (at most %d)", INSPECT_MAX_ARGS);
+		session_error(ss, ERR_USAGE, msg);
+		return 0;
+	}
+	if (argc == 0 || argv[0][0] == '#')
+		return 0;
+	const struct icmd *c = find_cmd(argv[0]);
+	if (!c) {
+		snprintf(msg, sizeof msg, "unknown command '%.64s' (type 'help')", argv[0]);
+		session_error(ss, ERR_USAGE, msg);
+		return 0;
+	}
+	if (!c->fn)
+		return 1; /* quit */
+	struct err ce;
+	err_clear(&ce);
+	int crc = c->fn(in, argc, argv, &ce);
+	if (crc == ERR_OK)
+		return 0;
+	if (ce.code == ERR_OK)
+		ERR(&ce, crc, "%s", err_code_name(crc));
+	if (in->fatal) {
+		*e = ce;
+		err_prefix(e, "inspect: %s", c->name);
+		return crc;
+	}
+	session_error(ss, crc, ce.msg);
+	return 0;
+}
+
+/* Reads and runs lines until quit or the end of input. */
+static int run_session(struct inspect *in, struct session *ss, struct err *e)
+{
+	for (;;) {
+		char *line;
+		int too_long;
+		int got = read_line(&ss->rd, &line, &too_long);
+		if (got < 0)
+			return ERR(e, ERR_IO, "inspect: cannot read standard input: %s",
+				   strerror(errno));
+		if (got == 0 || (!ss->rd.edit && feof(stdin) && !*line)) {
+			printf("\n");
+			return ERR_OK;
+		}
+		ss->line_no++;
+		int rc = run_line(in, ss, line, too_long, e);
+		if (rc == 1) {
+			if (!ss->rd.edit) /* piped input is not echoed: end the prompt's line */
+				printf("\n");
+			return ERR_OK;
+		}
+		if (rc != ERR_OK)
+			return rc;
+		fflush(stdout);
+	}
+}
+
+static void session_start(struct inspect *in, struct session *ss)
+{
+	struct app *a = in->a;
+	memset(ss, 0, sizeof *ss);
+	ss->scripted = !isatty(STDIN_FILENO);
+	if (in->t.o.resume_dir)
+		printf("inspect: resumed from %s at step %lld (%lld updates done)\n",
+		       in->t.o.resume_dir, (long long)in->t.step,
+		       (long long)in->t.r.eng->updates_done);
 	printf("inspect: W = %d on the %s backend, reduce %s, plan %s, accumulation %d, mode %s, "
 	       "%zu parameters, step %lld, %lld updates done; type 'help' for the commands\n",
-	       a->s.world, engine_backend_name(in.r.eng), reduce_name(a), plan_name(a->s.plan),
-	       a->s.accumulation, norm_mode_name(in.mode), in.n, (long long)in.step,
-	       (long long)in.r.eng->updates_done);
+	       a->s.world, engine_backend_name(in->t.r.eng), reduce_name(a), plan_name(a->s.plan),
+	       a->s.accumulation, norm_mode_name(in->t.mode), in->n, (long long)in->t.step,
+	       (long long)in->t.r.eng->updates_done);
 	fflush(stdout);
 #if DDPTOK_HAVE_LIBEDIT
-	rd.edit = isatty(STDIN_FILENO);
-	if (rd.edit) {
+	ss->rd.edit = !ss->scripted;
+	if (ss->rd.edit) {
 		rl_readline_name = "ddptok";
 		rl_attempted_completion_function = complete;
 		using_history();
 	}
 #endif
-	for (;;) {
-		char *line, *argv[INSPECT_MAX_ARGS];
-		int too_long;
-		int got = read_line(&rd, &line, &too_long);
-		if (got < 0) {
-			rc = ERR(e, ERR_IO, "inspect: cannot read standard input: %s",
-				 strerror(errno));
-			goto out;
-		}
-		if (got == 0) {
-			printf("\n");
-			break;
-		}
-		if (!rd.edit && feof(stdin) && !*line) {
-			printf("\n");
-			break;
-		}
-		if (too_long) {
-			if (too_long == 2)
-				printf("error: line holds a NUL byte, ignored\n");
-			else
-				printf("error: line longer than %d characters, ignored\n",
-				       INSPECT_LINE_MAX - 2);
-			continue;
-		}
-		int argc = split_args(line, argv, INSPECT_MAX_ARGS);
-		if (argc == 0)
-			continue;
-		if (argc < 0) {
-			printf("error: too many words on the line (at most %d)\n", INSPECT_MAX_ARGS);
-			continue;
-		}
-		if (argv[0][0] == '#')
-			continue;
-		const struct icmd *c = find_cmd(argv[0]);
-		if (!c) {
-			printf("error: unknown command '%s' (type 'help')\n", argv[0]);
-			fflush(stdout);
-			continue;
-		}
-		if (!c->fn) {
-			/* quit; piped input is not echoed: end the prompt's line */
-			if (!rd.edit)
-				printf("\n");
-			break;
-		}
-		struct err ce;
-		err_clear(&ce);
-		int crc = c->fn(&in, argc, argv, &ce);
-		if (crc != ERR_OK) {
-			if (ce.code == ERR_OK)
-				ERR(&ce, crc, "%s", err_code_name(crc));
-			if (in.fatal) {
-				*e = ce;
-				rc = crc;
-				err_prefix(e, "inspect: %s", c->name);
-				goto out;
-			}
-			printf("error: %s\n", ce.msg);
-		}
-		fflush(stdout);
+}
+
+int cmd_inspect(struct app *a, struct err *e)
+{
+	struct inspect in;
+	struct session ss;
+	int rc;
+	memset(&ss, 0, sizeof ss);
+	if ((rc = inspect_open(a, &in, e)) == ERR_OK) {
+		session_start(&in, &ss);
+		rc = run_session(&in, &ss, e);
 	}
-	rc = ERR_OK;
-out:
-	free(rd.owned);
+	/* a script that met an error fails, so that it can serve as a check */
+	if (rc == ERR_OK && ss.scripted && ss.errors > 0)
+		rc = ERR(e, ss.first_code, "inspect: %d command%s of the script failed; the first, "
+			 "on line %ld: %s", ss.errors, ss.errors == 1 ? "" : "s", ss.first_line,
+			 ss.first_msg);
+	free(ss.rd.owned);
 	fflush(stdout);
 	inspect_free(&in);
 	return rc;

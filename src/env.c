@@ -33,7 +33,8 @@ const char *env_stop_name(int reason)
 static void vlog(const struct env *v, int level, const char *fmt, va_list ap)
 {
 	char line[4096];
-	if (!v->log || (level == ENV_PROGRESS ? !v->progress : v->s->log_level < level))
+	if (!v->log || (level == ENV_PROGRESS && !v->progress) ||
+	    v->s->log_level < (level == ENV_PROGRESS ? ENV_INFO : level))
 		return;
 	vsnprintf(line, sizeof line, fmt, ap);
 	v->log(v->log_arg, level, line);
@@ -65,7 +66,7 @@ void env_progress(const struct env *v, const char *fmt, ...)
 
 void env_progress_end(const struct env *v)
 {
-	if (v->log && v->progress)
+	if (v->log && v->progress && v->s->log_level >= ENV_INFO)
 		v->log(v->log_arg, ENV_PROGRESS, NULL);
 }
 

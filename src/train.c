@@ -1,13 +1,6 @@
 /*
- * train: the training loop, checkpoint writing and reading, resume and evaluation (see
- * train.h for what a step and a checkpoint are).
- *
- * Bit-exact resume rests on three things: the checkpoint holds everything the next window
- * depends on (parameters, momentum buffers, the count of updates already taken, which
- * decides the first momentum step, and the sampler's generator state and window index);
- * the engine's arithmetic is deterministic (fixed reduction orders); and a checkpoint is
- * only taken between windows, after engine_window() returned, so no device thread is
- * running while its state is copied out.
+ * train: the training run (a loop over the trainer of trainer.c), its options and the
+ * prepared corpus it trains on (see train.h).
  */
 #include "train.h"
 
@@ -19,9 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt.h"
-#include "coll.h"
-#include "npy.h"
+#include "clock.h"
 
 /* ---- small helpers --------------------------------------------------------------- */
 
@@ -119,84 +110,120 @@ int train_open(const struct env *v, struct run *r, struct corpus *c, const struc
 	return ERR_OK;
 }
 
-struct trainer {
-	const struct env *v;
-	const struct train_opts *o;
-	struct run r;
-	int64_t step;
-	int64_t last_ckpt_step;
-	double last_loss;
-	struct train_history hist[PLAN_MAX_WORLD];
-	float *params, *momentum; /* host scratch, n each */
-	FILE *metrics;
-};
-
-/* Writes checkpoint step-NNNN of the trainer's current step; its directory goes to out. */
-static int write_checkpoint(struct trainer *t, char *out, size_t cap, struct err *e)
+/* A duration as 1h02m03s, 2m05s or 7s. */
+static void duration_text(double s, char *out, size_t cap)
 {
-	struct train_snapshot s = {
-		.v = t->v, .r = &t->r, .step = t->step, .mode = t->o->mode,
-		.last_loss = t->last_loss, .hist = t->hist, .params = t->params,
-		.momentum = t->momentum,
-	};
-	int rc = engine_get_state(t->r.eng, t->params, t->momentum, e);
-	if (rc || (rc = train_checkpoint_write(&s, t->o->ckpt_root, out, cap, e)))
-		return rc;
-	t->last_ckpt_step = t->step;
-	return ERR_OK;
+	long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+	if (t >= 3600)
+		snprintf(out, cap, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
+	else if (t >= 60)
+		snprintf(out, cap, "%ldm%02lds", t / 60, t % 60);
+	else
+		snprintf(out, cap, "%lds", t);
 }
 
-void train_history_add(struct train_history *hist, const struct window *w)
+/* The live progress line: where the run is, how long it has taken and how long the steps
+ * left should take at the pace so far. */
+static void show_progress(const struct trainer *t, const struct window_result *wr)
 {
-	for (int r = 0; r < w->world; r++) {
-		hist[r].windows++;
-		hist[r].tokens += w->rank_tokens[r];
-		for (int m = 0; m < w->micro; m++)
-			hist[r].sequences += w->mb[r][m].n;
+	char elapsed[32], eta[32];
+	double spent = clock_now_s() - t->opened_at;
+	int64_t done = t->step - t->start_step, left = t->o.stop_at - t->step;
+	duration_text(spent, elapsed, sizeof elapsed);
+	duration_text(done > 0 ? spent / (double)done * (double)left : 0.0, eta, sizeof eta);
+	env_progress(t->v, "train: step %" PRId64 "/%" PRId64 "  loss %.4f  N %" PRId64
+		     "  %.0f tokens/s  elapsed %s  ETA %s", t->step, t->o.stop_at, t->last_loss,
+		     wr->N, wr->seconds > 0 ? wr->N / wr->seconds : 0.0, elapsed, eta);
+}
+
+/* Steps up to o.stop_at, with the periodic checkpoints, until the stop flag or on_window
+ * ends it early. */
+static int train_loop(struct trainer *t, struct err *e)
+{
+	const struct train_opts *o = &t->o;
+	int rc = ERR_OK, shown = 0;
+	while (t->step < o->stop_at && !env_stop_requested(t->v)) {
+		struct window_result wr;
+		if ((rc = trainer_step(t, &t->r.w, 0, &wr, e)))
+			break;
+		show_progress(t, &wr);
+		shown = 1;
+		if (o->on_window && o->on_window(o->on_window_arg, t->step, &wr))
+			break;
+		if (t->step < o->stop_at && train_ckpt_due(o, t->step) && !env_stop_requested(t->v) &&
+		    (rc = trainer_checkpoint(t, o->ckpt_root, NULL, 0, e)))
+			break;
 	}
+	if (shown)
+		env_progress_end(t->v);
+	return rc;
 }
 
-/* ---- the loop --------------------------------------------------------------------- */
-
-static int write_metrics(struct trainer *t, const struct window *w,
-			 const struct window_result *wr, struct err *e)
+/* ERR_INTERRUPTED with what was saved, for a run that ended early or saw a stop request. */
+static int interrupted(const struct trainer *t, struct err *e)
 {
-	json_t *toks = json_array();
-	for (int r = 0; r < w->world; r++)
-		json_array_append_new(toks, json_integer(wr->rank_tokens[r]));
-	json_t *j = json_pack("{s:I, s:I, s:I, s:o, s:I, s:b, s:o, s:o, s:f, s:f, s:f, s:s}", "step",
-			      (json_int_t)t->step, "window", (json_int_t)w->index + 1, "updates_done",
-			      (json_int_t)t->r.eng->updates_done, "rank_tokens", toks, "N",
-			      (json_int_t)wr->N, "rejected", wr->rejected, "loss",
-			      wr->rejected ? json_null() : json_real(wr->loss), "grad_norm",
-			      wr->rejected ? json_null() : json_real(wr->grad_norm), "seconds",
-			      wr->seconds, "tokens_per_s",
-			      wr->seconds > 0 ? (double)wr->N / wr->seconds : 0.0, "seconds_coll",
-			      wr->seconds_coll, "backend", engine_backend_name(t->r.eng));
-	char *text = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
-	json_decref(j);
-	if (!text)
-		return ERR(e, ERR_IO, "%s: cannot serialize a metrics line", t->o->metrics_path);
-	int bad = fprintf(t->metrics, "%s\n", text) < 0 || fflush(t->metrics) != 0;
-	free(text);
-	if (bad)
-		return ERR_ERRNO(e, "%s: cannot write metrics", t->o->metrics_path);
-	return ERR_OK;
+	const struct train_opts *o = &t->o;
+	const char *why = env_stop_name(env_stop_requested(t->v));
+	if (t->checkpoints_written == 0 && o->resume_dir)
+		return ERR(e, ERR_INTERRUPTED, "interrupted by %s before any step: the state is "
+			   "still that of checkpoint %s (continue with --resume %s)", why,
+			   o->resume_dir, o->resume_dir);
+	if (t->checkpoints_written == 0 && t->step == 0)
+		return ERR(e, ERR_INTERRUPTED, "interrupted by %s before the first step: "
+			   "nothing to save", why);
+	if (t->checkpoint[0] && t->step >= o->stop_at)
+		return ERR(e, ERR_INTERRUPTED, "interrupted by %s in the last window: the run "
+			   "completed its %" PRId64 " steps, checkpoint %s written", why, t->step,
+			   t->checkpoint);
+	if (t->checkpoint[0])
+		return ERR(e, ERR_INTERRUPTED, "interrupted by %s after step %" PRId64 " of %" PRId64
+			   ": checkpoint %s written (continue with --resume %s)", why, t->step,
+			   o->stop_at, t->checkpoint, t->checkpoint);
+	return ERR(e, ERR_INTERRUPTED, "interrupted by %s after step %" PRId64 " of %" PRId64
+		   " (no checkpoint root configured)", why, t->step, o->stop_at);
 }
 
-static int is_ckpt_step(const struct train_opts *o, int64_t step)
+static int fill_result(const struct trainer *t, struct train_result *res, struct err *e)
 {
-	return o->ckpt_root[0] &&
-	       (step == o->stop_at || (o->checkpoint_every > 0 && step % o->checkpoint_every == 0));
-}
-
-static void fill_result(struct trainer *t, struct train_result *res)
-{
+	res->start_step = t->start_step;
 	res->step = t->step;
 	res->updates_done = t->r.eng->updates_done;
+	res->skipped = t->skipped;
+	res->n = t->r.eng->shape.n_params;
+	snprintf(res->checkpoint, sizeof res->checkpoint, "%s", t->checkpoint);
+	res->checkpoints_written = t->checkpoints_written;
+	res->seconds = t->seconds;
+	res->tokens = t->tokens;
+	res->tokens_per_s = res->seconds > 0 ? (double)res->tokens / res->seconds : 0.0;
+	res->first_loss = t->first_loss;
+	res->last_loss = isnan(t->first_loss) ? NAN : t->last_loss;
 	memcpy(res->hist, t->hist, sizeof t->hist);
 	snprintf(res->backend, sizeof res->backend, "%s", engine_backend_name(t->r.eng));
-	res->tokens_per_s = res->seconds > 0 ? (double)res->tokens / res->seconds : 0.0;
+	res->params = malloc(res->n * sizeof(float));
+	res->momentum = malloc(res->n * sizeof(float));
+	if (!res->params || !res->momentum)
+		return ERR(e, ERR_DEVICE, "out of memory");
+	return engine_get_state(t->r.eng, res->params, res->momentum, e);
+}
+
+/* The final (or interrupting) checkpoint, unless this step is already on disk, and the
+ * result. */
+static int train_finish(struct trainer *t, struct train_result *res, struct err *e)
+{
+	int rc;
+	if (t->o.ckpt_root[0] && t->step != t->last_ckpt_step && t->step > 0 &&
+	    (rc = trainer_checkpoint(t, t->o.ckpt_root, NULL, 0, e)))
+		return rc;
+	if ((rc = fill_result(t, res, e)))
+		return rc;
+	/* a stop request counts even when it arrived in the last window or while the final
+	 * checkpoint was written: the run is then complete, but the caller (the protocol)
+	 * must stop rather than go on to its next step */
+	if (t->step < t->o.stop_at || env_stop_requested(t->v)) {
+		res->interrupted = 1;
+		return interrupted(t, e);
+	}
+	return ERR_OK;
 }
 
 void train_result_free(struct train_result *r)
@@ -208,191 +235,21 @@ void train_result_free(struct train_result *r)
 	r->params = r->momentum = NULL;
 }
 
-static int train_run_held(const struct env *v, const struct train_opts *o, struct train_result *res,
-			  struct err *e)
-{
-	struct trainer t;
-	struct train_ckpt ck;
-	struct corpus c;
-	int rc, have_run = 0;
-	const char *why = NULL;
-
-	memset(res, 0, sizeof *res);
-	memset(&t, 0, sizeof t);
-	memset(&ck, 0, sizeof ck);
-	res->first_loss = res->last_loss = NAN;
-	t.v = v;
-	t.o = o;
-	t.last_loss = NAN;
-	t.last_ckpt_step = -1;
-	if (o->stop_at < 1)
-		return ERR(e, ERR_USAGE, "train: nothing to run up to step %" PRId64, o->stop_at);
-	if ((rc = train_corpus(v, o->resume_dir == NULL, &c, e)))
-		return rc;
-	if (o->resume_dir) {
-		if ((rc = train_ckpt_load(v, o->resume_dir, &c, TRAIN_CHECK_ALL, &ck, e)))
-			goto out_corpus;
-		if (ck.normalization != o->mode) {
-			rc = ERR(e, ERR_DATA, "checkpoint %s was trained with normalization %s, this run "
-				 "uses %s", o->resume_dir, norm_mode_name(ck.normalization),
-				 norm_mode_name(o->mode));
-			goto out_corpus;
-		}
-		/* [train] updates is not a math key: a resume may lengthen a run, but not end it
-		 * before the step it already reached */
-		if (ck.step > o->stop_at) {
-			rc = ERR(e, ERR_CONFIG, "checkpoint %s is at step %" PRId64 ", past step %" PRId64
-				 " where this run ends (raise [train] updates to continue it)",
-				 o->resume_dir, ck.step, o->stop_at);
-			goto out_corpus;
-		}
-	}
-	if (o->resume_dir && o->on_resume)
-		o->on_resume(o->on_resume_arg, &ck);
-	if ((rc = train_open(v, &t.r, &c, o->resume_dir ? &ck : NULL, e)))
-		goto out;
-	have_run = 1;
-	if (o->resume_dir) {
-		if (strcmp(ck.backend, engine_backend_name(t.r.eng)) != 0)
-			env_info(v, "train: note: checkpoint written by the %s backend, continuing on %s "
-				 "(bit-exact equality holds only on one backend)", ck.backend,
-				 engine_backend_name(t.r.eng));
-		t.step = ck.step;
-		t.last_ckpt_step = ck.step;
-		t.last_loss = ck.last_loss;
-		memcpy(t.hist, ck.hist, sizeof t.hist);
-		snprintf(res->checkpoint, sizeof res->checkpoint, "%s", o->resume_dir);
-	}
-	res->start_step = t.step;
-	res->n = t.r.eng->shape.n_params;
-	t.params = malloc(res->n * sizeof(float));
-	t.momentum = malloc(res->n * sizeof(float));
-	if (!t.params || !t.momentum) {
-		rc = ERR(e, ERR_DEVICE, "out of memory");
-		goto out;
-	}
-	/* the checkpoint root must be usable before any window is spent: a bad
-	 * run.artifacts found at the first checkpoint would lose the work done so far */
-	if (o->ckpt_root[0] && (rc = env_dir_ready(o->ckpt_root, "[run] artifacts", e)))
-		goto out;
-	if (o->metrics_path[0] && t.step < o->stop_at) {
-		if (!(t.metrics = fopen(o->metrics_path, "w"))) {
-			rc = ERR_ERRNO(e, "cannot create %s", o->metrics_path);
-			goto out;
-		}
-	}
-
-	int progress_shown = 0;
-	while (t.step < o->stop_at) {
-		struct window_result wr;
-		int flags = ENGINE_UPDATE | ENGINE_CAPTURE_REDUCED;
-#ifndef NDEBUG
-		flags |= ENGINE_CHECK_REPLICAS;
-#else
-		if (is_ckpt_step(o, t.step + 1))
-			flags |= ENGINE_CHECK_REPLICAS;
-#endif
-		if (env_stop_requested(v))
-			break;
-		if ((rc = sampler_next(&t.r.sampler, &t.r.w, e)))
-			goto out;
-		if ((rc = engine_window(t.r.eng, &t.r.w, o->mode, flags, &wr, e)))
-			goto out;
-		if (wr.rejected && v->s->empty_window == EMPTY_ERROR) {
-			rc = ERR(e, ERR_EMPTY, "window %" PRId64 " (step %" PRId64 ") has no supervised "
-				 "token on any rank; train.empty_window = error (set it to skip to step "
-				 "over such windows)", t.r.w.index + 1, t.step + 1);
-			goto out;
-		}
-		t.step++;
-		if (wr.rejected)
-			res->skipped++;
-		train_history_add(t.hist, &t.r.w);
-		res->seconds += wr.seconds;
-		res->tokens += wr.N;
-		if (!wr.rejected) {
-			t.last_loss = wr.loss;
-			if (isnan(res->first_loss))
-				res->first_loss = wr.loss;
-			res->last_loss = wr.loss;
-		}
-		if (t.metrics && (rc = write_metrics(&t, &t.r.w, &wr, e)))
-			goto out;
-		env_progress(v, "train: step %" PRId64 "/%" PRId64 "  loss %.4f  N %" PRId64
-			     "  %.0f tokens/s", t.step, o->stop_at, t.last_loss, wr.N,
-			     wr.seconds > 0 ? wr.N / wr.seconds : 0.0);
-		progress_shown = 1;
-		if (o->on_window && o->on_window(o->on_window_arg, t.step, &wr))
-			break;
-		if (t.step < o->stop_at && is_ckpt_step(o, t.step) && !env_stop_requested(v)) {
-			if ((rc = write_checkpoint(&t, res->checkpoint, sizeof res->checkpoint, e)))
-				goto out;
-			res->checkpoints_written++;
-		}
-	}
-	if (progress_shown)
-		env_progress_end(v);
-	/* the final (or interrupting) checkpoint, unless this step is already on disk */
-	if (o->ckpt_root[0] && t.step != t.last_ckpt_step && t.step > 0) {
-		if ((rc = write_checkpoint(&t, res->checkpoint, sizeof res->checkpoint, e)))
-			goto out;
-		res->checkpoints_written++;
-	}
-	/* a signal counts even when it arrived in the last window or while the final
-	 * checkpoint was written: the run is then complete, but the caller (the protocol)
-	 * must stop rather than go on to its next step */
-	if (t.step < o->stop_at || env_stop_requested(v)) {
-		res->interrupted = 1;
-		why = env_stop_name(env_stop_requested(v));
-	}
-	res->params = malloc(res->n * sizeof(float));
-	res->momentum = malloc(res->n * sizeof(float));
-	if (!res->params || !res->momentum) {
-		rc = ERR(e, ERR_DEVICE, "out of memory");
-		goto out;
-	}
-	if ((rc = engine_get_state(t.r.eng, res->params, res->momentum, e)))
-		goto out;
-	fill_result(&t, res);
-	if (res->interrupted) {
-		if (res->checkpoints_written == 0 && o->resume_dir)
-			rc = ERR(e, ERR_INTERRUPTED, "interrupted by %s before any step: the state is "
-				 "still that of checkpoint %s (continue with --resume %s)", why,
-				 o->resume_dir, o->resume_dir);
-		else if (res->checkpoints_written == 0 && t.step == 0)
-			rc = ERR(e, ERR_INTERRUPTED, "interrupted by %s before the first step: "
-				 "nothing to save", why);
-		else if (res->checkpoint[0] && t.step >= o->stop_at)
-			rc = ERR(e, ERR_INTERRUPTED, "interrupted by %s in the last window: the run "
-				 "completed its %" PRId64 " steps, checkpoint %s written", why, t.step,
-				 res->checkpoint);
-		else if (res->checkpoint[0])
-			rc = ERR(e, ERR_INTERRUPTED, "interrupted by %s after step %" PRId64 " of %" PRId64
-				 ": checkpoint %s written (continue with --resume %s)", why, t.step,
-				 o->stop_at, res->checkpoint, res->checkpoint);
-		else
-			rc = ERR(e, ERR_INTERRUPTED, "interrupted by %s after step %" PRId64 " of %" PRId64
-				 " (no checkpoint root configured)", why, t.step, o->stop_at);
-	}
-out:
-	if (t.metrics && fclose(t.metrics) != 0 && rc == ERR_OK)
-		rc = ERR_ERRNO(e, "cannot write %s", o->metrics_path);
-	free(t.params);
-	free(t.momentum);
-	if (have_run)
-		run_close(&t.r);
-	train_ckpt_free(&ck);
-	if (rc && rc != ERR_INTERRUPTED)
-		train_result_free(res);
-	return rc;
-out_corpus:
-	corpus_free(&c);
-	train_ckpt_free(&ck);
-	return rc;
-}
-
 int train_run(const struct env *v, const struct train_opts *o, struct train_result *res,
 	      struct err *e)
 {
-	return train_run_held(v, o, res, e);
+	struct trainer t;
+	memset(res, 0, sizeof *res);
+	res->first_loss = res->last_loss = NAN;
+	if (o->stop_at < 1)
+		return ERR(e, ERR_USAGE, "train: nothing to run up to step %" PRId64, o->stop_at);
+	int rc = trainer_open(&t, v, o, e);
+	if (rc == ERR_OK && (rc = train_loop(&t, e)) == ERR_OK)
+		rc = train_finish(&t, res, e);
+	int crc = trainer_close(&t, rc == ERR_OK ? e : NULL);
+	if (rc == ERR_OK)
+		rc = crc;
+	if (rc && rc != ERR_INTERRUPTED)
+		train_result_free(res);
+	return rc;
 }

@@ -40,6 +40,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "engine.h"
 #include "env.h"
@@ -65,13 +66,17 @@ enum train_kind {
 
 struct train_ckpt;
 
+#define TRAIN_MODE_ANY (-1)
+
 struct train_opts {
-	int64_t stop_at;            /* stop (and checkpoint) after this many steps in total */
+	int64_t stop_at;            /* stop (and checkpoint) after this many steps in total (a
+				       trainer stepped by hand, as inspect does: 0, no end) */
 	const char *resume_dir;     /* NULL: start from the seeded initial parameters */
 	char ckpt_root[FSX_PATH_MAX];    /* "" : write no checkpoint at all */
 	char metrics_path[FSX_PATH_MAX]; /* "" : no metrics file (JSONL, one line per window) */
 	int checkpoint_every;       /* extra checkpoints every n steps (0: none) */
-	int mode;                   /* normalization (enum norm_mode) */
+	int mode;                   /* normalization (enum norm_mode); TRAIN_MODE_ANY: that of
+				       the resumed checkpoint (else the configured one) */
 	/* called after every window (may be NULL); a non-zero return stops the run with that
 	 * code after checkpointing, like a signal would (tests use it) */
 	int (*on_window)(void *arg, int64_t step, const struct window_result *wr);
@@ -97,25 +102,6 @@ struct train_history {
 /* Adds one window to the per-rank histories (hist[0..w->world-1]): the trainer counts
  * every window that is a step, rejected (empty) ones included. */
 void train_history_add(struct train_history *hist, const struct window *w);
-
-/* What a checkpoint records, as held by whoever ran the windows (the trainer, or an
- * inspect session that stepped them itself). */
-struct train_snapshot {
-	const struct env *v;     /* settings, and the resolved configuration for config.ini */
-	const struct run *r;     /* engine (shape, world, backend, updates_done), sampler, corpus */
-	int64_t step;            /* steps done, rejected windows included */
-	int mode;                /* the normalization every window used (enum norm_mode) */
-	double last_loss;        /* global token mean of the last accepted window (NaN: none) */
-	const struct train_history *hist; /* r->eng->world entries */
-	const float *params, *momentum;   /* the engine's state now (engine_get_state) */
-};
-
-/* Writes checkpoint <root>/step-NNNN (NNNN = s->step) from s through the atomic store; its
- * directory goes to out. This is the only writer of the format: the trainer's checkpoints
- * and inspect's save both come from it, so equal states give byte-identical files. Call it
- * between windows only. */
-int train_checkpoint_write(const struct train_snapshot *s, const char *root, char *out,
-			   size_t cap, struct err *e);
 
 struct train_result {
 	int64_t start_step;   /* 0, or the step of the checkpoint resumed from */
@@ -189,6 +175,69 @@ void train_ckpt_free(struct train_ckpt *ck);
  * momentum, updates_done, sampler). */
 int train_open(const struct env *v, struct run *r, struct corpus *c, const struct train_ckpt *ck,
 	       struct err *e);
+
+/* ---- the trainer: one run held open, stepped by train_run's loop or by inspect ---- */
+
+struct trainer {
+	const struct env *v;
+	struct train_opts o;       /* what it was opened with */
+	struct run r;              /* corpus, sampler, engine; r.w: train_run's window buffer */
+	int have_run;
+	int mode;                  /* the normalization of the next windows */
+	int run_mode;              /* the one every window so far used, the resumed checkpoint's
+				      included (a checkpoint records it); -1: none yet; -2: several */
+	int resume_mode;           /* the resumed checkpoint's normalization, or -1 */
+	int64_t step;              /* steps done, rejected windows included */
+	int64_t start_step;        /* 0, or the step of the checkpoint resumed from */
+	int64_t last_ckpt_step;    /* step of the last checkpoint written or resumed from; -1 */
+	char checkpoint[FSX_PATH_MAX]; /* that checkpoint, or "" */
+	int checkpoints_written;
+	double last_loss;          /* global token mean of the last accepted window (NaN: none) */
+	struct train_history hist[PLAN_MAX_WORLD];
+	/* since it was opened */
+	int64_t skipped;           /* empty windows skipped */
+	int64_t tokens;            /* supervised tokens */
+	double seconds;            /* wall time inside the windows */
+	double first_loss;         /* loss of the first accepted window (NaN: none) */
+	double opened_at;          /* clock_now_s() when it was opened */
+	float *params, *momentum;  /* host scratch for checkpoints, n_params each */
+	FILE *metrics;             /* o.metrics_path, while steps remain before o.stop_at */
+};
+
+/* Opens the trainer: the prepared corpus (built when missing; when starting afresh also
+ * rebuilt when it was prepared for other [data] settings), the checkpoint o->resume_dir
+ * verified against this configuration and corpus (TRAIN_CHECK_ALL; its normalization must
+ * be o->mode unless that is TRAIN_MODE_ANY; its step not past a non-zero o->stop_at) and
+ * handed to o->on_resume, the engine with that state (or the seeded one), the checkpoint
+ * root made ready and the metrics file created. Close it with trainer_close, also after
+ * a failure. */
+int trainer_open(struct trainer *t, const struct env *v, const struct train_opts *o,
+		 struct err *e);
+/* One step: draws the next window into w, runs it on every rank under t->mode with the
+ * update (flags may add ENGINE_CAPTURE_LOCAL), and records it: step counter, per-rank
+ * histories, last loss, normalization in force, totals and a metrics line. A window with
+ * no supervised token is a step without update under train.empty_window = skip; under
+ * error it is ERR_EMPTY and nothing is consumed (the sampler is back where it was). Any
+ * other error comes from the engine or the metrics file. */
+int trainer_step(struct trainer *t, struct window *w, int flags, struct window_result *wr,
+		 struct err *e);
+/* Writes checkpoint <root>/step-NNNN of the current step (its directory also goes to out,
+ * when cap > 0) and remembers it in t->checkpoint. Call it between steps only. Windows of
+ * several normalizations cannot be checkpointed (ERR_USAGE): a checkpoint records one. */
+int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t cap,
+		       struct err *e);
+/* Whether a run with options o checkpoints after `step`: at o->stop_at and every
+ * o->checkpoint_every steps, when it has a checkpoint root. */
+int train_ckpt_due(const struct train_opts *o, int64_t step);
+/* Releases everything; ERR_IO (in e, when not NULL) when the metrics file could not be
+ * completed. */
+int trainer_close(struct trainer *t, struct err *e);
+
+/* Writes checkpoint <root>/step-NNNN (NNNN = t->step) of t, whose t->params and
+ * t->momentum hold the engine's state, through the atomic store; its directory goes to
+ * out. This is the only writer of the format, so equal states give byte-identical files. */
+int train_checkpoint_write(const struct trainer *t, const char *root, char *out, size_t cap,
+			   struct err *e);
 
 /* ---- evaluation ---- */
 

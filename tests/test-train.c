@@ -13,6 +13,10 @@
  *   - a run stopped at 3 of 6 updates resumes to 8 updates (updates and stop_at are not
  *     math keys): at step 6 it equals the 6-update continuous run bit for bit, at step 8
  *     the 8-update one; a resume that would end before its checkpoint is refused;
+ *   - a trainer stepped by hand as inspect steps it (trainer_step, local gradients
+ *     captured, two window buffers) ends K steps where a K-step train_run ends: parameters,
+ *     momentum, sampler state, counters and histories bit-identical, and its checkpoint
+ *     byte-identical (also across skipped empty windows);
  *   - empty windows are skipped as steps without update (and resume exactly across them)
  *     or refused with ERR_EMPTY naming the window;
  *   - a corrupted byte, a truncated file, a deleted manifest, a deleted file, a changed
@@ -528,6 +532,100 @@ START_TEST(test_empty_windows)
 }
 END_TEST
 
+/* ---- the trainer stepped by hand (as inspect's `step` does) equals train_run ---- */
+
+/* Steps a trainer opened as inspect opens it k times, alternating two window buffers and
+ * capturing the local gradients as inspect does, and checks that it ends where train_run
+ * of k steps ended (run written to root): parameters, momentum, sampler state, counters,
+ * histories, and a checkpoint byte-identical to the run's. */
+static int64_t hand_steps_equal_run(struct app *a, int64_t k, const char *root,
+				    const char *hroot)
+{
+	struct train_result run;
+	struct train_opts o;
+	struct trainer t;
+	struct train_ckpt ck;
+	struct corpus c;
+	struct window extra;
+	struct err e;
+	char want[FSX_PATH_MAX], got[FSX_PATH_MAX];
+	must_train(a, k, NULL, root, &run);
+	ckpt_path(want, sizeof want, root, k);
+	err_clear(&e);
+	memset(&o, 0, sizeof o);
+	o.mode = TRAIN_MODE_ANY;
+	ck_assert_msg(trainer_open(&t, &a->env, &o, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(window_init(&extra, a->s.world, a->s.accumulation, a->s.batch_size, &e),
+			 ERR_OK);
+	float *p = malloc(run.n * sizeof(float)), *m = malloc(run.n * sizeof(float));
+	ck_assert(p && m);
+	for (int64_t i = 0; i < k; i++) {
+		struct window_result wr;
+		if (i == k - 1) { /* one step short, the state cannot be the run's */
+			ck_assert_int_eq(engine_get_state(t.r.eng, p, NULL, &e), ERR_OK);
+			ck_assert(memcmp(p, run.params, run.n * sizeof(float)) != 0);
+		}
+		ck_assert_msg(trainer_step(&t, i % 2 ? &extra : &t.r.w, ENGINE_CAPTURE_LOCAL, &wr,
+					   &e) == ERR_OK, "%s", e.msg);
+	}
+	ck_assert_int_eq(engine_get_state(t.r.eng, p, m, &e), ERR_OK);
+	ck_assert_msg(memcmp(p, run.params, run.n * sizeof(float)) == 0, "parameters differ");
+	ck_assert_msg(memcmp(m, run.momentum, run.n * sizeof(float)) == 0, "momentum differs");
+	ck_assert_int_eq(t.step, run.step);
+	ck_assert_int_eq(t.r.eng->updates_done, run.updates_done);
+	ck_assert_int_eq(t.skipped, run.skipped);
+	ck_assert(memcmp(t.hist, run.hist, sizeof t.hist) == 0);
+	ck_assert_int_eq(t.run_mode, a->s.normalization);
+	/* the sampler is where the run's checkpoint says it is */
+	ck_assert_int_eq(train_corpus(&a->env, 0, &c, &e), ERR_OK);
+	ck_assert_msg(train_ckpt_load(&a->env, want, &c, TRAIN_CHECK_ALL, &ck, &e) == ERR_OK, "%s",
+		      e.msg);
+	struct sampler_state ss;
+	sampler_get_state(&t.r.sampler, &ss);
+	ck_assert(memcmp(&ss, &ck.sampler, sizeof ss) == 0);
+	/* and a checkpoint of it is the run's, byte for byte */
+	ck_assert_msg(trainer_checkpoint(&t, hroot, got, sizeof got, &e) == ERR_OK, "%s", e.msg);
+	const char *files[] = {"params.npy", "momentum.npy", "state.json", "config.ini",
+			       "data.lock", "rank-0.json", "rank-1.json"};
+	for (int i = 0; i < 5 + a->s.world; i++) {
+		char x[FSX_PATH_MAX], y[FSX_PATH_MAX];
+		pjoin(x, sizeof x, want, files[i]);
+		pjoin(y, sizeof y, got, files[i]);
+		same_file(x, y);
+	}
+	free(p);
+	free(m);
+	window_free(&extra);
+	train_ckpt_free(&ck);
+	corpus_free(&c);
+	ck_assert_int_eq(trainer_close(&t, &e), ERR_OK);
+	train_result_free(&run);
+	return t.skipped;
+}
+
+START_TEST(test_hand_steps_equal_train_run)
+{
+	struct app a, b;
+	char root[FSX_PATH_MAX], hroot[FSX_PATH_MAX];
+	make_tmp();
+	app_make(&a, "hand", NULL);
+	sub(root, sizeof root, "hand-run");
+	sub(hroot, sizeof hroot, "hand-steps");
+	ck_assert_int_eq(a.s.world, 2);
+	hand_steps_equal_run(&a, 5, root, hroot);
+	/* with empty windows skipped on the way */
+	app_make(&b, "hand-empty", "devices.world=1", "train.accumulation=1",
+		 "train.batch_size=1", "train.empty_window=skip", "train.updates=12", NULL);
+	write_hollow_corpus(&b);
+	sub(root, sizeof root, "hand-empty-run");
+	sub(hroot, sizeof hroot, "hand-empty-steps");
+	ck_assert_int_gt(hand_steps_equal_run(&b, 9, root, hroot), 0);
+	app_drop(&a);
+	app_drop(&b);
+	remove_tmp();
+}
+END_TEST
+
 /* ---- refusals ---- */
 
 static void copy_dir(const char *from, const char *to)
@@ -1007,6 +1105,7 @@ static Suite *train_suite(void)
 	tcase_add_test(tc, test_checkpoint_every);
 	tcase_add_test(tc, test_sigterm_checkpoints_and_resumes);
 	tcase_add_test(tc, test_empty_windows);
+	tcase_add_test(tc, test_hand_steps_equal_train_run);
 	suite_add_tcase(s, tc);
 	TCase *tr = tcase_create("refusals");
 	tcase_set_timeout(tr, 240);

@@ -1,19 +1,24 @@
 #!/bin/sh
-# inspect: dump writes the last window's tensors as .npy with a layout JSON; the end of
-# input ends the session with status 0; input that cannot be read is an i/o error (4);
-# dump before any step, into an impossible directory, or save/grad with bad arguments
-# are reported without ending the session.
+# inspect: dump writes the last window's tensors as .npy with a layout JSON, and grad's
+# chosen components are the values in reduced.npy and rankR-local.npy; the end of input
+# ends the session; input that cannot be read is an i/o error (4); dump before any step,
+# into an impossible directory, or save/grad with bad arguments are reported without
+# ending the session (a script that met them exits with status 2 at its end).
 set -eu
 
 fail() { echo "FAIL: $*"; [ -f out.txt ] && { echo "--- output"; cat out.txt; }; exit 1; }
 
 touch afile
-printf 'dump early\nstep 2\ndump afile/sub\ndump d\ngrad b2 extra\n' \
-	| "$DDPTOK" "$CONF/tiny.ini" inspect > out.txt 2>&1 || fail "exited with $? at end of input"
+rc=0
+printf 'dump early\nstep 2\ndump afile/sub\ndump d\ngrad b2 extra\ngrad w1[3:11]\ngrad b2 5\ngrad embed[:3] --rank 1\n' \
+	| "$DDPTOK" "$CONF/tiny.ini" inspect > out.txt 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "exited with $rc at end of input, expected 2 (a script with errors)"
+grep -q "3 commands of the script failed; the first, on line 1: dump: no window has been stepped yet" out.txt ||
+	fail "the end of the script does not name its first error"
 grep -q 'error: dump: no window has been stepped yet' out.txt || fail "dump before step"
 [ ! -e early ] || fail "dump before step created a directory"
 grep -q 'error: dump: cannot create directory afile/sub' out.txt || fail "dump into a file's subdirectory not reported"
-grep -q 'error: grad: one parameter name at most' out.txt || fail "grad with two names"
+grep -q "error: grad: 'extra' is not an index or a range i:j" out.txt || fail "grad with a bad index"
 grep -q 'dump: wrote reduced.npy, rank0..1-local.npy, params-before.npy, params.npy and layout.json to d (step 2, ' out.txt \
 	|| fail "dump message"
 for f in reduced.npy rank0-local.npy rank1-local.npy params-before.npy params.npy layout.json; do
@@ -53,6 +58,35 @@ for x in t:
     off += x["count"]
 assert j["n_params"] == n
 assert j["window"]["N"] == sum(r["tokens"] for r in j["window"]["ranks"])
+PY
+	# grad PARAM[i:j] / PARAM i / --rank R print exactly the values dump wrote
+	python3 - <<'PY' || fail "grad's components are not the dumped values"
+import json, re, struct
+def npy(path):
+    b = open(path, "rb").read()
+    hl = struct.unpack("<H", b[8:10])[0]
+    data = b[10 + hl:]
+    return struct.unpack("<%df" % (len(data) // 4), data)
+red, loc1 = npy("d/reduced.npy"), npy("d/rank1-local.npy")
+t = {x["name"]: x for x in json.load(open("d/layout.json"))["tensors"]}
+blocks, cur = [], None
+for line in open("out.txt"):
+    m = re.search(r"grad:   (\w+)\[(\d+):(\d+)\] of ", line)
+    if m:
+        cur = []
+        blocks.append((m.group(1), int(m.group(2)), int(m.group(3)), cur))
+        continue
+    m = re.search(r"grad:   (\w+)\[[0-9, ]+\] +(\d+) +(\d+)  ([-+]\S+)$", line)
+    if m and cur is not None:
+        cur.append((m.group(1), int(m.group(2)), int(m.group(3)), float(m.group(4))))
+want = [("w1", 3, 11, red), ("b2", 5, 6, red), ("embed", 0, 3, loc1)]
+assert len(blocks) == 3, blocks
+for (name, lo, hi, rows), (wn, wlo, whi, vec) in zip(blocks, want):
+    assert (name, lo, hi) == (wn, wlo, whi), (name, lo, hi)
+    assert [r[1] for r in rows] == list(range(lo, hi)), rows
+    for tn, i, flat, v in rows:
+        assert tn == name and flat == t[name]["offset"] + i, (tn, i, flat)
+        assert struct.pack("<f", v) == struct.pack("<f", vec[flat]), (name, i, v, vec[flat])
 PY
 fi
 

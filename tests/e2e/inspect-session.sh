@@ -2,15 +2,21 @@
 # inspect driven through stdin on tiny.ini (W = 2, length-band plan, accumulation 2):
 # plan shows N as the sum of the per-rank tokens and does not consume the window, step
 # reports loss/N/grad norm, grad and compare work, compare under global_token passes
-# while mean_of_means (token counts are unequal between the ranks) fails, mistakes in
-# commands are reported and the session goes on to a normal end.
+# while mean_of_means (token counts are unequal between the ranks) fails, for the whole
+# window and for each rank's contribution (compare --rank R), mistakes in commands are
+# reported and the session goes on to its end, where a script that met a mistake exits
+# with the first one's status (2, usage) and one that met none with 0.
 set -eu
 
-printf 'plan\nstep 2\ngrad\ngrad w1 --rank 1\ncompare\ncompare mean_of_means\nmode mean_of_means\nplan\nstep\nbogus\nstep x\nstep 0\ngrad nosuch\ngrad --rank 2\ncompare nosuch\nmode nosuch\nhelp\nhelp compare\neval\nquit\nstep\n' \
-	| "$DDPTOK" "$CONF/tiny.ini" inspect > out.txt 2> err.txt || {
-	echo "inspect exited with $?"; cat out.txt err.txt; exit 1; }
-
 fail() { echo "FAIL: $*"; echo "--- output:"; cat out.txt; echo "--- stderr:"; cat err.txt; exit 1; }
+
+rc=0
+printf 'plan\nstep 2\ngrad\ngrad w1 --rank 1\ncompare\ncompare mean_of_means\ncompare --rank 0\ncompare --rank 1\ncompare mean_of_means --rank 0\ncompare --rank 1 mean_of_means\nmode mean_of_means\nplan\nstep\nbogus\nstep x\nstep 0\ngrad nosuch\ngrad --rank 2\ncompare nosuch\ncompare --rank 2\nmode nosuch\nhelp\nhelp compare\neval\nquit\nstep\n' \
+	| "$DDPTOK" "$CONF/tiny.ini" inspect > out.txt 2> err.txt || rc=$?
+[ "$rc" -eq 2 ] || fail "inspect exited with $rc, expected 2 (a script with mistakes)"
+grep -q "ddptok-run: usage error: inspect: 8 commands of the script failed; the first, on line 14: unknown command 'bogus'" err.txt ||
+	fail "the end of the script does not count its mistakes or name the first"
+
 has() { grep -q -- "$1" out.txt || fail "missing: $1"; }
 
 # plan: N equals the sum of the per-rank tokens, and of the per-microbatch tokens
@@ -52,6 +58,24 @@ has 'compare: the 5 worst components'
 grep -q 'compare:   \(embed\|w1\|b1\|w2\|b2\)\[[0-9]*\(, [0-9]*\)*\] .*  outside$' out.txt \
 	|| fail "compare: worst components lack name[row, col] or the outside mark"
 
+# compare --rank R: each rank's contribution matches its share of the reference under
+# global_token, and neither does under mean_of_means (the ranks hold unequal counts)
+for r in 0 1; do
+	grep -q "compare: rank $r's contribution under mode global_token (its local gradient / W, as reduce avg divides) against its share" out.txt ||
+		fail "compare --rank $r: no heading"
+	has "compare: mode global_token, rank $r: 0 of [0-9]* components outside tolerance (atol [^)]*): pass"
+	grep -q "compare: mode mean_of_means, rank $r: [1-9][0-9]* of [0-9]* components outside tolerance (atol [^)]*): FAIL" out.txt ||
+		fail "compare mean_of_means --rank $r found no component outside tolerance"
+done
+# the ranks' shares of the reference loss add up to the window's loss
+python3 - <<'PY' || fail "the ranks' shares of the reference loss do not add up"
+import re
+t = open("out.txt").read()
+total = float(re.search(r"compare: loss [0-9.]+ \(global token mean; reference ([0-9.]+)\)", t).group(1))
+shares = [float(x) for x in re.findall(r"compare: rank \d's share of the reference loss: ([0-9.]+)", t)[:2]]
+assert len(shares) == 2 and abs(sum(shares) - total) < 2e-6, (shares, total)
+PY
+
 # mode switch shows in plan's factor formula
 has 'mode: mean_of_means for the next windows (was global_token)'
 has 'plan: factor under mean_of_means: c = k / (W \* N_rank)'
@@ -64,20 +88,27 @@ has "error: step: '0' is not a number of windows"
 has "error: grad: unknown parameter 'nosuch'"
 has 'error: grad: rank 2 is out of range (W = 2: ranks 0..1)'
 has "error: compare: unknown normalization 'nosuch'"
+has 'error: compare: rank 2 is out of range (W = 2: ranks 0..1)'
 has "error: mode: unknown normalization 'nosuch'"
 
 # help, eval
 has 'commands (help CMD for details):'
-has 'compare \[MODE\]: reduced gradient under MODE vs the reference'
+has 'compare \[MODE\] \[--rank R\]: reduced gradient (or rank R.s part) under MODE vs the reference'
 grep -q 'eval: test split after 3 updates: loss [0-9.]* (global token mean over [1-9][0-9]* supervised tokens of 32 sequences), accuracy 0\.[0-9]* ([0-9]* / [0-9]* tokens)' out.txt \
 	|| fail "eval line"
 
 # quit ended the session: the step after it never ran
 if grep -q 'step 4:' out.txt; then fail "a command after quit ran"; fi
 
-# a line holding a NUL byte is refused on its own: the next line still runs
-printf 'plan\n\000x\nhelp\nquit\n' | "$DDPTOK" "$CONF/tiny.ini" inspect > nul.txt 2>&1 ||
-	fail "session with a NUL byte exited with $?"
+# a script without a mistake ends with status 0
+printf 'step\ngrad w1 3\ncompare --rank 1\nquit\n' | "$DDPTOK" "$CONF/tiny.ini" inspect > ok.txt 2>&1 ||
+	fail "a script without mistakes exited with $?: $(cat ok.txt)"
+
+# a line holding a NUL byte is refused on its own: the next line still runs (and the
+# script fails at its end)
+rc=0
+printf 'plan\n\000x\nhelp\nquit\n' | "$DDPTOK" "$CONF/tiny.ini" inspect > nul.txt 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "session with a NUL byte exited with $rc, expected 2"
 grep -q 'error: line holds a NUL byte, ignored' nul.txt || fail "NUL byte not reported"
 grep -q 'commands (help CMD for details):' nul.txt || fail "the line after a NUL byte was lost"
 echo ok

@@ -87,6 +87,7 @@ grep -q "1 partial .*clean --scope partial" ck.out || fail "summary: $(cat ck.ou
 expect_rc 5 train --resume artifacts/checkpoints
 grep -q "artifacts/checkpoints is a directory of checkpoints, not a checkpoint: its newest valid one is artifacts/checkpoints/step-0006" cmd.err ||
 	fail "resume from a root: $(cat cmd.err)"
+if grep -q "train: resume run" cmd.out; then fail "a run was announced before the root was refused"; fi
 
 # inspect's saved checkpoints and a user's copy elsewhere under artifacts are verified too
 printf 'step 2\nsave\nquit\n' | "$DDPTOK" "$T" inspect --set devices.backend=cpu > insp.out 2>&1 ||

@@ -1,0 +1,268 @@
+/*
+ * trainer: one training run held open (see train.h): what a step does and what a
+ * checkpoint records. train_run's loop and inspect's `step` both go through
+ * trainer_step, so a window is trained, counted and logged one way only.
+ *
+ * Bit-exact resume rests on three things: the checkpoint holds everything the next window
+ * depends on (parameters, momentum buffers, the count of updates already taken, which
+ * decides the first momentum step, and the sampler's generator state and window index);
+ * the engine's arithmetic is deterministic (fixed reduction orders); and a checkpoint is
+ * only taken between windows, after engine_window() returned, so no device thread is
+ * running while its state is copied out.
+ */
+#include "train.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "clock.h"
+
+#ifdef NDEBUG
+#define DEBUG_CHECKS 0
+#else
+#define DEBUG_CHECKS 1
+#endif
+
+/* Loads and checks the checkpoint to resume from (c: the corpus it must have been trained
+ * on), and hands it to o->on_resume. */
+static int load_resume(struct trainer *t, const struct corpus *c, struct train_ckpt *ck,
+		       struct err *e)
+{
+	const struct train_opts *o = &t->o;
+	unsigned checks = TRAIN_CHECK_ALL;
+	if (o->mode == TRAIN_MODE_ANY)
+		checks |= TRAIN_CHECK_ANY_NORMALIZATION;
+	int rc = train_ckpt_load(t->v, o->resume_dir, c, checks, ck, e);
+	if (rc)
+		return rc;
+	if (o->mode != TRAIN_MODE_ANY && ck->normalization != o->mode)
+		return ERR(e, ERR_DATA, "checkpoint %s was trained with normalization %s, this run "
+			   "uses %s", o->resume_dir, norm_mode_name(ck->normalization),
+			   norm_mode_name(o->mode));
+	/* [train] updates is not a math key: a resume may lengthen a run, but not end it
+	 * before the step it already reached */
+	if (o->stop_at > 0 && ck->step > o->stop_at)
+		return ERR(e, ERR_CONFIG, "checkpoint %s is at step %" PRId64 ", past step %" PRId64
+			   " where this run ends (raise [train] updates to continue it)",
+			   o->resume_dir, ck->step, o->stop_at);
+	if (o->on_resume)
+		o->on_resume(o->on_resume_arg, ck);
+	return ERR_OK;
+}
+
+/* Takes over what the checkpoint recorded besides the engine's state. */
+static void adopt_resume(struct trainer *t, const struct train_ckpt *ck)
+{
+	if (strcmp(ck->backend, engine_backend_name(t->r.eng)) != 0)
+		env_info(t->v, "train: note: checkpoint written by the %s backend, continuing on %s "
+			 "(bit-exact equality holds only on one backend)", ck->backend,
+			 engine_backend_name(t->r.eng));
+	t->step = t->start_step = t->last_ckpt_step = ck->step;
+	t->mode = t->run_mode = t->resume_mode = ck->normalization;
+	t->last_loss = ck->last_loss;
+	memcpy(t->hist, ck->hist, sizeof t->hist);
+	snprintf(t->checkpoint, sizeof t->checkpoint, "%s", t->o.resume_dir);
+}
+
+/* The engine with the seeded or resumed state. */
+static int open_run(struct trainer *t, struct err *e)
+{
+	struct train_ckpt ck;
+	struct corpus c;
+	const char *resume = t->o.resume_dir;
+	memset(&ck, 0, sizeof ck);
+	int rc = train_corpus(t->v, resume == NULL, &c, e);
+	if (rc)
+		return rc;
+	if (resume && (rc = load_resume(t, &c, &ck, e))) {
+		corpus_free(&c);
+		train_ckpt_free(&ck);
+		return rc;
+	}
+	rc = train_open(t->v, &t->r, &c, resume ? &ck : NULL, e); /* takes c */
+	if (rc == ERR_OK) {
+		t->have_run = 1;
+		if (resume)
+			adopt_resume(t, &ck);
+	}
+	train_ckpt_free(&ck);
+	return rc;
+}
+
+int trainer_open(struct trainer *t, const struct env *v, const struct train_opts *o,
+		 struct err *e)
+{
+	int rc;
+	memset(t, 0, sizeof *t);
+	t->v = v;
+	t->o = *o;
+	t->mode = o->mode == TRAIN_MODE_ANY ? v->s->normalization : o->mode;
+	t->run_mode = t->resume_mode = -1;
+	t->last_ckpt_step = -1;
+	t->last_loss = t->first_loss = NAN;
+	if ((rc = open_run(t, e)))
+		return rc;
+	size_t n = t->r.eng->shape.n_params;
+	t->params = malloc(n * sizeof(float));
+	t->momentum = malloc(n * sizeof(float));
+	if (!t->params || !t->momentum)
+		return ERR(e, ERR_DEVICE, "out of memory");
+	/* the checkpoint root must be usable before any window is spent: a bad
+	 * run.artifacts found at the first checkpoint would lose the work done so far */
+	if (o->ckpt_root[0] && (rc = env_dir_ready(o->ckpt_root, "[run] artifacts", e)))
+		return rc;
+	if (o->metrics_path[0] && t->step < o->stop_at && !(t->metrics = fopen(o->metrics_path, "w")))
+		return ERR_ERRNO(e, "cannot create %s", o->metrics_path);
+	t->opened_at = clock_now_s();
+	return ERR_OK;
+}
+
+int trainer_close(struct trainer *t, struct err *e)
+{
+	int rc = ERR_OK;
+	if (t->metrics && fclose(t->metrics) != 0 && e)
+		rc = ERR_ERRNO(e, "cannot write %s", t->o.metrics_path);
+	t->metrics = NULL;
+	free(t->params);
+	free(t->momentum);
+	t->params = t->momentum = NULL;
+	if (t->have_run)
+		run_close(&t->r);
+	t->have_run = 0;
+	return rc;
+}
+
+void train_history_add(struct train_history *hist, const struct window *w)
+{
+	for (int r = 0; r < w->world; r++) {
+		hist[r].windows++;
+		hist[r].tokens += w->rank_tokens[r];
+		for (int m = 0; m < w->micro; m++)
+			hist[r].sequences += w->mb[r][m].n;
+	}
+}
+
+/* The wall-clock time now, UTC, as 2026-01-31T12:34:56.789Z. */
+static void utc_now(char *out, size_t cap)
+{
+	struct timeval tv;
+	struct tm tm;
+	gettimeofday(&tv, NULL);
+	gmtime_r(&tv.tv_sec, &tm);
+	size_t n = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out + n, cap - n, ".%03dZ", (int)(tv.tv_usec / 1000));
+}
+
+static json_t *metrics_line(const struct trainer *t, const struct window *w,
+			    const struct window_result *wr)
+{
+	char now[40];
+	json_t *toks = json_array();
+	for (int r = 0; r < w->world; r++)
+		json_array_append_new(toks, json_integer(wr->rank_tokens[r]));
+	utc_now(now, sizeof now);
+	return json_pack("{s:I, s:I, s:I, s:o, s:I, s:b, s:o, s:o, s:f, s:f, s:f, s:s, s:f, s:s, "
+			 "s:f}",
+			 "step", (json_int_t)t->step, "window", (json_int_t)w->index + 1,
+			 "updates_done", (json_int_t)t->r.eng->updates_done, "rank_tokens", toks,
+			 "N", (json_int_t)wr->N, "rejected", wr->rejected, "loss",
+			 wr->rejected ? json_null() : json_real(wr->loss), "grad_norm",
+			 wr->rejected ? json_null() : json_real(wr->grad_norm), "seconds",
+			 wr->seconds, "tokens_per_s",
+			 wr->seconds > 0 ? (double)wr->N / wr->seconds : 0.0, "seconds_coll",
+			 wr->seconds_coll, "backend", engine_backend_name(t->r.eng), "lr",
+			 t->v->s->lr, "time", now, "elapsed",
+			 clock_now_s() - t->opened_at);
+}
+
+static int write_metrics(struct trainer *t, const struct window *w,
+			 const struct window_result *wr, struct err *e)
+{
+	json_t *j = metrics_line(t, w, wr);
+	char *text = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+	json_decref(j);
+	if (!text)
+		return ERR(e, ERR_IO, "%s: cannot serialize a metrics line", t->o.metrics_path);
+	int bad = fprintf(t->metrics, "%s\n", text) < 0 || fflush(t->metrics) != 0;
+	free(text);
+	if (bad)
+		return ERR_ERRNO(e, "%s: cannot write metrics", t->o.metrics_path);
+	return ERR_OK;
+}
+
+int train_ckpt_due(const struct train_opts *o, int64_t step)
+{
+	return o->ckpt_root[0] &&
+	       (step == o->stop_at || (o->checkpoint_every > 0 && step % o->checkpoint_every == 0));
+}
+
+/* Records an accepted or rejected window as a step. */
+static void count_step(struct trainer *t, const struct window *w,
+		       const struct window_result *wr)
+{
+	t->step++;
+	train_history_add(t->hist, w);
+	t->seconds += wr->seconds;
+	t->tokens += wr->N;
+	if (wr->rejected)
+		t->skipped++;
+	else {
+		t->last_loss = wr->loss;
+		if (isnan(t->first_loss))
+			t->first_loss = wr->loss;
+	}
+	if (t->run_mode == -1)
+		t->run_mode = t->mode;
+	else if (t->run_mode != t->mode)
+		t->run_mode = -2;
+}
+
+int trainer_step(struct trainer *t, struct window *w, int flags, struct window_result *wr,
+		 struct err *e)
+{
+	struct sampler_state before;
+	int rc;
+	flags |= ENGINE_UPDATE | ENGINE_CAPTURE_REDUCED;
+	/* the replicas are compared before every checkpoint (after every window in debug
+	 * builds); the comparison uses the host buffers the local gradients are captured in */
+	if (!(flags & ENGINE_CAPTURE_LOCAL) && (DEBUG_CHECKS || train_ckpt_due(&t->o, t->step + 1)))
+		flags |= ENGINE_CHECK_REPLICAS;
+	sampler_get_state(&t->r.sampler, &before);
+	if ((rc = sampler_next(&t->r.sampler, w, e)) ||
+	    (rc = engine_window(t->r.eng, w, t->mode, flags, wr, e)))
+		return rc;
+	if (wr->rejected && t->v->s->empty_window == EMPTY_ERROR) {
+		/* not a step: the window stays the next one */
+		sampler_set_state(&t->r.sampler, &before);
+		return ERR(e, ERR_EMPTY, "window %" PRId64 " (step %" PRId64 ") has no supervised "
+			   "token on any rank; train.empty_window = error (set it to skip to step "
+			   "over such windows)", w->index + 1, t->step + 1);
+	}
+	count_step(t, w, wr);
+	if (t->metrics)
+		return write_metrics(t, w, wr, e);
+	return ERR_OK;
+}
+
+int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t cap,
+		       struct err *e)
+{
+	int rc;
+	if (t->run_mode < 0)
+		return ERR(e, ERR_USAGE, "%s: a checkpoint records one normalization",
+			   t->run_mode == -1 ? "no window was run" : "the windows used several");
+	if ((rc = engine_get_state(t->r.eng, t->params, t->momentum, e)) ||
+	    (rc = train_checkpoint_write(t, root, t->checkpoint, sizeof t->checkpoint, e)))
+		return rc;
+	if (out && cap)
+		snprintf(out, cap, "%s", t->checkpoint);
+	t->last_ckpt_step = t->step;
+	t->checkpoints_written++;
+	return ERR_OK;
+}
