@@ -105,11 +105,8 @@ static int aborted_error(struct coll *c, int rank, int device, const char *when,
 {
 	struct nccl_coll *n = c->impl;
 	int by = atomic_load(&n->abort_by);
-	if (by < 0 && c->barrier) {
-		pthread_mutex_lock(&c->barrier->mu);
-		by = c->barrier->abort_rank;
-		pthread_mutex_unlock(&c->barrier->mu);
-	}
+	if (by < 0 && c->barrier)
+		by = barrier_abort_rank(c->barrier);
 	if (by >= 0 && by != rank)
 		return ERR(e, ERR_ABORTED, "rank %d device %d: allreduce %s: rank %d failed (the "
 			   "NCCL communicators are aborted for good)", rank, device, when, by);
@@ -127,7 +124,7 @@ static int wait_done(struct coll *c, int rank, cudaStream_t s, double t0, struct
 {
 	struct nccl_coll *n = c->impl;
 	struct nccl_rank *nr = &n->r[rank];
-	double timeout = c->barrier ? c->barrier->timeout_s : 0.0;
+	double timeout = c->barrier ? barrier_timeout(c->barrier) : 0.0;
 	for (long it = 0;; it++) {
 		ncclResult_t state = ncclSuccess, q = ncclSuccess;
 		pthread_mutex_lock(&nr->mu);
@@ -413,7 +410,7 @@ int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
 	}
 	/* non-blocking creation: wait until every communicator is ready (setting up many
 	 * GPUs can take a while: the barrier's timeout, but at least two minutes) */
-	double timeout = barrier && barrier->timeout_s > 0 ? barrier->timeout_s : 0.0;
+	double timeout = barrier && barrier_timeout(barrier) > 0 ? barrier_timeout(barrier) : 0.0;
 	if (timeout > 0 && timeout < 120.0)
 		timeout = 120.0;
 	double t0 = clock_now_s();

@@ -4,6 +4,9 @@
 #include "barrier.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -11,7 +14,20 @@
 /* iterations of the spin phase: a few tens of microseconds on current cores */
 #define BARRIER_SPIN 4000
 
-int barrier_init(struct barrier *b, int parties, double timeout_s, struct err *e)
+struct barrier {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int parties;
+	int waiting;
+	atomic_ulong generation;
+	atomic_int aborted;      /* non-zero once any rank aborted */
+	int abort_rank;          /* first rank that aborted, -1 if none */
+	double timeout_s;        /* <= 0: wait forever */
+	int spin;                /* spin iterations before sleeping (0 when the parties
+				    outnumber the cores: spinning would steal their time) */
+};
+
+static int barrier_init(struct barrier *b, int parties, double timeout_s, struct err *e)
 {
 	int rc;
 	memset(b, 0, sizeof *b);
@@ -35,10 +51,28 @@ int barrier_init(struct barrier *b, int parties, double timeout_s, struct err *e
 	return ERR_OK;
 }
 
+int barrier_create(int parties, double timeout_s, struct barrier **out, struct err *e)
+{
+	struct barrier *b = calloc(1, sizeof *b);
+	*out = NULL;
+	if (!b)
+		return ERR(e, ERR_DEVICE, "barrier: out of memory");
+	int rc = barrier_init(b, parties, timeout_s, e);
+	if (rc) {
+		free(b);
+		return rc;
+	}
+	*out = b;
+	return ERR_OK;
+}
+
 void barrier_destroy(struct barrier *b)
 {
+	if (!b)
+		return;
 	pthread_cond_destroy(&b->cv);
 	pthread_mutex_destroy(&b->mu);
+	free(b);
 }
 
 static int aborted_error(struct barrier *b, int rank, struct err *e)
@@ -136,4 +170,27 @@ void barrier_reset(struct barrier *b)
 	b->waiting = 0;
 	atomic_fetch_add(&b->generation, 1);
 	pthread_mutex_unlock(&b->mu);
+}
+
+int barrier_abort_rank(struct barrier *b)
+{
+	pthread_mutex_lock(&b->mu);
+	int by = b->abort_rank;
+	pthread_mutex_unlock(&b->mu);
+	return by;
+}
+
+double barrier_timeout(const struct barrier *b)
+{
+	return b->timeout_s;
+}
+
+void barrier_set_timeout(struct barrier *b, double timeout_s)
+{
+	b->timeout_s = timeout_s;
+}
+
+void barrier_set_spin(struct barrier *b, int spin)
+{
+	b->spin = spin;
 }

@@ -12,33 +12,28 @@
 #ifndef DDPTOK_BARRIER_H
 #define DDPTOK_BARRIER_H
 
-#include <pthread.h>
-#include <stdatomic.h>
-
 #include "err.h"
 
-struct barrier {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int parties;
-	int waiting;
-	atomic_ulong generation;
-	atomic_int aborted;      /* non-zero once any rank aborted */
-	int abort_rank;          /* first rank that aborted, -1 if none */
-	double timeout_s;        /* <= 0: wait forever */
-	int spin;                /* spin iterations before sleeping (0 when the parties
-				    outnumber the cores: spinning would steal their time) */
-};
+struct barrier; /* opaque */
 
-int barrier_init(struct barrier *b, int parties, double timeout_s, struct err *e);
-void barrier_destroy(struct barrier *b);
+/* A barrier for `parties` ranks; timeout_s <= 0 waits forever. */
+int barrier_create(int parties, double timeout_s, struct barrier **out, struct err *e);
+void barrier_destroy(struct barrier *b); /* NULL: nothing */
 /* Waits for all parties; ERR_ABORTED if aborted (before or during), ERR_DEVICE on
  * timeout (and then aborts the barrier itself so that the others leave too). */
 int barrier_wait(struct barrier *b, int rank, struct err *e);
 /* Marks the barrier aborted by `rank` and wakes every waiter. Idempotent. */
 void barrier_abort(struct barrier *b, int rank);
 int barrier_is_aborted(struct barrier *b);
+/* The first rank that aborted the barrier (or timed out in it); -1 if none. */
+int barrier_abort_rank(struct barrier *b);
+/* Seconds a wait gives up after (<= 0: forever). */
+double barrier_timeout(const struct barrier *b);
 /* Re-arms an aborted barrier (only while no thread waits on it). */
 void barrier_reset(struct barrier *b);
+/* Tests: another timeout, or another number of spin iterations before a waiter sleeps
+ * (only while no thread waits on it). */
+void barrier_set_timeout(struct barrier *b, double timeout_s);
+void barrier_set_spin(struct barrier *b, int spin);
 
 #endif

@@ -276,25 +276,14 @@ static int in_range(const struct cfg_key *k, double v)
 	return 1;
 }
 
-/*
- * Parses `raw` for key k into *out, origin `origin`. `where` names the source in
- * messages ("conf/x.ini", "--set", "default").
- */
-static int parse_value(const struct cfg_key *k, const char *raw, const char *where,
-		       const char *origin, struct cfg_value *out, struct err *e)
+/* The value text s (cleaned) of key k, typed into v; `where` names the source. */
+static int parse_number(const struct cfg_key *k, const char *s, const char *where,
+			struct cfg_value *v, struct err *e)
 {
-	char s[sizeof out->text], range[160];
-	struct cfg_value v;
+	char range[160];
 	int rc;
-
-	memset(&v, 0, sizeof v);
-	if (clean_value(raw, s, sizeof s) < 0)
-		return ERR(e, ERR_CONFIG, "%s: [%s] %s: value too long (at most %d characters)",
-			   where, k->section, k->name, VALUE_MAX);
-
-	switch (k->type) {
-	case CFG_INT: {
-		long long i;
+	if (k->type == CFG_INT) {
+		long long i = 0;
 		rc = parse_int(s, &i);
 		if (rc == -2)
 			return ERR(e, ERR_CONFIG, "%s: [%s] %s = %s: integer overflow", where,
@@ -303,18 +292,11 @@ static int parse_value(const struct cfg_key *k, const char *raw, const char *whe
 			return ERR(e, ERR_CONFIG,
 				   "%s: [%s] %s = '%s': not an integer (base 10, optional sign, "
 				   "no leading zeros)", where, k->section, k->name, s);
-		if (!in_range(k, (double)i)) {
-			format_range(k, range, sizeof range);
-			return ERR(e, ERR_CONFIG, "%s: [%s] %s = %s: out of range %s", where,
-				   k->section, k->name, s, range);
-		}
-		v.i = i;
-		v.f = (double)i;
-		snprintf(v.text, sizeof v.text, "%lld", i);
-		break;
-	}
-	case CFG_FLOAT: {
-		double f;
+		v->i = i;
+		v->f = (double)i;
+		snprintf(v->text, sizeof v->text, "%lld", i);
+	} else {
+		double f = 0;
 		rc = parse_float(s, &f);
 		if (rc == -2)
 			return ERR(e, ERR_CONFIG, "%s: [%s] %s = %s: not a finite number in double "
@@ -322,34 +304,38 @@ static int parse_value(const struct cfg_key *k, const char *raw, const char *whe
 		if (rc < 0)
 			return ERR(e, ERR_CONFIG, "%s: [%s] %s = '%s': not a decimal number", where,
 				   k->section, k->name, s);
-		if (!in_range(k, f)) {
-			format_range(k, range, sizeof range);
-			return ERR(e, ERR_CONFIG, "%s: [%s] %s = %s: out of range %s", where,
-				   k->section, k->name, s, range);
-		}
-		v.f = f;
-		format_double(f, v.text, sizeof v.text);
-		break;
+		v->f = f;
+		format_double(f, v->text, sizeof v->text);
 	}
-	case CFG_BOOL: {
-		int b;
+	if (!in_range(k, v->f)) {
+		format_range(k, range, sizeof range);
+		return ERR(e, ERR_CONFIG, "%s: [%s] %s = %s: out of range %s", where, k->section,
+			   k->name, s, range);
+	}
+	return ERR_OK;
+}
+
+static int parse_word(const struct cfg_key *k, const char *s, const char *where,
+		      struct cfg_value *v, struct err *e)
+{
+	int b, idx;
+	switch (k->type) {
+	case CFG_BOOL:
 		if (parse_bool(s, &b) < 0)
 			return ERR(e, ERR_CONFIG, "%s: [%s] %s = '%s': expected true/false, yes/no "
 				   "or 1/0", where, k->section, k->name, s);
-		v.i = b;
-		v.f = b;
-		snprintf(v.text, sizeof v.text, "%s", b ? "true" : "false");
-		break;
-	}
-	case CFG_ENUM: {
-		int idx = parse_enum(k->choices, s, v.text, sizeof v.text);
+		v->i = b;
+		v->f = b;
+		snprintf(v->text, sizeof v->text, "%s", b ? "true" : "false");
+		return ERR_OK;
+	case CFG_ENUM:
+		idx = parse_enum(k->choices, s, v->text, sizeof v->text);
 		if (idx < 0)
 			return ERR(e, ERR_CONFIG, "%s: [%s] %s = '%s': expected one of %s", where,
 				   k->section, k->name, s, k->choices ? k->choices : "(none)");
-		v.i = idx;
-		v.f = idx;
-		break;
-	}
+		v->i = idx;
+		v->f = idx;
+		return ERR_OK;
 	case CFG_STRING:
 		for (const char *p = s; *p; p++)
 			if (iscntrl((unsigned char)*p))
@@ -358,12 +344,32 @@ static int parse_value(const struct cfg_key *k, const char *raw, const char *whe
 		if (strchr(s, '"') && strchr(s, '\''))
 			return ERR(e, ERR_CONFIG, "%s: [%s] %s = %s: a value cannot hold both "
 				   "kinds of quote", where, k->section, k->name, s);
-		snprintf(v.text, sizeof v.text, "%s", s);
-		break;
+		snprintf(v->text, sizeof v->text, "%s", s);
+		return ERR_OK;
 	default:
 		return ERR(e, ERR_CONFIG, "%s: [%s] %s: undeclared type %d", where, k->section,
 			   k->name, (int)k->type);
 	}
+}
+
+/*
+ * Parses `raw` for key k into *out, origin `origin`. `where` names the source in
+ * messages ("conf/x.ini", "--set", "default").
+ */
+static int parse_value(const struct cfg_key *k, const char *raw, const char *where,
+		       const char *origin, struct cfg_value *out, struct err *e)
+{
+	char s[sizeof out->text];
+	struct cfg_value v;
+
+	memset(&v, 0, sizeof v);
+	if (clean_value(raw, s, sizeof s) < 0)
+		return ERR(e, ERR_CONFIG, "%s: [%s] %s: value too long (at most %d characters)",
+			   where, k->section, k->name, VALUE_MAX);
+	if (k->type == CFG_INT || k->type == CFG_FLOAT)
+		ERR_TRY(parse_number(k, s, where, &v, e));
+	else
+		ERR_TRY(parse_word(k, s, where, &v, e));
 	snprintf(v.origin, sizeof v.origin, "%s", origin);
 	*out = v;
 	return ERR_OK;

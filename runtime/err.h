@@ -56,6 +56,13 @@ const char *err_code_name(int code);
 			return err_try_rc_; \
 	} while (0)
 
+/* The same with cleanup: stores the code of a failing call in rc and jumps to label. */
+#define ERR_TRY_GOTO(rc, call, label)            \
+	do {                                     \
+		if (((rc) = (call)) != ERR_OK) \
+			goto label;              \
+	} while (0)
+
 #define ERR_ERRNO(e, ...) err_errno((e), errno, __FILE__, __LINE__, __VA_ARGS__)
 
 #endif

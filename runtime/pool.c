@@ -34,7 +34,7 @@ struct pool {
 	int quit;
 	pool_fn fn;
 	void *arg;
-	struct barrier barrier;
+	struct barrier *barrier;
 	struct coll *coll;
 	struct pool_slot slot[POOL_MAX_WORLD];
 };
@@ -62,7 +62,7 @@ static void *pool_main(void *p)
 		if (s->rc != ERR_OK) {
 			if (s->err.code == ERR_OK)
 				ERR(&s->err, s->rc, "rank %d failed", s->rank);
-			barrier_abort(&pl->barrier, s->rank);
+			barrier_abort(pl->barrier, s->rank);
 			if (pl->coll && pl->coll->ops->abort)
 				pl->coll->ops->abort(pl->coll, s->rank);
 		}
@@ -84,7 +84,7 @@ int pool_create(int world, double barrier_timeout_s, struct pool **out, struct e
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv_start, NULL);
 	pthread_cond_init(&p->cv_done, NULL);
-	if (barrier_init(&p->barrier, world, barrier_timeout_s, e) != ERR_OK)
+	if (barrier_create(world, barrier_timeout_s, &p->barrier, e) != ERR_OK)
 		goto fail_sync;
 	for (int r = 0; r < world; r++) {
 		p->slot[r].pool = p;
@@ -106,7 +106,7 @@ fail_threads:
 	for (int r = 0; r < world; r++)
 		if (p->slot[r].started)
 			pthread_join(p->slot[r].thread, NULL);
-	barrier_destroy(&p->barrier);
+	barrier_destroy(p->barrier);
 fail_sync:
 	pthread_cond_destroy(&p->cv_done);
 	pthread_cond_destroy(&p->cv_start);
@@ -126,7 +126,7 @@ void pool_destroy(struct pool *p)
 	for (int r = 0; r < p->world; r++)
 		if (p->slot[r].started)
 			pthread_join(p->slot[r].thread, NULL);
-	barrier_destroy(&p->barrier);
+	barrier_destroy(p->barrier);
 	pthread_cond_destroy(&p->cv_done);
 	pthread_cond_destroy(&p->cv_start);
 	pthread_mutex_destroy(&p->mu);
@@ -140,7 +140,7 @@ int pool_world(const struct pool *p)
 
 struct barrier *pool_barrier(struct pool *p)
 {
-	return &p->barrier;
+	return p->barrier;
 }
 
 void pool_set_coll(struct pool *p, struct coll *c)
@@ -151,11 +151,6 @@ void pool_set_coll(struct pool *p, struct coll *c)
 void pool_set_ctx(struct pool *p, int rank, void *ctx)
 {
 	p->slot[rank].ctx = ctx;
-}
-
-void *pool_ctx(struct pool *p, int rank)
-{
-	return p->slot[rank].ctx;
 }
 
 int pool_run(struct pool *p, pool_fn fn, void *arg, struct err *e)
@@ -181,8 +176,8 @@ int pool_run(struct pool *p, pool_fn fn, void *arg, struct err *e)
 	}
 	if (root < 0)
 		root = echo;
-	if (barrier_is_aborted(&p->barrier))
-		barrier_reset(&p->barrier);
+	if (barrier_is_aborted(p->barrier))
+		barrier_reset(p->barrier);
 	if (root < 0)
 		return ERR_OK;
 	struct err *re = &p->slot[root].err;

@@ -33,7 +33,6 @@ struct barrier *pool_barrier(struct pool *p);
 void pool_set_coll(struct pool *p, struct coll *c);
 /* Per-rank context handed to fn (e.g. the rank's replica). */
 void pool_set_ctx(struct pool *p, int rank, void *ctx);
-void *pool_ctx(struct pool *p, int rank);
 /* Runs fn(rank, ctx[rank], arg) on every device thread and waits. Re-arms the barrier
  * afterwards so that the pool stays usable after a failed run. */
 int pool_run(struct pool *p, pool_fn fn, void *arg, struct err *e);

@@ -390,8 +390,7 @@ static int add_config(struct ckpt_writer *w, const struct cfg *c, int mode, stru
 			return rc;
 		for (int i = 0; i < c->n; i++)
 			copy.vals[i] = c->vals[i];
-		if ((rc = cfg_set(&copy, assign, e)) != ERR_OK)
-			goto out;
+		ERR_TRY_GOTO(rc, cfg_set(&copy, assign, e), out);
 		c = &copy;
 	}
 	FILE *f = open_memstream(&buf, &len);
@@ -473,8 +472,7 @@ int train_checkpoint_write(const struct trainer *t, const char *root, char *out,
 				      "windows", (json_int_t)t->hist[r].windows, "sequences",
 				      (json_int_t)t->hist[r].sequences, "tokens",
 				      (json_int_t)t->hist[r].tokens);
-		if ((rc = add_json(w, name, j, e)))
-			goto fail;
+		ERR_TRY_GOTO(rc, add_json(w, name, j, e), fail);
 	}
 	struct ckpt_commit_info ci;
 	rc = ckpt_commit_ex(w, &ci, e);

@@ -16,15 +16,48 @@ static int max_batch_rows(const struct settings *s)
 	return batch_max_rows(s->batch_size, s->max_len);
 }
 
-/* ---- replica lifecycle, run on each device thread ---- */
+/* ---- operations: one function run on the device threads ----
+ *
+ * Every operation of the engine is a rank_op run by on_ranks() (every rank) or
+ * on_rank0() (rank 0 only, the others return at once): it gets the engine, the rank's
+ * replica and the operation's own arguments. */
 
-static int replica_init_fn(int rank, void *ctx, void *arg, struct err *e)
+typedef int (*rank_op)(struct engine *eng, struct replica *r, void *arg, struct err *e);
+
+struct op_call {
+	struct engine *eng;
+	rank_op op;
+	void *arg;
+	int rank0_only;
+};
+
+static int run_op(int rank, void *ctx, void *arg, struct err *e)
 {
-	struct engine *eng = arg;
-	struct replica *r = ctx;
+	const struct op_call *c = arg;
+	if (c->rank0_only && rank != 0)
+		return ERR_OK;
+	return c->op(c->eng, ctx, c->arg, e);
+}
+
+static int on_ranks(struct engine *eng, rank_op op, void *arg, struct err *e)
+{
+	struct op_call c = {eng, op, arg, 0};
+	return pool_run(eng->pool, run_op, &c, e);
+}
+
+static int on_rank0(struct engine *eng, rank_op op, void *arg, struct err *e)
+{
+	struct op_call c = {eng, op, arg, 1};
+	return pool_run(eng->pool, run_op, &c, e);
+}
+
+/* ---- replica lifecycle ---- */
+
+static int replica_init(struct engine *eng, struct replica *r, void *arg, struct err *e)
+{
 	size_t bytes = eng->shape.n_params * sizeof(float);
-	r->rank = rank;
-	ERR_TRY(device_plan_create_dev(&eng->plan, rank, &r->dev, e));
+	(void)arg;
+	ERR_TRY(device_plan_create_dev(&eng->plan, r->rank, &r->dev, e));
 	struct dev *d = r->dev;
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));
@@ -34,9 +67,9 @@ static int replica_init_fn(int rank, void *ctx, void *arg, struct err *e)
 	return ERR_OK;
 }
 
-static int replica_destroy_fn(int rank, void *ctx, void *arg, struct err *e)
+static int replica_destroy(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
-	struct replica *r = ctx;
+	(void)eng, (void)arg, (void)e;
 	if (!r->dev)
 		return ERR_OK;
 	model_ws_destroy(r->ws);
@@ -77,19 +110,15 @@ int engine_create(const struct settings *s, const struct corpus *c,
 	eng->inject_rank = opts ? opts->inject_rank : -1;
 	eng->inject_window = opts ? opts->inject_window : -1;
 	model_shape_init(&eng->shape, s->vocab, s->context, s->embed, s->hidden);
-	if ((rc = choose_backend(eng, e)) != ERR_OK)
-		goto fail;
-	if ((rc = pool_create(s->world, s->timeout_s, &eng->pool, e)) != ERR_OK)
-		goto fail;
+	ERR_TRY_GOTO(rc, choose_backend(eng, e), fail);
+	ERR_TRY_GOTO(rc, pool_create(s->world, s->timeout_s, &eng->pool, e), fail);
 	for (int r = 0; r < s->world; r++) {
 		eng->rep[r].rank = r;
 		pool_set_ctx(eng->pool, r, &eng->rep[r]);
 	}
-	if ((rc = pool_run(eng->pool, replica_init_fn, eng, e)) != ERR_OK)
-		goto fail;
-	if ((rc = device_plan_create_coll(&eng->plan, eng->world, pool_barrier(eng->pool),
-					  eng->shape.n_params, &eng->coll, e)) != ERR_OK)
-		goto fail;
+	ERR_TRY_GOTO(rc, on_ranks(eng, replica_init, NULL, e), fail);
+	ERR_TRY_GOTO(rc, device_plan_create_coll(&eng->plan, eng->world, pool_barrier(eng->pool),
+		     eng->shape.n_params, &eng->coll, e), fail);
 	pool_set_coll(eng->pool, eng->coll);
 	size_t bytes = eng->shape.n_params * sizeof(float);
 	if (!(eng->host_reduced = malloc(bytes))) {
@@ -117,7 +146,7 @@ void engine_destroy(struct engine *eng)
 		err_clear(&ignore);
 		pool_set_coll(eng->pool, NULL);
 		coll_destroy(eng->coll);
-		pool_run(eng->pool, replica_destroy_fn, eng, &ignore);
+		on_ranks(eng, replica_destroy, NULL, &ignore);
 		pool_destroy(eng->pool);
 	}
 	free(eng->host_reduced);
@@ -134,15 +163,13 @@ const char *engine_backend_name(const struct engine *eng)
 /* ---- state ---- */
 
 struct state_arg {
-	struct engine *eng;
 	const float *params, *momentum;
 };
 
-static int set_state_fn(int rank, void *ctx, void *arg, struct err *e)
+static int set_state(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
-	struct state_arg *a = arg;
-	struct replica *r = ctx;
-	size_t bytes = a->eng->shape.n_params * sizeof(float);
+	const struct state_arg *a = arg;
+	size_t bytes = eng->shape.n_params * sizeof(float);
 	ERR_TRY(r->dev->ops->upload(r->dev, r->params, a->params, bytes, e));
 	if (a->momentum)
 		ERR_TRY(r->dev->ops->upload(r->dev, r->momentum, a->momentum, bytes, e));
@@ -154,18 +181,15 @@ static int set_state_fn(int rank, void *ctx, void *arg, struct err *e)
 int engine_set_state(struct engine *eng, const float *params, const float *momentum,
 		     int64_t updates_done, struct err *e)
 {
-	struct state_arg a = {eng, params, momentum};
+	struct state_arg a = {params, momentum};
 	eng->updates_done = updates_done;
-	return pool_run(eng->pool, set_state_fn, &a, e);
+	return on_ranks(eng, set_state, &a, e);
 }
 
-static int get_state_fn(int rank, void *ctx, void *arg, struct err *e)
+static int get_state(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
-	struct state_arg *a = arg;
-	struct replica *r = ctx;
-	size_t bytes = a->eng->shape.n_params * sizeof(float);
-	if (rank != 0)
-		return ERR_OK;
+	const struct state_arg *a = arg;
+	size_t bytes = eng->shape.n_params * sizeof(float);
 	if (a->params)
 		ERR_TRY(r->dev->ops->download(r->dev, (float *)a->params, r->params, bytes, e));
 	if (a->momentum)
@@ -175,8 +199,8 @@ static int get_state_fn(int rank, void *ctx, void *arg, struct err *e)
 
 int engine_get_state(struct engine *eng, float *params, float *momentum, struct err *e)
 {
-	struct state_arg a = {eng, params, momentum};
-	return pool_run(eng->pool, get_state_fn, &a, e);
+	struct state_arg a = {params, momentum};
+	return on_rank0(eng, get_state, &a, e);
 }
 
 /* ---- the window step ---- */
@@ -201,20 +225,17 @@ static uint64_t digest_floats(const float *x, size_t n)
 }
 
 struct window_shared {
-	struct engine *eng;
 	const struct window *w;
 	int mode, flags;
 	double loss_sum[PLAN_MAX_WORLD];
-	int64_t N_seen[PLAN_MAX_WORLD];
 	int rejected[PLAN_MAX_WORLD];
 	uint64_t param_digest[PLAN_MAX_WORLD];
 };
 
-static int window_fn(int rank, void *ctx, void *arg, struct err *e)
+static int window_step(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	struct window_shared *ws = arg;
-	struct engine *eng = ws->eng;
-	struct replica *r = ctx;
+	const int rank = r->rank;
 	struct dev *d = r->dev;
 	const struct dev_ops *o = d->ops;
 	const struct window *w = ws->w;
@@ -232,7 +253,6 @@ static int window_fn(int rank, void *ctx, void *arg, struct err *e)
 	/* the global count goes through the collective, like it would across processes */
 	int64_t count = w->rank_tokens[rank];
 	ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &count, 1, COLL_I64, COLL_SUM, 1, e));
-	ws->N_seen[rank] = count;
 	if (count != w->N)
 		return ERR(e, ERR_DEVICE, "the collective counted %lld supervised tokens, the "
 			   "scheduler %lld", (long long)count, (long long)w->N);
@@ -249,7 +269,6 @@ static int window_fn(int rank, void *ctx, void *arg, struct err *e)
 		double c = norm_factor(ws->mode, avg, w->world, w->micro, count, w->rank_tokens[rank],
 				       mb->tokens);
 		double part = 0.0;
-		r->factor_used[m] = c;
 		ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, s->layout, e));
 		ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, &part, e));
 		local += part;
@@ -294,14 +313,13 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 			   eng->world);
 	if ((flags & ENGINE_CAPTURE_LOCAL) && (flags & ENGINE_CHECK_REPLICAS))
 		return ERR(e, ERR_DEVICE, "capture_local and check_replicas share host buffers");
-	ws.eng = eng;
 	ws.w = w;
 	ws.mode = mode;
 	ws.flags = flags;
 	/* the collective times itself (its barrier waits included) */
 	for (int r = 0; r < eng->world; r++)
 		eng->coll->seconds[r] = 0;
-	int rc = pool_run(eng->pool, window_fn, &ws, e);
+	int rc = on_ranks(eng, window_step, &ws, e);
 	if (rc != ERR_OK) {
 		err_prefix(e, "window %lld", (long long)w->index + 1); /* numbered from 1 */
 		return rc;
@@ -349,22 +367,17 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 /* ---- single-device reference ---- */
 
 struct ref_arg {
-	struct engine *eng;
 	const struct window *w;
 	float *host_grad;
 	double loss_sum;
 };
 
-static int reference_fn(int rank, void *ctx, void *arg, struct err *e)
+static int reference(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	struct ref_arg *a = arg;
-	struct replica *r = ctx;
-	struct engine *eng = a->eng;
 	const struct window *w = a->w;
 	struct dev *d = r->dev;
 	size_t n = eng->shape.n_params;
-	if (rank != 0)
-		return ERR_OK;
 	ERR_TRY(d->ops->zero(d, r->grads, n * sizeof(float), e));
 	double total = 0.0;
 	float c = (float)(1.0 / (double)w->N);
@@ -383,11 +396,11 @@ static int reference_fn(int rank, void *ctx, void *arg, struct err *e)
 int engine_reference(struct engine *eng, const struct window *w, float *host_grad,
 		     double *loss, struct err *e)
 {
-	struct ref_arg a = {eng, w, host_grad, 0.0};
+	struct ref_arg a = {w, host_grad, 0.0};
 	if (w->N <= 0)
 		return ERR(e, ERR_EMPTY, "window %lld has no supervised token: no reference mean",
 			   (long long)w->index);
-	ERR_TRY(pool_run(eng->pool, reference_fn, &a, e));
+	ERR_TRY(on_rank0(eng, reference, &a, e));
 	*loss = a.loss_sum / (double)w->N;
 	return ERR_OK;
 }
@@ -395,20 +408,15 @@ int engine_reference(struct engine *eng, const struct window *w, float *host_gra
 /* ---- evaluation ---- */
 
 struct eval_arg {
-	struct engine *eng;
 	int split;
 	double loss_sum;
 	int64_t tokens, hits, sequences;
 };
 
-static int evaluate_fn(int rank, void *ctx, void *arg, struct err *e)
+static int evaluate(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	struct eval_arg *a = arg;
-	struct replica *r = ctx;
-	struct engine *eng = a->eng;
 	const struct corpus *c = eng->corpus;
-	if (rank != 0)
-		return ERR_OK;
 	int first = c->split_first[a->split], count = c->split_count[a->split];
 	int chunk = eng->s.batch_size;
 	int ids[4096];
@@ -431,8 +439,8 @@ static int evaluate_fn(int rank, void *ctx, void *arg, struct err *e)
 int engine_evaluate(struct engine *eng, int split, double *loss_sum, int64_t *tokens,
 		    int64_t *hits, int64_t *sequences, struct err *e)
 {
-	struct eval_arg a = {eng, split, 0.0, 0, 0, 0};
-	ERR_TRY(pool_run(eng->pool, evaluate_fn, &a, e));
+	struct eval_arg a = {split, 0.0, 0, 0, 0};
+	ERR_TRY(on_rank0(eng, evaluate, &a, e));
 	*loss_sum = a.loss_sum;
 	*tokens = a.tokens;
 	*hits = a.hits;

@@ -35,12 +35,8 @@ struct replica {
 	float *params, *grads, *momentum; /* device */
 	struct model_ws *ws;
 	struct batch batch;               /* host */
-	/* per-window outputs */
+	/* per-window output */
 	double loss_sum;                  /* this rank's unscaled loss sum */
-	int64_t count_seen;               /* N as returned by the collective */
-	int decided_empty;
-	double factor_used[PLAN_MAX_MICRO];
-	double seconds_compute, seconds_coll;
 };
 
 enum engine_flags {
@@ -112,9 +108,6 @@ struct engine {
 	 * `inject_window` (-1: off) */
 	int inject_rank;
 	int64_t inject_window;
-	/* set by engine_window for its device threads */
-	const struct window *cur_window;
-	int cur_mode, cur_flags;
 };
 
 /* Options of engine_create beyond the settings. */

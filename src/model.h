@@ -5,7 +5,7 @@
  * the start) are embedded (V x D table), concatenated (C*D), h = tanh(W1 x + b1) with H
  * hidden units, logits = W2 h + b2 over V ids; loss_t = logsumexp(logits) -
  * logits[target]. The model returns loss SUMS: normalization happens outside, through
- * the `scale` each caller passes to the backward (the factor c of DESIGN.md).
+ * the `scale` each caller passes to the backward (the factor c of norm_factor(), norm.h).
  *
  * Parameters live in one flat float32 buffer, in the order of model_shape.p[]:
  *   embed [V x D], w1 [H x C*D], b1 [H], w2 [V x H], b2 [V]

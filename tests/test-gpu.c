@@ -896,7 +896,7 @@ START_TEST(test_nccl_timeout)
 	}
 	nccl_open(&v, 60.0);
 	OK(pool_run(v.pool, warmup_fn, &v, &E));
-	pool_barrier(v.pool)->timeout_s = 1.0; /* now a peer that never joins fails fast */
+	barrier_set_timeout(pool_barrier(v.pool), 1.0); /* now a peer that never joins fails fast */
 	v.fail_rank = v.world - 1;
 	err_clear(&E);
 	ck_assert_int_ne(pool_run(v.pool, late_fn, &v, &E), ERR_OK);

@@ -130,7 +130,7 @@ START_TEST(barrier_publishes_writes_spinning_or_sleeping)
 			err_clear(&e);
 			ck_assert_int_eq(pool_create(world, 30.0, &p, &e), ERR_OK);
 			/* (unbounded spinning only with as few ranks as a machine has cores) */
-			pool_barrier(p)->spin = spins[si];
+			barrier_set_spin(pool_barrier(p), spins[si]);
 			struct rounds_arg a;
 			memset(&a, 0, sizeof a);
 			a.pool = p;
@@ -156,7 +156,7 @@ START_TEST(an_abort_reaches_spinning_waiters)
 		struct err e;
 		err_clear(&e);
 		ck_assert_int_eq(pool_create(world, 30.0, &p, &e), ERR_OK);
-		pool_barrier(p)->spin = 1 << 30;
+		barrier_set_spin(pool_barrier(p), 1 << 30);
 		struct fail_arg a = {p, 0, 3, 10, {0}};
 		double t0 = clock_now_s();
 		ck_assert_int_eq(pool_run(p, stepping_fn, &a, &e), ERR_DEVICE);
