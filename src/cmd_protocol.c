@@ -610,7 +610,8 @@ int cmd_protocol(struct app *a, struct err *e)
 	struct protocol p;
 	int rc;
 	memset(&p, 0, sizeof p);
-	if ((rc = env_outputs_ready(&a->env, e)) != ERR_OK || (rc = remove_old_report(a, e)) != ERR_OK)
+	if ((rc = settings_check_stop_at(&a->cfg, &a->s, e)) != ERR_OK ||
+	    (rc = env_outputs_ready(&a->env, e)) != ERR_OK || (rc = remove_old_report(a, e)) != ERR_OK)
 		return rc;
 	cli_signals_hold(); /* for the whole protocol: see step() */
 	if ((rc = step(&p, a, "prepare", do_prepare, e)) ||

@@ -77,7 +77,7 @@ int cmd_train(struct app *a, struct err *e)
 	if (a->o.resume_dir && a->o.continuous)
 		return ERR(e, ERR_USAGE, "train: --continuous and --resume exclude each other");
 	kind = a->o.resume_dir ? TRAIN_RESUME : a->o.continuous ? TRAIN_CONTINUOUS : TRAIN_STOP;
-	if ((rc = env_outputs_ready(&a->env, e)) || (rc = app_train_opts(a, kind, a->o.resume_dir, &o, e)) ||
+	if ((rc = app_train_opts(a, kind, a->o.resume_dir, &o, e)) || (rc = env_outputs_ready(&a->env, e)) ||
 	    (kind == TRAIN_RESUME && (rc = resume_verified(a->o.resume_dir, e))))
 		return rc;
 	env_info(&a->env, "train: %s run to step %" PRId64 " (W = %d, accumulation %d, batch %d, lr %g, "

@@ -280,8 +280,6 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 		return relation_error(c, e, "data", "min_len", "<=", "data", "max_len");
 	if (s->prefix_max >= s->min_len)
 		return relation_error(c, e, "data", "prefix_max", "less than", "data", "min_len");
-	if (s->stop_at >= s->updates)
-		return relation_error(c, e, "train", "stop_at", "less than", "train", "updates");
 
 	int n_ids = 0;
 	if (parse_ids(c, cfg_str(c, "devices", "ids"), s->ids,
@@ -295,5 +293,12 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 			   key_where(c, "devices", "ids"), cfg_str(c, "devices", "ids"), n_ids, n_ids == 1 ? "" : "s",
 			   dw);
 	}
+	return ERR_OK;
+}
+
+int settings_check_stop_at(const struct cfg *c, const struct settings *s, struct err *e)
+{
+	if (s->stop_at >= s->updates)
+		return relation_error(c, e, "train", "stop_at", "less than", "train", "updates");
 	return ERR_OK;
 }

@@ -4,8 +4,8 @@
  * keys.c holds the one table that declares every key and the field of this struct it
  * lands in (see runtime/config.h); settings_from_cfg() turns a validated cfg into this
  * struct, checking the relations between keys that a per-key range cannot express (e.g.
- * stop_at < updates; a window that fits in the smallest sampler pool is checked later by
- * the sampler).
+ * min_len <= max_len; stop_at < updates is checked by the runs that stop there; a window
+ * that fits in the smallest sampler pool is checked later by the sampler).
  */
 #ifndef DDPTOK_SETTINGS_H
 #define DDPTOK_SETTINGS_H
@@ -76,6 +76,9 @@ struct settings {
 extern const struct cfg_key settings_keys[];
 
 int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e);
+/* [train] stop_at < [train] updates, which only a run that stops at stop_at needs (train
+ * without --continuous or --resume, the protocol): ERR_CONFIG naming both otherwise. */
+int settings_check_stop_at(const struct cfg *c, const struct settings *s, struct err *e);
 const char *norm_mode_name(int mode);
 int norm_mode_parse(const char *name); /* -1 if unknown */
 

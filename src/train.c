@@ -30,6 +30,8 @@ int train_opts_for(const struct env *v, enum train_kind kind, const char *resume
 	memset(o, 0, sizeof *o);
 	if (kind == TRAIN_RESUME && !resume_dir)
 		return ERR(e, ERR_USAGE, "a resumed run needs a checkpoint directory");
+	if (kind == TRAIN_STOP && (rc = settings_check_stop_at(v->cfg, v->s, e)))
+		return rc;
 	o->stop_at = kind == TRAIN_STOP ? v->s->stop_at : v->s->updates;
 	o->resume_dir = kind == TRAIN_RESUME ? resume_dir : NULL;
 	o->checkpoint_every = v->s->checkpoint_every;

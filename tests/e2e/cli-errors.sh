@@ -65,7 +65,8 @@ printf '[devices]\nworld = 9\n' > range.ini
 expect 3 "world" "$DDPTOK" range.ini prepare
 printf '[train]\nnormalization = whatever\n' > enum.ini
 expect 3 "normalization" "$DDPTOK" enum.ini prepare
-expect 3 "stop_at" "$DDPTOK" ok.ini prepare --set train.stop_at=99
+# (stop_at is a rule of the runs that stop there: train, the protocol)
+expect 3 "stop_at" "$DDPTOK" ok.ini train --set train.stop_at=99
 expect 3 "nope" "$DDPTOK" ok.ini prepare --set model.nope=1
 expect 3 "--set" "$DDPTOK" ok.ini prepare --set noequals
 mkdir unreadable.ini

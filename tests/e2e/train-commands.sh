@@ -218,4 +218,19 @@ for bad in . / .. ./ "" "${HOME:-/}" "$(pwd)"; do
 	expect_rc 3 clean --scope checkpoints --set "run.artifacts=$bad"
 done
 [ "$(cat outside.txt)" = keep ] || fail "outside file touched"
+
+# stop_at < updates is a rule of the runs that stop at stop_at only: train (stop) and the
+# protocol refuse stop_at = 3 >= updates = 2 before doing anything, train --continuous
+# (which never reads stop_at) runs
+S="--set train.updates=2 --set run.outputs=short-out --set run.artifacts=short-art"
+# shellcheck disable=SC2086
+expect_rc 3 train $S
+grep -q "stop_at .* must be less than .*updates" cmd.err || fail "stop run: $(cat cmd.err)"
+[ ! -e short-out ] && [ ! -e short-art ] || fail "a refused stop run created directories"
+# shellcheck disable=SC2086
+expect_rc 3 protocol $S
+grep -q "stop_at .* must be less than .*updates" cmd.err || fail "protocol: $(cat cmd.err)"
+# shellcheck disable=SC2086
+run train --continuous $S > short.out || fail "train --continuous refused updates < stop_at"
+[ -f short-art/continuous/step-0002/MANIFEST.json ] || fail "the continuous run wrote no step-0002"
 echo "ok"
