@@ -1,8 +1,8 @@
 /*
- * cmd_basic: the first steps of the protocol: prepare, check-loss, reference.
+ * cmd_basic: the first steps of the protocol: prepare, check-loss, reference (their
+ * computations are in checks.c and parity.c).
  */
 #include <jansson.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +10,9 @@
 #include "fsx.h"
 #include "norm.h"
 #include "npy.h"
+#include "outputs.h"
 #include "parity.h"
+#include "report.h"
 #include "run.h"
 
 int cmd_prepare(struct app *a, struct err *e)
@@ -20,7 +22,7 @@ int cmd_prepare(struct app *a, struct err *e)
 	int rc;
 	if ((rc = env_outputs_ready(&a->env, e)) != ERR_OK)
 		return rc;
-	if ((rc = fsx_join(dir, sizeof dir, a->s.outputs, "corpus", e)) != ERR_OK)
+	if ((rc = fsx_join(dir, sizeof dir, a->s.outputs, output_name(OUT_CORPUS), e)) != ERR_OK)
 		return rc;
 	if ((rc = corpus_build(&a->s, &c, e)) != ERR_OK)
 		return rc;
@@ -48,91 +50,80 @@ int cmd_prepare(struct app *a, struct err *e)
 	return rc;
 }
 
-int cmd_check_loss(struct app *a, struct err *e)
+static void check_loss_print(const struct app *a, const struct check_loss_result *r)
 {
-	const double sums[2] = {12.0, 108.0};
-	const int64_t counts[2] = {12, 36};
+	env_info(&a->env, "check-loss: rank 0: loss sum %g over %lld tokens; rank 1: %g over %lld",
+		 r->sums[0], (long long)r->counts[0], r->sums[1], (long long)r->counts[1]);
+	env_info(&a->env, "check-loss: mean of means %g (expected 2), global token mean %g (expected 2.5) "
+		 "[reduce avg]", r->mean_of_means, r->global_mean);
+	env_info(&a->env, "check-loss: mean of means %g, global token mean %g [reduce sum]",
+		 r->mean_of_means_sum, r->global_mean_sum);
+}
+
+int check_loss_step(struct app *a, struct check_loss_result *res, struct err *e)
+{
 	int rc;
 	if ((rc = env_outputs_ready(&a->env, e)) != ERR_OK)
 		return rc;
-	/* the same normalization function the trainer uses, under both reduce ops */
-	double mom_avg = norm_window_loss(NORM_MEAN_OF_MEANS, 1, 2, sums, counts);
-	double glob_avg = norm_window_loss(NORM_GLOBAL_TOKEN, 1, 2, sums, counts);
-	double mom_sum = norm_window_loss(NORM_MEAN_OF_MEANS, 0, 2, sums, counts);
-	double glob_sum = norm_window_loss(NORM_GLOBAL_TOKEN, 0, 2, sums, counts);
-	int ok = mom_avg == 2.0 && glob_avg == 2.5 && mom_sum == 2.0 && glob_sum == 2.5;
-	env_info(&a->env, "check-loss: rank 0: loss sum 12 over 12 tokens; rank 1: 108 over 36");
-	env_info(&a->env, "check-loss: mean of means %g (expected 2), global token mean %g (expected 2.5) "
-		 "[reduce avg]", mom_avg, glob_avg);
-	env_info(&a->env, "check-loss: mean of means %g, global token mean %g [reduce sum]", mom_sum,
-		 glob_sum);
-	json_t *j = json_pack("{s:[i,i], s:[f,f], s:f, s:f, s:f, s:f, s:b}", "local_tokens", 12, 36,
-			      "local_loss_sums", 12.0, 108.0, "mean_of_means", mom_avg, "global_mean",
-			      glob_avg, "mean_of_means_reduce_sum", mom_sum, "global_mean_reduce_sum",
-			      glob_sum, "ok", ok);
-	rc = env_write_json(&a->env, "check-loss.json", j, e);
-	json_decref(j);
-	if (rc != ERR_OK)
+	check_loss_run(res);
+	check_loss_print(a, res);
+	if ((rc = report_write_json(a, OUT_CHECK_LOSS, check_loss_json(res), e)) != ERR_OK)
 		return rc;
-	if (!ok)
+	if (!res->ok)
 		return ERR(e, ERR_CHECK, "check-loss: expected 2 and 2.5, got %g and %g (avg), %g and "
-			   "%g (sum)", mom_avg, glob_avg, mom_sum, glob_sum);
-	env_info(&a->env, "check-loss: ok (written %s/check-loss.json)", a->s.outputs);
+			   "%g (sum)", res->mean_of_means, res->global_mean, res->mean_of_means_sum,
+			   res->global_mean_sum);
+	env_info(&a->env, "check-loss: ok (written %s/%s)", a->s.outputs, output_name(OUT_CHECK_LOSS));
 	return ERR_OK;
 }
 
-static double l2(const float *x, size_t n)
+int cmd_check_loss(struct app *a, struct err *e)
 {
-	double s = 0.0;
-	for (size_t i = 0; i < n; i++)
-		s += (double)x[i] * x[i];
-	return sqrt(s);
+	struct check_loss_result res;
+	return check_loss_step(a, &res, e);
+}
+
+/* reference/reference.npy and reference.json, for the run r the reference was drawn in. */
+static int reference_write(struct app *a, const struct run *r, const struct reference_result *res,
+			   const char *dir, struct err *e)
+{
+	char path[FSX_PATH_MAX];
+	size_t shape[1] = {res->n};
+	int rc = fsx_join(path, sizeof path, dir, OUTPUT_REFERENCE_NPY, e);
+	if (rc != ERR_OK || (rc = npy_write(path, NPY_F32, shape, 1, res->grad, e)) != ERR_OK ||
+	    (rc = fsx_join(path, sizeof path, dir, OUTPUT_REFERENCE_JSON, e)) != ERR_OK)
+		return rc;
+	json_t *j = json_pack("{s:s, s:I, s:f, s:f, s:I, s:s, s:s, s:o, s:o}", "what",
+			      "gradient of (sum of token losses of window 1) / N on one device", "N",
+			      (json_int_t)res->w.N, "loss", res->loss, "grad_l2_norm", res->grad_l2,
+			      "components", (json_int_t)res->n, "file", OUTPUT_REFERENCE_NPY,
+			      "backend", res->backend, "layout", run_layout_json(&r->eng->shape),
+			      "window", (json_t *)parity_window_json(&res->w));
+	rc = report_json_file(path, j, e);
+	json_decref(j);
+	return rc;
 }
 
 int cmd_reference(struct app *a, struct err *e)
 {
 	struct run r;
-	char dir[2048], path[2200];
-	float *grad = NULL;
-	double loss = 0.0;
+	struct reference_result res;
+	char dir[FSX_PATH_MAX];
 	int rc;
-	if ((rc = env_outputs_ready(&a->env, e)) != ERR_OK)
+	memset(&res, 0, sizeof res);
+	if ((rc = env_outputs_ready(&a->env, e)) != ERR_OK ||
+	    (rc = fsx_join(dir, sizeof dir, a->s.outputs, output_name(OUT_REFERENCE), e)) != ERR_OK ||
+	    (rc = fsx_mkdirs(dir, e)) != ERR_OK || (rc = run_open(&a->env, &r, e)) != ERR_OK)
 		return rc;
-	if ((rc = fsx_join(dir, sizeof dir, a->s.outputs, "reference", e)) != ERR_OK ||
-	    (rc = fsx_mkdirs(dir, e)) != ERR_OK)
-		return rc;
-	if ((rc = run_open(&a->env, &r, e)) != ERR_OK)
-		return rc;
-	size_t n = r.eng->shape.n_params;
-	if (!(grad = malloc(n * sizeof(float)))) {
-		rc = ERR(e, ERR_DEVICE, "out of memory");
-		goto out;
+	if ((rc = reference_run(&r, &res, e)) == ERR_OK &&
+	    (rc = reference_write(a, &r, &res, dir, e)) == ERR_OK) {
+		env_info(&a->env, "reference: window 1, N = %lld supervised tokens, loss %.6f, gradient L2 "
+			 "norm %.6e over %zu components (%s backend)", (long long)res.w.N, res.loss,
+			 res.grad_l2, res.n, res.backend);
+		env_info(&a->env, "reference: wrote %s/%s and %s", dir, OUTPUT_REFERENCE_NPY,
+			 OUTPUT_REFERENCE_JSON);
 	}
-	if ((rc = sampler_next(&r.sampler, &r.w, e)) != ERR_OK)
-		goto out;
-	if ((rc = engine_reference(r.eng, &r.w, grad, &loss, e)) != ERR_OK)
-		goto out;
-	snprintf(path, sizeof path, "%s/reference.npy", dir);
-	size_t shape[1] = {n};
-	if ((rc = npy_write(path, NPY_F32, shape, 1, grad, e)) != ERR_OK)
-		goto out;
-	double norm = l2(grad, n);
-	json_t *j = json_pack("{s:s, s:I, s:f, s:f, s:I, s:s, s:s, s:o, s:o}", "what",
-			      "gradient of (sum of token losses of window 1) / N on one device", "N",
-			      (json_int_t)r.w.N, "loss", loss, "grad_l2_norm", norm, "components",
-			      (json_int_t)n, "file", "reference.npy", "backend",
-			      engine_backend_name(r.eng), "layout", run_layout_json(&r.eng->shape),
-			      "window", (json_t *)parity_window_json(&r.w));
-	rc = env_write_json(&a->env, "reference/reference.json", j, e);
-	json_decref(j);
-	if (rc != ERR_OK)
-		goto out;
-	env_info(&a->env, "reference: window 1, N = %lld supervised tokens, loss %.6f, gradient L2 norm "
-		 "%.6e over %zu components (%s backend)", (long long)r.w.N, loss, norm, n,
-		 engine_backend_name(r.eng));
-	env_info(&a->env, "reference: wrote %s/reference.npy and reference.json", dir);
-out:
-	free(grad);
+	reference_result_free(&res);
 	run_close(&r);
 	return rc;
 }

@@ -24,6 +24,8 @@
 #include "cli_signals.h"
 #include "ckpt.h"
 #include "fsx.h"
+#include "outputs.h"
+#include "report.h"
 #include "train.h"
 
 /* ---- train ---------------------------------------------------------------------------- */
@@ -114,18 +116,6 @@ int cmd_train(struct app *a, struct err *e)
 
 /* ---- evaluate ------------------------------------------------------------------------- */
 
-static json_t *split_json(const struct train_split_eval *s)
-{
-	return json_pack("{s:I, s:I, s:I, s:o, s:o, s:o, s:I, s:o}", "sequences",
-			 (json_int_t)s->sequences, "tokens", (json_int_t)s->tokens, "hits",
-			 (json_int_t)s->hits, "loss_sum",
-			 isfinite(s->loss_sum) ? json_real(s->loss_sum) : json_null(), "loss",
-			 isfinite(s->loss) ? json_real(s->loss) : json_null(), "accuracy",
-			 isfinite(s->accuracy) ? json_real(s->accuracy) : json_null(),
-			 "constant_guess_hits", (json_int_t)s->const_hits, "constant_guess_accuracy",
-			 isfinite(s->const_accuracy) ? json_real(s->const_accuracy) : json_null());
-}
-
 int cmd_evaluate(struct app *a, struct err *e)
 {
 	struct train_eval ev;
@@ -150,13 +140,8 @@ int cmd_evaluate_write(struct app *a, const struct train_eval *ev, struct err *e
 	env_info(&a->env, "evaluate: loss = global token mean (sum of token losses / supervised tokens); "
 		 "accuracy = argmax == target; the constant guess always predicts id %d, the most "
 		 "frequent training target", ev->const_id);
-	json_t *j = json_pack("{s:s, s:I, s:s, s:i, s:o, s:o}", "checkpoint", ev->checkpoint, "step",
-			      (json_int_t)ev->step, "backend", ev->backend, "constant_guess_id",
-			      ev->const_id, "test",
-			      split_json(&ev->test), "validation", split_json(&ev->validation));
-	rc = env_write_json(&a->env, "evaluate.json", j, e);
-	json_decref(j);
+	rc = report_write_json(a, OUT_EVALUATE, evaluate_json(ev), e);
 	if (!rc)
-		env_info(&a->env, "evaluate: written %s/evaluate.json", a->s.outputs);
+		env_info(&a->env, "evaluate: written %s/%s", a->s.outputs, output_name(OUT_EVALUATE));
 	return rc;
 }

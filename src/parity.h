@@ -1,12 +1,20 @@
 /*
- * parity: component-wise comparison of a gradient with the reference.
+ * parity: the single-device reference gradient, the component-wise comparison of the
+ * W-device gradient with it under every normalization, and the empty-window checks.
+ *
+ * Each check returns its result as a value, its verdict decided here once; the commands
+ * print and write those values, the protocol's report renders them. Nothing here prints or
+ * writes a file (parity's --dump receives the tensors through hooks).
  */
 #ifndef DDPTOK_PARITY_H
 #define DDPTOK_PARITY_H
 
 #include <stddef.h>
 
+#include "norm.h"
 #include "plan.h"
+
+struct run; /* run.h */
 
 struct parity_stats {
 	size_t components;
@@ -44,9 +52,95 @@ enum parity_control parity_control_of(int mode, const struct window *w, int redu
  * an unbounded ratio give infinity): how far a control moved the gradient, in tolerances. */
 double parity_effect(const float *g_mode, const float *g_global, size_t n, double atol,
 		     double rtol);
+
+/* ---- the reference ---- */
+
+struct reference_result {
+	struct window w;  /* window 1, the one every check compares on */
+	double loss;      /* its global token mean */
+	double grad_l2;
+	size_t n;         /* components */
+	float *grad;      /* the gradient of (sum of its token losses) / N on one device */
+	char backend[16];
+};
+
+/* Draws window 1 of run r (opened at its start) and computes its single-device gradient. */
+int reference_run(struct run *r, struct reference_result *res, struct err *e);
+void reference_result_free(struct reference_result *res);
+
+/* ---- parity ---- */
+
+/* How one normalization fared; the text of each is parity_verdict_text(). */
+enum parity_verdict {
+	PARITY_EXPECTED_PASS,  /* global_token within tolerance */
+	PARITY_MUST_PASS,      /* global_token outside it: a failure */
+	PARITY_SAME_PASS,      /* a control whose factors equal global_token's here, passing */
+	PARITY_SAME_FAIL,      /* ... not passing: a failure */
+	PARITY_MARGINAL_PASS,  /* factors within PARITY_FACTOR_MIN_GAP: not required */
+	PARITY_MARGINAL_CAUGHT,
+	PARITY_NOT_CAUGHT,     /* a control whose factors differ, passing: a failure */
+	PARITY_CAUGHT,
+};
+const char *parity_verdict_text(enum parity_verdict v);
+
+struct parity_mode_result {
+	int mode;                    /* enum norm_mode */
+	struct parity_stats st;      /* its reduced gradient against the reference */
+	enum parity_control control; /* PARITY_SAME for global_token itself */
+	double effect;               /* parity_effect against global_token's gradient (0 for it) */
+	double factor_gap;           /* see parity_control_of (0 for global_token) */
+	double loss;
+	int required;                /* whether its verdict counts */
+	enum parity_verdict verdict;
+};
+
+struct parity_result {
+	struct reference_result ref;
+	int world, accumulation, reduce_avg, plan; /* of the settings compared under */
+	double atol, rtol;
+	struct parity_mode_result modes[NORM_COUNT]; /* by enum norm_mode */
+	int ok; /* global_token passed and every required control behaved as required */
+};
+
+/* What parity --dump receives (arg: the hooks' own); both may be NULL. */
+struct parity_hooks {
+	void *arg;
+	/* after the reference: r at the window's start, the reference gradient */
+	int (*reference)(void *arg, const struct run *r, const float *ref, struct err *e);
+	/* after each normalization: r->eng->host_reduced and host_local[] hold its gradients */
+	int (*mode)(void *arg, const struct run *r, int mode, struct err *e);
+};
+
+/* Window 1 of run r (opened at its start) under every normalization against its
+ * reference, with the tolerances of s; h may be NULL. res is filled also when a check
+ * fails (res->ok = 0); free it with parity_result_free whatever the return. */
+int parity_run(struct run *r, const struct settings *s, const struct parity_hooks *h,
+	       struct parity_result *res, struct err *e);
+void parity_result_free(struct parity_result *res);
+
+/* ---- empty windows ---- */
+
+struct empty_window_result {
+	int ranks;
+	int declined, updated;  /* a window without tokens: the engine declined it; an update
+				   was applied all the same */
+	int declined_by_all;    /* declined and not updated */
+	int local_checked;      /* W > 1: a rank without tokens while N > 0 was compared */
+	int64_t local_N;
+	struct parity_stats local; /* that window's gradient against its reference */
+	int local_matches;      /* it matched (or W = 1: nothing to compare) */
+	int ok;
+};
+
+/* A globally empty window must be declined by every rank together (no hang, no rank
+ * inside a collective the others skip); a rank without tokens while N > 0 must still
+ * take part and the gradient must match the reference (rank 0 gets nothing, the others
+ * one sequence per microbatch). */
+int empty_window_run(struct run *r, const struct settings *s, struct empty_window_result *res,
+		     struct err *e);
+
 /* The window as JSON (a json_t *): ranks, microbatches, ids, token counts. */
 void *parity_window_json(const struct window *w);
-
 /* json_real(x), or null when x is NaN or infinite (JSON has neither). */
 void *parity_json_number(double x);
 

@@ -1,0 +1,54 @@
+/*
+ * outputs: the names of everything the program writes into [run] outputs, in one table.
+ *
+ * The writers take their file names from it, and `clean` removes what it lists and nothing
+ * else; a name the program writes but this table misses would be left by `clean`, a name
+ * the table holds but nothing writes would be removed from a user's directory.
+ */
+#ifndef DDPTOK_OUTPUTS_H
+#define DDPTOK_OUTPUTS_H
+
+enum output_id {
+	OUT_CORPUS,           /* dir: prepare, and every command that needs the corpus */
+	OUT_REFERENCE,        /* dir: reference */
+	OUT_PARITY_DUMP,      /* dir: the protocol's parity step (what parity --dump DIR writes) */
+	OUT_CHECK_LOSS,
+	OUT_PARITY,
+	OUT_EXERCISE,
+	OUT_EVALUATE,
+	OUT_BENCH,
+	OUT_CHECKPOINTS,
+	OUT_TRAIN_STOP,       /* train summaries, by enum train_kind */
+	OUT_TRAIN_CONTINUOUS,
+	OUT_TRAIN_RESUME,
+	OUT_METRICS_STOP,     /* per-window metrics (JSONL), by enum train_kind */
+	OUT_METRICS_CONTINUOUS,
+	OUT_METRICS_RESUME,
+	OUT_REPORT_MD,
+	OUT_REPORT_JSON,
+	OUT_FIGURE_PNG,       /* tools/plot.py, run by the protocol */
+	OUT_FIGURE_SVG,
+	OUT_COUNT
+};
+
+struct output {
+	const char *name;          /* in [run] outputs */
+	const char *const *inside; /* a directory: fnmatch patterns of what is written in it;
+				      NULL: a file */
+	int verdict;               /* part of the protocol's verdict (report, figure): removed
+				      before a protocol starts, so no old verdict outlives it */
+};
+
+extern const struct output outputs_table[OUT_COUNT];
+
+/* Shorthands for the names. */
+static inline const char *output_name(enum output_id id)
+{
+	return outputs_table[id].name;
+}
+
+/* Files written inside OUT_REFERENCE and OUT_CORPUS. */
+#define OUTPUT_REFERENCE_NPY "reference.npy"
+#define OUTPUT_REFERENCE_JSON "reference.json"
+
+#endif
