@@ -1,8 +1,8 @@
 /*
  * cmd_store: the commands that look after what the program wrote: `checkpoints` lists every
  * directory under the artifacts directory that holds checkpoints and verifies each one;
- * `clean` removes only names the program writes (its table of them is below) and lists what
- * it leaves.
+ * `clean` removes only names the program writes (the table of outputs.h) and lists what it
+ * leaves.
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -21,6 +21,8 @@
 #include "app.h"
 #include "ckpt.h"
 #include "fsx.h"
+#include "outputs.h"
+#include "report.h"
 #include "train.h"
 
 /* ---- where checkpoints live ------------------------------------------------------ */
@@ -174,12 +176,101 @@ static void leftover_status(const struct ckpt_entry *en, int own_root, char *sta
 	}
 }
 
+/* What `checkpoints` found, in counts, and the first failure. */
+struct ckpt_tally {
+	int ok, bad, partial, kept;
+	char first_bad[1024];
+	json_t *rows; /* one object per entry, for checkpoints.json */
+};
+
+/* Verifies a step directory: its store (manifest, sizes, digests), then its content. */
+static int verify_step(struct app *a, const struct ckpt_entry *en, char *status, size_t scap,
+		       char *detail, size_t dcap, long long *files, long long *bytes)
+{
+	struct ckpt_report rep;
+	struct err ve;
+	int ok = 0;
+	err_clear(&ve);
+	if (ckpt_verify(en->path, &rep, &ve) == ERR_OK) {
+		struct train_ckpt ck;
+		*files = (long long)rep.nfiles;
+		*bytes = (long long)rep.total_bytes;
+		ok = train_ckpt_load(&a->env, en->path, NULL, 0, &ck, &ve) == ERR_OK;
+		snprintf(status, scap, "%s", ok ? "ok" : "unusable");
+		snprintf(detail, dcap, "%s", ok ? rep.warning : ve.msg);
+		train_ckpt_free(&ck);
+	} else {
+		snprintf(status, scap, "%s", ckpt_problem_name(rep.problem));
+		snprintf(detail, dcap, "%s", ve.msg);
+		if (rep.nfiles) {
+			*files = (long long)rep.nfiles;
+			*bytes = (long long)rep.total_bytes;
+		}
+	}
+	ckpt_report_free(&rep);
+	return ok;
+}
+
+/* One entry of a root: verified (or described, for a leftover), printed and tallied. */
+static void list_entry(struct app *a, const struct ckpt_root *root, int own_root,
+		       const struct ckpt_entry *en, struct ckpt_tally *t)
+{
+	char shown[FSX_PATH_MAX + 300], status[1200], detail[1100] = "";
+	char fbuf[24] = "-", bbuf[24] = "-";
+	long long files = -1, bytes = -1;
+	int ok = 0;
+	if (root->label[0])
+		snprintf(shown, sizeof shown, "%s/%s", root->label, en->name);
+	else
+		snprintf(shown, sizeof shown, "%s", en->name);
+	if (en->kind == CKPT_STEP) {
+		ok = verify_step(a, en, status, sizeof status, detail, sizeof detail, &files, &bytes);
+		if (ok)
+			t->ok++;
+		else if (t->bad++ == 0)
+			snprintf(t->first_bad, sizeof t->first_bad, "%.300s: %.700s", shown, detail);
+	} else {
+		if (en->kind == CKPT_KEPT)
+			t->kept++;
+		else
+			t->partial++;
+		leftover_status(en, own_root, status, sizeof status, detail, sizeof detail);
+	}
+	if (files >= 0)
+		snprintf(fbuf, sizeof fbuf, "%lld", files);
+	if (bytes >= 0)
+		snprintf(bbuf, sizeof bbuf, "%lld", bytes);
+	printf("  %-32s %8" PRIu64 " %6s %12s  %s\n", shown, en->step, fbuf, bbuf, status);
+	if (detail[0])
+		printf("  %-32s %8s %6s %12s    %s\n", "", "", "", "", detail);
+	json_array_append_new(t->rows, json_pack("{s:s, s:s, s:I, s:I, s:I, s:b, s:s, s:s}",
+		"directory", en->path, "kind",
+		en->kind == CKPT_STEP ? "checkpoint" : en->kind == CKPT_PARTIAL ? "partial"
+		: en->kind == CKPT_TRASH ? "old" : "kept",
+		"step", (json_int_t)en->step, "files", (json_int_t)files, "bytes", (json_int_t)bytes,
+		"ok", ok, "status", status, "detail", detail));
+}
+
+static void print_tally(const struct ckpt_tally *t)
+{
+	if (t->ok + t->bad + t->partial + t->kept == 0)
+		printf("  (none)\n");
+	printf("checkpoints: %d valid, %d corrupt or unusable, %d partial (leftovers of interrupted "
+	       "writes, never used; `clean --scope partial` removes those of checkpoints/, continuous/ "
+	       "and inspect/ whose writer is gone)", t->ok, t->bad, t->partial);
+	if (t->kept)
+		printf(", %d kept aside (directories that were in the way of a new checkpoint and were "
+		       "not only what the store wrote; never used, never removed by the program)",
+		       t->kept);
+	printf("\n");
+	fflush(stdout);
+}
+
 int cmd_checkpoints(struct app *a, struct err *e)
 {
-	int n_ok = 0, n_bad = 0, n_partial = 0, n_kept = 0, rc;
-	json_t *rows = json_array();
-	char first_bad[1024] = "";
+	struct ckpt_tally t = {0, 0, 0, 0, "", json_array()};
 	struct ckpt_roots rs = {NULL, 0};
+	int rc;
 
 	if ((rc = all_roots(a, &rs, e)))
 		goto out;
@@ -189,148 +280,35 @@ int cmd_checkpoints(struct app *a, struct err *e)
 		struct ckpt_listing l;
 		if ((rc = ckpt_list(rs.v[k].path, &l, e)))
 			goto out;
-		for (size_t i = 0; i < l.n; i++) {
-			const struct ckpt_entry *en = &l.v[i];
-			char shown[FSX_PATH_MAX + 300], status[1200], detail[1100] = "";
-			struct ckpt_report rep;
-			struct err ve;
-			long long files = -1, bytes = -1;
-			int ok = 0;
-			if (rs.v[k].label[0])
-				snprintf(shown, sizeof shown, "%s/%s", rs.v[k].label, en->name);
-			else
-				snprintf(shown, sizeof shown, "%s", en->name);
-			err_clear(&ve);
-			if (en->kind == CKPT_STEP) {
-				if (ckpt_verify(en->path, &rep, &ve) == ERR_OK) {
-					struct train_ckpt ck;
-					files = (long long)rep.nfiles;
-					bytes = (long long)rep.total_bytes;
-					if (train_ckpt_load(&a->env, en->path, NULL, 0, &ck, &ve) == ERR_OK) {
-						ok = 1;
-						snprintf(status, sizeof status, "ok");
-						if (rep.warning[0])
-							snprintf(detail, sizeof detail, "%s", rep.warning);
-					} else {
-						snprintf(status, sizeof status, "unusable");
-						snprintf(detail, sizeof detail, "%s", ve.msg);
-					}
-					train_ckpt_free(&ck);
-				} else {
-					snprintf(status, sizeof status, "%s",
-						 ckpt_problem_name(rep.problem));
-					snprintf(detail, sizeof detail, "%s", ve.msg);
-					if (rep.nfiles) {
-						files = (long long)rep.nfiles;
-						bytes = (long long)rep.total_bytes;
-					}
-				}
-				ckpt_report_free(&rep);
-				if (ok)
-					n_ok++;
-				else {
-					n_bad++;
-					if (!first_bad[0])
-						snprintf(first_bad, sizeof first_bad, "%.300s: %.700s",
-							 shown, detail);
-				}
-			} else {
-				if (en->kind == CKPT_KEPT)
-					n_kept++;
-				else
-					n_partial++;
-				leftover_status(en, k < N_CKPT_DIRS, status, sizeof status, detail,
-						sizeof detail);
-			}
-			char fbuf[24] = "-", bbuf[24] = "-";
-			if (files >= 0)
-				snprintf(fbuf, sizeof fbuf, "%lld", files);
-			if (bytes >= 0)
-				snprintf(bbuf, sizeof bbuf, "%lld", bytes);
-			printf("  %-32s %8" PRIu64 " %6s %12s  %s\n", shown, en->step, fbuf, bbuf,
-			       status);
-			if (detail[0])
-				printf("  %-32s %8s %6s %12s    %s\n", "", "", "", "", detail);
-			json_array_append_new(rows, json_pack("{s:s, s:s, s:I, s:I, s:I, s:b, s:s, s:s}",
-				"directory", en->path, "kind",
-				en->kind == CKPT_STEP ? "checkpoint" : en->kind == CKPT_PARTIAL ? "partial"
-					: en->kind == CKPT_TRASH ? "old" : "kept",
-				"step", (json_int_t)en->step, "files", (json_int_t)files, "bytes",
-				(json_int_t)bytes, "ok", ok, "status", status, "detail", detail));
-		}
+		for (size_t i = 0; i < l.n; i++)
+			list_entry(a, &rs.v[k], k < N_CKPT_DIRS, &l.v[i], &t);
 		ckpt_listing_free(&l);
 	}
-	if (n_ok + n_bad + n_partial + n_kept == 0)
-		printf("  (none)\n");
-	printf("checkpoints: %d valid, %d corrupt or unusable, %d partial (leftovers of interrupted "
-	       "writes, never used; `clean --scope partial` removes those of checkpoints/, continuous/ "
-	       "and inspect/ whose writer is gone)", n_ok, n_bad, n_partial);
-	if (n_kept)
-		printf(", %d kept aside (directories that were in the way of a new checkpoint and were "
-		       "not only what the store wrote; never used, never removed by the program)",
-		       n_kept);
-	printf("\n");
-	fflush(stdout);
+	print_tally(&t);
 	if ((rc = env_outputs_ready(&a->env, e)))
 		goto out;
-	json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:o}", "artifacts", a->s.artifacts, "valid",
-			      n_ok, "corrupt", n_bad, "partial", n_partial, "kept", n_kept, "entries",
-			      rows);
-	rows = NULL;
-	rc = env_write_json(&a->env, "checkpoints.json", j, e);
-	json_decref(j);
-	if (rc)
+	json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:O}", "artifacts", a->s.artifacts, "valid",
+			      t.ok, "corrupt", t.bad, "partial", t.partial, "kept", t.kept, "entries",
+			      t.rows);
+	if ((rc = report_write_json(a, OUT_CHECKPOINTS, j, e)))
 		goto out;
-	if (n_bad)
-		rc = ERR(e, ERR_CHECK, "%d checkpoint%s under %s failed verification (first: %s)", n_bad,
-			 n_bad == 1 ? "" : "s", a->s.artifacts, first_bad);
+	if (t.bad)
+		rc = ERR(e, ERR_CHECK, "%d checkpoint%s under %s failed verification (first: %s)", t.bad,
+			 t.bad == 1 ? "" : "s", a->s.artifacts, t.first_bad);
 out:
 	free(rs.v);
-	json_decref(rows);
+	json_decref(t.rows);
 	return rc;
 }
 
 /* ---- clean ---------------------------------------------------------------------------- */
 
 /*
- * What the program writes into [run] outputs, by name (fnmatch patterns): `clean` removes
- * these and nothing else. A directory entry lists the patterns of what the program writes
- * inside it; such a directory is removed whole only when it holds nothing else. Each file
- * may also appear as "<name>.tmp.<pid>", the temporary of an atomic write cut short.
+ * What the program writes into [run] outputs is outputs_table (outputs.h): `clean` removes
+ * those names and nothing else. A directory entry lists the patterns of what the program
+ * writes inside it; such a directory is removed whole only when it holds nothing else. Each
+ * file may also appear as "<name>.tmp.<pid>", the temporary of an atomic write cut short.
  */
-static const char *const corpus_files[] = {"corpus.bin", "data.lock", NULL};
-static const char *const reference_files[] = {"reference.npy", "reference.json", NULL};
-static const char *const parity_files[] = {"params.npy", "reference.npy", "layout.json",
-					   "rank*-micro*-inputs.npy", "rank*-micro*-targets.npy",
-					   "reduced-*.npy", "rank*-local-*.npy", NULL};
-
-struct owned {
-	const char *pattern;
-	const char *const *inside; /* NULL: a file */
-};
-
-static const struct owned outputs_owned[] = {
-	{"corpus", corpus_files},        /* prepare (and any command that loads the corpus) */
-	{"reference", reference_files},  /* reference */
-	{"parity", parity_files},        /* the protocol's parity step (parity --dump DIR) */
-	{"check-loss.json", NULL},
-	{"parity.json", NULL},
-	{"exercise.json", NULL},
-	{"bench.json", NULL},
-	{"evaluate.json", NULL},
-	{"checkpoints.json", NULL},
-	{"train-stop.json", NULL},
-	{"train-continuous.json", NULL},
-	{"train-resume.json", NULL},
-	{"train-stop.jsonl", NULL},
-	{"train-continuous.jsonl", NULL},
-	{"train-resume.jsonl", NULL},
-	{"report.md", NULL},
-	{"report.json", NULL},
-	{"figure.png", NULL},            /* tools/plot.py, run by the protocol */
-	{"figure.svg", NULL},
-};
-#define N_OUTPUTS_OWNED (sizeof outputs_owned / sizeof outputs_owned[0])
 
 /* Whether a file name is one of patterns, or the temporary "<one of them>.tmp.<pid>". */
 static int file_matches(const char *const *patterns, const char *name)
@@ -531,7 +509,7 @@ static int plan_generated(const struct app *a, char roots[][FSX_PATH_MAX], struc
 		return rc;
 	for (size_t i = 0; i < count && !rc; i++) {
 		char q[FSX_PATH_MAX];
-		const struct owned *own = NULL;
+		const struct output *own = NULL;
 		int in_artifacts = 0;
 		if ((rc = fsx_join(q, sizeof q, a->s.outputs, names[i], e)))
 			break;
@@ -542,11 +520,11 @@ static int plan_generated(const struct app *a, char roots[][FSX_PATH_MAX], struc
 			rc = add_left(p, q, "holds [run] artifacts: see --scope checkpoints", e);
 			continue;
 		}
-		for (size_t k = 0; k < N_OUTPUTS_OWNED && !own; k++) {
-			const char *const pat[2] = {outputs_owned[k].pattern, NULL};
-			int dir = outputs_owned[k].inside != NULL;
+		for (size_t k = 0; k < OUT_COUNT && !own; k++) {
+			const char *const pat[2] = {outputs_table[k].name, NULL};
+			int dir = outputs_table[k].inside != NULL;
 			if (is_type(q, dir) && (dir ? !strcmp(pat[0], names[i]) : file_matches(pat, names[i])))
-				own = &outputs_owned[k];
+				own = &outputs_table[k];
 		}
 		if (!own)
 			rc = add_left(p, q, "not written by the program", e);
