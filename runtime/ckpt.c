@@ -21,6 +21,8 @@
 
 #include <jansson.h>
 
+#include "jsonx.h"
+
 struct ckpt_writer {
 	char root[FSX_PATH_MAX];
 	char tmp[FSX_PATH_MAX];   /* root/.step-NNNN.tmp.<pid> */
@@ -254,7 +256,7 @@ static int write_manifest(struct ckpt_writer *w, struct err *e)
 			goto out;
 		}
 	}
-	text = json_dumps(root, JSON_INDENT(2));
+	text = jsonx_dumps(root, JSON_INDENT(2));
 	if (!text) {
 		rc = ERR(e, ERR_IO, "checkpoint %s: cannot serialize manifest", w->final);
 		goto out;

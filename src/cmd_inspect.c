@@ -37,6 +37,7 @@
 #include "app.h"
 #include "ddptok_config.h"
 #include "fsx.h"
+#include "jsonx.h"
 #include "norm.h"
 #include "npy.h"
 #include "parity.h"
@@ -812,7 +813,7 @@ static int do_dump(struct inspect *in, int argc, char **argv, struct err *e)
 		rc = ERR(e, ERR_IO, "dump: cannot build layout.json");
 		goto out;
 	}
-	char *txt = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+	char *txt = jsonx_dumps(j, JSON_INDENT(2));
 	json_decref(j);
 	if (!txt) {
 		rc = ERR(e, ERR_IO, "dump: cannot serialize layout.json");

@@ -46,6 +46,7 @@
 
 #include "digest.h"
 #include "fsx.h"
+#include "jsonx.h"
 #include "prng.h"
 
 #define CORPUS_STREAM 0x636f72707573ULL /* "corpus" */
@@ -621,7 +622,7 @@ static int save_lock(const struct corpus *c, const char *path, struct err *e)
 	json_set_new(root, "splits", spl, &bad);
 	spl = NULL;
 	if (!bad)
-		text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		text = jsonx_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(root);
 	if (!text)
 		return ERR(e, ERR_DEVICE, "%s: cannot serialize the data lock", path);

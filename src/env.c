@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fsx.h"
+#include "jsonx.h"
 
 void env_init(struct env *v, const struct cfg *cfg, const struct settings *s)
 {
@@ -93,8 +94,8 @@ int env_json_text(const void *json, int sort_keys, char **out, size_t *len, cons
 	*out = NULL;
 	if (!json)
 		return ERR(e, ERR_IO, "%s: cannot build JSON (out of memory)", what);
-	size_t flags = JSON_INDENT(2) | JSON_REAL_PRECISION(17) | (sort_keys ? JSON_SORT_KEYS : 0);
-	char *t = json_dumps((const json_t *)json, flags);
+	size_t flags = JSON_INDENT(2) | (sort_keys ? JSON_SORT_KEYS : 0);
+	char *t = jsonx_dumps((const json_t *)json, flags);
 	if (!t)
 		return ERR(e, ERR_IO, "%s: cannot serialize JSON", what);
 	size_t n = strlen(t);

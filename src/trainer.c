@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "jsonx.h"
 
 #ifdef NDEBUG
 #define DEBUG_CHECKS 0
@@ -185,7 +186,7 @@ static int write_metrics(struct trainer *t, const struct window *w,
 			 const struct window_result *wr, struct err *e)
 {
 	json_t *j = metrics_line(t, w, wr);
-	char *text = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+	char *text = j ? jsonx_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	if (!text)
 		return ERR(e, ERR_IO, "%s: cannot serialize a metrics line", t->o.metrics_path);
