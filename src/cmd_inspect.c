@@ -40,6 +40,7 @@
 #include "jsonx.h"
 #include "norm.h"
 #include "npy.h"
+#include "outputs.h"
 #include "parity.h"
 #include "run.h"
 #include "train.h"
@@ -867,7 +868,7 @@ static int do_save(struct inspect *in, int argc, char **argv, struct err *e)
 			   "several normalizations and a checkpoint records one (the trainer runs "
 			   "a single normalization); a session that keeps one mode can be saved");
 	}
-	if ((rc = fsx_join(root, sizeof root, a->s.artifacts, "inspect", e)) != ERR_OK) {
+	if ((rc = fsx_join(root, sizeof root, a->s.artifacts, artifacts_table[ART_INSPECT], e)) != ERR_OK) {
 		err_prefix(e, "save");
 		return rc;
 	}

@@ -135,15 +135,15 @@ static int do_empty(struct app *a, struct protocol *p, struct err *e)
 	return ERR_OK;
 }
 
-static const char *const run_names[3] = {"stop", "continuous", "resume"};
-
 static int train_kind(struct app *a, struct protocol *p, enum train_kind kind, const char *resume,
 		      struct train_result *res, struct err *e)
 {
 	struct train_opts o;
 	memset(res, 0, sizeof *res); /* the callers free it whatever happens */
 	int rc = app_train_opts(a, kind, resume, &o, e);
-	if (rc != ERR_OK || (rc = train_run(&a->env, &o, res, e)) != ERR_OK)
+	if (rc != ERR_OK || (rc = train_run(&a->env, &o, res, e)) != ERR_OK ||
+	    (rc = report_write_json(a, OUT_TRAIN_STOP + kind,
+				    train_summary_json(kind, res, a->s.world), e)) != ERR_OK)
 		return rc;
 	int64_t windows = res->step - res->start_step;
 	p->rep.training[kind] = (struct report_training){windows, res->seconds, res->tokens_per_s};
@@ -153,7 +153,7 @@ static int train_kind(struct app *a, struct protocol *p, enum train_kind kind, c
 	if (res->skipped)
 		snprintf(empty, sizeof empty, ", %lld empty", (long long)res->skipped);
 	env_info(&a->env, "train (%s): step %lld -> %lld (%lld window%s%s), last loss %.6f, "
-		 "%.0f supervised tokens/s; checkpoint %s", run_names[kind],
+		 "%.0f supervised tokens/s; checkpoint %s", output_run_name(kind),
 		 (long long)res->start_step, (long long)res->step, (long long)windows,
 		 windows == 1 ? "" : "s", empty, res->last_loss, res->tokens_per_s,
 		 res->checkpoint[0] ? res->checkpoint : "(none written)");

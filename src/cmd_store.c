@@ -27,10 +27,6 @@
 
 /* ---- where checkpoints live ------------------------------------------------------ */
 
-/* The checkpoint roots the program writes under [run] artifacts: train and its resumed runs
- * (train_ckpt_root), train --continuous (likewise), and inspect's `save` (cmd_inspect.c). */
-static const char *const ckpt_dirs[] = {"checkpoints", "continuous", "inspect"};
-#define N_CKPT_DIRS (sizeof ckpt_dirs / sizeof ckpt_dirs[0])
 /* How deep `checkpoints` looks below the artifacts directory for other directories of
  * checkpoints (copies a user made there, say). */
 #define CKPT_SEARCH_DEPTH 6
@@ -109,10 +105,10 @@ static int all_roots(const struct app *a, struct ckpt_roots *rs, struct err *e)
 	int rc = ERR_OK;
 	rs->v = NULL;
 	rs->n = 0;
-	for (size_t k = 0; k < N_CKPT_DIRS && !rc; k++) {
+	for (size_t k = 0; k < ART_COUNT && !rc; k++) {
 		char p[FSX_PATH_MAX];
-		if (!(rc = fsx_join(p, sizeof p, a->s.artifacts, ckpt_dirs[k], e)))
-			rc = add_root(rs, p, ckpt_dirs[k], e);
+		if (!(rc = fsx_join(p, sizeof p, a->s.artifacts, artifacts_table[k], e)))
+			rc = add_root(rs, p, artifacts_table[k], e);
 	}
 	if (!rc && fsx_is_dir(a->s.artifacts))
 		rc = find_other_roots(a->s.artifacts, "", 0, rs, e);
@@ -281,7 +277,7 @@ int cmd_checkpoints(struct app *a, struct err *e)
 		if ((rc = ckpt_list(rs.v[k].path, &l, e)))
 			goto out;
 		for (size_t i = 0; i < l.n; i++)
-			list_entry(a, &rs.v[k], k < N_CKPT_DIRS, &l.v[i], &t);
+			list_entry(a, &rs.v[k], k < ART_COUNT, &l.v[i], &t);
 		ckpt_listing_free(&l);
 	}
 	print_tally(&t);
@@ -514,7 +510,7 @@ static int plan_generated(const struct app *a, char roots[][FSX_PATH_MAX], struc
 		if ((rc = fsx_join(q, sizeof q, a->s.outputs, names[i], e)))
 			break;
 		in_artifacts = holds(q, a->s.artifacts);
-		for (size_t k = 0; k < N_CKPT_DIRS && !in_artifacts; k++)
+		for (size_t k = 0; k < ART_COUNT && !in_artifacts; k++)
 			in_artifacts = holds(q, roots[k]);
 		if (in_artifacts) {
 			rc = add_left(p, q, "holds [run] artifacts: see --scope checkpoints", e);
@@ -546,7 +542,7 @@ static int plan_checkpoints(char roots[][FSX_PATH_MAX], int partial_only, struct
 			    struct err *e)
 {
 	int rc = ERR_OK;
-	for (size_t k = 0; k < N_CKPT_DIRS && !rc; k++) {
+	for (size_t k = 0; k < ART_COUNT && !rc; k++) {
 		struct ckpt_listing l;
 		char **names = NULL;
 		size_t count = 0, kept = 0;
@@ -623,7 +619,7 @@ int cmd_clean(struct app *a, struct err *e)
 	const char *scope = a->o.scope ? a->o.scope : "generated";
 	int gen = 0, ck = 0, partial = 0, rc = ERR_OK;
 	struct clean_plan p = {NULL, 0, NULL, 0};
-	char roots[N_CKPT_DIRS][FSX_PATH_MAX];
+	char roots[ART_COUNT][FSX_PATH_MAX];
 
 	if (!strcmp(scope, "generated"))
 		gen = 1;
@@ -636,8 +632,8 @@ int cmd_clean(struct app *a, struct err *e)
 	else
 		return ERR(e, ERR_USAGE, "clean: --scope must be generated, checkpoints, partial or "
 			   "all, not '%s'", scope);
-	for (size_t k = 0; k < N_CKPT_DIRS; k++)
-		if ((rc = fsx_join(roots[k], sizeof roots[k], a->s.artifacts, ckpt_dirs[k], e)))
+	for (size_t k = 0; k < ART_COUNT; k++)
+		if ((rc = fsx_join(roots[k], sizeof roots[k], a->s.artifacts, artifacts_table[k], e)))
 			return rc;
 	if (gen && (rc = refuse_dangerous("outputs", a->s.outputs, e)))
 		return rc;

@@ -30,34 +30,6 @@
 
 /* ---- train ---------------------------------------------------------------------------- */
 
-/* train-NAME.json: the run's summary. */
-static int write_summary(struct app *a, const char *name, const struct train_result *res,
-			 struct err *e)
-{
-	char json_name[64];
-	json_t *hist = json_array();
-	for (int r = 0; r < a->s.world; r++)
-		json_array_append_new(hist, json_pack("{s:i, s:I, s:I, s:I}", "rank", r, "windows",
-						      (json_int_t)res->hist[r].windows, "sequences",
-						      (json_int_t)res->hist[r].sequences, "tokens",
-						      (json_int_t)res->hist[r].tokens));
-	json_t *j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:b, s:o, s:o, s:I, s:f, s:f, s:s, "
-			      "s:o}",
-			      "run", name, "start_step", (json_int_t)res->start_step, "step",
-			      (json_int_t)res->step, "updates_done", (json_int_t)res->updates_done,
-			      "skipped_windows", (json_int_t)res->skipped, "checkpoint", res->checkpoint,
-			      "interrupted", res->interrupted, "first_loss",
-			      isfinite(res->first_loss) ? json_real(res->first_loss) : json_null(),
-			      "last_loss",
-			      isfinite(res->last_loss) ? json_real(res->last_loss) : json_null(),
-			      "tokens", (json_int_t)res->tokens, "seconds", res->seconds,
-			      "tokens_per_s", res->tokens_per_s, "backend", res->backend, "ranks", hist);
-	snprintf(json_name, sizeof json_name, "train-%s.json", name);
-	int rc = env_write_json(&a->env, json_name, j, e);
-	json_decref(j);
-	return rc;
-}
-
 /* The checkpoint to resume from passes the store's verification (a directory of
  * checkpoints given instead of one is named as such), before any run is announced. */
 static int resume_verified(const char *dir, struct err *e)
@@ -70,7 +42,6 @@ static int resume_verified(const char *dir, struct err *e)
 
 int cmd_train(struct app *a, struct err *e)
 {
-	static const char *names[] = {"stop", "continuous", "resume"};
 	struct train_opts o;
 	struct train_result res;
 	enum train_kind kind;
@@ -83,7 +54,7 @@ int cmd_train(struct app *a, struct err *e)
 	    (kind == TRAIN_RESUME && (rc = resume_verified(a->o.resume_dir, e))))
 		return rc;
 	env_info(&a->env, "train: %s run to step %" PRId64 " (W = %d, accumulation %d, batch %d, lr %g, "
-		 "momentum %g, normalization %s)%s%s", names[kind], o.stop_at, a->s.world,
+		 "momentum %g, normalization %s)%s%s", output_run_name(kind), o.stop_at, a->s.world,
 		 a->s.accumulation, a->s.batch_size, a->s.lr, a->s.momentum,
 		 norm_mode_name(o.mode), kind == TRAIN_RESUME ? " from " : "",
 		 kind == TRAIN_RESUME ? a->o.resume_dir : "");
@@ -105,7 +76,8 @@ int cmd_train(struct app *a, struct err *e)
 		env_info(&a->env, "train: metrics %s", o.metrics_path);
 	struct err we;
 	err_clear(&we);
-	int wrc = write_summary(a, names[kind], &res, &we);
+	int wrc = report_write_json(a, OUT_TRAIN_STOP + kind,
+				    train_summary_json(kind, &res, a->s.world), &we);
 	train_result_free(&res);
 	if (rc == ERR_INTERRUPTED)
 		return rc; /* e holds the message naming the checkpoint */

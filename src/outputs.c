@@ -32,3 +32,15 @@ const struct output outputs_table[OUT_COUNT] = {
 	[OUT_FIGURE_PNG] = {"figure.png", NULL, 1},
 	[OUT_FIGURE_SVG] = {"figure.svg", NULL, 1},
 };
+
+const char *output_run_name(int kind)
+{
+	static const char *const names[3] = {"stop", "continuous", "resume"};
+	return kind >= 0 && kind < 3 ? names[kind] : "?";
+}
+
+const char *const artifacts_table[ART_COUNT] = {
+	[ART_CHECKPOINTS] = "checkpoints",
+	[ART_CONTINUOUS] = "continuous",
+	[ART_INSPECT] = "inspect",
+};

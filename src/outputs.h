@@ -47,8 +47,23 @@ static inline const char *output_name(enum output_id id)
 	return outputs_table[id].name;
 }
 
-/* Files written inside OUT_REFERENCE and OUT_CORPUS. */
+/* Files written inside OUT_REFERENCE. */
 #define OUTPUT_REFERENCE_NPY "reference.npy"
 #define OUTPUT_REFERENCE_JSON "reference.json"
+
+/* The names of the three training runs (enum train_kind), as their files and the reports
+ * spell them: "stop", "continuous", "resume". */
+const char *output_run_name(int kind);
+
+/* The directories of checkpoints the program writes under [run] artifacts; `checkpoints`
+ * verifies them (and any other directory of checkpoints there), `clean` cleans them. */
+enum artifact_id {
+	ART_CHECKPOINTS, /* train and its resumed runs */
+	ART_CONTINUOUS,  /* train --continuous */
+	ART_INSPECT,     /* inspect's save */
+	ART_COUNT
+};
+
+extern const char *const artifacts_table[ART_COUNT];
 
 #endif

@@ -11,8 +11,6 @@
 #include "fsx.h"
 #include "norm.h"
 
-static const char *const run_names[3] = {"stop", "continuous", "resume"};
-
 /* ---- writing JSON ------------------------------------------------------------------- */
 
 int report_write_json(struct app *a, enum output_id id, json_t *j, struct err *e)
@@ -107,6 +105,25 @@ static json_t *split_json(const struct train_split_eval *s)
 			 parity_json_number(s->loss), "accuracy", parity_json_number(s->accuracy),
 			 "constant_guess_hits", (json_int_t)s->const_hits, "constant_guess_accuracy",
 			 parity_json_number(s->const_accuracy));
+}
+
+json_t *train_summary_json(int kind, const struct train_result *res, int world)
+{
+	json_t *ranks = json_array();
+	for (int r = 0; r < world; r++)
+		json_array_append_new(ranks, json_pack("{s:i, s:I, s:I, s:I}", "rank", r, "windows",
+						       (json_int_t)res->hist[r].windows, "sequences",
+						       (json_int_t)res->hist[r].sequences, "tokens",
+						       (json_int_t)res->hist[r].tokens));
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:b, s:o, s:o, s:I, s:f, s:f, s:s, s:o}",
+			 "run", output_run_name(kind), "start_step", (json_int_t)res->start_step,
+			 "step", (json_int_t)res->step, "updates_done", (json_int_t)res->updates_done,
+			 "skipped_windows", (json_int_t)res->skipped, "checkpoint", res->checkpoint,
+			 "interrupted", res->interrupted, "first_loss",
+			 parity_json_number(res->first_loss), "last_loss",
+			 parity_json_number(res->last_loss), "tokens", (json_int_t)res->tokens,
+			 "seconds", res->seconds, "tokens_per_s", res->tokens_per_s, "backend",
+			 res->backend, "ranks", ranks);
 }
 
 json_t *evaluate_json(const struct train_eval *ev)
@@ -238,7 +255,7 @@ static void md_timing(FILE *f, const struct report *p)
 	}
 	fprintf(f, "\nTraining throughput: ");
 	for (int k = 0; k < 3; k++)
-		fprintf(f, "%s%s %lld windows, %.0f supervised tokens/s", k ? "; " : "", run_names[k],
+		fprintf(f, "%s%s %lld windows, %.0f supervised tokens/s", k ? "; " : "", output_run_name(k),
 			(long long)p->training[k].windows, p->training[k].tokens_per_s);
 	md_figures(f, p);
 	fprintf(f, "## What this does not show\n\nOne process on one host; the resume happens at "
@@ -289,7 +306,7 @@ static json_t *training_json(const struct report *p)
 {
 	json_t *tp = json_object();
 	for (int k = 0; k < 3; k++)
-		json_object_set_new(tp, run_names[k], json_pack("{s:I, s:f, s:f}", "windows",
+		json_object_set_new(tp, output_run_name(k), json_pack("{s:I, s:f, s:f}", "windows",
 			(json_int_t)p->training[k].windows, "seconds", p->training[k].seconds,
 			"tokens_per_s", p->training[k].tokens_per_s));
 	return tp;

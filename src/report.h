@@ -37,6 +37,8 @@ json_t *parity_json(const struct parity_result *r);
 json_t *exercise_json(const struct exercise_result *r);
 json_t *empty_window_json(const struct empty_window_result *r);
 json_t *evaluate_json(const struct train_eval *ev);
+/* A training run's summary (train-stop.json, ...); kind: enum train_kind. */
+json_t *train_summary_json(int kind, const struct train_result *res, int world);
 
 /* ---- the protocol's report (report.c) ---- */
 

@@ -13,19 +13,19 @@
 #include <string.h>
 
 #include "clock.h"
+#include "outputs.h"
 
 /* ---- small helpers --------------------------------------------------------------- */
 
 int train_ckpt_root(const struct env *v, int continuous, char *out, size_t cap, struct err *e)
 {
-	return fsx_join(out, cap, v->s->artifacts, continuous ? "continuous" : "checkpoints", e);
+	return fsx_join(out, cap, v->s->artifacts,
+			artifacts_table[continuous ? ART_CONTINUOUS : ART_CHECKPOINTS], e);
 }
 
 int train_opts_for(const struct env *v, enum train_kind kind, const char *resume_dir,
 		   struct train_opts *o, struct err *e)
 {
-	static const char *metrics[] = {"train-stop.jsonl", "train-continuous.jsonl",
-					"train-resume.jsonl"};
 	int rc;
 	memset(o, 0, sizeof *o);
 	if (kind == TRAIN_RESUME && !resume_dir)
@@ -39,7 +39,8 @@ int train_opts_for(const struct env *v, enum train_kind kind, const char *resume
 	if ((rc = train_ckpt_root(v, kind == TRAIN_CONTINUOUS, o->ckpt_root, sizeof o->ckpt_root,
 				  e)))
 		return rc;
-	return fsx_join(o->metrics_path, sizeof o->metrics_path, v->s->outputs, metrics[kind], e);
+	return fsx_join(o->metrics_path, sizeof o->metrics_path, v->s->outputs,
+			output_name(OUT_METRICS_STOP + kind), e);
 }
 
 double train_max_abs_diff(const float *a, const float *b, size_t n, size_t *n_differ)
@@ -65,7 +66,7 @@ int train_corpus(const struct env *v, int rebuild, struct corpus *c, struct err 
 	char dir[FSX_PATH_MAX], bin[FSX_PATH_MAX];
 	int rc;
 	memset(c, 0, sizeof *c);
-	if ((rc = env_outputs_ready(v, e)) || (rc = fsx_join(dir, sizeof dir, v->s->outputs, "corpus", e)) ||
+	if ((rc = env_outputs_ready(v, e)) || (rc = fsx_join(dir, sizeof dir, v->s->outputs, output_name(OUT_CORPUS), e)) ||
 	    (rc = fsx_join(bin, sizeof bin, dir, "corpus.bin", e)))
 		return rc;
 	if (fsx_exists(bin)) {

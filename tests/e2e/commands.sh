@@ -1,13 +1,15 @@
 # The single commands: check-loss values, reference reproducible bit for bit, parity with
 # its dump, the exercise, env, bench.
 set -eu
+. "$E2E/json.sh"
 "$DDPTOK" "$CONF/tiny.ini" check-loss > cl.txt
-grep -q "mean of means 2 (expected 2), global token mean 2.5 (expected 2.5)" cl.txt
+jcheck outputs/check-loss.json 'd["ok"] and d["mean_of_means"] == 2 and d["global_mean"] == 2.5
+	and d["mean_of_means_reduce_sum"] == 2 and d["global_mean_reduce_sum"] == 2.5'
 "$DDPTOK" "$CONF/tiny.ini" reference > /dev/null
 cp outputs/reference/reference.npy first.npy
 "$DDPTOK" "$CONF/tiny.ini" reference > /dev/null
 cmp first.npy outputs/reference/reference.npy
-grep -q '"components"' outputs/reference/reference.json
+jcheck outputs/reference/reference.json 'd["components"] == sum(t["count"] for t in d["layout"])'
 "$DDPTOK" "$CONF/tiny.ini" parity --dump dump > parity.txt
 for f in params.npy reference.npy layout.json rank0-micro0-inputs.npy rank1-micro1-targets.npy \
 	rank0-local-global_token.npy rank1-local-mean_of_means.npy reduced-global_token.npy \
@@ -16,16 +18,18 @@ for f in params.npy reference.npy layout.json rank0-micro0-inputs.npy rank1-micr
 done
 # with every rank holding the same windows counts parity is still run for W = 3, sum
 "$DDPTOK" "$CONF/tiny.ini" parity --set devices.world=3 --set devices.reduce=sum > p3.txt
-grep -q "global_token .* pass (expected)" p3.txt
+jcheck outputs/parity.json 'd["world"] == 3 and d["reduce"] == "sum" and d["ok"]
+	and mode("global_token")["verdict"] == "pass (expected)"'
 # a balanced window whose ranks hold 1600 and 1601 tokens: mean_of_means' factors differ
 # from global_token's by 3e-4 (< 0.1%), too little to require that a comparison see
 # it; parity must say so and still succeed
 "$DDPTOK" "$CONF/minimum.ini" parity --set devices.backend=cpu --set run.seed=10 \
 	--set train.plan=balanced --set train.accumulation=3 --set run.outputs=near > near.txt ||
 	{ cat near.txt; echo "FAIL: parity on a near-balanced window"; exit 1; }
-grep -q "rank 0: 1600 supervised" near.txt && grep -q "rank 1: 1601 supervised" near.txt
-grep -q "mean_of_means .* not required" near.txt
-grep -q "microbatch_mean .* fail (caught)" near.txt
+jcheck near/parity.json '[r["tokens"] for r in d["window"]["ranks"]] == [1600, 1601]'
+jcheck near/parity.json 'not mode("mean_of_means")["required"] and mode("mean_of_means")["pass"]
+	and mode("mean_of_means")["verdict"].endswith("not required")'
+jcheck near/parity.json 'mode("microbatch_mean")["verdict"] == "fail (caught)" and d["ok"]'
 # a tolerance too loose to see the controls must fail parity: whether a control is
 # required comes from its factors, not from what its gradient shows
 set +e
@@ -34,7 +38,8 @@ set +e
 rc=$?
 set -e
 [ "$rc" -eq 1 ] || { cat loose.txt loose.err; echo "FAIL: loose tolerance gave exit $rc"; exit 1; }
-grep -q "mean_of_means .* NOT caught" loose.txt
+jcheck loose/parity.json 'mode("mean_of_means")["required"] and mode("mean_of_means")["pass"]
+	and "NOT caught" in mode("mean_of_means")["verdict"] and not d["ok"]'
 # a loose rtol the same way: the margin that makes a control optional does not grow with it
 set +e
 "$DDPTOK" "$CONF/minimum.ini" parity --set devices.backend=cpu --set parity.rtol=1 \
@@ -42,12 +47,15 @@ set +e
 rc=$?
 set -e
 [ "$rc" -eq 1 ] || { cat loose-rtol.txt loose-rtol.err; echo "FAIL: loose rtol gave exit $rc"; exit 1; }
-grep -q "double_accumulation .* NOT caught" loose-rtol.txt
+jcheck loose-rtol/parity.json 'mode("double_accumulation")["pass"] and not d["ok"]
+	and "NOT caught" in mode("double_accumulation")["verdict"]'
 # accumulation 1: double_accumulation coincides with global_token and is reported so
 "$DDPTOK" "$CONF/tiny.ini" parity --set train.accumulation=1 > p1.txt
-grep -q "double_accumulation .* same as global_token on this window" p1.txt
+jcheck outputs/parity.json 'not mode("double_accumulation")["distinguishable"]
+	and mode("double_accumulation")["verdict"] == "pass: same as global_token on this window"'
 "$DDPTOK" "$CONF/tiny.ini" exercise > ex.txt
-grep -q "rank1 = 9" ex.txt
+jcheck outputs/exercise.json '[c["tokens"] for c in d["cases"]] == [[3, 3], [3, 9]]
+	and d["cases"][0]["grad_diff_max"] == 0 and d["cases"][1]["grad_diff_max"] > 0'
 "$DDPTOK" "$CONF/tiny.ini" env > env.txt
 grep -q "backend" env.txt
 "$DDPTOK" "$CONF/tiny.ini" bench --windows 3 > bench.txt

@@ -6,7 +6,12 @@
 # leave the previous run's report claiming PASS. And when no python3 can draw the figure, the
 # message comes once and the report calls the figure step skipped, not ok.
 set -u
+. "$E2E/json.sh"
 fail() { echo "FAIL: $*"; exit 1; }
+evaluated() { # evaluated STEP: report.json names the resumed run's checkpoint of that step
+	jcheck outputs/report.json "d['test']['step'] == $1 and
+		d['evaluated_checkpoint'] == 'artifacts/checkpoints/step-000$1'"
+}
 
 run() { # run LOG ARGS...: the protocol on tiny.ini; its exit status
 	log=$1
@@ -15,18 +20,13 @@ run() { # run LOG ARGS...: the protocol on tiny.ini; its exit status
 }
 
 run first.txt || { tail -n 20 first.txt; fail "the first protocol run failed"; }
-grep -q "After 6 updates (checkpoint \`artifacts/checkpoints/step-0006\`)" outputs/report.md ||
-	fail "first run: report.md does not name step-0006"
+evaluated 6 || fail "first run: report.json does not name step-0006"
 
 run second.txt --set train.updates=4 --set train.stop_at=2 ||
 	{ tail -n 20 second.txt; fail "the second protocol run (4 updates) failed"; }
 [ -d artifacts/checkpoints/step-0006 ] || fail "the first run's step-0006 is gone: the test proves nothing"
-grep -q "After 4 updates (checkpoint \`artifacts/checkpoints/step-0004\`)" outputs/report.md ||
-	{ grep "After" outputs/report.md; fail "second run: report.md does not name its own step-0004"; }
-grep -Eq '"step": 4,?$' outputs/report.json || fail "second run: report.json test step is not 4"
-grep -q '"evaluated_checkpoint": "artifacts/checkpoints/step-0004"' outputs/report.json ||
-	fail "second run: report.json does not name step-0004"
-grep -Eq '"step": 4,?$' outputs/evaluate.json || fail "second run: evaluate.json is not of step 4"
+evaluated 4 || fail "second run: report.json does not name its own step-0004"
+jcheck outputs/evaluate.json 'd["step"] == 4' || fail "second run: evaluate.json is not of step 4"
 # one line per training run
 grep -q "^train (stop): step 0 -> 2 .*checkpoint artifacts/checkpoints/step-0002" second.txt ||
 	fail "no progress line for the stopped run"
@@ -38,9 +38,8 @@ grep -q "^train (resume): step 2 -> 4 .*checkpoint artifacts/checkpoints/step-00
 # another learning rate: step-0006 (lr 0.2) would be refused if it were evaluated
 run third.txt --set train.updates=4 --set train.stop_at=2 --set train.lr=0.1 ||
 	{ tail -n 20 third.txt; fail "the third protocol run (another lr) failed"; }
-grep -q "Overall: \*\*PASS\*\*" outputs/report.md || fail "third run: no PASS"
-grep -q "After 4 updates (checkpoint \`artifacts/checkpoints/step-0004\`)" outputs/report.md ||
-	fail "third run: report.md does not name step-0004"
+jcheck outputs/report.json 'd["ok"] is True' || fail "third run: no PASS"
+evaluated 4 || fail "third run: report.json does not name step-0004"
 
 # a run that stops at a step (its metrics file cannot be created) leaves no old report
 rm -f outputs/train-stop.jsonl
@@ -66,9 +65,9 @@ EOF
 		{ tail -n 20 fig.txt; fail "the protocol without matplotlib failed"; }
 	n=$(grep -c "cannot draw the figure" fig.txt)
 	[ "$n" -eq 1 ] || { cat fig.txt; fail "the figure message came $n times"; }
-	grep -q "^| figure | [0-9.]* | skipped (" outputs/report.md ||
-		{ grep "figure" outputs/report.md; fail "report.md does not call the figure step skipped"; }
-	grep -q '"result": "skipped"' outputs/report.json || fail "report.json: figure not skipped"
+	jcheck outputs/report.json '[(s["result"], "matplotlib" in s["reason"]) for s in d["steps"]
+		if s["name"] == "figure"] == [("skipped", True)] and d["figure"] == []' ||
+		fail "report.json: figure not skipped"
 	[ ! -e outputs/figure.png ] || fail "an old figure.png is still there"
 fi
 echo "protocol-rerun: ok"

@@ -2,19 +2,37 @@
 # same with a wrong normalization configured must still pass parity (parity always checks
 # every mode) while a broken tolerance makes the correct mode fail and the exit non-zero.
 set -eu
+. "$E2E/json.sh"
 "$DDPTOK" "$CONF/tiny.ini" > protocol.txt 2>&1 || { cat protocol.txt; echo "FAIL: protocol exited non-zero"; exit 1; }
 for f in corpus/corpus.bin corpus/data.lock check-loss.json reference/reference.npy \
 	reference/reference.json parity.json parity/reference.npy parity/reduced-global_token.npy \
-	exercise.json train-stop.jsonl train-continuous.jsonl train-resume.jsonl evaluate.json \
-	report.md report.json; do
+	exercise.json train-stop.jsonl train-continuous.jsonl train-resume.jsonl train-stop.json \
+	train-continuous.json train-resume.json evaluate.json report.md report.json; do
 	[ -s "outputs/$f" ] || { echo "FAIL: outputs/$f missing"; exit 1; }
 done
-grep -q "protocol: every check passed" protocol.txt
-grep -q "bit-identical" outputs/report.md
-grep -q '"bit_identical": true' outputs/report.json
-grep -q "global_token .* pass (expected)" protocol.txt
-[ "$(grep -c 'fail (caught)' protocol.txt)" -eq 3 ] || { echo "FAIL: not every negative control was caught"; cat protocol.txt; exit 1; }
-grep -q "declined by all 2 ranks" protocol.txt
+r=outputs/report.json
+jcheck $r 'd["ok"] is True and d["failed_checks"] == 0'
+jcheck $r 'd["resume"]["bit_identical"] is True and d["resume"]["params_differing"] == 0'
+jcheck $r 'mode("global_token")["verdict"] == "pass (expected)" and mode("global_token")["pass"]'
+# every negative control required and caught (none passed)
+jcheck $r 'all(m["required"] and not m["pass"] and m["verdict"] == "fail (caught)"
+	for m in d["parity"]["modes"] if m["negative_control"])'
+jcheck $r 'len(d["parity"]["modes"]) == 4 and d["parity"]["ok"]'
+jcheck $r 'd["empty_window"]["declined_by_all_ranks"] and d["empty_window"]["local_empty_rank_matches"]'
+jcheck $r '[c["tokens"] for c in d["exercise"]["cases"]] == [[3, 3], [3, 9]]'
+jcheck $r 'd["check_loss"]["mean_of_means"] == 2 and d["check_loss"]["global_mean"] == 2.5'
+jcheck $r 'd["test"]["step"] == 6 and d["evaluated_checkpoint"] == "artifacts/checkpoints/step-0006"'
+jcheck $r '[s["name"] for s in d["steps"]][-1] == "figure" and
+	all(s["result"] in ("ok", "skipped") for s in d["steps"])'
+# the figure: a list of the files drawn (none when the step was skipped, with its reason)
+jcheck $r 'isinstance(d["figure"], list) and (d["figure"] == ["outputs/figure.png",
+	"outputs/figure.svg"] or (d["figure"] == [] and "reason" in d["steps"][-1]))'
+for f in $(jget $r '" ".join(d["figure"])'); do [ -s "$f" ] || { echo "FAIL: $f missing"; exit 1; }; done
+# the training summaries the protocol wrote are those of its runs
+jcheck outputs/train-resume.json 'd["run"] == "resume" and d["start_step"] == 3 and d["step"] == 6'
+jcheck outputs/train-continuous.json 'd["checkpoint"] == "artifacts/continuous/step-0006"'
+# numbers in their shortest form: the tolerance is 1e-6, not 9.9999999999999995e-7
+grep -q '"atol": 1e-6,' outputs/parity.json || { grep atol outputs/parity.json; echo "FAIL: atol spelled"; exit 1; }
 [ -d artifacts/checkpoints/step-0003 ] && [ -d artifacts/checkpoints/step-0006 ] && [ -d artifacts/continuous/step-0006 ]
 # the final checkpoints of the resumed and the continuous run hold the same parameters
 cmp artifacts/checkpoints/step-0006/params.npy artifacts/continuous/step-0006/params.npy
@@ -27,8 +45,9 @@ set +e
 rc=$?
 set -e
 if [ "$rc" -ne 1 ]; then cat strict.txt; echo "FAIL: strict tolerances gave exit $rc, expected 1"; exit 1; fi
-grep -q "FAIL (must pass)" strict.txt
-grep -q "Overall: \*\*FAIL\*\*" out2/report.md
+jcheck out2/report.json 'mode("global_token")["verdict"] == "FAIL (must pass)" and not d["parity"]["ok"]'
+jcheck out2/report.json 'd["ok"] is False and d["failed_checks"] == 1'
+jcheck out2/parity.json 'd["ok"] is False and not mode("global_token")["pass"]'
 # the resume check must be able to fail: one flipped bit in the resumed state (the smallest
 # change there is) ends the protocol with exit 1 and a report that says MISMATCH
 set +e
@@ -37,6 +56,6 @@ set +e
 rc=$?
 set -e
 if [ "$rc" -ne 1 ]; then cat drift.txt; echo "FAIL: a drifted resume gave exit $rc, expected 1"; exit 1; fi
-grep -q "parameters differ in any bit, momentum differs -> MISMATCH" drift.txt
-grep -q '"bit_identical": false' out3/report.json
-grep -q "Overall: \*\*FAIL\*\*" out3/report.md
+jcheck out3/report.json 'd["resume"]["bit_identical"] is False and d["resume"]["params_differing"] >= 1'
+jcheck out3/report.json 'd["ok"] is False and d["failed_checks"] == 1'
+grep -q "MISMATCH" out3/report.md

@@ -10,5 +10,6 @@ case "$DDPTOK" in /*) ;; *) DDPTOK="$PWD/$DDPTOK" ;; esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/ddptok-e2e.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-export DDPTOK CONF
+E2E=$(dirname "$script") # helpers beside the scripts (json.sh)
+export DDPTOK CONF E2E
 sh "$script"
