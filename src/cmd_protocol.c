@@ -119,7 +119,7 @@ static int do_empty(struct app *a, struct protocol *p, struct err *e)
 	struct run r;
 	int rc = run_open(&a->env, &r, e);
 	if (rc == ERR_OK)
-		rc = have(empty_window_run(&r, &a->s, em, e), &p->rep.have_empty);
+		rc = empty_window_run(&r, &a->s, em, e);
 	run_close(&r);
 	if (rc != ERR_OK)
 		return rc;
@@ -189,7 +189,6 @@ static int do_resume(struct app *a, struct protocol *p, struct err *e)
 		snprintf(p->final_ckpt, sizeof p->final_ckpt, "%s", res.checkpoint);
 		resume_compare(res.params, res.momentum, res.step, cont->params, cont->momentum,
 			       cont->step, res.n, rs);
-		p->rep.have_resume = 1;
 	}
 	train_result_free(&res);
 	if (rc != ERR_OK)

@@ -58,12 +58,13 @@ struct report_training {
 	double seconds, tokens_per_s;
 };
 
-/* Everything the protocol found; a have_* flag says that step produced its result. */
+/* Everything the protocol found; a have_* flag says that step produced its result (the
+ * empty-window and resume entries read as failed, all zero, when theirs did not). */
 struct report {
 	struct report_step steps[REPORT_MAX_STEPS];
 	int nsteps;
 	int failed_checks;
-	int have_check_loss, have_parity, have_exercise, have_empty, have_resume, have_eval;
+	int have_check_loss, have_parity, have_exercise, have_eval;
 	struct check_loss_result check_loss;
 	struct parity_result parity;
 	struct exercise_result exercise;
