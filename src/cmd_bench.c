@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "app.h"
+#include "outputs.h"
 #include "run.h"
 
 /* GFLOP/s of one-thread sgemm C[m x n] = A[m x k] B[k x n]^T, run for ~min_s seconds */
@@ -106,7 +107,7 @@ int cmd_bench(struct app *a, struct err *e)
 			      "train_gflops", gflops, "sgemm_gflops_one_thread", sg,
 			      "fraction_of_w_sgemm", sg > 0 ? gflops / (a->s.world * sg) : 0.0,
 			      "collective_share", coll / seconds, "collective_share_mean", coll_mean / seconds);
-	rc = env_write_json(&a->env, "bench.json", j, e);
+	rc = env_write_json(&a->env, output_name(OUT_BENCH), j, e);
 	json_decref(j);
 out:
 	run_close(&r);
