@@ -411,16 +411,12 @@ out:
 	return rc;
 }
 
-int train_checkpoint_write(const struct trainer *t, const char *root, char *out, size_t cap,
-			   struct err *e)
+/* state.json: step, optimizer and sampler state, and what the run was made of. */
+static json_t *state_json(const struct trainer *t)
 {
 	const struct env *v = t->v;
 	const struct engine *eng = t->r.eng;
-	const struct corpus *c = &t->r.corpus;
-	struct ckpt_writer *w = NULL;
 	struct sampler_state ss;
-	int rc;
-
 	sampler_get_state(&t->r.sampler, &ss);
 	json_t *rng = json_array();
 	for (int i = 0; i < 4; i++) {
@@ -428,7 +424,7 @@ int train_checkpoint_write(const struct trainer *t, const char *root, char *out,
 		snprintf(hex, sizeof hex, "%016" PRIx64, ss.rng[i]);
 		json_array_append_new(rng, json_string(hex));
 	}
-	json_t *state = json_pack(
+	return json_pack(
 		"{s:s, s:I, s:I, s:{s:o, s:I}, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:o}",
 		"format", TRAIN_STATE_FORMAT, "step", (json_int_t)t->step, "updates_done",
 		(json_int_t)eng->updates_done, "sampler", "rng", rng, "window_index",
@@ -437,48 +433,63 @@ int train_checkpoint_write(const struct trainer *t, const char *root, char *out,
 		"accumulation", v->s->accumulation, "batch_size", v->s->batch_size, "n_params",
 		(json_int_t)eng->shape.n_params, "layout", run_layout_json(&eng->shape), "last_loss",
 		t->step > 0 && isfinite(t->last_loss) ? json_real(t->last_loss) : json_null());
-	json_t *lock = json_pack("{s:s, s:i, s:{s:i, s:i, s:i}}", "lock", c->lock,
-				 "corpus_format", CORPUS_FORMAT, "sequences", "train",
-				 c->split_count[SPLIT_TRAIN], "validation",
-				 c->split_count[SPLIT_VALIDATION], "test", c->split_count[SPLIT_TEST]);
+}
 
-	if ((rc = ckpt_begin(root, (uint64_t)t->step, &w, e))) {
-		json_decref(state);
-		json_decref(lock);
-		return rc;
-	}
-	if ((rc = add_vector(w, "params.npy", t->params, eng->shape.n_params, e)) ||
-	    (rc = add_vector(w, "momentum.npy", t->momentum, eng->shape.n_params, e)) ||
-	    (rc = add_config(w, v->cfg, t->run_mode, e)))
-		goto fail;
-	rc = add_json(w, "data.lock", lock, e);
-	lock = NULL;
-	if (rc)
-		goto fail;
-	rc = add_json(w, "state.json", state, e);
-	state = NULL;
-	if (rc)
-		goto fail;
+/* data.lock: the corpus the run was trained on. */
+static json_t *lock_json(const struct corpus *c)
+{
+	return json_pack("{s:s, s:i, s:{s:i, s:i, s:i}}", "lock", c->lock, "corpus_format",
+			 CORPUS_FORMAT, "sequences", "train", c->split_count[SPLIT_TRAIN],
+			 "validation", c->split_count[SPLIT_VALIDATION], "test",
+			 c->split_count[SPLIT_TEST]);
+}
+
+/* rank-R.json: the rank's device and its history. */
+static json_t *rank_json(const struct trainer *t, int r)
+{
+	const struct engine *eng = t->r.eng;
+	char dev[32];
+	snprintf(dev, sizeof dev, "%s:%d", engine_backend_name(eng),
+		 eng->plan.backend == DEV_BACKEND_CUDA ? eng->plan.ids[r] : r);
+	return json_pack("{s:i, s:s, s:s, s:n, s:s, s:{s:I, s:I, s:I}}", "rank", r, "device", dev,
+			 "backend", engine_backend_name(eng), "rng", "rng_note", "none: the ranks "
+			 "draw no random numbers (the sampler state in state.json is the run's only "
+			 "generator)", "history", "windows", (json_int_t)t->hist[r].windows,
+			 "sequences", (json_int_t)t->hist[r].sequences, "tokens",
+			 (json_int_t)t->hist[r].tokens);
+}
+
+/* Every file of the checkpoint, into the open writer w. */
+static int add_files(struct ckpt_writer *w, const struct trainer *t, struct err *e)
+{
+	const struct engine *eng = t->r.eng;
+	ERR_TRY(add_vector(w, "params.npy", t->params, eng->shape.n_params, e));
+	ERR_TRY(add_vector(w, "momentum.npy", t->momentum, eng->shape.n_params, e));
+	ERR_TRY(add_config(w, t->v->cfg, t->run_mode, e));
+	ERR_TRY(add_json(w, "data.lock", lock_json(&t->r.corpus), e));
+	ERR_TRY(add_json(w, "state.json", state_json(t), e));
 	for (int r = 0; r < eng->world; r++) {
 		char name[32];
-		char dev[32];
 		snprintf(name, sizeof name, "rank-%d.json", r);
-		snprintf(dev, sizeof dev, "%s:%d", engine_backend_name(eng),
-			 eng->plan.backend == DEV_BACKEND_CUDA ? eng->plan.ids[r] : r);
-		json_t *j = json_pack("{s:i, s:s, s:s, s:n, s:s, s:{s:I, s:I, s:I}}", "rank", r,
-				      "device", dev, "backend", engine_backend_name(eng), "rng",
-				      "rng_note", "none: the ranks draw no random numbers (the sampler "
-				      "state in state.json is the run's only generator)", "history",
-				      "windows", (json_int_t)t->hist[r].windows, "sequences",
-				      (json_int_t)t->hist[r].sequences, "tokens",
-				      (json_int_t)t->hist[r].tokens);
-		ERR_TRY_GOTO(rc, add_json(w, name, j, e), fail);
+		ERR_TRY(add_json(w, name, rank_json(t, r), e));
 	}
+	return ERR_OK;
+}
+
+int train_checkpoint_write(const struct trainer *t, const char *root, char *out, size_t cap,
+			   struct err *e)
+{
+	const struct env *v = t->v;
+	struct ckpt_writer *w = NULL;
 	struct ckpt_commit_info ci;
-	rc = ckpt_commit_ex(w, &ci, e);
-	w = NULL;
-	if (rc)
+	int rc;
+
+	ERR_TRY(ckpt_begin(root, (uint64_t)t->step, &w, e));
+	if ((rc = add_files(w, t, e)) != ERR_OK) {
+		ckpt_abort(w);
 		return rc;
+	}
+	ERR_TRY(ckpt_commit_ex(w, &ci, e));
 	if (out && cap)
 		snprintf(out, cap, "%s", ci.path);
 	if (ci.kept[0])
@@ -489,9 +500,4 @@ int train_checkpoint_write(const struct trainer *t, const char *root, char *out,
 			 "partial removes it)", ci.leftover);
 	env_debug(v, "train: checkpoint %s", ci.path);
 	return ERR_OK;
-fail:
-	json_decref(state);
-	json_decref(lock);
-	ckpt_abort(w);
-	return rc;
 }

@@ -694,54 +694,29 @@ int corpus_read_lock(const char *dir, char lock[65], struct err *e)
 	return ERR_OK;
 }
 
-int corpus_load(const char *dir, struct corpus *c, struct err *e)
+/* Decodes corpus.bin (buf, size bytes, read from `path`) into c. */
+static int decode_corpus(const char *path, const char *buf, size_t size, char stored[65],
+			 struct corpus *c, struct err *e)
 {
-	char path[FSX_PATH_MAX], lpath[FSX_PATH_MAX];
-	char stored[65], onfile[65];
-	char *buf = NULL;
-	const uint8_t *p;
-	size_t size;
-	int64_t n, total, need;
+	const uint8_t *p = (const uint8_t *)buf;
 	int32_t w[8];
-	int vocab, rc;
-
-	memset(c, 0, sizeof *c);
-	rc = fsx_join(path, sizeof path, dir, "corpus.bin", e);
-	if (!rc)
-		rc = fsx_join(lpath, sizeof lpath, dir, "data.lock", e);
-	if (!rc)
-		rc = fsx_read_all(path, &buf, &size, e);
-	if (rc)
-		return rc;
-	p = (const uint8_t *)buf;
-	if (size < CORPUS_HEADER || memcmp(p, CORPUS_MAGIC, 8) != 0) {
-		rc = ERR(e, ERR_DATA, "%s: not a ddptok corpus (bad magic or truncated header)",
-			 path);
-		goto fail;
-	}
-	if (get_u32(p + 72) != CORPUS_FORMAT) {
-		rc = ERR(e, ERR_DATA, "%s: corpus format %u, this program reads format %d", path,
-			 get_u32(p + 72), CORPUS_FORMAT);
-		goto fail;
-	}
+	if (size < CORPUS_HEADER || memcmp(p, CORPUS_MAGIC, 8) != 0)
+		return ERR(e, ERR_DATA, "%s: not a ddptok corpus (bad magic or truncated header)",
+			   path);
+	if (get_u32(p + 72) != CORPUS_FORMAT)
+		return ERR(e, ERR_DATA, "%s: corpus format %u, this program reads format %d", path,
+			   get_u32(p + 72), CORPUS_FORMAT);
 	memcpy(stored, p + 8, 64);
 	stored[64] = '\0';
-	n = (int32_t)get_u32(p + 76);
-	vocab = (int32_t)get_u32(p + 80);
-	total = (int32_t)get_u32(p + 84);
-	if (n < 0 || total < 0) {
-		rc = ERR(e, ERR_DATA, "%s: negative sizes in the header", path);
-		goto fail;
-	}
-	need = CORPUS_HEADER + 4 * (n + 1 + total + n) + n;
-	if ((int64_t)size != need) {
-		rc = ERR(e, ERR_DATA, "%s: %zu bytes, the header announces %" PRId64, path, size,
-			 need);
-		goto fail;
-	}
-	rc = corpus_alloc(c, (int)n, total, e);
-	if (rc)
-		goto fail;
+	int64_t n = (int32_t)get_u32(p + 76), total = (int32_t)get_u32(p + 84);
+	int vocab = (int32_t)get_u32(p + 80);
+	if (n < 0 || total < 0)
+		return ERR(e, ERR_DATA, "%s: negative sizes in the header", path);
+	int64_t need = CORPUS_HEADER + 4 * (n + 1 + total + n) + n;
+	if ((int64_t)size != need)
+		return ERR(e, ERR_DATA, "%s: %zu bytes, the header announces %" PRId64, path, size,
+			   need);
+	ERR_TRY(corpus_alloc(c, (int)n, total, e));
 	c->vocab = vocab;
 	c->params.seed = get_u64(p + 88);
 	for (int k = 0; k < 8; k++)
@@ -755,36 +730,49 @@ int corpus_load(const char *dir, struct corpus *c, struct err *e)
 	for (int64_t i = 0; i < n; i++, p += 4)
 		c->prefix[i] = (int32_t)get_u32(p);
 	memcpy(c->split, p, (size_t)n);
-	free(buf);
-	buf = NULL;
-	if (c->offset[n] != total) {
-		rc = ERR(e, ERR_DATA, "%s: offsets end at %d, the header announces %" PRId64
-			 " tokens", path, c->offset[n], total);
-		goto fail;
-	}
-	rc = corpus_validate(c, path, e);
-	if (!rc)
-		rc = corpus_compute_lock(c, c->lock, e);
-	if (rc)
-		goto fail;
-	if (strcmp(c->lock, stored) != 0) {
-		rc = ERR(e, ERR_DATA, "%s: content does not match its data lock (stored %.12s..., "
-			 "computed %.12s...): the file is corrupt", path, stored, c->lock);
-		goto fail;
-	}
-	if (fsx_exists(lpath)) {
-		rc = corpus_read_lock(dir, onfile, e);
-		if (rc)
-			goto fail;
-		if (strcmp(onfile, c->lock) != 0) {
-			rc = ERR(e, ERR_DATA, "%s: lock %.12s... does not match %s (%.12s...)", lpath,
-				 onfile, path, c->lock);
-			goto fail;
-		}
-	}
+	if (c->offset[n] != total)
+		return ERR(e, ERR_DATA, "%s: offsets end at %d, the header announces %" PRId64
+			   " tokens", path, c->offset[n], total);
 	return ERR_OK;
-fail:
+}
+
+/* The content of c against the lock stored in corpus.bin and, when present, data.lock. */
+static int check_locks(const char *dir, const char *path, const char *stored,
+		       const struct corpus *c, struct err *e)
+{
+	char lpath[FSX_PATH_MAX], onfile[65];
+	if (strcmp(c->lock, stored) != 0)
+		return ERR(e, ERR_DATA, "%s: content does not match its data lock (stored %.12s..., "
+			   "computed %.12s...): the file is corrupt", path, stored, c->lock);
+	ERR_TRY(fsx_join(lpath, sizeof lpath, dir, "data.lock", e));
+	if (!fsx_exists(lpath))
+		return ERR_OK;
+	ERR_TRY(corpus_read_lock(dir, onfile, e));
+	if (strcmp(onfile, c->lock) != 0)
+		return ERR(e, ERR_DATA, "%s: lock %.12s... does not match %s (%.12s...)", lpath,
+			   onfile, path, c->lock);
+	return ERR_OK;
+}
+
+int corpus_load(const char *dir, struct corpus *c, struct err *e)
+{
+	char path[FSX_PATH_MAX], stored[65];
+	char *buf = NULL;
+	size_t size;
+	int rc;
+
+	memset(c, 0, sizeof *c);
+	ERR_TRY(fsx_join(path, sizeof path, dir, "corpus.bin", e));
+	ERR_TRY(fsx_read_all(path, &buf, &size, e));
+	rc = decode_corpus(path, buf, size, stored, c, e);
 	free(buf);
-	corpus_free(c);
+	if (rc == ERR_OK)
+		rc = corpus_validate(c, path, e);
+	if (rc == ERR_OK)
+		rc = corpus_compute_lock(c, c->lock, e);
+	if (rc == ERR_OK)
+		rc = check_locks(dir, path, stored, c, e);
+	if (rc)
+		corpus_free(c);
 	return rc;
 }
