@@ -6,7 +6,7 @@
  * staging arena for uploads, and small scratch buffers for reductions. Every operation
  * is queued on the stream; download, sum, argmax_hits, count_nonfinite and sync wait.
  *
- * Each op mirrors the host function of the same name in runtime/dev_host.c, with the
+ * Each op mirrors the host function of the same name in runtime/dev_host_kernels.c, with the
  * element math of runtime/kmath.h; the module is compiled with --fmad=false so that
  * the shared formulas round exactly as they do on the host. Reductions run in an order
  * fixed by the sizes alone, never by timing, so results repeat bit for bit:

@@ -8,7 +8,7 @@
  *   gpu_device_count   how many GPUs are usable; none (or no driver) is not an error
  *   cuda_dev_create    a `struct dev` on one GPU: its own non-blocking stream, a cuBLAS
  *                      handle bound to it (float32 math, no TF32), kernels that mirror
- *                      the host backend op by op (runtime/dev_host.c)
+ *                      the host backend op by op (runtime/dev_host_kernels.c)
  *   nccl_coll_create   a `struct coll` over one NCCL communicator per rank, in one
  *                      process; waits by polling so that an aborted peer or the barrier
  *                      timeout releases every rank

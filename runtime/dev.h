@@ -99,6 +99,8 @@ struct dev {
 
 /* Host backend: one OpenBLAS thread per device thread; call from the owning thread. */
 int dev_host_create(int rank, struct dev **out, struct err *e);
+/* The build of the host backend's loops this CPU runs: "avx2" or "generic". */
+const char *dev_host_kernels_name(void);
 void dev_destroy(struct dev *d);
 
 #endif

@@ -37,15 +37,44 @@ KM_FN float km_from_bits(uint32_t u)
 #endif
 }
 
+KM_FN uint32_t km_to_bits(float f)
+{
+#ifdef __CUDA_ARCH__
+	return __float_as_uint(f);
+#else
+	union { float f; uint32_t u; } v;
+	v.f = f;
+	return v.u;
+#endif
+}
+
+/*
+ * Selections are written as bit blends: cond ? a : b is (a & mask) | (b & ~mask) with
+ * mask all ones when cond holds. A C conditional between floats lets the compiler sink
+ * each arm (a division among them) under a branch, which it will not turn back into a
+ * vector select unless floating-point traps are declared irrelevant; integer masks
+ * leave no branch to convert, so the loops vectorize under the default math flags. The
+ * value chosen is the one the conditional would give, bit for bit.
+ */
+KM_FN uint32_t km_mask(int cond)
+{
+	return 0u - (uint32_t)(cond != 0);
+}
+
+KM_FN float km_select(uint32_t mask, float a, float b)
+{
+	return km_from_bits((km_to_bits(a) & mask) | (km_to_bits(b) & ~mask));
+}
+
 KM_FN float km_exp(float x)
 {
 	const float hi = 88.0f, lo = -87.3f;
-	float xc = x > hi ? hi : x;
-	xc = xc < lo ? lo : xc;
+	float xc = km_select(km_mask(x > hi), hi, x);
+	xc = km_select(km_mask(xc < lo), lo, xc);
 	/* k = round(x / ln2) with the 1.5 * 2^23 trick (exact under round-to-nearest) */
 	const float shifter = 12582912.0f;
-	float kf = xc * 1.44269504088896341f + shifter;
-	kf = kf - shifter;
+	float shifted = xc * 1.44269504088896341f + shifter;
+	float kf = shifted - shifter;
 	float r = xc - kf * 0.693145751953125f;   /* ln2 high part (exact product) */
 	r = r - kf * 1.42860682030941723e-06f;    /* ln2 low part */
 	float p = 1.0f / 720.0f;
@@ -55,15 +84,20 @@ KM_FN float km_exp(float x)
 	p = p * r + 0.5f;
 	p = p * r + 1.0f;
 	p = p * r + 1.0f;
-	int32_t k = (int32_t)kf;
-	float scale = km_from_bits((uint32_t)(k + 127) << 23);
+	/* 2^k: k is read from the low mantissa bits of `shifted` (exact, since |k| <= 127
+	 * after the clamp) instead of converting kf to an integer, which for a NaN x would
+	 * be undefined; the NaN product below decides that result anyway */
+	uint32_t k = km_to_bits(shifted) - km_to_bits(shifter);
+	float scale = km_from_bits((k + 127u) << 23);
 	float y = p * scale;
-	return x < lo ? 0.0f : y;
+	return km_select(km_mask(x < lo), 0.0f, y);
 }
 
 KM_FN float km_tanh(float x)
 {
-	float ax = x < 0.0f ? -x : x;
+	/* the sign is restored for x < 0 only: tanh(-0) gives +0, as it always has */
+	const uint32_t flip = km_mask(x < 0.0f) & 0x80000000u;
+	float ax = km_from_bits(km_to_bits(x) & 0x7fffffffu);
 	/* small |x|: x - x^3/3 + 2x^5/15 - 17x^7/315 + 62x^9/2835 */
 	float x2 = ax * ax;
 	float s = 62.0f / 2835.0f;
@@ -72,9 +106,10 @@ KM_FN float km_tanh(float x)
 	s = s * x2 - 1.0f / 3.0f;
 	s = s * x2 * ax + ax;
 	float big = 1.0f - 2.0f / (km_exp(2.0f * ax) + 1.0f);
-	float t = ax < 0.25f ? s : big;
-	t = x != x ? x : t; /* NaN stays NaN */
-	return x < 0.0f ? -t : t;
+	float t = km_select(km_mask(ax < 0.25f), s, big);
+	/* tanh is odd; a NaN comes back as it came */
+	float y = km_from_bits(km_to_bits(t) ^ flip);
+	return km_select(km_mask(x != x), x, y);
 }
 
 /* derivative of tanh through its output h */
@@ -103,7 +138,7 @@ KM_FN float km_xent_loss(float mx, float sum, float zt)
 /* gradient of scale * loss for one logit: scale * (softmax_j - [j == target]) */
 KM_FN float km_xent_grad(float ex, float inv_sum, float scale, int is_target)
 {
-	return scale * (ex * inv_sum - (is_target ? 1.0f : 0.0f));
+	return scale * (ex * inv_sum - km_select(km_mask(is_target), 1.0f, 0.0f));
 }
 
 KM_FN int km_isfinite(float x)

@@ -31,8 +31,8 @@ static void print_plan(const struct settings *s, const struct device_plan *plan)
 int cmd_env(struct app *a, struct err *e)
 {
 	printf("ddptok-run %s\n", DDPTOK_VERSION);
-	printf("cpu backend: OpenBLAS %s (one BLAS thread per device thread)\n",
-	       openblas_get_config());
+	printf("cpu backend: OpenBLAS %s (one BLAS thread per device thread), %s build of "
+	       "the element loops\n", openblas_get_config(), dev_host_kernels_name());
 #if DDPTOK_HAVE_CUDA
 	printf("cuda backend: built\n");
 	ERR_TRY(gpu_env_report(stdout, e));

@@ -1,0 +1,28 @@
+/*
+ * dev_host_kernels: the element-wise and reduction loops of the host backend, built once
+ * per instruction set.
+ *
+ * runtime/dev_host_kernels.c is compiled several times with different code generation
+ * flags, each build exporting one fill function that sets the compute entries of a
+ * `struct dev_ops` (everything but memory, sync and gemm). dev_host.c picks the widest
+ * build the CPU supports. All builds give the same bits: the element formulas of kmath.h
+ * are evaluated with the same float operations in every lane (no contraction into fused
+ * multiply-adds, no reassociation), and every reduction adds in the order the source
+ * states, whatever the vector width.
+ */
+#ifndef DDPTOK_DEV_HOST_KERNELS_H
+#define DDPTOK_DEV_HOST_KERNELS_H
+
+#include "ddptok_config.h"
+#include "dev.h"
+
+/* SSE2, the x86-64 baseline (or the target's default vectors elsewhere) */
+void host_kernels_fill_generic(struct dev_ops *o);
+#if DDPTOK_HAVE_AVX2_KERNELS
+/* 256-bit vectors; only on a CPU with AVX2 */
+void host_kernels_fill_avx2(struct dev_ops *o);
+#endif
+/* not vectorized at all: the reference the tests compare the others with */
+void host_kernels_fill_scalar(struct dev_ops *o);
+
+#endif

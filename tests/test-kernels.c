@@ -1,0 +1,327 @@
+/*
+ * test-kernels: every vectorized build of the host backend's loops (the baseline one and,
+ * on a CPU with AVX2, the 256-bit one) gives the same bits as the same source compiled
+ * without any vectorization, for every operation, on shapes whose widths are no multiple
+ * of a vector (so remainders are covered) and on inputs that include NaN, infinities,
+ * signed zeros, subnormals and the clamp and branch boundaries of kmath.h.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check-run.h"
+#include "dev.h"
+#include "dev_host_kernels.h"
+#include "prng.h"
+
+struct variant {
+	const char *name;
+	struct dev_ops ops;
+};
+
+/* the vectorized builds this CPU can run, and the scalar reference */
+static struct variant variants[2];
+static int n_variants;
+static struct dev_ops scalar;
+
+static void variants_init(void)
+{
+	memset(variants, 0, sizeof variants);
+	memset(&scalar, 0, sizeof scalar);
+	host_kernels_fill_scalar(&scalar);
+	n_variants = 0;
+	variants[n_variants].name = "generic";
+	host_kernels_fill_generic(&variants[n_variants++].ops);
+#if DDPTOK_HAVE_AVX2_KERNELS
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx2")) {
+		variants[n_variants].name = "avx2";
+		host_kernels_fill_avx2(&variants[n_variants++].ops);
+	}
+#endif
+}
+
+static const float specials[] = {
+	NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -1e-40f, 0.25f, -0.25f,
+	0.2499999f, 44.0f, -43.65f, 88.0f, -87.3f, 88.1f, -87.4f, 1e30f, -1e30f, 0.125f,
+};
+
+/* a deterministic mixture: wide and narrow uniform values, the specials, values near
+ * the exp clamps (2|x| around 88) */
+static void fill_inputs(float *x, size_t n, uint64_t seed, int with_specials)
+{
+	struct prng r;
+	prng_seed(&r, seed, 7);
+	for (size_t i = 0; i < n; i++) {
+		float u = 2.0f * prng_unit(&r) - 1.0f;
+		switch (i % 5) {
+		case 0: x[i] = 30.0f * u; break;
+		case 1: x[i] = 0.3f * u; break;
+		case 2: x[i] = 44.0f + 0.5f * u; break;
+		default: x[i] = 6.0f * u; break;
+		}
+		if (with_specials && i % 7 == 3)
+			x[i] = specials[(i / 7) % (sizeof specials / sizeof specials[0])];
+	}
+}
+
+/* bitwise equality of two float arrays; the index of the first difference or -1 */
+static long first_difference(const float *a, const float *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (memcmp(a + i, b + i, sizeof(float)) != 0)
+			return (long)i;
+	return -1;
+}
+
+static void assert_same_bits(const char *op, const char *variant, const float *want,
+			     const float *got, size_t n)
+{
+	long i = first_difference(want, got, n);
+	if (i >= 0) {
+		uint32_t w, g;
+		memcpy(&w, want + i, 4);
+		memcpy(&g, got + i, 4);
+		ck_abort_msg("%s, %s build: element %ld is %08x, the scalar build gives %08x", op,
+			     variant, i, g, w);
+	}
+}
+
+/* runs `op` on a copy of `init` with the scalar and each vectorized build, compares */
+#define COMPARE_INPLACE(opname, n, init, call)                                            \
+	do {                                                                              \
+		float *buf = malloc(sizeof(float) * (n)), *want = malloc(sizeof(float) * (n)); \
+		struct err e;                                                             \
+		memcpy(want, init, sizeof(float) * (n));                                  \
+		{                                                                         \
+			const struct dev_ops *o = &scalar;                                \
+			float *x = want;                                                  \
+			ck_assert_int_eq(call, ERR_OK);                                   \
+		}                                                                         \
+		for (int v = 0; v < n_variants; v++) {                                    \
+			const struct dev_ops *o = &variants[v].ops;                       \
+			float *x = buf;                                                   \
+			memcpy(buf, init, sizeof(float) * (n));                           \
+			ck_assert_int_eq(call, ERR_OK);                                   \
+			assert_same_bits(opname, variants[v].name, want, buf, n);         \
+		}                                                                         \
+		free(buf);                                                                \
+		free(want);                                                               \
+	} while (0)
+
+START_TEST(bias_tanh_bits)
+{
+	const int shapes[][2] = {{5, 37}, {3, 512}, {1, 7}};
+	for (size_t s = 0; s < 3; s++) {
+		int rows = shapes[s][0], cols = shapes[s][1];
+		size_t n = (size_t)rows * cols;
+		float *z = malloc(sizeof(float) * n), *bias = malloc(sizeof(float) * cols);
+		fill_inputs(z, n, 1 + s, 1);
+		fill_inputs(bias, cols, 100 + s, 0);
+		for (int j = 0; j < cols; j++)
+			bias[j] *= 0.01f;
+		COMPARE_INPLACE("bias_tanh", n, z, o->bias_tanh(NULL, rows, cols, bias, x, &e));
+		free(z);
+		free(bias);
+	}
+}
+END_TEST
+
+START_TEST(xent_bits)
+{
+	const int rows = 6;
+	const int widths[] = {37, 128};
+	for (int s = 0; s < 2; s++) {
+		int cols = widths[s];
+		size_t n = (size_t)rows * cols;
+		float *logits = malloc(sizeof(float) * n), *bias = malloc(sizeof(float) * cols);
+		float loss_want[6], loss_got[6];
+		int32_t target[6] = {0, cols - 1, -1, 5, cols / 2, 3};
+		fill_inputs(logits, n, 10 + s, 0);
+		fill_inputs(bias, cols, 20 + s, 0);
+		logits[3 * cols + 2] = INFINITY; /* a row whose loss is NaN */
+		logits[4 * cols + 1] = -INFINITY;
+		float *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+		struct err e;
+		memcpy(want, logits, sizeof(float) * n);
+		ck_assert_int_eq(scalar.xent(NULL, rows, cols, bias, target, 0.37f, want, loss_want, &e),
+				 ERR_OK);
+		for (int v = 0; v < n_variants; v++) {
+			memcpy(got, logits, sizeof(float) * n);
+			ck_assert_int_eq(variants[v].ops.xent(NULL, rows, cols, bias, target, 0.37f, got,
+							      loss_got, &e), ERR_OK);
+			assert_same_bits("xent gradient", variants[v].name, want, got, n);
+			assert_same_bits("xent loss", variants[v].name, loss_want, loss_got, rows);
+		}
+		free(want);
+		free(got);
+		free(logits);
+		free(bias);
+	}
+}
+END_TEST
+
+START_TEST(elementwise_bits)
+{
+	const size_t n = 1003;
+	float *a = malloc(sizeof(float) * n), *h = malloc(sizeof(float) * n);
+	fill_inputs(a, n, 31, 1);
+	fill_inputs(h, n, 32, 1);
+	for (size_t i = 0; i < n; i++)
+		h[i] = tanhf(h[i]);
+	COMPARE_INPLACE("tanh_backward", n, a, o->tanh_backward(NULL, (int)n, h, x, &e));
+	COMPARE_INPLACE("scale", n, a, o->scale(NULL, (int)n, 0.3f, x, &e));
+	COMPARE_INPLACE("col_sum_acc", 37, a, o->col_sum_acc(NULL, 27, 37, h, x, &e));
+	free(a);
+	free(h);
+}
+END_TEST
+
+START_TEST(sgd_bits)
+{
+	const size_t n = 1001;
+	float *p0 = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
+	float *buf0 = malloc(sizeof(float) * n);
+	float *p[2] = {malloc(sizeof(float) * n), malloc(sizeof(float) * n)};
+	float *buf[2] = {malloc(sizeof(float) * n), malloc(sizeof(float) * n)};
+	struct err e;
+	fill_inputs(p0, n, 41, 1);
+	fill_inputs(g, n, 42, 1);
+	fill_inputs(buf0, n, 43, 0);
+	for (int first = 0; first <= 1; first++)
+		for (int wd = 0; wd <= 1; wd++)
+			for (int v = 0; v < n_variants; v++) {
+				/* [0]: the scalar build, [1]: the vectorized one */
+				const struct dev_ops *ops[2] = {&scalar, &variants[v].ops};
+				for (int k = 0; k < 2; k++) {
+					memcpy(p[k], p0, sizeof(float) * n);
+					memcpy(buf[k], buf0, sizeof(float) * n);
+					ck_assert_int_eq(ops[k]->sgd(NULL, (int)n, 0.1f, 0.9f,
+								     wd ? 0.01f : 0.0f, first, p[k], g,
+								     buf[k], &e), ERR_OK);
+				}
+				assert_same_bits("sgd parameters", variants[v].name, p[0], p[1], n);
+				assert_same_bits("sgd momentum", variants[v].name, buf[0], buf[1], n);
+			}
+	for (int k = 0; k < 2; k++) {
+		free(p[k]);
+		free(buf[k]);
+	}
+	free(p0);
+	free(g);
+	free(buf0);
+}
+END_TEST
+
+START_TEST(embedding_bits)
+{
+	const int rows = 9, width = 3, dim = 13, vocab = 5;
+	int32_t ctx[27];
+	size_t nx = (size_t)rows * width * dim;
+	float *table = malloc(sizeof(float) * vocab * dim), *dx = malloc(sizeof(float) * nx);
+	float *want = malloc(sizeof(float) * nx), *got = malloc(sizeof(float) * nx);
+	struct err e;
+	for (int i = 0; i < rows * width; i++)
+		ctx[i] = (i * 7 + 1) % vocab; /* every row of the table is hit several times */
+	fill_inputs(table, (size_t)vocab * dim, 51, 0);
+	fill_inputs(dx, nx, 52, 1);
+	ck_assert_int_eq(scalar.embed_gather(NULL, rows, width, dim, ctx, table, want, &e), ERR_OK);
+	for (int v = 0; v < n_variants; v++) {
+		ck_assert_int_eq(variants[v].ops.embed_gather(NULL, rows, width, dim, ctx, table, got,
+							      &e), ERR_OK);
+		assert_same_bits("embed_gather", variants[v].name, want, got, nx);
+	}
+	COMPARE_INPLACE("embed_backward", (size_t)vocab * dim, table,
+			o->embed_backward(NULL, rows, width, dim, ctx, dx, x, &e));
+	free(table);
+	free(dx);
+	free(want);
+	free(got);
+}
+END_TEST
+
+START_TEST(reductions_agree)
+{
+	const int rows = 7, cols = 37;
+	size_t n = (size_t)rows * cols;
+	float *x = malloc(sizeof(float) * n), *bias = malloc(sizeof(float) * cols);
+	int32_t target[7] = {0, 36, -1, 4, 4, 20, 11};
+	struct err e;
+	fill_inputs(x, n, 61, 0);
+	fill_inputs(bias, cols, 62, 0);
+	double s_want, s_got;
+	int64_t bad_want, bad_got, hits_want, hits_got;
+	ck_assert_int_eq(scalar.sum(NULL, (int)n, x, &s_want, &e), ERR_OK);
+	ck_assert_int_eq(scalar.argmax_hits(NULL, rows, cols, bias, x, target, &hits_want, &e),
+			 ERR_OK);
+	float *y = malloc(sizeof(float) * n); /* x with two non-finite entries */
+	memcpy(y, x, sizeof(float) * n);
+	y[5] = NAN;
+	y[100] = -INFINITY;
+	ck_assert_int_eq(scalar.count_nonfinite(NULL, (int)n, y, &bad_want, &e), ERR_OK);
+	ck_assert_int_eq(bad_want, 2);
+	for (int v = 0; v < n_variants; v++) {
+		const struct dev_ops *o = &variants[v].ops;
+		ck_assert_int_eq(o->sum(NULL, (int)n, x, &s_got, &e), ERR_OK);
+		ck_assert_msg(memcmp(&s_got, &s_want, sizeof s_got) == 0, "sum, %s build",
+			      variants[v].name);
+		ck_assert_int_eq(o->argmax_hits(NULL, rows, cols, bias, x, target, &hits_got, &e),
+				 ERR_OK);
+		ck_assert_int_eq(hits_got, hits_want);
+		ck_assert_int_eq(o->count_nonfinite(NULL, (int)n, y, &bad_got, &e), ERR_OK);
+		ck_assert_int_eq(bad_got, bad_want);
+	}
+	free(x);
+	free(y);
+	free(bias);
+}
+END_TEST
+
+/* the comparison itself sees a one-ulp difference and a NaN with another payload */
+START_TEST(comparison_sees_one_ulp)
+{
+	float a[4] = {1.0f, 2.0f, NAN, 4.0f}, b[4];
+	memcpy(b, a, sizeof a);
+	ck_assert_int_eq(first_difference(a, b, 4), -1);
+	b[1] = nextafterf(b[1], 3.0f);
+	ck_assert_int_eq(first_difference(a, b, 4), 1);
+	memcpy(b, a, sizeof a);
+	uint32_t u;
+	memcpy(&u, &b[2], 4);
+	u ^= 1;
+	memcpy(&b[2], &u, 4);
+	ck_assert_int_eq(first_difference(a, b, 4), 2);
+}
+END_TEST
+
+/* the backend runs the widest build this CPU has */
+START_TEST(backend_picks_the_widest_build)
+{
+	struct dev *d;
+	struct err e;
+	ck_assert_int_eq(dev_host_create(0, &d, &e), ERR_OK);
+	const char *widest = variants[n_variants - 1].name;
+	ck_assert_str_eq(dev_host_kernels_name(), widest);
+	ck_assert_ptr_eq((void *)d->ops->bias_tanh, (void *)variants[n_variants - 1].ops.bias_tanh);
+	dev_destroy(d);
+}
+END_TEST
+
+int main(void)
+{
+	variants_init();
+	Suite *s = suite_create("kernels");
+	TCase *tc = tcase_create("kernels");
+	tcase_add_test(tc, bias_tanh_bits);
+	tcase_add_test(tc, xent_bits);
+	tcase_add_test(tc, elementwise_bits);
+	tcase_add_test(tc, sgd_bits);
+	tcase_add_test(tc, embedding_bits);
+	tcase_add_test(tc, reductions_agree);
+	tcase_add_test(tc, comparison_sees_one_ulp);
+	tcase_add_test(tc, backend_picks_the_widest_build);
+	suite_add_tcase(s, tc);
+	return check_run(s, 0);
+}
