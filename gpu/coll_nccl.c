@@ -15,6 +15,18 @@
  * waits long for a lock. The kernels of the aborted communicators stop, and every rank
  * still waiting leaves with ERR_ABORTED. An aborted collective stays aborted: a new one
  * must be created.
+ *
+ * Exact mode's tree allreduce cannot use ncclAllReduce, whose order of additions is
+ * NCCL's choice (ring, tree, NVLS: by size and topology) and not our pairwise tree. It
+ * is a deterministic reduce-scatter followed by an all-gather, both in NCCL primitives
+ * that add nothing: the vector is cut into W equal slices (padded with zeros), every rank
+ * sends slice q to rank q and receives the W contributions to its own slice (grouped
+ * ncclSend/ncclRecv), adds them in the tree's order with the device's own element-wise
+ * add (the one the engine's local tree uses), and ncclAllGather hands every rank all the
+ * reduced slices. Traffic is that of a ring allreduce (2 (W-1)/W of the vector per
+ * rank); the alternative, an all-gather of whole vectors and a local tree, moves W times
+ * more and needs W vectors of memory. Small host buffers (the loss sum) are all-gathered
+ * and added on the host in the same tree.
  */
 #include "clock.h"
 #include "gpu.h"
@@ -36,6 +48,8 @@ struct nccl_rank {
 	int device;
 	void *scratch;      /* device staging of host buffers, grown on demand */
 	size_t scratch_cap;
+	void *tree;         /* the tree allreduce's slices (2 x W x slice), grown on demand */
+	size_t tree_cap;
 };
 
 struct nccl_coll {
@@ -183,6 +197,24 @@ static ncclDataType_t nccl_dtype(enum coll_dtype t)
 	return t == COLL_F32 ? ncclFloat32 : t == COLL_F64 ? ncclFloat64 : ncclInt64;
 }
 
+/* Makes *buf (device memory of *cap bytes) hold at least `bytes`, doubling. */
+static int grow_buffer(void **buf, size_t *cap, size_t bytes, cudaStream_t s, int rank,
+		       int device, struct err *e)
+{
+	if (bytes <= *cap)
+		return ERR_OK;
+	size_t want = *cap ? *cap : 256;
+	while (want < bytes)
+		want *= 2;
+	CU_CHECK(cudaStreamSynchronize(s), rank, device); /* the old one may be in use */
+	cudaFree(*buf);
+	*buf = NULL;
+	*cap = 0;
+	CU_CHECK(cudaMalloc(buf, want), rank, device);
+	*cap = want;
+	return ERR_OK;
+}
+
 static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
 			  enum coll_dtype type, enum coll_op op, int host_buf, struct err *e)
 {
@@ -206,17 +238,8 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 	CU_CHECK(cudaSetDevice(device), rank, device);
 	void *dbuf = buf;
 	if (host_buf) {
-		if (bytes > nr->scratch_cap) {
-			size_t cap = nr->scratch_cap ? nr->scratch_cap : 256;
-			while (cap < bytes)
-				cap *= 2;
-			CU_CHECK(cudaStreamSynchronize(s), rank, device); /* old one may be in use */
-			cudaFree(nr->scratch);
-			nr->scratch = NULL;
-			nr->scratch_cap = 0;
-			CU_CHECK(cudaMalloc(&nr->scratch, cap), rank, device);
-			nr->scratch_cap = cap;
-		}
+		if ((rc = grow_buffer(&nr->scratch, &nr->scratch_cap, bytes, s, rank, device, e)))
+			return rc;
 		CU_CHECK(cudaMemcpyAsync(nr->scratch, buf, bytes, cudaMemcpyHostToDevice, s), rank,
 			 device);
 		dbuf = nr->scratch;
@@ -244,6 +267,171 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 	}
 	c->seconds[rank] += clock_now_s() - t0;
 	return ERR_OK;
+}
+
+
+/* ---- the tree allreduce (exact mode) ---- */
+
+/* The checks every collective call starts with; the rank's stream goes to *s. */
+static int tree_prologue(struct coll *c, int rank, struct dev *dev, cudaStream_t *s,
+			 struct err *e)
+{
+	struct nccl_coll *n = c->impl;
+	if (rank < 0 || rank >= n->world)
+		return ERR(e, ERR_DEVICE, "allreduce: rank %d outside 0..%d", rank, n->world - 1);
+	int device = n->r[rank].device;
+	*s = cuda_dev_stream(dev);
+	if (!*s)
+		return ERR(e, ERR_DEVICE, "rank %d: the NCCL collective needs a CUDA device", rank);
+	if (dev->device_id != device)
+		return ERR(e, ERR_DEVICE, "rank %d: device %d given to allreduce, the communicator "
+			   "is on device %d", rank, dev->device_id, device);
+	if (coll_tree_levels(n->world) < 0)
+		return ERR(e, ERR_CONFIG, "the tree allreduce needs a power-of-two world, not %d",
+			   n->world);
+	if (is_aborted(c, n))
+		return aborted_error(c, rank, device, "not started", e);
+	CU_CHECK(cudaSetDevice(device), rank, device);
+	return ERR_OK;
+}
+
+/* Issues one NCCL step of the tree allreduce under the communicator's lock and waits for
+ * it. send/recv: the reduce-scatter exchange (slice q of `out` to rank q, rank q's
+ * contribution into slice q of `in`); otherwise an all-gather of `in` (slice elements)
+ * into `out`. */
+static int tree_nccl_step(struct coll *c, int rank, cudaStream_t s, int exchange, void *in,
+			  void *out, size_t slice, ncclDataType_t type, size_t elem, double t0,
+			  struct err *e)
+{
+	struct nccl_coll *n = c->impl;
+	struct nccl_rank *nr = &n->r[rank];
+	const char *call = exchange ? "ncclSend/ncclRecv (tree reduce-scatter)"
+				    : "ncclAllGather (tree)";
+	ncclResult_t st = ncclInvalidUsage;
+	pthread_mutex_lock(&nr->mu);
+	int dead = nr->dead;
+	if (!dead && exchange) {
+		st = ncclGroupStart();
+		for (int q = 0; q < n->world && (st == ncclSuccess || st == ncclInProgress); q++) {
+			st = ncclSend((char *)out + q * slice * elem, slice, type, q, nr->comm, s);
+			if (st == ncclSuccess || st == ncclInProgress)
+				st = ncclRecv((char *)in + q * slice * elem, slice, type, q, nr->comm,
+					      s);
+		}
+		ncclResult_t g = ncclGroupEnd();
+		if (st == ncclSuccess || st == ncclInProgress)
+			st = g;
+	} else if (!dead) {
+		st = ncclAllGather(in, out, slice, type, nr->comm, s);
+	}
+	pthread_mutex_unlock(&nr->mu);
+	if (dead)
+		return aborted_error(c, rank, nr->device, "not started", e);
+	if (st != ncclSuccess && st != ncclInProgress) {
+		int rc = nccl_error(e, __FILE__, __LINE__, st, call, rank, nr->device);
+		abort_all(n, rank);
+		return rc;
+	}
+	return wait_done(c, rank, s, t0, e);
+}
+
+/* The W contributions to one slice, at slices[q * slice], added in the pairwise tree's
+ * order into slices[0] by the device's own add (the engine's local tree uses it too). */
+static int tree_add_slices(struct dev *dev, int world, float *slices, size_t slice,
+			   struct err *e)
+{
+	for (int step = 1; step < world; step *= 2)
+		for (int q = 0; q + step < world; q += 2 * step)
+			ERR_TRY(dev->ops->col_sum_acc(dev, 1, (int)slice, slices + (q + step) * slice,
+						      slices + q * slice, e));
+	return ERR_OK;
+}
+
+/* A small host buffer: all-gathered to every rank, added on the host in the tree. */
+static int tree_host_buffer(struct coll *c, int rank, cudaStream_t s, void *buf, size_t count,
+			    enum coll_dtype type, double t0, struct err *e)
+{
+	struct nccl_coll *n = c->impl;
+	struct nccl_rank *nr = &n->r[rank];
+	int device = nr->device, w = n->world, rc;
+	size_t elem = dtype_size(type), bytes = count * elem;
+	if ((rc = grow_buffer(&nr->tree, &nr->tree_cap, bytes * (w + 1), s, rank, device, e)))
+		return rc;
+	char *mine = nr->tree, *all = (char *)nr->tree + bytes;
+	CU_CHECK(cudaMemcpyAsync(mine, buf, bytes, cudaMemcpyHostToDevice, s), rank, device);
+	if ((rc = tree_nccl_step(c, rank, s, 0, mine, all, count, nccl_dtype(type), elem, t0, e)))
+		return rc;
+	void *host = malloc(bytes * w);
+	if (!host)
+		return ERR(e, ERR_DEVICE, "rank %d: out of memory for the tree allreduce", rank);
+	cudaError_t cs = cudaMemcpyAsync(host, all, bytes * w, cudaMemcpyDeviceToHost, s);
+	if (cs == cudaSuccess)
+		cs = cudaStreamSynchronize(s);
+	if (cs != cudaSuccess) {
+		free(host);
+		return gpu_cuda_error(e, __FILE__, __LINE__, (int)cs, "cudaMemcpyAsync (tree)", rank,
+				      device);
+	}
+	const void *src[8];
+	for (int q = 0; q < w; q++)
+		src[q] = (const char *)host + q * bytes;
+	coll_tree_add(src, w, type, 0, count, buf);
+	free(host);
+	return ERR_OK;
+}
+
+/* A device float vector: reduce-scatter by slices, tree adds, all-gather. */
+static int tree_device_f32(struct coll *c, int rank, struct dev *dev, cudaStream_t s,
+			   float *buf, size_t count, double t0, struct err *e)
+{
+	struct nccl_coll *n = c->impl;
+	struct nccl_rank *nr = &n->r[rank];
+	int device = nr->device, w = n->world, rc;
+	size_t slice = (count + w - 1) / w, padded = slice * w;
+	if (slice > (size_t)INT32_MAX)
+		return ERR(e, ERR_DEVICE, "rank %d: tree allreduce of %zu elements: slices too large",
+			   rank, count);
+	if ((rc = grow_buffer(&nr->tree, &nr->tree_cap, 2 * padded * sizeof(float), s, rank,
+			      device, e)))
+		return rc;
+	float *whole = nr->tree, *slices = (float *)nr->tree + padded;
+	CU_CHECK(cudaMemcpyAsync(whole, buf, count * sizeof(float), cudaMemcpyDeviceToDevice, s),
+		 rank, device);
+	CU_CHECK(cudaMemsetAsync(whole + count, 0, (padded - count) * sizeof(float), s), rank,
+		 device);
+	if ((rc = tree_nccl_step(c, rank, s, 1, slices, whole, slice, ncclFloat32, sizeof(float),
+				 t0, e)) ||
+	    (rc = tree_add_slices(dev, w, slices, slice, e)) ||
+	    (rc = tree_nccl_step(c, rank, s, 0, slices, whole, slice, ncclFloat32, sizeof(float),
+				 t0, e)))
+		return rc;
+	CU_CHECK(cudaMemcpyAsync(buf, whole, count * sizeof(float), cudaMemcpyDeviceToDevice, s),
+		 rank, device);
+	CU_CHECK(cudaStreamSynchronize(s), rank, device);
+	return ERR_OK;
+}
+
+static int nccl_allreduce_tree(struct coll *c, int rank, struct dev *dev, void *buf,
+			       size_t count, enum coll_dtype type, int host_buf, struct err *e)
+{
+	double t0 = clock_now_s();
+	cudaStream_t s = NULL;
+	int rc;
+	if ((rc = tree_prologue(c, rank, dev, &s, e)))
+		return rc;
+	if (type != COLL_F32 && type != COLL_F64)
+		return ERR(e, ERR_DEVICE, "the tree allreduce adds floating-point values only");
+	if (count == 0)
+		return ERR_OK; /* every rank has the same count: all skip together */
+	if (host_buf)
+		rc = tree_host_buffer(c, rank, s, buf, count, type, t0, e);
+	else if (type != COLL_F32)
+		rc = ERR(e, ERR_DEVICE, "the tree allreduce of a device buffer adds float32 only");
+	else
+		rc = tree_device_f32(c, rank, dev, s, buf, count, t0, e);
+	if (rc == ERR_OK)
+		c->seconds[rank] += clock_now_s() - t0;
+	return rc;
 }
 
 static void nccl_abort(struct coll *c, int rank)
@@ -303,9 +491,10 @@ static void nccl_destroy(struct coll *c)
 	}
 	abort_all(n, -1); /* whatever is left (a failed run, a failed finalize) */
 	for (int r = 0; r < n->world; r++) {
-		if (n->r[r].scratch) {
+		if (n->r[r].scratch || n->r[r].tree) {
 			cudaSetDevice(n->r[r].device);
 			cudaFree(n->r[r].scratch);
+			cudaFree(n->r[r].tree);
 		}
 	}
 	if (n->mu_ready)
@@ -321,6 +510,7 @@ static void nccl_destroy(struct coll *c)
 static const struct coll_ops nccl_coll_ops = {
 	.name = "nccl",
 	.allreduce = nccl_allreduce,
+	.allreduce_tree = nccl_allreduce_tree,
 	.abort = nccl_abort,
 	.destroy = nccl_destroy,
 };

@@ -6,6 +6,12 @@
  * the host one here (CPU backend, or CUDA ranks sharing a GPU: `collective = host`), and
  * NCCL in gpu/. The host reduction is deterministic: element i is always summed in rank
  * order 0..W-1, so every rank receives identical bits, run after run.
+ *
+ * Exact mode needs more than determinism: the same bits whatever W. Its collective,
+ * allreduce_tree, adds in one fixed pairwise tree over the ranks (coll_tree_levels below),
+ * which is the upper part of the tree exact mode builds over its shards: a rank's
+ * contribution is the root of its aligned subtree, so W = 1, 2, 4, 8 add the same numbers
+ * in the same order.
  */
 #ifndef DDPTOK_COLL_H
 #define DDPTOK_COLL_H
@@ -28,6 +34,12 @@ struct coll_ops {
 	 * the rank's device (`dev`), or host memory when `host_buf` is non-zero. */
 	int (*allreduce)(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
 			 enum coll_dtype type, enum coll_op op, int host_buf, struct err *e);
+	/* Exact mode's allreduce, a sum (COLL_F32 or COLL_F64) in the pairwise tree over
+	 * ranks: level 1 adds (rank 0 + rank 1), (2 + 3), ...; level 2 adds those pairs; up
+	 * to the root, which every rank receives (the same bits on every rank). The world
+	 * must be a power of two (ERR_CONFIG otherwise). */
+	int (*allreduce_tree)(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
+			      enum coll_dtype type, int host_buf, struct err *e);
 	/* Called by any rank that fails: releases all peers (abort communicators/barrier). */
 	void (*abort)(struct coll *c, int rank);
 	void (*destroy)(struct coll *c);
@@ -46,6 +58,13 @@ struct coll {
 int coll_host_create(int world, struct barrier *barrier, size_t max_count, struct coll **out,
 		     struct err *e);
 void coll_destroy(struct coll *c);
+/* log2(world) when world is a power of two (1 -> 0), else -1: the number of levels of
+ * the pairwise tree over `world` leaves. */
+int coll_tree_levels(int world);
+/* out[i] = the pairwise tree over src[0..world)[i] for lo <= i < hi (world a power of
+ * two; COLL_F32 or COLL_F64): the rule of allreduce_tree, for its implementations. */
+void coll_tree_add(const void *const *src, int world, enum coll_dtype type, size_t lo,
+		   size_t hi, void *out);
 const char *coll_op_name(enum coll_op op);
 
 #endif

@@ -8,6 +8,10 @@
  * After a second barrier each rank copies the result back into its buffer. Two barriers
  * per call suffice: a rank can only start overwriting the shared result in its next
  * call after every rank has reached that call's first barrier, i.e. finished copying.
+ *
+ * The tree mode (exact mode) is the same exchange with another rule for element i: the
+ * pairwise tree over the ranks' values (see coll.h), so that the sum is the upper part
+ * of the one tree exact mode builds over its shards.
  */
 #include "coll.h"
 
@@ -66,8 +70,38 @@ static void reduce_slice(const struct coll *c, const struct host_coll *h, size_t
 	}
 }
 
-static int host_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
-			  enum coll_dtype type, enum coll_op op, int host_buf, struct err *e)
+/* The pairwise tree over src[lo..lo+n)'s element i (n a power of two): (left half) +
+ * (right half), recursively; the one order exact mode adds in. */
+static float tree_f32(const void *const *src, int lo, int n, size_t i)
+{
+	if (n == 1)
+		return ((const float *)src[lo])[i];
+	return tree_f32(src, lo, n / 2, i) + tree_f32(src, lo + n / 2, n / 2, i);
+}
+
+static double tree_f64(const void *const *src, int lo, int n, size_t i)
+{
+	if (n == 1)
+		return ((const double *)src[lo])[i];
+	return tree_f64(src, lo, n / 2, i) + tree_f64(src, lo + n / 2, n / 2, i);
+}
+
+void coll_tree_add(const void *const *src, int world, enum coll_dtype type, size_t lo,
+		   size_t hi, void *out)
+{
+	if (type == COLL_F32)
+		for (size_t i = lo; i < hi; i++)
+			((float *)out)[i] = tree_f32(src, 0, world, i);
+	else
+		for (size_t i = lo; i < hi; i++)
+			((double *)out)[i] = tree_f64(src, 0, world, i);
+}
+
+/* One exchange: publish (staging device buffers), barrier, rank r reduces slice r of
+ * every element for all (rank order, or the tree when `tree`), barrier, copy back. */
+static int host_exchange(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
+			 enum coll_dtype type, enum coll_op op, int tree, int host_buf,
+			 struct err *e)
 {
 	struct host_coll *h = c->impl;
 	double t0 = clock_now_s();
@@ -87,7 +121,10 @@ static int host_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 	if ((rc = barrier_wait(c->barrier, rank, e)) != ERR_OK)
 		return rc;
 	size_t lo = count * rank / c->world, hi = count * (rank + 1) / c->world;
-	reduce_slice(c, h, lo, hi, type, op);
+	if (tree)
+		coll_tree_add((const void *const *)h->src, c->world, type, lo, hi, h->result);
+	else
+		reduce_slice(c, h, lo, hi, type, op);
 	if ((rc = barrier_wait(c->barrier, rank, e)) != ERR_OK)
 		return rc;
 	if (direct)
@@ -96,6 +133,23 @@ static int host_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 		return rc;
 	c->seconds[rank] += clock_now_s() - t0;
 	return ERR_OK;
+}
+
+static int host_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
+			  enum coll_dtype type, enum coll_op op, int host_buf, struct err *e)
+{
+	return host_exchange(c, rank, dev, buf, count, type, op, 0, host_buf, e);
+}
+
+static int host_allreduce_tree(struct coll *c, int rank, struct dev *dev, void *buf,
+			       size_t count, enum coll_dtype type, int host_buf, struct err *e)
+{
+	if (coll_tree_levels(c->world) < 0)
+		return ERR(e, ERR_CONFIG, "the tree allreduce needs a power-of-two world, not %d",
+			   c->world);
+	if (type != COLL_F32 && type != COLL_F64)
+		return ERR(e, ERR_DEVICE, "the tree allreduce adds floating-point values only");
+	return host_exchange(c, rank, dev, buf, count, type, COLL_SUM, 1, host_buf, e);
 }
 
 static void host_abort(struct coll *c, int rank)
@@ -118,6 +172,7 @@ static void host_destroy(struct coll *c)
 static const struct coll_ops host_coll_ops = {
 	.name = "host",
 	.allreduce = host_allreduce,
+	.allreduce_tree = host_allreduce_tree,
 	.abort = host_abort,
 	.destroy = host_destroy,
 };
@@ -156,6 +211,16 @@ void coll_destroy(struct coll *c)
 {
 	if (c && c->ops)
 		c->ops->destroy(c);
+}
+
+int coll_tree_levels(int world)
+{
+	int levels = 0;
+	if (world < 1 || (world & (world - 1)) != 0)
+		return -1;
+	while ((1 << levels) < world)
+		levels++;
+	return levels;
 }
 
 const char *coll_op_name(enum coll_op op)

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "engine_tree.h"
 #include "norm.h"
 
 static int max_batch_rows(const struct settings *s)
@@ -64,7 +65,7 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->momentum, e));
 	ERR_TRY(model_ws_create(d, &eng->shape, max_batch_rows(&eng->s), &r->ws, e));
 	ERR_TRY(batch_alloc(&r->batch, max_batch_rows(&eng->s), eng->shape.context, e));
-	return ERR_OK;
+	return tree_replica_alloc(eng, r, e);
 }
 
 static int replica_destroy(struct engine *eng, struct replica *r, void *arg, struct err *e)
@@ -74,6 +75,7 @@ static int replica_destroy(struct engine *eng, struct replica *r, void *arg, str
 		return ERR_OK;
 	model_ws_destroy(r->ws);
 	batch_free(&r->batch);
+	tree_replica_release(r);
 	void *bufs[] = {r->params, r->grads, r->momentum};
 	for (int i = 0; i < 3; i++)
 		if (bufs[i])
@@ -95,6 +97,7 @@ void engine_opts_init(struct engine_opts *o)
 {
 	o->inject_rank = -1;
 	o->inject_window = -1;
+	o->inject_swap_rank = -1;
 }
 
 int engine_create(const struct settings *s, const struct corpus *c,
@@ -109,6 +112,7 @@ int engine_create(const struct settings *s, const struct corpus *c,
 	eng->world = s->world;
 	eng->inject_rank = opts ? opts->inject_rank : -1;
 	eng->inject_window = opts ? opts->inject_window : -1;
+	eng->inject_swap_rank = opts ? opts->inject_swap_rank : -1;
 	model_shape_init(&eng->shape, s->vocab, s->context, s->embed, s->hidden);
 	ERR_TRY_GOTO(rc, choose_backend(eng, e), fail);
 	ERR_TRY_GOTO(rc, pool_create(s->world, s->timeout_s, &eng->pool, e), fail);
@@ -232,6 +236,26 @@ struct window_shared {
 	uint64_t param_digest[PLAN_MAX_WORLD];
 };
 
+/* Default mode: the rank's microbatches accumulate into its gradient, each with its
+ * normalization factor; the unscaled loss sum goes to *local. */
+static int accumulate_micro(struct engine *eng, struct window_shared *ws, struct replica *r,
+			    int64_t count, double *local, struct err *e)
+{
+	const struct window *w = ws->w;
+	const struct settings *s = &eng->s;
+	int avg = s->reduce == COLL_AVG;
+	for (int m = 0; m < w->micro; m++) {
+		const struct plan_micro *mb = &w->mb[r->rank][m];
+		double c = norm_factor(ws->mode, avg, w->world, w->micro, count,
+				       w->rank_tokens[r->rank], mb->tokens);
+		double part = 0.0;
+		ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, s->layout, e));
+		ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, &part, e));
+		*local += part;
+	}
+	return ERR_OK;
+}
+
 static int window_step(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	struct window_shared *ws = arg;
@@ -264,15 +288,11 @@ static int window_step(struct engine *eng, struct replica *r, void *arg, struct 
 	}
 
 	double local = 0.0;
-	for (int m = 0; m < w->micro; m++) {
-		const struct plan_micro *mb = &w->mb[rank][m];
-		double c = norm_factor(ws->mode, avg, w->world, w->micro, count, w->rank_tokens[rank],
-				       mb->tokens);
-		double part = 0.0;
-		ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, s->layout, e));
-		ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, &part, e));
-		local += part;
-	}
+	if (s->shards > 0)
+		ERR_TRY(tree_subtree(eng, r, w, rank, rank * w->micro, w->micro, ws->mode,
+				     rank == eng->inject_swap_rank, &local, e));
+	else
+		ERR_TRY(accumulate_micro(eng, ws, r, count, &local, e));
 	if (!isfinite(local))
 		return ERR(e, ERR_CHECK, "non-finite loss sum (the training diverged, or its "
 			   "parameters were not finite)");
@@ -281,10 +301,15 @@ static int window_step(struct engine *eng, struct replica *r, void *arg, struct 
 	if (ws->flags & ENGINE_CAPTURE_LOCAL)
 		ERR_TRY(o->download(d, eng->host_local[rank], r->grads, n * sizeof(float), e));
 
-	ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, r->grads, n, COLL_F32,
-				      avg ? COLL_AVG : COLL_SUM, 0, e));
 	double sum = local;
-	ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &sum, 1, COLL_F64, COLL_SUM, 1, e));
+	if (s->shards > 0) {
+		ERR_TRY(tree_reduce(eng, r, &sum, e));
+	} else {
+		ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, r->grads, n, COLL_F32,
+					      avg ? COLL_AVG : COLL_SUM, 0, e));
+		ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &sum, 1, COLL_F64, COLL_SUM,
+					      1, e));
+	}
 	ws->loss_sum[rank] = sum;
 
 	if (rank == 0 && (ws->flags & ENGINE_CAPTURE_REDUCED))
@@ -378,8 +403,14 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 	const struct window *w = a->w;
 	struct dev *d = r->dev;
 	size_t n = eng->shape.n_params;
-	ERR_TRY(d->ops->zero(d, r->grads, n * sizeof(float), e));
 	double total = 0.0;
+	if (eng->s.shards > 0) { /* the whole tree on one device: the 1-device run */
+		ERR_TRY(tree_subtree(eng, r, w, 0, 0, eng->s.shards, NORM_GLOBAL_TOKEN, 0, &total, e));
+		ERR_TRY(tree_finish(eng, r, e));
+		a->loss_sum = total;
+		return d->ops->download(d, a->host_grad, r->grads, n * sizeof(float), e);
+	}
+	ERR_TRY(d->ops->zero(d, r->grads, n * sizeof(float), e));
 	float c = (float)(1.0 / (double)w->N);
 	for (int q = 0; q < w->world; q++)
 		for (int m = 0; m < w->micro; m++) {

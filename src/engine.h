@@ -12,6 +12,8 @@
  *   3. for each microbatch: build the batch, forward, loss sum, backward of c * sum with
  *      c = norm_factor(...) (gradients accumulate locally, nothing is reduced);
  *   4. one allreduce of the flat gradient (sum or avg), one of the loss sums;
+ *      in exact mode ([train] shards > 0) steps 3-4 follow one fixed tree over the
+ *      window's shards instead (engine_tree.h), whatever the number of ranks;
  *   5. optionally the optimizer step, identical on every replica.
  * Results the caller may inspect: the per-rank local gradients (when captured) and the
  * reduced gradient, on the host.
@@ -29,10 +31,15 @@
 #include "pool.h"
 #include "settings.h"
 
+/* Exact mode's subtree buffers per rank: log2 of the most shards one rank adds (64). */
+#define ENGINE_TREE_LEVELS 6
+
 struct replica {
 	int rank;
 	struct dev *dev;
 	float *params, *grads, *momentum; /* device */
+	float *tree[ENGINE_TREE_LEVELS];  /* exact mode: the subtree stack (engine_tree.h) */
+	int tree_slots;
 	struct model_ws *ws;
 	struct batch batch;               /* host */
 	/* per-window output */
@@ -108,6 +115,7 @@ struct engine {
 	 * `inject_window` (-1: off) */
 	int inject_rank;
 	int64_t inject_window;
+	int inject_swap_rank; /* exact mode, tests: this rank swaps two shards in its tree */
 };
 
 /* Options of engine_create beyond the settings. */
@@ -116,6 +124,10 @@ struct engine_opts {
 	 * (-1: off) */
 	int inject_rank;
 	int64_t inject_window;
+	/* exact mode (tests): rank `inject_swap_rank` adds its second and third shard in
+	 * each other's place in the tree (-1: off), so that the bitwise check has
+	 * something to catch */
+	int inject_swap_rank;
 };
 /* The defaults: no injected failure. */
 void engine_opts_init(struct engine_opts *o);
@@ -134,7 +146,8 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 		  struct window_result *res, struct err *e);
 /* Single-device reference: the gradient of (sum of every supervised token loss of the
  * window) / N computed by ONE device (rank 0's) over all the window's sequences, with
- * the same microbatches in rank-major order; no collective involved. */
+ * the same microbatches in rank-major order; no collective involved. In exact mode it is
+ * the whole shard tree on that device, i.e. the 1-device run, bit for bit. */
 int engine_reference(struct engine *eng, const struct window *w, float *host_grad,
 		     double *loss, struct err *e);
 /* Loss sum, supervised positions and correct argmax predictions of a split (rank 0). */

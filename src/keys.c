@@ -25,6 +25,7 @@
 #define CHOICES_BACKEND "auto|cpu|cuda"
 #define CHOICES_REDUCE "sum|avg"
 #define CHOICES_COLLECTIVE "auto|host|nccl"
+#define CHOICES_SHARD_ORDER "length|balanced"
 
 /* Where a key's value lands in struct settings (NO_FIELD: read by settings_from_cfg). */
 #define AT(member) CFG_AT(struct settings, member)
@@ -113,6 +114,13 @@ const struct cfg_key settings_keys[] = {
 		 "what a window without supervised tokens does: skip it or stop with an error"),
 	INT_KEY("train", "checkpoint_every", "0", 0, 1000000, 0, AT(checkpoint_every),
 		"checkpoint every this many steps (0: only at stop_at, the end or a signal)"),
+	INT_KEY("train", "shards", "0", 0, 64, MATH, AT(shards),
+		"exact mode: a window is one list of sequences cut into this many shards of "
+		"batch_size (a power of two; 0: off), added in one fixed tree, so that every "
+		"devices.world dividing it gives the same bits"),
+	ENUM_KEY("train", "shard_order", "length", CHOICES_SHARD_ORDER, MATH, AT(shard_order),
+		 "exact mode: how the window's sequences are cut into shards: length (sorted by "
+		 "supervised tokens, shortest first) or balanced (even token counts)"),
 
 	/* [devices] */
 	INT_KEY("devices", "world", "2", 1, 8, MATH, AT(world), "number of data-parallel ranks (devices)"),
@@ -266,6 +274,47 @@ static int parse_ids(const struct cfg *c, const char *text, int *ids, int cap, i
 	return ERR_OK;
 }
 
+/* Whether the user gave [sec] name (in the file or with --set), not its default. */
+static int key_given(const struct cfg *c, const char *sec, const char *name)
+{
+	for (int i = 0; i < c->n; i++)
+		if (!strcmp(c->keys[i].section, sec) && !strcmp(c->keys[i].name, name))
+			return strcmp(c->vals[i].origin, "default") != 0;
+	return 0;
+}
+
+/* Exact mode ([train] shards = K > 0): K a power of two, the world a power of two dividing
+ * it, and the accumulation K / W (derived when not given, an error when it disagrees). */
+static int exact_mode_relations(const struct cfg *c, struct settings *s, struct err *e)
+{
+	const int k = s->shards;
+	char dk[400], dw[400], valid[64] = "";
+	if (k == 0)
+		return ERR_OK;
+	describe(c, "train", "shards", dk, sizeof dk);
+	if (k & (k - 1))
+		return ERR(e, ERR_CONFIG, "%s: %s: must be a power of two (1, 2, 4, ..., 64), or 0 "
+			   "for the default mode", key_where(c, "train", "shards"), dk);
+	for (int w = 1; w <= k && w <= 8; w *= 2)
+		snprintf(valid + strlen(valid), sizeof valid - strlen(valid), "%s%d",
+			 w > 1 ? ", " : "", w);
+	describe(c, "devices", "world", dw, sizeof dw);
+	if ((s->world & (s->world - 1)) || k % s->world != 0)
+		return ERR(e, ERR_CONFIG, "%s: %s: exact mode (%s) runs on a power-of-two number "
+			   "of devices that divides the shards; valid devices.world: %s", cfg_where(c),
+			   dw, dk, valid);
+	if (key_given(c, "train", "accumulation") && s->accumulation != k / s->world) {
+		char da[400];
+		describe(c, "train", "accumulation", da, sizeof da);
+		return ERR(e, ERR_CONFIG, "%s: %s disagrees with exact mode: %s on %s gives each "
+			   "rank %d shard%s as its microbatches (leave train.accumulation out, or set "
+			   "it to %d)", key_where(c, "train", "accumulation"), da, dk, dw,
+			   k / s->world, k / s->world == 1 ? "" : "s", k / s->world);
+	}
+	s->accumulation = k / s->world;
+	return ERR_OK;
+}
+
 int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 {
 	memset(s, 0, sizeof *s);
@@ -280,6 +329,7 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 		return relation_error(c, e, "data", "min_len", "<=", "data", "max_len");
 	if (s->prefix_max >= s->min_len)
 		return relation_error(c, e, "data", "prefix_max", "less than", "data", "min_len");
+	ERR_TRY(exact_mode_relations(c, s, e));
 
 	int n_ids = 0;
 	if (parse_ids(c, cfg_str(c, "devices", "ids"), s->ids,

@@ -6,7 +6,13 @@
 double norm_factor(int mode, int reduce_avg, int world, int micro, int64_t N, int64_t n_rank,
 		   int64_t n_micro)
 {
-	double k = reduce_avg ? (double)world : 1.0;
+	return norm_factor_k(mode, reduce_avg ? (double)world : 1.0, world, micro, N, n_rank,
+			     n_micro);
+}
+
+double norm_factor_k(int mode, double k, int world, int micro, int64_t N, int64_t n_rank,
+		     int64_t n_micro)
+{
 	switch (mode) {
 	case NORM_GLOBAL_TOKEN:
 		return N > 0 ? k / (double)N : 0.0;

@@ -24,6 +24,11 @@
 
 double norm_factor(int mode, int reduce_avg, int world, int micro, int64_t N, int64_t n_rank,
 		   int64_t n_micro);
+/* The same table with the collective's divisor k given: norm_factor() is it with
+ * k = (reduce_avg ? W : 1); exact mode's tree divides by its K shards, so it passes
+ * k = (reduce_avg ? K : 1), the same at every W. */
+double norm_factor_k(int mode, double k, int world, int micro, int64_t N, int64_t n_rank,
+		     int64_t n_micro);
 /* What an allreduce makes of one scalar per rank (sum, or mean when reduce_avg). */
 double norm_collective(int reduce_avg, int world, const double *per_rank);
 /* The loss the collective reports for scalar per-rank sums with M = 1 (check-loss). */

@@ -12,6 +12,7 @@
  * copy and a destination tag per id), so that re-planning never allocates.
  */
 #include "plan.h"
+#include "shard.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,8 +139,7 @@ static int cmp_supervised_desc(const void *a, const void *b, void *arg)
 	return (ia > ib) - (ia < ib);
 }
 
-/* Index of the least loaded bin among n that still has room (ties: lowest index). */
-static int least_loaded(const int64_t *load, const int *fill, int n, int room)
+int plan_least_loaded(const int64_t *load, const int *fill, int n, int room)
 {
 	int best = -1;
 	for (int i = 0; i < n; i++)
@@ -164,7 +164,7 @@ static void window_balance(struct window *w, const struct corpus *c)
 
 	/* ranks: heaviest sequence first to the least loaded rank with room */
 	for (int i = 0; i < n; i++) {
-		int r = least_loaded(rload, rfill, w->world, room_rank);
+		int r = plan_least_loaded(rload, rfill, w->world, room_rank);
 		tag[i] = r;
 		rfill[r]++;
 		rload[r] += corpus_supervised(c, sorted[i]);
@@ -178,7 +178,7 @@ static void window_balance(struct window *w, const struct corpus *c)
 			int m;
 			if (tag[i] != r)
 				continue;
-			m = least_loaded(mload, mfill, w->micro, room_mb);
+			m = plan_least_loaded(mload, mfill, w->micro, room_mb);
 			mfill[m]++;
 			mload[m] += corpus_supervised(c, sorted[i]);
 			tag[i] = w->world + r * w->micro + m; /* > world: already placed */
@@ -246,6 +246,8 @@ int sampler_init(struct sampler *sp, const struct corpus *c, const struct settin
 	if (s->batch_size < 1)
 		return ERR(e, ERR_CONFIG, "train.batch_size = %d: must be at least 1",
 			   s->batch_size);
+	if (s->shards > 0)
+		return shard_sampler_init(sp, c, s, e);
 	if (s->plan != PLAN_LENGTH_BANDS && s->plan != PLAN_BALANCED)
 		return ERR(e, ERR_CONFIG, "train.plan: unknown plan kind %d", s->plan);
 	need64 = (int64_t)s->accumulation * s->batch_size;
@@ -313,6 +315,8 @@ int sampler_next(struct sampler *sp, struct window *w, struct err *e)
 	int need = sp->micro * sp->batch, max_pool = 0, rc;
 	int *copy, *ids;
 
+	if (sp->shards > 0)
+		return shard_sampler_next(sp, w, e);
 	if (w->world != sp->world || w->micro != sp->micro || w->batch < sp->batch)
 		return ERR(e, ERR_CHECK, "sampler_next: window shaped %dx%dx%d, sampler %dx%dx%d",
 			   w->world, w->micro, w->batch, sp->world, sp->micro, sp->batch);

@@ -54,6 +54,7 @@ struct sampler {
 	int64_t window_index;
 	int world, micro, batch;
 	int plan;                 /* enum plan_kind */
+	int shards, shard_order;  /* exact mode (shard.h): shards > 0 */
 	int *pool[PLAN_MAX_WORLD];
 	int pool_n[PLAN_MAX_WORLD];
 	int *scratch;
@@ -67,7 +68,8 @@ void plan_band_bounds(int max_len, int world, int r, int *lo, int *hi);
 int plan_band_of(int len, int max_len, int world);
 
 /* Uses s->world, s->accumulation, s->batch_size, s->plan, s->seed and s->max_len (if
- * s->max_len <= 0, the longest training sequence). ERR_CONFIG when a band holds fewer
+ * s->max_len <= 0, the longest training sequence); with s->shards > 0, exact mode's
+ * sampler instead (shard.h). ERR_CONFIG when a band holds fewer
  * than accumulation x batch_size training sequences. sp keeps a pointer to c. */
 int sampler_init(struct sampler *sp, const struct corpus *c, const struct settings *s,
 		 struct err *e);
@@ -76,6 +78,10 @@ void sampler_free(struct sampler *sp);
 int sampler_next(struct sampler *sp, struct window *w, struct err *e);
 void sampler_get_state(const struct sampler *sp, struct sampler_state *st);
 void sampler_set_state(struct sampler *sp, const struct sampler_state *st);
+
+/* Index of the least loaded bin among n that still has room (fill < room; ties: lowest
+ * index), -1 when none has: the greedy step of the balanced splits. */
+int plan_least_loaded(const int64_t *load, const int *fill, int n, int room);
 
 int window_init(struct window *w, int world, int micro, int batch, struct err *e);
 void window_free(struct window *w);

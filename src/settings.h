@@ -26,6 +26,7 @@ enum norm_mode {
 enum { KEY_SHAPE = CFG_USER };
 
 enum plan_kind { PLAN_LENGTH_BANDS = 0, PLAN_BALANCED = 1 };
+enum shard_order { SHARD_ORDER_LENGTH = 0, SHARD_ORDER_BALANCED = 1 };
 enum layout_kind { LAYOUT_PACKED = 0, LAYOUT_PADDED = 1 };
 enum empty_policy { EMPTY_SKIP = 0, EMPTY_ERROR = 1 };
 enum backend_choice { BACKEND_AUTO = 0, BACKEND_CPU = 1, BACKEND_CUDA = 2 };
@@ -56,6 +57,8 @@ struct settings {
 	int plan;          /* enum plan_kind */
 	int empty_window;  /* enum empty_policy */
 	int checkpoint_every; /* 0: only at stop_at / end / signal */
+	int shards;        /* exact mode: K shards per window (0: off); see shard.h */
+	int shard_order;   /* enum shard_order */
 
 	/* [devices] */
 	int world;

@@ -1,0 +1,164 @@
+/*
+ * test-coll: the host collective's tree mode (exact mode's allreduce).
+ *
+ * Eight leaves with magnitudes that make float addition order-dependent are spread over
+ * W = 1, 2, 4, 8 ranks as aligned subtrees (each rank adds its own leaves in the tree's
+ * order, written out by hand here); the tree allreduce must then give every rank the bits
+ * of the one pairwise tree over the eight leaves, the same for every W, in float32 and
+ * float64. The expected values are the tree written out explicitly, not the
+ * implementation's recursion; the rank-order sum is checked to differ from them, so a
+ * collective that added in rank order would fail. A world that is not a power of two is
+ * refused.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check-run.h"
+#include "coll.h"
+#include "pool.h"
+
+#define LEAVES 8
+#define N 4099
+
+struct tree_arg {
+	struct coll *c;
+	float *f32[POOL_MAX_WORLD];
+	double *f64[POOL_MAX_WORLD];
+};
+
+static int tree_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct tree_arg *a = arg;
+	ERR_TRY(a->c->ops->allreduce_tree(a->c, rank, NULL, a->f32[rank], N, COLL_F32, 1, e));
+	return a->c->ops->allreduce_tree(a->c, rank, NULL, a->f64[rank], N, COLL_F64, 1, e);
+}
+
+static float leaf32(int leaf, size_t i)
+{
+	static const float scale[LEAVES] = {1e-3f, 1e7f, 3.0f, 1e-7f, 7e5f, 1.0f, 1e3f, 11.0f};
+	return scale[(leaf + i) % LEAVES] * (float)((i * 31 + (size_t)leaf * 17) % 97 + 1) *
+	       ((i + (size_t)leaf) % 3 ? 1.0f : -1.0f);
+}
+
+static double leaf64(int leaf, size_t i)
+{
+	return (double)leaf32(leaf, i) / 3.0;
+}
+
+/* The subtree over leaves [lo, lo + n), written out for the sizes that occur. */
+static float subtree32(int lo, int n, size_t i)
+{
+	float x[LEAVES];
+	for (int k = 0; k < n; k++)
+		x[k] = leaf32(lo + k, i);
+	switch (n) {
+	case 1: return x[0];
+	case 2: return x[0] + x[1];
+	case 4: return (x[0] + x[1]) + (x[2] + x[3]);
+	default: return ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
+	}
+}
+
+static double subtree64(int lo, int n, size_t i)
+{
+	double x[LEAVES];
+	for (int k = 0; k < n; k++)
+		x[k] = leaf64(lo + k, i);
+	switch (n) {
+	case 1: return x[0];
+	case 2: return x[0] + x[1];
+	case 4: return (x[0] + x[1]) + (x[2] + x[3]);
+	default: return ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
+	}
+}
+
+START_TEST(tree_allreduce_gives_the_same_bits_for_every_world)
+{
+	float *want32 = malloc(N * sizeof(float));
+	double *want64 = malloc(N * sizeof(double));
+	size_t order_differs = 0;
+	ck_assert(want32 && want64);
+	for (size_t i = 0; i < N; i++) {
+		want32[i] = subtree32(0, LEAVES, i);
+		want64[i] = subtree64(0, LEAVES, i);
+		float seq = leaf32(0, i);
+		for (int k = 1; k < LEAVES; k++)
+			seq += leaf32(k, i);
+		order_differs += memcmp(&seq, &want32[i], sizeof seq) != 0;
+	}
+	ck_assert_msg(order_differs > N / 10, "the leaves do not tell orders apart (%zu)",
+		      order_differs);
+	for (int world = 1; world <= LEAVES; world *= 2) {
+		struct pool *p;
+		struct err e;
+		struct tree_arg a;
+		int per = LEAVES / world;
+		err_clear(&e);
+		memset(&a, 0, sizeof a);
+		ck_assert_int_eq(pool_create(world, 30.0, &p, &e), ERR_OK);
+		ck_assert_int_eq(coll_host_create(world, pool_barrier(p), N, &a.c, &e), ERR_OK);
+		for (int r = 0; r < world; r++) {
+			a.f32[r] = malloc(N * sizeof(float));
+			a.f64[r] = malloc(N * sizeof(double));
+			ck_assert(a.f32[r] && a.f64[r]);
+			for (size_t i = 0; i < N; i++) {
+				a.f32[r][i] = subtree32(r * per, per, i);
+				a.f64[r][i] = subtree64(r * per, per, i);
+			}
+		}
+		ck_assert_int_eq(pool_run(p, tree_fn, &a, &e), ERR_OK);
+		for (int r = 0; r < world; r++) {
+			ck_assert_msg(memcmp(a.f32[r], want32, N * sizeof(float)) == 0,
+				      "W = %d rank %d: float32 bits differ from the tree", world, r);
+			ck_assert_msg(memcmp(a.f64[r], want64, N * sizeof(double)) == 0,
+				      "W = %d rank %d: float64 bits differ from the tree", world, r);
+			free(a.f32[r]);
+			free(a.f64[r]);
+		}
+		coll_destroy(a.c);
+		pool_destroy(p);
+	}
+	free(want32);
+	free(want64);
+}
+END_TEST
+
+START_TEST(tree_allreduce_refuses_a_world_that_is_not_a_power_of_two)
+{
+	struct pool *p;
+	struct err e;
+	struct tree_arg a;
+	err_clear(&e);
+	memset(&a, 0, sizeof a);
+	ck_assert_int_eq(coll_tree_levels(1), 0);
+	ck_assert_int_eq(coll_tree_levels(8), 3);
+	ck_assert_int_eq(coll_tree_levels(6), -1);
+	ck_assert_int_eq(coll_tree_levels(0), -1);
+	ck_assert_int_eq(pool_create(3, 30.0, &p, &e), ERR_OK);
+	ck_assert_int_eq(coll_host_create(3, pool_barrier(p), N, &a.c, &e), ERR_OK);
+	for (int r = 0; r < 3; r++) {
+		a.f32[r] = calloc(N, sizeof(float));
+		a.f64[r] = calloc(N, sizeof(double));
+	}
+	ck_assert_int_eq(pool_run(p, tree_fn, &a, &e), ERR_CONFIG);
+	ck_assert_msg(strstr(e.msg, "power-of-two world, not 3"), "message: %s", e.msg);
+	for (int r = 0; r < 3; r++) {
+		free(a.f32[r]);
+		free(a.f64[r]);
+	}
+	coll_destroy(a.c);
+	pool_destroy(p);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("coll");
+	TCase *tc = tcase_create("tree");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, tree_allreduce_gives_the_same_bits_for_every_world);
+	tcase_add_test(tc, tree_allreduce_refuses_a_world_that_is_not_a_power_of_two);
+	suite_add_tcase(s, tc);
+	return check_run(s, 0);
+}
