@@ -102,6 +102,12 @@ int cmd_evaluate_write(struct app *a, const struct train_eval *ev, struct err *e
 	int rc;
 	const struct train_split_eval *sp[2] = {&ev->test, &ev->validation};
 	const char *names[2] = {"test", "validation"};
+	for (int i = 0; i < 2; i++)
+		if (ev->skipped[i].count)
+			env_info(&a->env, "evaluate: %d newer checkpoint%s under %s failed verification "
+				 "and %s skipped (see the checkpoints command)", ev->skipped[i].count,
+				 ev->skipped[i].count == 1 ? "" : "s", ev->skipped[i].root,
+				 ev->skipped[i].count == 1 ? "was" : "were");
 	env_info(&a->env, "evaluate: checkpoint %s (step %" PRId64 ")", ev->checkpoint, ev->step);
 	env_info(&a->env, "evaluate: %-10s %9s %9s %10s %9s %9s %14s", "split", "sequences", "tokens",
 		 "loss", "hits", "accuracy", "const. guess");

@@ -56,53 +56,55 @@ static int eval_split(struct engine *eng, const struct corpus *c, int split, int
 	return ERR_OK;
 }
 
+/* The newest valid checkpoint of the stop/resume runs or of the continuous one (the higher
+ * step; on a tie the former), into ev->checkpoint and ev->step; the newer ones that failed
+ * verification are counted in ev->skipped. */
+static int newest_checkpoint(const struct env *v, struct train_eval *ev, struct err *e)
+{
+	char root[FSX_PATH_MAX];
+	struct err first;
+	int found = 0, rc;
+	err_clear(&first);
+	for (int cont = 0; cont < 2; cont++) {
+		char path[FSX_PATH_MAX];
+		uint64_t step = 0;
+		int skipped = 0;
+		struct err le;
+		err_clear(&le);
+		if ((rc = train_ckpt_root(v, cont, root, sizeof root, e)))
+			return rc;
+		if (ckpt_latest_valid(root, path, sizeof path, &step, &skipped, &le)) {
+			if (!cont)
+				first = le;
+			continue;
+		}
+		ev->skipped[cont].count = skipped;
+		snprintf(ev->skipped[cont].root, sizeof ev->skipped[cont].root, "%s", root);
+		if (!found || (int64_t)step > ev->step) {
+			snprintf(ev->checkpoint, sizeof ev->checkpoint, "%s", path);
+			ev->step = (int64_t)step;
+			found = 1;
+		}
+	}
+	if (!found)
+		return ERR(e, first.code ? first.code : ERR_DATA, "%s (nor in %s)", first.msg, root);
+	return ERR_OK;
+}
+
 int train_evaluate(const struct env *v, const char *dir, struct train_eval *ev, struct err *e)
 {
 	struct train_ckpt ck;
 	struct corpus c;
 	struct run r;
-	char root[FSX_PATH_MAX];
 	int rc;
 	int64_t unused;
 
 	memset(ev, 0, sizeof *ev);
 	memset(&ck, 0, sizeof ck);
-	if (!dir) {
-		/* the newest valid checkpoint of the stop/resume runs or of the continuous one
-		 * (the higher step; on a tie the former) */
-		struct err first;
-		int found = 0;
-		err_clear(&first);
-		for (int cont = 0; cont < 2; cont++) {
-			char path[FSX_PATH_MAX];
-			uint64_t step = 0;
-			int skipped = 0;
-			struct err le;
-			err_clear(&le);
-			if ((rc = train_ckpt_root(v, cont, root, sizeof root, e)))
-				return rc;
-			if (ckpt_latest_valid(root, path, sizeof path, &step, &skipped, &le)) {
-				if (!cont)
-					first = le;
-				continue;
-			}
-			if (skipped)
-				env_info(v, "evaluate: %d newer checkpoint%s under %s failed "
-					 "verification and %s skipped (see the checkpoints command)",
-					 skipped, skipped == 1 ? "" : "s", root,
-					 skipped == 1 ? "was" : "were");
-			if (!found || (int64_t)step > ev->step) {
-				snprintf(ev->checkpoint, sizeof ev->checkpoint, "%s", path);
-				ev->step = (int64_t)step;
-				found = 1;
-			}
-		}
-		if (!found)
-			return ERR(e, first.code ? first.code : ERR_DATA, "%s (nor in %s)", first.msg,
-				   root);
-	} else {
+	if (!dir && (rc = newest_checkpoint(v, ev, e)))
+		return rc;
+	if (dir)
 		snprintf(ev->checkpoint, sizeof ev->checkpoint, "%s", dir);
-	}
 	if ((rc = train_corpus(v, 0, &c, e)))
 		return rc;
 	/* evaluation needs the checkpoint's parameters shaped like this configuration's model

@@ -256,10 +256,16 @@ struct train_eval {
 	int const_id;       /* most frequent target id of the training split */
 	char backend[8];    /* the backend the evaluation ran on */
 	struct train_split_eval test, validation;
+	struct {            /* when the newest checkpoint was looked for: the newer ones of
+			       each root that failed verification and were passed over */
+		int count;
+		char root[FSX_PATH_MAX];
+	} skipped[2];
 };
 
 /* Evaluates checkpoint dir (NULL: the newest valid one of <artifacts>/checkpoints and
- * continuous), after checking its model shape and data lock against this configuration. */
+ * continuous), after checking its model shape and data lock against this configuration.
+ * Logs nothing: what the caller shows is in ev. */
 int train_evaluate(const struct env *v, const char *dir, struct train_eval *ev, struct err *e);
 /* The most frequent supervised target id of a split (ties: the smallest id) and how many
  * supervised positions of `split2` have it as target. */

@@ -77,6 +77,16 @@ expect_rc 5 train --resume artifacts/checkpoints/step-0003
 grep -q "digest mismatch for state.json" cmd.err || fail "corrupt resume: $(cat cmd.err)"
 rm -r artifacts/checkpoints/step-0003
 mv keep-0003 artifacts/checkpoints/step-0003
+# evaluate passes over a newest checkpoint that fails verification, and says so
+cp -r artifacts/checkpoints/step-0006 keep-0006
+printf 'X' | dd of=artifacts/checkpoints/step-0006/state.json bs=1 seek=10 conv=notrunc 2> /dev/null
+run evaluate > evskip.out || fail "evaluate with a corrupt newest checkpoint: $(cat evskip.out)"
+grep -q "1 newer checkpoint under artifacts/checkpoints failed verification and was skipped" \
+	evskip.out || fail "skipped checkpoint not reported: $(cat evskip.out)"
+grep -q '"checkpoint": "artifacts/continuous/step-0006"' outputs/evaluate.json ||
+	fail "evaluate did not take the newest valid checkpoint: $(cat outputs/evaluate.json)"
+rm -r artifacts/checkpoints/step-0006
+mv keep-0006 artifacts/checkpoints/step-0006
 # (a pid beyond any pid_max: no process runs under it)
 mkdir artifacts/checkpoints/.step-0007.tmp.999999999
 run checkpoints > ck.out || fail "a partial write alone must not fail checkpoints"
