@@ -23,9 +23,29 @@ run train > stop.out
 [ "$(wc -l < outputs/train-stop.jsonl)" -eq 3 ] || fail "train-stop.jsonl lines"
 grep -q '"grad_norm"' outputs/train-stop.jsonl || fail "no gradient norm in the metrics"
 grep -q '"rank_tokens"' outputs/train-stop.jsonl || fail "no per-rank tokens in the metrics"
+# every line: the learning rate, a UTC time stamp and the seconds since the run opened
+python3 - <<'PY' || fail "metrics lines lack lr / time / elapsed: $(cat outputs/train-stop.jsonl)"
+import datetime, json
+lines = [json.loads(l) for l in open("outputs/train-stop.jsonl")]
+last = 0.0
+for j in lines:
+    assert j["lr"] == 0.2, j
+    t = datetime.datetime.strptime(j["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    assert abs((datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) - t).total_seconds()) < 600, j["time"]
+    assert j["elapsed"] >= last, j
+    last = j["elapsed"]
+PY
 grep -q "train: steps 0 -> 3" stop.out || fail "summary line: $(cat stop.out)"
 # piped: no carriage-return progress line
 if grep -q "$(printf '\r')" stop.out; then fail "progress line written to a pipe"; fi
+# on a terminal: a progress line with the time elapsed and the time left
+if command -v script > /dev/null; then
+	script -qec "'$DDPTOK' '$T' train --set devices.backend=cpu --set run.outputs=tty-out --set run.artifacts=tty-art" \
+		/dev/null > tty.out || fail "train on a terminal: $(cat tty.out)"
+	grep -q "$(printf '\r')train: step 3/3  loss [0-9.]*  N [0-9]*  [0-9]* tokens/s  elapsed [0-9]*s  ETA 0s" tty.out ||
+		fail "no progress line with elapsed time and ETA: $(cat -A tty.out)"
+	rm -rf tty-out tty-art
+fi
 run train --continuous > cont.out
 run train --resume artifacts/checkpoints/step-0003 > resume.out
 cmp artifacts/checkpoints/step-0006/params.npy artifacts/continuous/step-0006/params.npy ||
