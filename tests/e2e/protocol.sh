@@ -34,6 +34,10 @@ jcheck outputs/train-continuous.json 'd["checkpoint"] == "artifacts/continuous/s
 # numbers in their shortest form: the tolerance is 1e-6, not 9.9999999999999995e-7
 grep -q '"atol": 1e-6,' outputs/parity.json || { grep atol outputs/parity.json; echo "FAIL: atol spelled"; exit 1; }
 [ -d artifacts/checkpoints/step-0003 ] && [ -d artifacts/checkpoints/step-0006 ] && [ -d artifacts/continuous/step-0006 ]
+# every name the protocol wrote is in the table of outputs that clean works from
+"$DDPTOK" "$CONF/tiny.ini" clean --scope all --dry-run > clean.txt
+if grep "^clean: left" clean.txt; then echo "FAIL: clean does not know what the protocol wrote"; exit 1; fi
+grep -q "would remove outputs/report.json" clean.txt
 # the final checkpoints of the resumed and the continuous run hold the same parameters
 cmp artifacts/checkpoints/step-0006/params.npy artifacts/continuous/step-0006/params.npy
 cmp artifacts/checkpoints/step-0006/momentum.npy artifacts/continuous/step-0006/momentum.npy
