@@ -8,6 +8,7 @@
  */
 #include "gpu.h"
 
+#include <cublas_api.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <stdio.h>
@@ -132,4 +133,26 @@ int gpu_env_report(FILE *out, struct err *e)
 			p.minor, p.multiProcessorCount, p.pciDomainID, p.pciBusID, p.pciDeviceID);
 	}
 	return ERR_OK;
+}
+
+void gpu_describe(int device, char *out, size_t cap)
+{
+	struct cudaDeviceProp p;
+	int rt = 0, nccl = 0, blas_major = 0, blas_minor = 0, blas_patch = 0;
+	char name[sizeof p.name + 1] = "unknown GPU";
+	int major = 0, minor = 0;
+	if (cudaGetDeviceProperties(&p, device) == cudaSuccess) {
+		snprintf(name, sizeof name, "%s", p.name);
+		major = p.major;
+		minor = p.minor;
+	}
+	cudaGetLastError();
+	cudaRuntimeGetVersion(&rt);
+	ncclGetVersion(&nccl);
+	cublasGetProperty(MAJOR_VERSION, &blas_major);
+	cublasGetProperty(MINOR_VERSION, &blas_minor);
+	cublasGetProperty(PATCH_LEVEL, &blas_patch);
+	snprintf(out, cap, "%s (compute capability %d.%d); CUDA runtime %d.%d, cuBLAS %d.%d.%d, "
+		 "NCCL %d", name, major, minor, rt / 1000, rt % 1000 / 10, blas_major, blas_minor,
+		 blas_patch, nccl);
 }

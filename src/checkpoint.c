@@ -14,6 +14,7 @@
 
 #include "ckpt.h"
 #include "coll.h"
+#include "elastic.h"
 #include "npy.h"
 
 /* jansson value -> canonical text with a final newline; consumes j */
@@ -154,7 +155,7 @@ static int parse_state(const char *dir, json_t *st, struct train_ckpt *ck, struc
 		 json_is_string(v) ? json_string_value(v) : "?");
 	v = json_object_get(st, "last_loss");
 	ck->last_loss = json_is_number(v) ? json_number_value(v) : NAN;
-	return ERR_OK;
+	return elastic_state_parse(dir, st, ck, e);
 }
 
 static int load_config(const char *dir, struct cfg *stored, struct err *e)
@@ -193,6 +194,7 @@ static int check_config(const char *dir, const struct cfg *cur, struct cfg *stor
 			 cfg_str(cur, "train", "normalization"));
 		ERR_TRY(cfg_set(stored, assign, e));
 	}
+	ERR_TRY(elastic_config_align(cur, stored, e));
 	nd = cfg_diff(cur, stored, CFG_MATH, diff, sizeof diff);
 	if (nd > 0)
 		return ERR(e, ERR_DATA, "checkpoint %s was trained with another configuration: %d "
@@ -256,7 +258,7 @@ static int check_shape(const char *dir, const struct cfg *cur, const struct sett
 			return ERR(e, ERR_DATA, "checkpoint %s: %zu parameters, the model of this "
 				   "configuration has %zu", dir, ck->n, shape.n_params);
 	}
-	if ((checks & TRAIN_CHECK_CONFIG) && ck->world != s->world)
+	if ((checks & TRAIN_CHECK_CONFIG) && !elastic_world_ok(ck, s))
 		return ERR(e, ERR_DATA, "checkpoint %s holds %d ranks, this configuration has "
 			   "devices.world = %d", dir, ck->world, s->world);
 	return ERR_OK;
@@ -424,15 +426,19 @@ static json_t *state_json(const struct trainer *t)
 		snprintf(hex, sizeof hex, "%016" PRIx64, ss.rng[i]);
 		json_array_append_new(rng, json_string(hex));
 	}
+	char machine[512];
+	elastic_machine(eng, machine, sizeof machine);
+	json_t *exact = elastic_state_json(t);
 	return json_pack(
-		"{s:s, s:I, s:I, s:{s:o, s:I}, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:o}",
+		"{s:s, s:I, s:I, s:{s:o, s:I}, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:o, s:o*}",
 		"format", TRAIN_STATE_FORMAT, "step", (json_int_t)t->step, "updates_done",
 		(json_int_t)eng->updates_done, "sampler", "rng", rng, "window_index",
 		(json_int_t)ss.window_index, "normalization", norm_mode_name(t->run_mode), "backend",
-		engine_backend_name(eng), "reduce", coll_op_name(v->s->reduce), "world", eng->world,
+		engine_backend_name(eng), "machine", machine, "reduce", coll_op_name(v->s->reduce), "world", eng->world,
 		"accumulation", v->s->accumulation, "batch_size", v->s->batch_size, "n_params",
 		(json_int_t)eng->shape.n_params, "layout", run_layout_json(&eng->shape), "last_loss",
-		t->step > 0 && isfinite(t->last_loss) ? json_real(t->last_loss) : json_null());
+		t->step > 0 && isfinite(t->last_loss) ? json_real(t->last_loss) : json_null(),
+		"exact", exact);
 }
 
 /* data.lock: the corpus the run was trained on. */

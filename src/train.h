@@ -18,19 +18,25 @@
  *   config.ini                 the full resolved configuration
  *   data.lock                  the data lock of the corpus it was trained on (JSON)
  *   state.json                 step, updates_done, sampler rng (4 x 64-bit hex) and window
- *                              index, normalization, backend, world, parameter layout
+ *                              index, normalization, backend, machine (BLAS build and
+ *                              core, or GPU model and library versions), world, parameter
+ *                              layout; in exact mode "exact": shards, shard order and a
+ *                              history per shard (elastic.h)
  *   rank-R.json                one per rank: rank, device, backend, rng (null: the ranks
  *                              draw no random numbers in this model), history (windows,
  *                              sequences and supervised tokens that rank processed)
  *
- * Nothing in a checkpoint depends on the time or the machine beyond the backend, so the
- * final checkpoints of a continuous and of a stopped-and-resumed run are byte-identical.
+ * Nothing in a checkpoint depends on the time or the machine beyond the backend and the
+ * machine record, so the final checkpoints of a continuous and of a stopped-and-resumed
+ * run are byte-identical (in exact mode also when the resumed run has another world).
  *
  * Loading a checkpoint (resume, evaluate, inspect) refuses, each with its own ERR_DATA
  * message: a checkpoint that fails verification (missing manifest, missing, truncated or
  * altered file), a configuration whose math keys differ from the stored config.ini, a
  * corpus whose data lock differs from the stored one, another normalization, or content
- * that does not fit the model (wrong parameter count, missing rank file).
+ * that does not fit the model (wrong parameter count, missing rank file). devices.world
+ * (and with it train.accumulation) may differ in exact mode only; there an exact-mode
+ * checkpoint of another backend is refused too (elastic.h).
  *
  * The corpus used for training is the prepared one in <outputs>/corpus (corpus_save /
  * corpus_load); train_corpus() builds and saves it first when it is missing.
@@ -47,6 +53,7 @@
 #include "fsx.h"
 #include "plan.h"
 #include "run.h"
+#include "shard.h"
 
 #define TRAIN_STATE_FORMAT "ddptok-train-state-1"
 /* Bounds a checkpoint's numbers must respect (the configuration's own limits: train.updates,
@@ -148,6 +155,9 @@ struct train_ckpt {
 	size_t n;
 	float *params, *momentum;
 	struct train_history hist[PLAN_MAX_WORLD];
+	char machine[512];   /* what the bits depended on (elastic.h), or "unrecorded" */
+	int shards;          /* exact mode's K, 0 outside it */
+	struct train_history shard_hist[SHARD_MAX]; /* exact mode: per shard (elastic.h) */
 };
 
 enum train_ckpt_checks {
@@ -194,6 +204,7 @@ struct trainer {
 	int checkpoints_written;
 	double last_loss;          /* global token mean of the last accepted window (NaN: none) */
 	struct train_history hist[PLAN_MAX_WORLD];
+	struct train_history shard_hist[SHARD_MAX]; /* exact mode: per shard (elastic.h) */
 	/* since it was opened */
 	int64_t skipped;           /* empty windows skipped */
 	int64_t tokens;            /* supervised tokens */

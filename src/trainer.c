@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "elastic.h"
 #include "jsonx.h"
 
 #ifdef NDEBUG
@@ -68,6 +69,11 @@ static void adopt_resume(struct trainer *t, const struct train_ckpt *ck)
 	t->mode = t->run_mode = t->resume_mode = ck->normalization;
 	t->last_loss = ck->last_loss;
 	memcpy(t->hist, ck->hist, sizeof t->hist);
+	if (ck->shards > 0) { /* exact mode: the rank histories of this run's world */
+		memcpy(t->shard_hist, ck->shard_hist, sizeof t->shard_hist);
+		memset(t->hist, 0, sizeof t->hist);
+		elastic_rank_history(t->shard_hist, ck->shards, t->r.eng->world, ck->step, t->hist);
+	}
 	snprintf(t->checkpoint, sizeof t->checkpoint, "%s", t->o.resume_dir);
 }
 
@@ -89,7 +95,7 @@ static int open_run(struct trainer *t, struct err *e)
 	rc = train_open(t->v, &t->r, &c, resume ? &ck : NULL, e); /* takes c */
 	if (rc == ERR_OK) {
 		t->have_run = 1;
-		if (resume)
+		if (resume && (rc = elastic_check_machine(t->v, &ck, t->r.eng, e)) == ERR_OK)
 			adopt_resume(t, &ck);
 	}
 	train_ckpt_free(&ck);
@@ -209,6 +215,8 @@ static void count_step(struct trainer *t, const struct window *w,
 {
 	t->step++;
 	train_history_add(t->hist, w);
+	if (t->v->s->shards > 0)
+		elastic_history_add(t->shard_hist, w);
 	t->seconds += wr->seconds;
 	t->tokens += wr->N;
 	if (wr->rejected)

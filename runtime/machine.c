@@ -1,0 +1,22 @@
+/*
+ * machine: the CPU backend's description for checkpoints (see machine.h).
+ */
+#include "machine.h"
+
+#include <cblas.h>
+#include <stdio.h>
+
+void machine_cpu_describe(char *out, size_t cap)
+{
+	const char *config = openblas_get_config();
+	const char *core = openblas_get_corename();
+#if defined(__clang__)
+	const char *compiler = "clang " __clang_version__;
+#elif defined(__GNUC__)
+	const char *compiler = "gcc " __VERSION__;
+#else
+	const char *compiler = "unknown";
+#endif
+	snprintf(out, cap, "%s, core %s; compiler %s", config ? config : "OpenBLAS (no config)",
+		 core ? core : "unknown", compiler);
+}

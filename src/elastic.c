@@ -1,0 +1,151 @@
+/*
+ * elastic: exact mode's per-shard histories, machine record and resume on another device
+ * count (see elastic.h).
+ */
+#include "elastic.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ddptok_config.h"
+#include "machine.h"
+#include "shard.h"
+#if DDPTOK_HAVE_CUDA
+#include "gpu.h"
+#endif
+
+void elastic_history_add(struct train_history *shard_hist, const struct window *w)
+{
+	for (int s = 0; s < w->world * w->micro; s++) {
+		const struct plan_micro *mb = shard_of(w, s);
+		shard_hist[s].windows++;
+		shard_hist[s].sequences += mb->n;
+		shard_hist[s].tokens += mb->tokens;
+	}
+}
+
+void elastic_rank_history(const struct train_history *shard_hist, int shards, int world,
+			  int64_t step, struct train_history *hist)
+{
+	int per = shards / world;
+	for (int r = 0; r < world; r++) {
+		memset(&hist[r], 0, sizeof hist[r]);
+		hist[r].windows = step;
+		for (int s = r * per; s < (r + 1) * per; s++) {
+			hist[r].sequences += shard_hist[s].sequences;
+			hist[r].tokens += shard_hist[s].tokens;
+		}
+	}
+}
+
+void elastic_machine(const struct engine *eng, char *out, size_t cap)
+{
+	char what[400] = "";
+	if (eng->plan.backend == DEV_BACKEND_CUDA) {
+#if DDPTOK_HAVE_CUDA
+		gpu_describe(eng->plan.ids[0], what, sizeof what);
+#endif
+	} else {
+		machine_cpu_describe(what, sizeof what);
+	}
+	snprintf(out, cap, "%s: %s", engine_backend_name(eng), what);
+}
+
+void *elastic_state_json(const struct trainer *t)
+{
+	const struct settings *s = t->v->s;
+	if (s->shards <= 0)
+		return NULL;
+	json_t *hist = json_array();
+	for (int k = 0; k < s->shards; k++)
+		json_array_append_new(hist, json_pack("{s:I, s:I, s:I}", "windows",
+						      (json_int_t)t->shard_hist[k].windows,
+						      "sequences",
+						      (json_int_t)t->shard_hist[k].sequences, "tokens",
+						      (json_int_t)t->shard_hist[k].tokens));
+	return json_pack("{s:i, s:s, s:o}", "shards", s->shards, "shard_order",
+			 s->shard_order == SHARD_ORDER_BALANCED ? "balanced" : "length", "history",
+			 hist);
+}
+
+static int parse_history(json_t *h, struct train_history *out)
+{
+	json_t *w = json_object_get(h, "windows"), *q = json_object_get(h, "sequences"),
+	       *t = json_object_get(h, "tokens");
+	if (!json_is_integer(w) || !json_is_integer(q) || !json_is_integer(t) ||
+	    json_integer_value(w) < 0 || json_integer_value(q) < 0 || json_integer_value(t) < 0)
+		return -1;
+	out->windows = json_integer_value(w);
+	out->sequences = json_integer_value(q);
+	out->tokens = json_integer_value(t);
+	return 0;
+}
+
+int elastic_state_parse(const char *dir, void *st, struct train_ckpt *ck, struct err *e)
+{
+	json_t *m = json_object_get(st, "machine"), *x = json_object_get(st, "exact");
+	snprintf(ck->machine, sizeof ck->machine, "%s",
+		 json_is_string(m) ? json_string_value(m) : "unrecorded");
+	ck->shards = 0;
+	if (!x)
+		return ERR_OK;
+	json_t *k = json_object_get(x, "shards"), *hist = json_object_get(x, "history");
+	int64_t shards = json_is_integer(k) ? json_integer_value(k) : -1;
+	if (shards < 1 || shards > SHARD_MAX || (shards & (shards - 1)) ||
+	    !json_is_array(hist) || json_array_size(hist) != (size_t)shards)
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: \"exact\" holds no valid shard "
+			   "count and history", dir);
+	for (int s = 0; s < shards; s++) {
+		struct train_history *h = &ck->shard_hist[s];
+		if (parse_history(json_array_get(hist, (size_t)s), h) || h->windows != ck->step ||
+		    h->sequences > ck->step * (int64_t)TRAIN_MAX_WINDOW_SEQUENCES ||
+		    h->tokens > ck->step * (int64_t)TRAIN_MAX_WINDOW_TOKENS)
+			return ERR(e, ERR_DATA, "checkpoint %s: state.json: the history of shard %d "
+				   "does not fit %" PRId64 " steps", dir, s, ck->step);
+	}
+	ck->shards = (int)shards;
+	return ERR_OK;
+}
+
+int elastic_config_align(const struct cfg *cur, struct cfg *stored, struct err *e)
+{
+	static const char *const keys[][2] = {{"devices", "world"}, {"train", "accumulation"}};
+	long long k = cfg_int(cur, "train", "shards");
+	if (k <= 0 || cfg_int(stored, "train", "shards") != k)
+		return ERR_OK;
+	for (int i = 0; i < 2; i++) {
+		char assign[128];
+		snprintf(assign, sizeof assign, "%s.%s=%s", keys[i][0], keys[i][1],
+			 cfg_str(cur, keys[i][0], keys[i][1]));
+		ERR_TRY(cfg_set(stored, assign, e));
+	}
+	return ERR_OK;
+}
+
+int elastic_world_ok(const struct train_ckpt *ck, const struct settings *s)
+{
+	return ck->world == s->world || (s->shards > 0 && ck->shards == s->shards);
+}
+
+int elastic_check_machine(const struct env *v, const struct train_ckpt *ck,
+			  const struct engine *eng, struct err *e)
+{
+	char now[512];
+	if (v->s->shards <= 0)
+		return ERR_OK;
+	if (strcmp(ck->backend, engine_backend_name(eng)) != 0)
+		return ERR(e, ERR_DATA, "checkpoint %s was written by the %s backend and this run uses "
+			   "%s: exact mode promises identical bits on one backend only (other GEMM "
+			   "kernels), so bitwise continuation is not possible here; resume it with "
+			   "devices.backend = %s", ck->dir, ck->backend, engine_backend_name(eng),
+			   ck->backend);
+	elastic_machine(eng, now, sizeof now);
+	if (strcmp(ck->machine, now) != 0)
+		env_info(v, "train: note: checkpoint %s was written on [%s], this run is on [%s]: "
+			 "exact mode promises identical bits only on one machine type and library "
+			 "versions, so bitwise continuation is not promised here", ck->dir,
+			 ck->machine, now);
+	return ERR_OK;
+}

@@ -1,0 +1,48 @@
+/*
+ * elastic: exact mode's checkpoints resume on another device count.
+ *
+ * In exact mode ([train] shards = K) nothing a window computes depends on W: the sampler
+ * draws one list per window, and the gradient is one tree over the K shards. What a
+ * checkpoint records per rank (rank-R.json's history) does, so the trainer also keeps a
+ * history per shard, stored in state.json ("exact": shards, shard_order, history); the
+ * rank histories at any W are then sums over the ranks' shards, and a run resumed on
+ * another W writes the rank files a run on that W from the start would have written.
+ * devices.world and train.accumulation (K / W) are then the only math keys a resume may
+ * change, and only in exact mode.
+ *
+ * Identical bits are promised on one backend, machine type and set of library versions:
+ * every checkpoint records them (state.json "machine": the BLAS build and core type, or
+ * the GPU model and CUDA, cuBLAS and NCCL versions). An exact-mode resume on another
+ * backend is refused; on another machine type it goes on, saying that bitwise
+ * continuation is not promised there.
+ */
+#ifndef DDPTOK_ELASTIC_H
+#define DDPTOK_ELASTIC_H
+
+#include "train.h"
+
+/* Adds one window to the per-shard histories (exact mode: shard_hist[0..K)). */
+void elastic_history_add(struct train_history *shard_hist, const struct window *w);
+/* The per-rank histories hist[0..world) at `step` from the K per-shard ones. */
+void elastic_rank_history(const struct train_history *shard_hist, int shards, int world,
+			  int64_t step, struct train_history *hist);
+/* What the engine's bits depend on beyond the program, in words (see above). */
+void elastic_machine(const struct engine *eng, char *out, size_t cap);
+/* state.json's "exact" object of trainer t (a json_t *; NULL outside exact mode). */
+void *elastic_state_json(const struct trainer *t);
+/* Reads state.json's "machine" and, when present, its "exact" object into ck (a checkpoint
+ * of exact mode must have one that fits its steps). st is the state.json object. */
+int elastic_state_parse(const char *dir, void *st, struct train_ckpt *ck, struct err *e);
+/* Before comparing math keys: when both configurations are in exact mode with the same
+ * shards, the stored devices.world and train.accumulation become the current ones (the
+ * device count may change there). */
+int elastic_config_align(const struct cfg *cur, struct cfg *stored, struct err *e);
+/* Whether checkpoint ck may run on the world of settings s (always on its own world;
+ * another one only in exact mode with the same shards). */
+int elastic_world_ok(const struct train_ckpt *ck, const struct settings *s);
+/* A resume in exact mode: refused on another backend; on another machine type, a note
+ * that bitwise continuation is not promised. */
+int elastic_check_machine(const struct env *v, const struct train_ckpt *ck,
+			  const struct engine *eng, struct err *e);
+
+#endif
