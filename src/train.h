@@ -7,6 +7,10 @@
  * as a step, with no update (train.empty_window = skip); with empty_window = error the
  * run stops with ERR_EMPTY naming the window.
  *
+ * A step is taken in one place, trainer_step() (a trainer is one run held open: see
+ * struct trainer below and trainer.c); train_run() is a loop over it, and inspect steps
+ * the same trainer by hand.
+ *
  * train_run() runs from step 0 (or from a checkpoint) up to opts.stop_at and writes a
  * checkpoint there, plus one every [train] checkpoint_every steps, plus one when the env's
  * stop flag is raised (the driver's signal handler raises it; the current window is
