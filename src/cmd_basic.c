@@ -15,6 +15,38 @@
 #include "report.h"
 #include "run.h"
 
+/* Sequences and targets per split, the masked share, the length histogram and, for a
+ * file source, what the files held. */
+static void prepare_summary(struct app *a, const struct corpus *c)
+{
+	struct corpus_summary m;
+	char hist[CORPUS_HIST * 32];
+	size_t used = 0;
+	int64_t tokens, sup;
+	corpus_summarize(c, &m);
+	tokens = m.tokens[0] + m.tokens[1] + m.tokens[2];
+	sup = m.supervised[0] + m.supervised[1] + m.supervised[2];
+	if (c->params.source != DATA_SYNTHETIC)
+		env_info(&a->env, "prepare: read %lld documents from %s (%s): %lld longer than "
+			 "max_len = %d cut into windows, %lld shorter than min_len = %d skipped",
+			 (long long)c->read.documents, a->s.data_path,
+			 data_source_name(c->params.source), (long long)c->read.cut, a->s.max_len,
+			 (long long)c->read.short_skipped, a->s.min_len);
+	env_info(&a->env, "prepare: %d train, %d validation, %d test sequences; supervised tokens "
+		 "%lld / %lld / %lld", c->split_count[0], c->split_count[1], c->split_count[2],
+		 (long long)m.supervised[0], (long long)m.supervised[1], (long long)m.supervised[2]);
+	env_info(&a->env, "prepare: %lld tokens, %.1f%% of them masked (prompts and ignored "
+		 "positions: context, never targets)", (long long)tokens,
+		 tokens ? 100.0 * (double)(tokens - sup) / (double)tokens : 0.0);
+	for (int k = 0; k < CORPUS_HIST && m.shortest + k * m.width <= m.longest; k++) {
+		int hi = m.shortest + (k + 1) * m.width - 1;
+		used += (size_t)snprintf(hist + used, sizeof hist - used, "%s%d-%d: %lld",
+					 k ? ", " : "", m.shortest + k * m.width,
+					 hi < m.longest ? hi : m.longest, (long long)m.hist[k]);
+	}
+	env_info(&a->env, "prepare: sequence lengths %s", hist);
+}
+
 int cmd_prepare(struct app *a, struct err *e)
 {
 	struct corpus c;
@@ -37,12 +69,7 @@ int cmd_prepare(struct app *a, struct err *e)
 	}
 	sampler_free(&sp);
 	if ((rc = corpus_save(&c, &a->s, dir, e)) == ERR_OK) {
-		int64_t sup[3] = {0, 0, 0};
-		for (int i = 0; i < c.n; i++)
-			sup[c.split[i]] += corpus_supervised(&c, i);
-		env_info(&a->env, "prepare: %d train, %d validation, %d test sequences; supervised tokens "
-			 "%lld / %lld / %lld", c.split_count[0], c.split_count[1], c.split_count[2],
-			 (long long)sup[0], (long long)sup[1], (long long)sup[2]);
+		prepare_summary(a, &c);
 		env_info(&a->env, "prepare: data lock %s", c.lock);
 		env_info(&a->env, "prepare: wrote %s/corpus.bin and %s/data.lock", dir, dir);
 	}

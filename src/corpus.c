@@ -21,18 +21,22 @@
  * The data lock is the hex SHA-256 of this little-endian serialization:
  *     "ddptok-corpus" (13 bytes), u32 CORPUS_FORMAT,
  *     u64 seed, i32 train_count, validation_count, test_count, min_len, max_len, vocab,
- *         prefix_max, branching                       (struct corpus_params; zero for
+ *         prefix_max, branching, source, eot, split_rule[3], 64 bytes files digest (hex,
+ *         zero bytes when none)                       (struct corpus_params; zero for
  *                                                      corpus_from_arrays)
- *     i32 n, i32 vocab, i32 offset[n + 1], i32 tokens[offset[n]], i32 prefix[n], u8 split[n]
+ *     i32 n, i32 vocab, i32 offset[n + 1], i32 tokens[offset[n]], i32 prefix[n], u8 split[n],
+ *     u8 has_mask, then (has_mask) u8 mask[offset[n]]
  *
  * corpus.bin, little-endian:
  *     0    8 bytes  magic "DDPTOKC1"
  *     8   64 bytes  data lock, hex
  *     72  u32 CORPUS_FORMAT, i32 n, i32 vocab, i32 total tokens
  *     88  u64 seed, then the 8 i32 of struct corpus_params in declaration order
- *     128 i32 offset[n + 1], i32 tokens[total], i32 prefix[n], u8 split[n]  (end of file)
+ *     128 i32 source, eot, split_rule[3], has_mask; 152: 64 bytes files digest; zero to 256
+ *     256 i32 offset[n + 1], i32 tokens[total], i32 prefix[n], u8 split[n],
+ *         u8 mask[total] when has_mask                                     (end of file)
  * data.lock is a JSON object: format, lock, sequences, vocab, source ("generated" or
- * "arrays"), parameters (named like the [data] keys; seed as a decimal string, since
+ * "arrays", or the file format), parameters (named like the [data] keys; seed as a decimal string, since
  * it may exceed 2^63) and, per split, sequences, tokens and supervised tokens.
  */
 #include "corpus.h"
@@ -53,7 +57,7 @@
 #define CORPUS_NOISE 3277u              /* ~5% of 2^16: next token uniform */
 #define CORPUS_MAX_TABLE (1 << 26)      /* successor table entries */
 #define CORPUS_MAGIC "DDPTOKC1"
-#define CORPUS_HEADER 128
+#define CORPUS_HEADER 256
 #define CORPUS_LOCK_TAG "ddptok-corpus"
 
 static const char *split_names[3] = { "train", "validation", "test" };
@@ -164,6 +168,24 @@ static void params_from_words(struct corpus_params *p, const int32_t w[8])
 	p->branching = w[7];
 }
 
+/* source, eot, split rule and the files digest (64 bytes, zero when there is none) */
+static void files_words(const struct corpus_params *p, uint8_t out[5 * 4 + 64])
+{
+	const int32_t w[5] = { p->source, p->eot, p->split_rule[0], p->split_rule[1],
+			       p->split_rule[2] };
+	for (int k = 0; k < 5; k++)
+		put_u32(out + 4 * k, (uint32_t)w[k]);
+	memset(out + 20, 0, 64);
+	memcpy(out + 20, p->files, strnlen(p->files, 64));
+}
+
+static void lh_file_params(struct lock_hash *h, const struct corpus_params *p)
+{
+	uint8_t b[5 * 4 + 64];
+	files_words(p, b);
+	lh_bytes(h, b, sizeof b);
+}
+
 int corpus_compute_lock(const struct corpus *c, char lock[65], struct err *e)
 {
 	struct lock_hash *h;
@@ -185,12 +207,16 @@ int corpus_compute_lock(const struct corpus *c, char lock[65], struct err *e)
 	lh_u64(h, c->params.seed);
 	params_words(&c->params, w);
 	lh_i32s(h, w, 8);
+	lh_file_params(h, &c->params);
 	lh_u32(h, (uint32_t)c->n);
 	lh_u32(h, (uint32_t)c->vocab);
 	lh_i32s(h, c->offset, (size_t)c->n + 1);
 	lh_i32s(h, c->tokens, (size_t)c->offset[c->n]);
 	lh_i32s(h, c->prefix, (size_t)c->n);
 	lh_bytes(h, c->split, (size_t)c->n);
+	lh_bytes(h, c->mask ? "\1" : "\0", 1);
+	if (c->mask)
+		lh_bytes(h, c->mask, (size_t)c->offset[c->n]);
 	lh_flush(h);
 	if (h->rc) {
 		rc = h->rc;
@@ -211,20 +237,22 @@ void corpus_free(struct corpus *c)
 	free(c->offset);
 	free(c->tokens);
 	free(c->prefix);
+	free(c->mask);
+	free(c->supervised);
 	free(c->split);
 	memset(c, 0, sizeof *c);
 }
 
-/* Allocates the arrays of an n-sequence, `total`-token corpus (zeroed). */
-static int corpus_alloc(struct corpus *c, int n, int64_t total, struct err *e)
+int corpus_alloc(struct corpus *c, int n, int64_t total, struct err *e)
 {
 	memset(c, 0, sizeof *c);
 	c->n = n;
 	c->offset = calloc((size_t)n + 1, sizeof *c->offset);
 	c->tokens = calloc(total > 0 ? (size_t)total : 1, sizeof *c->tokens);
 	c->prefix = calloc(n > 0 ? (size_t)n : 1, sizeof *c->prefix);
+	c->supervised = calloc(n > 0 ? (size_t)n : 1, sizeof *c->supervised);
 	c->split = calloc(n > 0 ? (size_t)n : 1, 1);
-	if (!c->offset || !c->tokens || !c->prefix || !c->split) {
+	if (!c->offset || !c->tokens || !c->prefix || !c->supervised || !c->split) {
 		corpus_free(c);
 		return ERR(e, ERR_DEVICE, "corpus: out of memory (%d sequences, %" PRId64
 			   " tokens)", n, total);
@@ -232,8 +260,8 @@ static int corpus_alloc(struct corpus *c, int n, int64_t total, struct err *e)
 	return ERR_OK;
 }
 
-/* Checks the arrays of c (offsets, ids, prefixes, split order) and fills split_count and
- * split_first. `what` names the source in messages. */
+/* Checks the arrays of c (offsets, ids, prefixes, masks, split order) and fills
+ * split_count, split_first and supervised. `what` names the source in messages. */
 static int corpus_validate(struct corpus *c, const char *what, struct err *e)
 {
 	int last = 0;
@@ -254,6 +282,13 @@ static int corpus_validate(struct corpus *c, const char *what, struct err *e)
 		if (c->prefix[i] < 0 || c->prefix[i] > len)
 			return ERR(e, ERR_DATA, "%s: sequence %d has prefix %d outside [0, %d]",
 				   what, i, c->prefix[i], len);
+		c->supervised[i] = 0;
+		for (int t = 0; t < len; t++) {
+			if (c->mask && c->mask[c->offset[i] + t] > 1)
+				return ERR(e, ERR_DATA, "%s: sequence %d has mask value %d at position "
+					   "%d", what, i, c->mask[c->offset[i] + t], t);
+			c->supervised[i] += corpus_is_target(c, i, t);
+		}
 		if (c->split[i] > SPLIT_TEST)
 			return ERR(e, ERR_DATA, "%s: sequence %d has unknown split %d", what, i,
 				   c->split[i]);
@@ -292,6 +327,14 @@ static int corpus_validate(struct corpus *c, const char *what, struct err *e)
 		}
 	}
 	return ERR_OK;
+}
+
+int corpus_finish(struct corpus *c, const char *what, struct err *e)
+{
+	int rc = corpus_validate(c, what, e);
+	if (!rc)
+		rc = corpus_compute_lock(c, c->lock, e);
+	return rc;
 }
 
 /* The [data] settings a corpus can be built from; *n_out: the number of sequences. */
@@ -433,6 +476,8 @@ int corpus_build(const struct settings *s, struct corpus *c, struct err *e)
 	struct markov m = {0};
 	int n = 0, rc;
 
+	if (s->source != DATA_SYNTHETIC)
+		return corpus_from_files(s, c, e);
 	memset(c, 0, sizeof *c);
 	ERR_TRY(check_data_settings(s, &n, e));
 	prng_seed(&r, s->seed, CORPUS_STREAM);
@@ -499,29 +544,44 @@ int corpus_from_arrays(int n, const int32_t *lengths, const int32_t *prefix,
 /* ---- files ----------------------------------------------------------------------- */
 
 
+/* the eot a corpus of settings s records: only llm.c shards are cut at it */
+static int recorded_eot(const struct settings *s)
+{
+	return s->source == DATA_LLMC ? s->eot : 0;
+}
+
 int corpus_params_diff(const struct corpus_params *p, const struct settings *s, char *out,
 		       size_t cap)
 {
+	enum { SYN = 1, FILES = 2, ANY = 3 };
+	const int files = p->source != DATA_SYNTHETIC || s->source != DATA_SYNTHETIC;
 	const struct {
 		const char *key;
 		long long corpus, config;
+		int applies;
 	} f[] = {
-		{"run.seed", (long long)p->seed, (long long)s->seed},
-		{"data.train", p->train_count, s->train_count},
-		{"data.validation", p->validation_count, s->validation_count},
-		{"data.test", p->test_count, s->test_count},
-		{"data.min_len", p->min_len, s->min_len},
-		{"data.max_len", p->max_len, s->max_len},
-		{"data.vocab", p->vocab, s->vocab},
-		{"data.prefix_max", p->prefix_max, s->prefix_max},
-		{"data.branching", p->branching, s->branching},
+		{"data.source", p->source, s->source, ANY},
+		{"run.seed", (long long)p->seed, (long long)s->seed, SYN},
+		{"data.train", p->train_count, s->train_count, SYN},
+		{"data.validation", p->validation_count, s->validation_count, SYN},
+		{"data.test", p->test_count, s->test_count, SYN},
+		{"data.min_len", p->min_len, s->min_len, ANY},
+		{"data.max_len", p->max_len, s->max_len, ANY},
+		{files ? "vocabulary (model.vocab or the files)" : "data.vocab", p->vocab, s->vocab,
+		 ANY},
+		{"data.prefix_max", p->prefix_max, s->prefix_max, SYN},
+		{"data.branching", p->branching, s->branching, SYN},
+		{"data.eot", p->eot, recorded_eot(s), FILES},
+		{"data.split (train)", p->split_rule[0], s->split_rule[0], FILES},
+		{"data.split (validation)", p->split_rule[1], s->split_rule[1], FILES},
+		{"data.split (test)", p->split_rule[2], s->split_rule[2], FILES},
 	};
 	size_t used = 0;
 	int n = 0;
 	if (cap)
 		out[0] = '\0';
 	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-		if (f[i].corpus == f[i].config)
+		if (f[i].corpus == f[i].config || !(f[i].applies & (files ? FILES : SYN)))
 			continue;
 		n++;
 		if (used < cap)
@@ -540,8 +600,9 @@ int corpus_params_match(const struct corpus_params *p, const struct settings *s)
 static int save_bin(const struct corpus *c, const char *path, struct err *e)
 {
 	size_t total = (size_t)c->offset[c->n];
-	size_t size = CORPUS_HEADER + 4 * ((size_t)c->n + 1 + total + (size_t)c->n) + (size_t)c->n;
-	uint8_t *buf = malloc(size), *p;
+	size_t size = CORPUS_HEADER + 4 * ((size_t)c->n + 1 + total + (size_t)c->n) + (size_t)c->n +
+		      (c->mask ? total : 0);
+	uint8_t *buf = malloc(size), *p, fw[5 * 4 + 64];
 	int32_t w[8];
 	int rc;
 
@@ -558,6 +619,10 @@ static int save_bin(const struct corpus *c, const char *path, struct err *e)
 	params_words(&c->params, w);
 	for (int k = 0; k < 8; k++)
 		put_u32(buf + 96 + 4 * k, (uint32_t)w[k]);
+	files_words(&c->params, fw);
+	memcpy(buf + 128, fw, 20);
+	put_u32(buf + 148, c->mask != NULL);
+	memcpy(buf + 152, fw + 20, 64);
 	p = buf + CORPUS_HEADER;
 	for (int i = 0; i <= c->n; i++, p += 4)
 		put_u32(p, (uint32_t)c->offset[i]);
@@ -566,6 +631,8 @@ static int save_bin(const struct corpus *c, const char *path, struct err *e)
 	for (int i = 0; i < c->n; i++, p += 4)
 		put_u32(p, (uint32_t)c->prefix[i]);
 	memcpy(p, c->split, (size_t)c->n);
+	if (c->mask)
+		memcpy(p + c->n, c->mask, total);
 	rc = fsx_write_atomic(path, buf, size, e);
 	free(buf);
 	return rc;
@@ -590,8 +657,17 @@ static int save_lock(const struct corpus *c, const char *path, struct err *e)
 	json_set_new(root, "lock", json_string(c->lock), &bad);
 	json_set_new(root, "sequences", json_integer(c->n), &bad);
 	json_set_new(root, "vocab", json_integer(c->vocab), &bad);
-	json_set_new(root, "source", json_string(c->params.vocab ? "generated" : "arrays"),
-		     &bad);
+	json_set_new(root, "source", json_string(c->params.source ?
+						 data_source_name(c->params.source) :
+						 c->params.vocab ? "generated" : "arrays"), &bad);
+	if (c->params.source) {
+		char split[48];
+		snprintf(split, sizeof split, "%d,%d,%d", c->params.split_rule[0],
+			 c->params.split_rule[1], c->params.split_rule[2]);
+		json_set_new(root, "files_sha256", json_string(c->params.files), &bad);
+		json_set_new(par, "split", json_string(split), &bad);
+		json_set_new(par, "eot", json_integer(c->params.eot), &bad);
+	}
 	json_set_new(par, "seed", json_string(seed), &bad);
 	json_set_new(par, "train", json_integer(c->params.train_count), &bad);
 	json_set_new(par, "validation", json_integer(c->params.validation_count), &bad);
@@ -694,6 +770,23 @@ int corpus_read_lock(const char *dir, char lock[65], struct err *e)
 	return ERR_OK;
 }
 
+/* source, eot, split rule (bytes 128-147) and the files digest (152-215) of a corpus.bin */
+static int load_file_params(const uint8_t *p, const char *path, struct corpus_params *q,
+			    struct err *e)
+{
+	q->source = (int32_t)get_u32(p + 128);
+	q->eot = (int32_t)get_u32(p + 132);
+	for (int k = 0; k < 3; k++)
+		q->split_rule[k] = (int32_t)get_u32(p + 136 + 4 * k);
+	memcpy(q->files, p + 152, 64);
+	q->files[64] = '\0';
+	if (q->source < 0 || q->source >= DATA_SOURCE_COUNT)
+		return ERR(e, ERR_DATA, "%s: unknown source %d at byte 128", path, q->source);
+	if (q->files[0] ? !digest_is_hex(q->files) : q->source != DATA_SYNTHETIC)
+		return ERR(e, ERR_DATA, "%s: bytes 152-215 hold no SHA-256 of the files", path);
+	return ERR_OK;
+}
+
 /* Decodes corpus.bin (buf, size bytes, read from `path`) into c. */
 static int decode_corpus(const char *path, const char *buf, size_t size, char stored[65],
 			 struct corpus *c, struct err *e)
@@ -710,9 +803,12 @@ static int decode_corpus(const char *path, const char *buf, size_t size, char st
 	stored[64] = '\0';
 	int64_t n = (int32_t)get_u32(p + 76), total = (int32_t)get_u32(p + 84);
 	int vocab = (int32_t)get_u32(p + 80);
+	uint32_t has_mask = get_u32(p + 148);
 	if (n < 0 || total < 0)
 		return ERR(e, ERR_DATA, "%s: negative sizes in the header", path);
-	int64_t need = CORPUS_HEADER + 4 * (n + 1 + total + n) + n;
+	if (has_mask > 1)
+		return ERR(e, ERR_DATA, "%s: mask flag %u at byte 148 (0 or 1)", path, has_mask);
+	int64_t need = CORPUS_HEADER + 4 * (n + 1 + total + n) + n + (has_mask ? total : 0);
 	if ((int64_t)size != need)
 		return ERR(e, ERR_DATA, "%s: %zu bytes, the header announces %" PRId64, path, size,
 			   need);
@@ -722,6 +818,9 @@ static int decode_corpus(const char *path, const char *buf, size_t size, char st
 	for (int k = 0; k < 8; k++)
 		w[k] = (int32_t)get_u32(p + 96 + 4 * k);
 	params_from_words(&c->params, w);
+	ERR_TRY(load_file_params(p, path, &c->params, e));
+	if (has_mask && !(c->mask = malloc(total > 0 ? (size_t)total : 1)))
+		return ERR(e, ERR_DEVICE, "%s: out of memory", path);
 	p += CORPUS_HEADER;
 	for (int64_t i = 0; i <= n; i++, p += 4)
 		c->offset[i] = (int32_t)get_u32(p);
@@ -730,6 +829,8 @@ static int decode_corpus(const char *path, const char *buf, size_t size, char st
 	for (int64_t i = 0; i < n; i++, p += 4)
 		c->prefix[i] = (int32_t)get_u32(p);
 	memcpy(c->split, p, (size_t)n);
+	if (has_mask)
+		memcpy(c->mask, p + n, (size_t)total);
 	if (c->offset[n] != total)
 		return ERR(e, ERR_DATA, "%s: offsets end at %d, the header announces %" PRId64
 			   " tokens", path, c->offset[n], total);

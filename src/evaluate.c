@@ -16,6 +16,22 @@
 #include "coll.h"
 #include "npy.h"
 
+/* How many targets of split are token id (all of them: counts[] of vocab entries). */
+static int64_t split_targets(const struct corpus *c, int split, int id, int64_t *counts)
+{
+	int64_t hits = 0;
+	for (int i = c->split_first[split]; i < c->split_first[split] + c->split_count[split]; i++)
+		for (int t = c->prefix[i]; t < corpus_len(c, i); t++) {
+			int32_t tok = c->tokens[c->offset[i] + t];
+			if (!corpus_is_target(c, i, t))
+				continue;
+			hits += tok == id;
+			if (counts)
+				counts[tok]++;
+		}
+	return hits;
+}
+
 int train_const_guess(const struct corpus *c, int split, int split2, int64_t *hits2)
 {
 	int64_t *count = calloc((size_t)c->vocab, sizeof *count);
@@ -24,17 +40,11 @@ int train_const_guess(const struct corpus *c, int split, int split2, int64_t *hi
 		*hits2 = 0;
 		return -1;
 	}
-	for (int i = c->split_first[split]; i < c->split_first[split] + c->split_count[split]; i++)
-		for (int p = c->offset[i] + c->prefix[i]; p < c->offset[i + 1]; p++)
-			count[c->tokens[p]]++;
+	split_targets(c, split, -1, count);
 	for (int v = 0; v < c->vocab; v++)
 		if (count[v] > count[best])
 			best = v;
-	*hits2 = 0;
-	for (int i = c->split_first[split2]; i < c->split_first[split2] + c->split_count[split2];
-	     i++)
-		for (int p = c->offset[i] + c->prefix[i]; p < c->offset[i + 1]; p++)
-			*hits2 += c->tokens[p] == best;
+	*hits2 = split_targets(c, split2, best, NULL);
 	free(count);
 	return best;
 }
@@ -48,10 +58,7 @@ static int eval_split(struct engine *eng, const struct corpus *c, int split, int
 		return rc;
 	se->loss = se->tokens ? se->loss_sum / (double)se->tokens : NAN;
 	se->accuracy = se->tokens ? (double)se->hits / (double)se->tokens : NAN;
-	se->const_hits = 0;
-	for (int i = c->split_first[split]; i < c->split_first[split] + c->split_count[split]; i++)
-		for (int p = c->offset[i] + c->prefix[i]; p < c->offset[i + 1]; p++)
-			se->const_hits += c->tokens[p] == const_id;
+	se->const_hits = split_targets(c, split, const_id, NULL);
 	se->const_accuracy = se->tokens ? (double)se->const_hits / (double)se->tokens : NAN;
 	return ERR_OK;
 }

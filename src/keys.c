@@ -26,6 +26,7 @@
 #define CHOICES_REDUCE "sum|avg"
 #define CHOICES_COLLECTIVE "auto|host|nccl"
 #define CHOICES_SHARD_ORDER "length|balanced"
+#define CHOICES_SOURCE "synthetic|npy|jsonl|megatron|llmc"
 
 /* Where a key's value lands in struct settings (NO_FIELD: read by settings_from_cfg). */
 #define AT(member) CFG_AT(struct settings, member)
@@ -72,13 +73,27 @@ const struct cfg_key settings_keys[] = {
 		"shortest sequence length, in tokens"),
 	INT_KEY("data", "max_len", "128", 2, 4096, MATH, AT(max_len),
 		"longest sequence length, in tokens"),
-	INT_KEY("data", "vocab", "128", 8, 4096, SHAPE, AT(vocab),
-		"vocabulary size, reserved ids included"),
+	INT_KEY("data", "vocab", "128", 8, 262144, SHAPE, AT(vocab),
+		"synthetic source: vocabulary size, reserved ids included (file sources: see "
+		"model.vocab)"),
 	INT_KEY("data", "prefix_max", "0", 0, 4095, MATH, AT(prefix_max),
 		"longest unsupervised prompt; each sequence draws its prompt length uniformly "
 		"in [0, prefix_max] (must be < min_len)"),
 	INT_KEY("data", "branching", "4", 1, 64, MATH, AT(branching),
 		"successors per state of the Markov source that generates the corpus"),
+	ENUM_KEY("data", "source", "synthetic", CHOICES_SOURCE, MATH, AT(source),
+		 "where the sequences come from: the synthetic Markov source, or your own token "
+		 "files in one of the formats npy, jsonl, megatron, llmc (README \"Your own data\")"),
+	STRING_KEY("data", "path", "", 0, AT(data_path),
+		   "file source: a directory (npy), a file (jsonl), a path without .bin/.idx "
+		   "(megatron), a shard or a directory of shards (llmc); relative to the working "
+		   "directory. The data lock holds the files' SHA-256, so a changed file is noticed"),
+	STRING_KEY("data", "split", "90,5,5", MATH, NO_FIELD,
+		   "file source: relative weights of train, validation and test for the documents "
+		   "whose files name no split, given to consecutive blocks in file order"),
+	INT_KEY("data", "eot", "50256", 0, 1073741823.0, MATH, AT(eot),
+		"llmc source: the end-of-text id that opens each document (50256 for GPT-2 "
+		"shards, 128000 for Llama 3)"),
 
 	/* [model] */
 	INT_KEY("model", "context", "8", 1, 64, SHAPE, AT(context),
@@ -87,6 +102,10 @@ const struct cfg_key settings_keys[] = {
 	INT_KEY("model", "hidden", "512", 1, 8192, SHAPE, AT(hidden), "hidden layer width"),
 	ENUM_KEY("model", "layout", "packed", CHOICES_LAYOUT, MATH, AT(layout),
 		 "microbatch layout: packed (supervised positions only) or padded to max_len"),
+	INT_KEY("model", "vocab", "0", 0, 262140, SHAPE, AT(model_vocab),
+		"file source: the tokenizer's number of ids (GPT-2 50257, Llama 3 128256); every "
+		"id must be below it; 0: the largest id in the files + 1. The model adds its "
+		"reserved ids (synthetic source: must be 0, data.vocab rules)"),
 
 	/* [train] */
 	/* updates and stop_at only say where a run ends: no window's computation depends
@@ -315,6 +334,33 @@ static int exact_mode_relations(const struct cfg *c, struct settings *s, struct 
 	return ERR_OK;
 }
 
+/* "90,5,5" -> three weights in [0, 1000000] (base 10, no sign), not all zero */
+static int parse_split(const struct cfg *c, const char *text, int w[3], struct err *e)
+{
+	const char *p = text;
+	int k;
+	for (k = 0; k < 3; k++) {
+		long v = 0;
+		const char *start;
+		while (*p == ' ')
+			p++;
+		start = p;
+		while (*p >= '0' && *p <= '9' && v <= 1000000)
+			v = v * 10 + (*p++ - '0');
+		while (*p == ' ')
+			p++;
+		if (p == start || v > 1000000 || *p != (k < 2 ? ',' : '\0'))
+			break;
+		w[k] = (int)v;
+		p += k < 2;
+	}
+	if (k < 3 || w[0] + w[1] + w[2] == 0)
+		return ERR(e, ERR_CONFIG, "%s: [data] split = %s: expected three weights (train, "
+			   "validation, test) such as 90,5,5, each in [0, 1000000], not all zero",
+			   key_where(c, "data", "split"), text);
+	return ERR_OK;
+}
+
 int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 {
 	memset(s, 0, sizeof *s);
@@ -330,6 +376,15 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 	if (s->prefix_max >= s->min_len)
 		return relation_error(c, e, "data", "prefix_max", "less than", "data", "min_len");
 	ERR_TRY(exact_mode_relations(c, s, e));
+	if (parse_split(c, cfg_str(c, "data", "split"), s->split_rule, e))
+		return e ? e->code : ERR_CONFIG;
+	if (s->source == 0 && s->model_vocab != 0)
+		return ERR(e, ERR_CONFIG, "%s: [model] vocab = %d applies to file sources; the "
+			   "synthetic source takes [data] vocab", key_where(c, "model", "vocab"),
+			   s->model_vocab);
+	if (s->source != 0 && !s->data_path[0])
+		return ERR(e, ERR_CONFIG, "%s: [data] source = %s needs [data] path",
+			   key_where(c, "data", "source"), cfg_str(c, "data", "source"));
 
 	int n_ids = 0;
 	if (parse_ids(c, cfg_str(c, "devices", "ids"), s->ids,

@@ -134,15 +134,19 @@ int batch_build(struct batch *b, const struct corpus *c, const int *ids, int n, 
 		const int32_t *tok = c->tokens + c->offset[ids[i]];
 		int len = corpus_len(c, ids[i]), pre = c->prefix[ids[i]];
 		int end = layout == LAYOUT_PACKED ? len : longest;
-		for (int t = layout == LAYOUT_PACKED ? pre : 0; t < end; t++, r++) {
+		for (int t = layout == LAYOUT_PACKED ? pre : 0; t < end; t++) {
+			int target = t < len && corpus_is_target(c, ids[i], t);
+			if (layout == LAYOUT_PACKED && !target)
+				continue; /* packed: target positions only (a mask may skip some) */
 			if (t < len) {
 				fill_context(b->ctx + (size_t)r * C, tok, t, C);
-				b->target[r] = t >= pre ? tok[t] : -1;
+				b->target[r] = target ? tok[t] : -1;
 			} else {
 				for (int j = 0; j < C; j++)
 					b->ctx[(size_t)r * C + j] = DATA_PAD;
 				b->target[r] = -1;
 			}
+			r++;
 		}
 	}
 	b->rows = rows;

@@ -42,13 +42,19 @@ struct settings {
 	/* [data] */
 	int train_count, validation_count, test_count;
 	int min_len, max_len;
-	int vocab;       /* total ids, of which DATA_RESERVED are reserved */
+	int vocab;       /* total ids, of which DATA_RESERVED are reserved; for a file source
+			    resolved from the files (corpus_resolve_vocab) */
 	int prefix_max;  /* unsupervised prompt length drawn uniformly in [0, prefix_max] */
 	int branching;   /* successors per state of the Markov source */
+	int source;      /* enum data_source: synthetic or a file format */
+	char data_path[512]; /* the files of a file source */
+	int split_rule[3];   /* [data] split: weights of train, validation, test */
+	int eot;         /* llm.c shards: the end-of-text id that opens each document */
 
 	/* [model] */
 	int context, embed, hidden;
 	int layout;      /* enum layout_kind */
+	int model_vocab; /* [model] vocab: the files' ids (0: largest id + 1) */
 
 	/* [train] */
 	int updates, stop_at, accumulation, batch_size;

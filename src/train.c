@@ -61,34 +61,51 @@ double train_max_abs_diff(const float *a, const float *b, size_t n, size_t *n_di
 
 /* ---- the corpus ------------------------------------------------------------------- */
 
+/* Loads the prepared corpus of dir into c and says whether it is the one this run's
+ * configuration describes (*usable): the same [data] settings and, for a file source,
+ * the same files. One that is not is an error when it may not be replaced (rebuild == 0:
+ * a checkpoint needs the corpus it was trained on), and otherwise freed and reported. */
+static int check_prepared(const struct env *v, int rebuild, const char *dir, struct corpus *c,
+			  int *usable, struct err *e)
+{
+	char diff[700];
+	int rc;
+	*usable = 0;
+	if ((rc = corpus_load(dir, c, e))) {
+		err_prefix(e, "prepared corpus %s (run `prepare` to rebuild it)", dir);
+		return rc;
+	}
+	if (!corpus_params_match(&c->params, v->s)) {
+		corpus_params_diff(&c->params, v->s, diff, sizeof diff);
+		rc = ERR(e, ERR_DATA, "prepared corpus %s was built with other settings than "
+			 "this run's: %s; run with the configuration it was built from (a "
+			 "checkpoint needs the corpus it was trained on), or `prepare` again", dir,
+			 diff);
+	} else if ((rc = corpus_files_unchanged(v->s, c, e))) {
+		err_prefix(e, "prepared corpus %s", dir);
+	}
+	if (rc == ERR_OK) {
+		*usable = 1;
+		return ERR_OK;
+	}
+	corpus_free(c);
+	if (!rebuild)
+		return rc;
+	env_info(v, "train: %s: rebuilding it", e->msg);
+	err_clear(e);
+	return ERR_OK;
+}
+
 int train_corpus(const struct env *v, int rebuild, struct corpus *c, struct err *e)
 {
 	char dir[FSX_PATH_MAX], bin[FSX_PATH_MAX];
-	int rc;
+	int rc, usable = 0;
 	memset(c, 0, sizeof *c);
 	if ((rc = env_outputs_ready(v, e)) || (rc = fsx_join(dir, sizeof dir, v->s->outputs, output_name(OUT_CORPUS), e)) ||
 	    (rc = fsx_join(bin, sizeof bin, dir, "corpus.bin", e)))
 		return rc;
-	if (fsx_exists(bin)) {
-		if ((rc = corpus_load(dir, c, e))) {
-			err_prefix(e, "prepared corpus %s (run `prepare` to rebuild it)", dir);
-			return rc;
-		}
-		if (corpus_params_match(&c->params, v->s))
-			return ERR_OK;
-		if (!rebuild) { /* the corpus a checkpoint was trained on may not be replaced */
-			char diff[700];
-			corpus_params_diff(&c->params, v->s, diff, sizeof diff);
-			rc = ERR(e, ERR_DATA, "prepared corpus %s was built with other settings than "
-				 "this run's: %s; run with the configuration it was built from (a "
-				 "checkpoint needs the corpus it was trained on), or `prepare` again", dir,
-				 diff);
-			corpus_free(c);
-			return rc;
-		}
-		env_info(v, "train: %s was prepared with other [data] settings: rebuilding it", dir);
-		corpus_free(c);
-	}
+	if (fsx_exists(bin) && ((rc = check_prepared(v, rebuild, dir, c, &usable, e)) || usable))
+		return rc;
 	if ((rc = corpus_build(v->s, c, e)))
 		return rc;
 	if ((rc = corpus_save(c, v->s, dir, e))) {

@@ -192,7 +192,7 @@ static void reference_lock(const struct corpus *c, const struct settings *s, cha
 	ck_assert_ptr_nonnull(ctx);
 	ck_assert_int_eq(EVP_DigestInit_ex(ctx, EVP_sha256(), NULL), 1);
 	ck_assert_int_eq(EVP_DigestUpdate(ctx, "ddptok-corpus", 13), 1);
-	le32(ctx, 1); /* format */
+	le32(ctx, 2); /* format */
 	le32(ctx, (uint32_t)seed);
 	le32(ctx, (uint32_t)(seed >> 32));
 	le32(ctx, s ? s->train_count : 0);
@@ -203,6 +203,12 @@ static void reference_lock(const struct corpus *c, const struct settings *s, cha
 	le32(ctx, s ? s->vocab : 0);
 	le32(ctx, s ? s->prefix_max : 0);
 	le32(ctx, s ? s->branching : 0);
+	for (int k = 0; k < 5; k++) /* source, eot, split rule: synthetic, none */
+		le32(ctx, 0);
+	{
+		const uint8_t no_files[64] = { 0 };
+		ck_assert_int_eq(EVP_DigestUpdate(ctx, no_files, 64), 1);
+	}
 	le32(ctx, c->n);
 	le32(ctx, c->vocab);
 	for (int i = 0; i <= c->n; i++)
@@ -212,6 +218,7 @@ static void reference_lock(const struct corpus *c, const struct settings *s, cha
 	for (int i = 0; i < c->n; i++)
 		le32(ctx, c->prefix[i]);
 	ck_assert_int_eq(EVP_DigestUpdate(ctx, c->split, c->n), 1);
+	ck_assert_int_eq(EVP_DigestUpdate(ctx, "\0", 1), 1); /* no mask */
 	ck_assert_int_eq(EVP_DigestFinal_ex(ctx, md, &len), 1);
 	ck_assert_int_eq(len, 32);
 	EVP_MD_CTX_free(ctx);
@@ -471,7 +478,7 @@ START_TEST(test_corrupt)
 
 	/* a token replaced by another valid id: only the lock can tell */
 	save_ok(&c, &s, dir);
-	tok_off = 128 + 4L * (c.n + 1) + 4L * 10;
+	tok_off = 256 + 4L * (c.n + 1) + 4L * 10; /* header of 256 bytes, offsets */
 	{
 		int32_t other = c.tokens[10] == 4 ? 5 : 4;
 		b4[0] = (unsigned char)other;

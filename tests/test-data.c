@@ -18,6 +18,7 @@
 #include "corpus.h"
 #include "data.h"
 #include "fsx.h"
+#include "model.h"
 #include "npy.h"
 
 #ifndef DDPTOK_DATA_DIR
@@ -565,6 +566,112 @@ START_TEST(test_split_rule_leaves_split_empty)
 }
 END_TEST
 
+/* ---- the corpus of a file source ---------------------------------------------------------- */
+
+static void file_settings(struct settings *s, int source, const char *name)
+{
+	memset(s, 0, sizeof *s);
+	s->source = source;
+	sample_path(s->data_path, sizeof s->data_path, name);
+	s->min_len = 4;
+	s->max_len = 64;
+	s->split_rule[0] = 8;
+	s->split_rule[1] = 1;
+	s->split_rule[2] = 1;
+	s->eot = 0;
+}
+
+/* The ids of the targets of sequence id, as the packed and the padded batch lay them out. */
+static void check_batch_targets(const struct corpus *c, int id)
+{
+	struct batch b;
+	struct err e;
+	int len = corpus_len(c, id), k = 0;
+	err_clear(&e);
+	ck_assert_int_eq(batch_alloc(&b, batch_max_rows(1, len), 2, &e), ERR_OK);
+	ck_assert_int_eq(batch_build(&b, c, &id, 1, LAYOUT_PACKED, &e), ERR_OK);
+	ck_assert_int_eq(b.rows, corpus_supervised(c, id));
+	for (int t = 0; t < len; t++)
+		if (c->mask[c->offset[id] + t])
+			ck_assert_int_eq(b.target[k++], c->tokens[c->offset[id] + t]);
+	ck_assert_int_eq(k, b.rows);
+	ck_assert_int_eq(batch_build(&b, c, &id, 1, LAYOUT_PADDED, &e), ERR_OK);
+	ck_assert_int_eq(b.rows, len);
+	for (int t = 0; t < len; t++)
+		ck_assert_int_eq(b.target[t], c->mask[c->offset[id] + t] ? c->tokens[c->offset[id] + t]
+									 : -1);
+	batch_free(&b);
+}
+
+START_TEST(test_corpus_from_files)
+{
+	struct settings s;
+	struct corpus c, back;
+	struct err e;
+	char dir[FSX_PATH_MAX];
+	int inner = -1;
+	err_clear(&e);
+	file_settings(&s, DATA_NPY, "npy");
+	ck_assert_int_eq(corpus_resolve_vocab(&s, &e), ERR_OK);
+	ck_assert_int_eq(s.vocab, 96 + DATA_RESERVED); /* the sample's ids are 1..95 */
+	ck_assert_msg(corpus_from_files(&s, &c, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_ptr_nonnull(c.mask);
+	ck_assert_int_eq(c.params.source, DATA_NPY);
+	for (int i = 0; i < c.n; i++) {
+		int sup = 0, lead = 0, len = corpus_len(&c, i);
+		while (lead < len && !c.mask[c.offset[i] + lead])
+			lead++;
+		ck_assert_int_eq(c.prefix[i], lead); /* the prefix is the leading masked run */
+		for (int t = 0; t < len; t++) {
+			sup += c.mask[c.offset[i] + t];
+			ck_assert_int_ge(c.tokens[c.offset[i] + t], 1 + DATA_RESERVED);
+			if (t > lead && !c.mask[c.offset[i] + t])
+				inner = i;
+		}
+		ck_assert_int_eq(corpus_supervised(&c, i), sup);
+	}
+	ck_assert_int_ge(inner, 0); /* the sample masks some positions inside sequences */
+	check_batch_targets(&c, inner);
+	check_batch_targets(&c, 0);
+	/* corpus.bin keeps the mask and the files' digest; the lock follows them */
+	snprintf(dir, sizeof dir, "%s/corpus", tmp_root);
+	ck_assert_msg(corpus_save(&c, &s, dir, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_msg(corpus_load(dir, &back, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_str_eq(back.lock, c.lock);
+	ck_assert_str_eq(back.params.files, c.params.files);
+	ck_assert_mem_eq(back.mask, c.mask, (size_t)c.offset[c.n]);
+	ck_assert_int_eq(corpus_files_unchanged(&s, &back, &e), ERR_OK);
+	corpus_free(&back);
+	{
+		char before[65];
+		int last = c.offset[inner] + corpus_len(&c, inner) - 1, sup = c.supervised[inner];
+		memcpy(before, c.lock, sizeof before);
+		c.mask[last] ^= 1; /* one target more or less */
+		ck_assert_int_eq(corpus_finish(&c, "changed", &e), ERR_OK);
+		ck_assert_str_ne(c.lock, before);
+		ck_assert_int_eq(c.supervised[inner], sup + (c.mask[last] ? 1 : -1));
+	}
+	corpus_free(&c);
+	/* settings whose vocabulary the files do not call for are refused */
+	s.vocab += 1;
+	ck_assert_int_eq(corpus_from_files(&s, &c, &e), ERR_DATA);
+	ck_assert_ptr_nonnull(strstr(e.msg, "the files call for a vocabulary of 100"));
+	/* model.vocab sets the vocabulary, and an id at or above it is refused */
+	err_clear(&e);
+	s.model_vocab = 50257;
+	ck_assert_int_eq(corpus_resolve_vocab(&s, &e), ERR_OK);
+	ck_assert_int_eq(s.vocab, 50257 + DATA_RESERVED);
+	ck_assert_int_eq(corpus_from_files(&s, &c, &e), ERR_OK);
+	ck_assert_int_eq(c.vocab, 50261);
+	corpus_free(&c);
+	s.model_vocab = 90;
+	ck_assert_int_eq(corpus_resolve_vocab(&s, &e), ERR_OK);
+	ck_assert_int_eq(corpus_from_files(&s, &c, &e), ERR_DATA);
+	ck_assert_ptr_nonnull(strstr(e.msg, "tokens.npy: token "));
+	ck_assert_ptr_nonnull(strstr(e.msg, "outside the vocabulary [0, 90)"));
+}
+END_TEST
+
 static Suite *data_suite(void)
 {
 	Suite *s = suite_create("data");
@@ -586,6 +693,7 @@ static Suite *data_suite(void)
 	tcase_add_test(tc, test_jsonl_refusals);
 	tcase_add_test(tc, test_megatron_refusals);
 	tcase_add_test(tc, test_llmc_refusals);
+	tcase_add_test(tc, test_corpus_from_files);
 	suite_add_tcase(s, tc);
 	return s;
 }

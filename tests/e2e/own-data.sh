@@ -1,0 +1,78 @@
+# The whole protocol on the shipped sample of your-own-data files (tests/data), in each of
+# the four formats; prepare's summary; a changed file refused at resume; bad input refused
+# with exit 5, the file named and nothing written.
+set -eu
+DATA="$CONF/../tests/data"
+run_format() { # NAME SOURCE PATH [more --set]
+	name=$1 source=$2 path=$3
+	shift 3
+	"$DDPTOK" "$CONF/own-data.ini" --set data.source="$source" --set data.path="$path" \
+		--set run.outputs="out-$name" --set run.artifacts="art-$name" "$@" > "$name.txt" 2>&1 ||
+		{ cat "$name.txt"; echo "FAIL: protocol on $name exited non-zero"; exit 1; }
+	grep -q "protocol: every check passed" "$name.txt"
+	grep -q "bit-identical" "$name.txt"
+	[ "$(grep -c 'fail (caught)' "$name.txt")" -ge 2 ] ||
+		{ cat "$name.txt"; echo "FAIL: $name: negative controls not caught"; exit 1; }
+	grep -q "prepare: read 320 documents from $path ($source)" "$name.txt"
+}
+run_format npy npy "$DATA/npy"
+run_format jsonl jsonl "$DATA/sample.jsonl"
+run_format megatron megatron "$DATA/megatron/sample"
+run_format llmc llmc "$DATA/llmc/sample.bin" --set data.eot=0
+# the masks are counted: the sample masks its prompts
+grep -q "of them masked" npy.txt
+grep -q "sequence lengths 6-" npy.txt
+# npy and jsonl hold the same sequences, masks and splits: the same corpus and figures
+[ "$(grep '^prepare: .*supervised tokens' npy.txt)" = "$(grep '^prepare: .*supervised tokens' jsonl.txt)" ]
+grep -q '"source": "npy"' out-npy/corpus/data.lock
+grep -q '"files_sha256": "[0-9a-f]\{64\}"' out-npy/corpus/data.lock
+
+# a changed file: the resume is refused (exit 5), a fresh run prepares the corpus again
+cp -r "$DATA/npy" mine
+"$DDPTOK" "$CONF/own-data.ini" --set data.path=mine train > stop.txt 2>&1
+[ -d artifacts/checkpoints/step-0010 ]
+python3 - <<'PY'
+b = bytearray(open("mine/tokens.npy", "rb").read())
+b[-2] = b[-2] % 90 + 2   # another id, still inside the vocabulary
+b[-1] = 0
+open("mine/tokens.npy", "wb").write(bytes(b))
+PY
+set +e
+"$DDPTOK" "$CONF/own-data.ini" --set data.path=mine train --resume artifacts/checkpoints/step-0010 > resume.txt 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 5 ] || { cat resume.txt; echo "FAIL: resume on a changed file gave exit $rc"; exit 1; }
+grep -q "the files changed since the corpus was prepared" resume.txt
+
+# bad input: exit 5, the file and the position named, no corpus written
+refused() { # EXPECTED-TEXT SOURCE PATH
+	set +e
+	"$DDPTOK" "$CONF/own-data.ini" --set data.source="$2" --set data.path="$3" \
+		--set run.outputs=bad prepare > bad.txt 2>&1
+	rc=$?
+	set -e
+	[ "$rc" -eq 5 ] || { cat bad.txt; echo "FAIL: $3 gave exit $rc, expected 5"; exit 1; }
+	grep -q "$1" bad.txt || { cat bad.txt; echo "FAIL: no '$1' in the message"; exit 1; }
+	[ ! -e bad/corpus/corpus.bin ] || { echo "FAIL: a corpus was written for $3"; exit 1; }
+}
+mkdir trunc && cp "$DATA"/npy/*.npy trunc/ && head -c 300 "$DATA/npy/tokens.npy" > trunc/tokens.npy
+refused "trunc/tokens.npy: truncated" npy trunc
+printf '{"tokens": [5, 6, 7, 8]}\n{"tokens": [5, "x"]}\n' > bad.jsonl
+refused "bad.jsonl:2: tokens\[1\] is not an integer" jsonl bad.jsonl
+printf '{"tokens": [5, 6, 7, 8, 9]}\n' > one.jsonl
+refused "one.jsonl: no train sequence" jsonl one.jsonl
+head -c 1000 "$DATA/llmc/sample.bin" > short.bin
+refused "short.bin: truncated header" llmc short.bin
+set +e
+"$DDPTOK" "$CONF/own-data.ini" --set data.path="$DATA/npy" --set model.vocab=50 --set run.outputs=bad prepare > vocab.txt 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 5 ] && grep -q "tokens.npy: token [0-9]*: id [0-9]* outside the vocabulary \[0, 50)" vocab.txt ||
+	{ cat vocab.txt; echo "FAIL: an id outside model.vocab was not refused"; exit 1; }
+# a window the plan cannot fill
+set +e
+"$DDPTOK" "$CONF/own-data.ini" --set data.path="$DATA/npy" --set train.batch_size=200 --set run.outputs=bad prepare > plan.txt 2>&1
+rc=$?
+set -e
+[ "$rc" -ne 0 ] || { cat plan.txt; echo "FAIL: an unfillable window was accepted"; exit 1; }
+exit 0
