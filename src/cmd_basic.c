@@ -71,7 +71,8 @@ int cmd_prepare(struct app *a, struct err *e)
 	if ((rc = corpus_save(&c, &a->s, dir, e)) == ERR_OK) {
 		prepare_summary(a, &c);
 		env_info(&a->env, "prepare: data lock %s", c.lock);
-		env_info(&a->env, "prepare: wrote %s/corpus.bin and %s/data.lock", dir, dir);
+		env_info(&a->env, "prepare: wrote %s/" OUTPUT_CORPUS_BIN " and %s/" OUTPUT_DATA_LOCK, dir,
+			 dir);
 	}
 	corpus_free(&c);
 	return rc;

@@ -45,10 +45,10 @@ static int dump_batches(const struct dump *d, const struct run *r, struct err *e
 			if ((rc = batch_build(&b, &r->corpus, mb->ids, mb->n, d->s->layout, e)) != ERR_OK)
 				break;
 			size_t shape[2] = {(size_t)b.rows, (size_t)b.context};
-			snprintf(path, sizeof path, "%s/rank%d-micro%d-inputs.npy", d->dir, q, m);
+			snprintf(path, sizeof path, "%s/" OUTPUT_DUMP_INPUTS, d->dir, q, m);
 			if ((rc = npy_write(path, NPY_I32, shape, 2, b.ctx, e)) != ERR_OK)
 				break;
-			snprintf(path, sizeof path, "%s/rank%d-micro%d-targets.npy", d->dir, q, m);
+			snprintf(path, sizeof path, "%s/" OUTPUT_DUMP_TARGETS, d->dir, q, m);
 			rc = npy_write(path, NPY_I32, shape, 1, b.target, e);
 		}
 	batch_free(&b);
@@ -63,12 +63,12 @@ static int dump_reference(void *arg, const struct run *r, const float *ref, stru
 	char path[FSX_PATH_MAX];
 	json_t *lay = json_pack("{s:o, s:o}", "layout", run_layout_json(&r->eng->shape), "window",
 				parity_window_json(&r->w));
-	int rc = fsx_join(path, sizeof path, d->dir, "layout.json", e);
+	int rc = fsx_join(path, sizeof path, d->dir, OUTPUT_DUMP_LAYOUT, e);
 	if (rc == ERR_OK)
 		rc = report_json_file(path, lay, e);
 	json_decref(lay);
-	if (rc == ERR_OK && (rc = dump_vec(d->dir, "params.npy", r->init_params, n, e)) == ERR_OK &&
-	    (rc = dump_vec(d->dir, "reference.npy", ref, n, e)) == ERR_OK)
+	if (rc == ERR_OK && (rc = dump_vec(d->dir, OUTPUT_DUMP_PARAMS, r->init_params, n, e)) == ERR_OK &&
+	    (rc = dump_vec(d->dir, OUTPUT_DUMP_REFERENCE, ref, n, e)) == ERR_OK)
 		rc = dump_batches(d, r, e);
 	return rc;
 }
@@ -79,10 +79,10 @@ static int dump_mode(void *arg, const struct run *r, int mode, struct err *e)
 	const struct dump *d = arg;
 	size_t n = r->eng->shape.n_params;
 	char name[128];
-	snprintf(name, sizeof name, "reduced-%s.npy", norm_mode_name(mode));
+	snprintf(name, sizeof name, OUTPUT_DUMP_REDUCED, norm_mode_name(mode));
 	int rc = dump_vec(d->dir, name, r->eng->host_reduced, n, e);
 	for (int q = 0; q < r->eng->world && rc == ERR_OK; q++) {
-		snprintf(name, sizeof name, "rank%d-local-%s.npy", q, norm_mode_name(mode));
+		snprintf(name, sizeof name, OUTPUT_DUMP_LOCAL, q, norm_mode_name(mode));
 		rc = dump_vec(d->dir, name, r->eng->host_local[q], n, e);
 	}
 	return rc;
@@ -127,7 +127,7 @@ int parity_step(struct app *a, const char *dump_dir, struct parity_result *res, 
 	if ((rc = report_write_json(a, OUT_PARITY, parity_json(res), e)) != ERR_OK)
 		return rc;
 	if (dump_dir)
-		env_info(&a->env, "parity: dump written to %s (layout.json describes it)", dump_dir);
+		env_info(&a->env, "parity: dump written to %s (" OUTPUT_DUMP_LAYOUT " describes it)", dump_dir);
 	if (!res->ok)
 		return ERR(e, ERR_CHECK, "parity: the correct normalization must pass and every "
 			   "negative control whose factors differ from it must fail (see %s/%s)",

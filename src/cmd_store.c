@@ -301,19 +301,37 @@ out:
 
 /*
  * What the program writes into [run] outputs is outputs_table (outputs.h): `clean` removes
- * those names and nothing else. A directory entry lists the patterns of what the program
+ * those names and nothing else. A directory entry lists the names (formats) the program
  * writes inside it; such a directory is removed whole only when it holds nothing else. Each
  * file may also appear as "<name>.tmp.<pid>", the temporary of an atomic write cut short.
  */
 
-/* Whether a file name is one of patterns, or the temporary "<one of them>.tmp.<pid>". */
-static int file_matches(const char *const *patterns, const char *name)
+/* Whether name is one the table's printf format fmt produces: each conversion (%d, %s) read
+ * as any text. */
+static int format_matches(const char *fmt, const char *name)
+{
+	char pattern[NAME_MAX + 1];
+	size_t k = 0;
+	for (const char *f = fmt; *f && k + 1 < sizeof pattern; f++) {
+		if (f[0] == '%' && (f[1] == 'd' || f[1] == 's')) {
+			pattern[k++] = '*';
+			f++;
+		} else {
+			pattern[k++] = *f;
+		}
+	}
+	pattern[k] = '\0';
+	return fnmatch(pattern, name, FNM_PERIOD) == 0;
+}
+
+/* Whether a file name is one of the formats, or the temporary "<one of them>.tmp.<pid>". */
+static int file_matches(const char *const *formats, const char *name)
 {
 	char base[NAME_MAX + 1];
 	const char *t = strstr(name, ".tmp.");
 	size_t n;
-	for (size_t i = 0; patterns[i]; i++)
-		if (fnmatch(patterns[i], name, FNM_PERIOD) == 0)
+	for (size_t i = 0; formats[i]; i++)
+		if (format_matches(formats[i], name))
 			return 1;
 	/* the last ".tmp." followed by digits only */
 	for (const char *q = t; q; q = strstr(q + 1, ".tmp."))
@@ -323,8 +341,8 @@ static int file_matches(const char *const *patterns, const char *name)
 		return 0;
 	memcpy(base, name, n);
 	base[n] = '\0';
-	for (size_t i = 0; patterns[i]; i++)
-		if (fnmatch(patterns[i], base, FNM_PERIOD) == 0)
+	for (size_t i = 0; formats[i]; i++)
+		if (format_matches(formats[i], base))
 			return 1;
 	return 0;
 }

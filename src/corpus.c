@@ -51,6 +51,7 @@
 #include "digest.h"
 #include "fsx.h"
 #include "jsonx.h"
+#include "outputs.h"
 #include "prng.h"
 
 #define CORPUS_STREAM 0x636f72707573ULL /* "corpus" */
@@ -730,12 +731,12 @@ int corpus_save(const struct corpus *c, const struct settings *s, const char *di
 			   "settings than the ones given");
 	rc = fsx_mkdirs(dir, e);
 	if (!rc)
-		rc = fsx_join(path, sizeof path, dir, "corpus.bin", e);
+		rc = fsx_join(path, sizeof path, dir, OUTPUT_CORPUS_BIN, e);
 	if (!rc)
 		rc = save_bin(c, path, e);
 	/* the lock last: a data.lock on disk always describes the corpus.bin beside it */
 	if (!rc)
-		rc = fsx_join(path, sizeof path, dir, "data.lock", e);
+		rc = fsx_join(path, sizeof path, dir, OUTPUT_DATA_LOCK, e);
 	if (!rc)
 		rc = save_lock(c, path, e);
 	return rc;
@@ -751,7 +752,7 @@ int corpus_read_lock(const char *dir, char lock[65], struct err *e)
 	int rc;
 
 	lock[0] = '\0';
-	rc = fsx_join(path, sizeof path, dir, "data.lock", e);
+	rc = fsx_join(path, sizeof path, dir, OUTPUT_DATA_LOCK, e);
 	if (!rc)
 		rc = fsx_read_all(path, &text, &len, e);
 	if (rc)
@@ -845,7 +846,7 @@ static int check_locks(const char *dir, const char *path, const char *stored,
 	if (strcmp(c->lock, stored) != 0)
 		return ERR(e, ERR_DATA, "%s: content does not match its data lock (stored %.12s..., "
 			   "computed %.12s...): the file is corrupt", path, stored, c->lock);
-	ERR_TRY(fsx_join(lpath, sizeof lpath, dir, "data.lock", e));
+	ERR_TRY(fsx_join(lpath, sizeof lpath, dir, OUTPUT_DATA_LOCK, e));
 	if (!fsx_exists(lpath))
 		return ERR_OK;
 	ERR_TRY(corpus_read_lock(dir, onfile, e));
@@ -863,7 +864,7 @@ int corpus_load(const char *dir, struct corpus *c, struct err *e)
 	int rc;
 
 	memset(c, 0, sizeof *c);
-	ERR_TRY(fsx_join(path, sizeof path, dir, "corpus.bin", e));
+	ERR_TRY(fsx_join(path, sizeof path, dir, OUTPUT_CORPUS_BIN, e));
 	ERR_TRY(fsx_read_all(path, &buf, &size, e));
 	rc = decode_corpus(path, buf, size, stored, c, e);
 	free(buf);

@@ -5,11 +5,12 @@
 
 #include <stddef.h>
 
-static const char *const corpus_files[] = {"corpus.bin", "data.lock", NULL};
+static const char *const corpus_files[] = {OUTPUT_CORPUS_BIN, OUTPUT_DATA_LOCK, NULL};
 static const char *const reference_files[] = {OUTPUT_REFERENCE_NPY, OUTPUT_REFERENCE_JSON, NULL};
-static const char *const parity_files[] = {"params.npy", "reference.npy", "layout.json",
-					   "rank*-micro*-inputs.npy", "rank*-micro*-targets.npy",
-					   "reduced-*.npy", "rank*-local-*.npy", NULL};
+static const char *const parity_files[] = {OUTPUT_DUMP_PARAMS, OUTPUT_DUMP_REFERENCE,
+					   OUTPUT_DUMP_LAYOUT, OUTPUT_DUMP_INPUTS,
+					   OUTPUT_DUMP_TARGETS, OUTPUT_DUMP_REDUCED,
+					   OUTPUT_DUMP_LOCAL, NULL};
 
 const struct output outputs_table[OUT_COUNT] = {
 	[OUT_CORPUS] = {"corpus", corpus_files, 0},

@@ -33,7 +33,7 @@ enum output_id {
 
 struct output {
 	const char *name;          /* in [run] outputs */
-	const char *const *inside; /* a directory: fnmatch patterns of what is written in it;
+	const char *const *inside; /* a directory: the names written in it (OUTPUT_* below);
 				      NULL: a file */
 	int verdict;               /* part of the protocol's verdict (report, figure): removed
 				      before a protocol starts, so no old verdict outlives it */
@@ -47,9 +47,19 @@ static inline const char *output_name(enum output_id id)
 	return outputs_table[id].name;
 }
 
-/* Files written inside OUT_REFERENCE. */
-#define OUTPUT_REFERENCE_NPY "reference.npy"
+/* What is written inside those directories, as printf formats where the name varies (%d a
+ * rank or a microbatch, %s a normalization); `clean` reads each conversion as any text. */
+#define OUTPUT_CORPUS_BIN "corpus.bin"         /* in OUT_CORPUS */
+#define OUTPUT_DATA_LOCK "data.lock"
+#define OUTPUT_REFERENCE_NPY "reference.npy"   /* in OUT_REFERENCE */
 #define OUTPUT_REFERENCE_JSON "reference.json"
+#define OUTPUT_DUMP_PARAMS "params.npy"        /* in OUT_PARITY_DUMP (parity --dump DIR) */
+#define OUTPUT_DUMP_REFERENCE "reference.npy"
+#define OUTPUT_DUMP_LAYOUT "layout.json"
+#define OUTPUT_DUMP_INPUTS "rank%d-micro%d-inputs.npy"
+#define OUTPUT_DUMP_TARGETS "rank%d-micro%d-targets.npy"
+#define OUTPUT_DUMP_REDUCED "reduced-%s.npy"
+#define OUTPUT_DUMP_LOCAL "rank%d-local-%s.npy"
 
 /* The names of the three training runs (enum train_kind), as their files and the reports
  * spell them: "stop", "continuous", "resume". */

@@ -102,7 +102,7 @@ int train_corpus(const struct env *v, int rebuild, struct corpus *c, struct err 
 	int rc, usable = 0;
 	memset(c, 0, sizeof *c);
 	if ((rc = env_outputs_ready(v, e)) || (rc = fsx_join(dir, sizeof dir, v->s->outputs, output_name(OUT_CORPUS), e)) ||
-	    (rc = fsx_join(bin, sizeof bin, dir, "corpus.bin", e)))
+	    (rc = fsx_join(bin, sizeof bin, dir, OUTPUT_CORPUS_BIN, e)))
 		return rc;
 	if (fsx_exists(bin) && ((rc = check_prepared(v, rebuild, dir, c, &usable, e)) || usable))
 		return rc;
