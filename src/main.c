@@ -136,7 +136,8 @@ static const struct command commands[] = {
 	 "clean --scope all --dry-run"},
 	{"inspect", cmd_inspect, OPT_RESUME, "interactive step-by-step gradient inspection [--resume DIR]",
 	 "Opens a ddptok> prompt to step through windows and look at the gradients (type\n"
-	 "help there); reads commands from stdin when it is not a terminal.",
+	 "help there); reads commands from stdin when it is not a terminal, and such a\n"
+	 "script that met a mistake exits with the first one's status (2 for usage).",
 	 "inspect --resume artifacts/checkpoints/step-0050"},
 	{"bench", cmd_bench, OPT_WINDOWS, "training throughput and sgemm rate [--windows N]",
 	 "Times training windows: throughput and FLOP rate against the machine's one-thread\n"
