@@ -39,6 +39,7 @@ void app_env_init(struct app *a, int tty)
 	a->env.stop = cli_signal_flag();
 	a->env.engine.inject_rank = a->o.inject_rank;
 	a->env.engine.inject_window = a->o.inject_window;
+	a->env.engine.inject_swap_rank = a->o.inject_swap_rank;
 }
 
 /* --inject-drift: the smallest change there is, which the protocol's resume check must

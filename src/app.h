@@ -30,6 +30,7 @@ struct app_opts {
 	int inject_rank;        /* --inject-failure R:W (tests); -1 off */
 	long inject_window;
 	int inject_drift;       /* --inject-drift (tests): a resume flips one parameter bit */
+	int inject_swap_rank;   /* --inject-shard-swap R (tests, exact mode); -1 off */
 	int check;              /* env --check */
 };
 
@@ -45,7 +46,8 @@ struct app {
 
 /* Points a->env to a's configuration and settings; its log prints to stdout ([run]
  * log_level), with live progress lines when stdout is a terminal; its stop flag is the
- * one of cli_signals.h; its engines get the --inject-failure option. */
+ * one of cli_signals.h; its engines get the --inject-failure and --inject-shard-swap
+ * options. */
 void app_env_init(struct app *a, int tty);
 /* Ends a progress line left open on the terminal (before anything else is printed). */
 void app_progress_close(struct app *a);

@@ -93,9 +93,15 @@ static int dump_mode(void *arg, const struct run *r, int mode, struct err *e)
 static void parity_print(const struct app *a, const struct parity_result *p)
 {
 	const struct window *w = &p->ref.w;
-	env_info(&a->env, "parity: window 1, W = %d, accumulation %d, reduce %s, plan %s, N = %lld",
-		 p->world, p->accumulation, p->reduce_avg ? "avg" : "sum",
-		 p->plan == PLAN_BALANCED ? "balanced" : "length_bands", (long long)w->N);
+	char split[64], bitwise[256];
+	if (p->shards > 0)
+		snprintf(split, sizeof split, "exact mode, %d shards by %s", p->shards,
+			 p->shard_order == SHARD_ORDER_BALANCED ? "balance" : "length");
+	else
+		snprintf(split, sizeof split, "plan %s",
+			 p->plan == PLAN_BALANCED ? "balanced" : "length_bands");
+	env_info(&a->env, "parity: window 1, W = %d, accumulation %d, reduce %s, %s, N = %lld",
+		 p->world, p->accumulation, p->reduce_avg ? "avg" : "sum", split, (long long)w->N);
 	for (int q = 0; q < p->world; q++)
 		env_info(&a->env, "parity:   rank %d: %lld supervised tokens", q, (long long)w->rank_tokens[q]);
 	env_info(&a->env, "parity: %-20s %10s %12s %12s %9s  %s", "normalization", "components",
@@ -106,6 +112,9 @@ static void parity_print(const struct app *a, const struct parity_result *p)
 			 m->st.components, m->st.max_abs, m->st.max_rel, m->st.outside,
 			 parity_verdict_text(m->verdict));
 	}
+	parity_bitwise_line(p, bitwise, sizeof bitwise);
+	if (bitwise[0])
+		env_info(&a->env, "parity: %s", bitwise);
 }
 
 int parity_step(struct app *a, const char *dump_dir, struct parity_result *res, struct err *e)
@@ -129,8 +138,9 @@ int parity_step(struct app *a, const char *dump_dir, struct parity_result *res, 
 	if (dump_dir)
 		env_info(&a->env, "parity: dump written to %s (" OUTPUT_DUMP_LAYOUT " describes it)", dump_dir);
 	if (!res->ok)
-		return ERR(e, ERR_CHECK, "parity: the correct normalization must pass and every "
+		return ERR(e, ERR_CHECK, "parity: the correct normalization must pass%s and every "
 			   "negative control whose factors differ from it must fail (see %s/%s)",
+			   res->shards > 0 ? ", equal to the 1-device reference in every bit," : "",
 			   a->s.outputs, output_name(OUT_PARITY));
 	env_info(&a->env, "parity: ok (written %s/%s)", a->s.outputs, output_name(OUT_PARITY));
 	return ERR_OK;

@@ -33,6 +33,7 @@ enum {
 	OPT_INJECT = 1 << 7,
 	OPT_DRIFT = 1 << 8,
 	OPT_CHECK = 1 << 9,
+	OPT_SWAP = 1 << 10,
 };
 
 struct option_row {
@@ -70,6 +71,9 @@ static const struct option_row options[] = {
 	{"inject-drift", no_argument, 'D', OPT_DRIFT, "--inject-drift",
 	 "testing aid: a resumed run starts with the last bit of\n"
 	 "parameter 0 flipped (the resume check must catch it)"},
+	{"inject-shard-swap", required_argument, 'X', OPT_SWAP, "--inject-shard-swap R",
+	 "testing aid (exact mode): rank R adds its second and third\n"
+	 "shards in each other's place (parity's bitwise check must fail)"},
 	{"help", no_argument, 'h', 0, "-h, --help", "this help (with a command: that command's)"},
 	{"version", no_argument, 'V', 0, "--version", "print the version"},
 	{"keys", no_argument, 'K', 0, "--keys", "print the configuration reference (markdown)"},
@@ -86,7 +90,7 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{"protocol", cmd_protocol, OPT_INJECT | OPT_DRIFT,
+	{"protocol", cmd_protocol, OPT_INJECT | OPT_DRIFT | OPT_SWAP,
 	 "the whole protocol (default): prepare, check-loss, reference, parity, exercise, "
 	 "empty-window, train stop/continuous/resume, evaluate, figure, report",
 	 "Runs every step in order and writes report.md and report.json into [run] outputs;\n"
@@ -104,7 +108,7 @@ static const struct command commands[] = {
 	 "The gradient of window 1's global token mean computed by one device over every\n"
 	 "sequence of the window; writes it as .npy with a JSON summary (N, loss, L2 norm).",
 	 "reference"},
-	{"parity", cmd_parity, OPT_DUMP | OPT_INJECT,
+	{"parity", cmd_parity, OPT_DUMP | OPT_INJECT | OPT_SWAP,
 	 "W-device gradient per normalization against the reference [--dump DIR]",
 	 "The W-device gradient of window 1 under each normalization against the\n"
 	 "single-device reference, within [parity] atol and rtol: global_token must agree,\n"
@@ -302,6 +306,16 @@ static int take_option(struct cli *cli, int val, char *arg)
 			return ERR_USAGE;
 		}
 		break;
+	case 'X': {
+		long r;
+		if (parse_long(arg, &r) || r < 0) {
+			fprintf(stderr, "ddptok-run: --inject-shard-swap needs a rank (from 0), got "
+				"'%s'\n", arg);
+			return ERR_USAGE;
+		}
+		o->inject_swap_rank = (int)r;
+		break;
+	}
 	case 'i': {
 		char *colon = strchr(arg, ':');
 		long r, w;
@@ -459,6 +473,12 @@ static int load_configuration(struct cli *cli, struct err *e)
 		return ERR(e, ERR_USAGE, "--inject-failure %d:%ld: rank %d does not exist "
 			   "(devices.world = %d)", a->o.inject_rank, a->o.inject_window + 1,
 			   a->o.inject_rank, a->s.world);
+	if (a->o.inject_swap_rank >= 0 &&
+	    (a->s.shards <= 0 || a->o.inject_swap_rank >= a->s.world ||
+	     a->s.shards / a->s.world < 4))
+		return ERR(e, ERR_USAGE, "--inject-shard-swap %d: needs exact mode (train.shards), "
+			   "a rank below devices.world = %d and at least 4 shards per rank (here "
+			   "train.shards = %d)", a->o.inject_swap_rank, a->s.world, a->s.shards);
 	return ERR_OK;
 }
 
@@ -473,6 +493,7 @@ int main(int argc, char **argv)
 	err_clear(&e);
 	a->o.inject_rank = -1;
 	a->o.inject_window = -1;
+	a->o.inject_swap_rank = -1;
 	if ((rc = parse_args(&cli, argc, argv)) != CLI_RUN)
 		return rc;
 	if (cli.help)

@@ -224,6 +224,35 @@ static int parity_mode(struct run *r, const struct settings *s, int mode, const 
 	return ERR_OK;
 }
 
+size_t parity_bits_differ(const float *a, const float *b, size_t n)
+{
+	size_t differ = 0;
+	for (size_t i = 0; i < n; i++)
+		differ += memcmp(&a[i], &b[i], sizeof a[i]) != 0;
+	return differ;
+}
+
+void parity_bitwise_line(const struct parity_result *r, char *out, size_t cap)
+{
+	if (r->shards <= 0) {
+		snprintf(out, cap, "%s", "");
+		return;
+	}
+	snprintf(out, cap, "bitwise: %zu of %zu components differ from the 1-device reference "
+		 "(the same %d shards on one device); the loss %s", r->bits_differ, r->ref.n,
+		 r->shards, r->loss_bits_differ ? "DIFFERS" : "has the same bits");
+}
+
+/* Exact mode: global_token's gradient (global) and loss against the reference, bit by
+ * bit; the check fails on any difference. */
+static void parity_bitwise(struct parity_result *res, const float *global)
+{
+	res->bits_differ = parity_bits_differ(global, res->ref.grad, res->ref.n);
+	res->loss_bits_differ = memcmp(&res->modes[NORM_GLOBAL_TOKEN].loss, &res->ref.loss,
+				       sizeof res->ref.loss) != 0;
+	res->ok &= res->bits_differ == 0 && !res->loss_bits_differ;
+}
+
 int parity_run(struct run *r, const struct settings *s, const struct parity_hooks *h,
 	       struct parity_result *res, struct err *e)
 {
@@ -236,6 +265,8 @@ int parity_run(struct run *r, const struct settings *s, const struct parity_hook
 	res->plan = s->plan;
 	res->atol = s->atol;
 	res->rtol = s->rtol;
+	res->shards = s->shards;
+	res->shard_order = s->shard_order;
 	if ((rc = reference_run(r, &res->ref, e)) != ERR_OK)
 		return rc;
 	if (h && h->reference && (rc = h->reference(h->arg, r, res->ref.grad, e)) != ERR_OK)
@@ -252,6 +283,8 @@ int parity_run(struct run *r, const struct settings *s, const struct parity_hook
 			rc = h->mode(h->arg, r, mode, e);
 		res->ok &= parity_judge(m);
 	}
+	if (rc == ERR_OK && s->shards > 0)
+		parity_bitwise(res, global);
 	free(global);
 	return rc;
 }

@@ -99,8 +99,19 @@ struct parity_result {
 	int world, accumulation, reduce_avg, plan; /* of the settings compared under */
 	double atol, rtol;
 	struct parity_mode_result modes[NORM_COUNT]; /* by enum norm_mode */
-	int ok; /* global_token passed and every required control behaved as required */
+	/* exact mode ([train] shards > 0): global_token's gradient and loss must be the
+	 * 1-device reference's bit for bit (the same K shards on one device, engine.h) */
+	int shards, shard_order;  /* 0: default mode */
+	size_t bits_differ;       /* components whose bits differ from the reference's */
+	int loss_bits_differ;     /* whether the window loss differs in any bit */
+	int ok; /* global_token passed and every required control behaved as required (and,
+		   in exact mode, no bit differs) */
 };
+/* Exact mode's line: "bitwise: D of N components differ from the 1-device reference"
+ * and whether the loss does ("" outside exact mode). */
+void parity_bitwise_line(const struct parity_result *r, char *out, size_t cap);
+/* The number of components of a and b (n each) whose bits differ. */
+size_t parity_bits_differ(const float *a, const float *b, size_t n);
 
 /* What parity --dump receives (arg: the hooks' own); both may be NULL. */
 struct parity_hooks {

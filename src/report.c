@@ -68,11 +68,17 @@ json_t *parity_json(const struct parity_result *r)
 	json_t *modes = json_array();
 	for (int mode = 0; mode < NORM_COUNT; mode++)
 		json_array_append_new(modes, parity_mode_json(&r->modes[mode]));
-	return json_pack("{s:I, s:i, s:i, s:s, s:s, s:f, s:f, s:f, s:o, s:o, s:b}", "N",
+	json_t *bitwise = NULL;
+	if (r->shards > 0) /* exact mode: the bit-for-bit comparison */
+		bitwise = json_pack("{s:i, s:s, s:I, s:I, s:b}", "shards", r->shards, "shard_order",
+				    r->shard_order == SHARD_ORDER_BALANCED ? "balanced" : "length",
+				    "components", (json_int_t)r->ref.n, "differ",
+				    (json_int_t)r->bits_differ, "loss_differs", r->loss_bits_differ);
+	return json_pack("{s:I, s:i, s:i, s:s, s:s, s:f, s:f, s:f, s:o, s:o, s:o*, s:b}", "N",
 			 (json_int_t)r->ref.w.N, "world", r->world, "accumulation", r->accumulation,
 			 "reduce", r->reduce_avg ? "avg" : "sum", "backend", r->ref.backend, "atol",
 			 r->atol, "rtol", r->rtol, "reference_loss", r->ref.loss, "window",
-			 parity_window_json(&r->ref.w), "modes", modes, "ok", r->ok);
+			 parity_window_json(&r->ref.w), "modes", modes, "bitwise", bitwise, "ok", r->ok);
 }
 
 json_t *exercise_json(const struct exercise_result *r)
@@ -166,6 +172,10 @@ static void md_parity(FILE *f, const struct parity_result *r)
 			m->st.components, m->st.max_abs, m->st.max_rel, m->st.outside,
 			parity_verdict_text(m->verdict));
 	}
+	char bitwise[256];
+	parity_bitwise_line(r, bitwise, sizeof bitwise);
+	if (bitwise[0])
+		fprintf(f, "\nExact mode: %s.\n", bitwise);
 	fprintf(f, "\n");
 }
 
