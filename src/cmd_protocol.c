@@ -4,6 +4,8 @@
  *   prepare -> check-loss -> reference -> parity (correct + negative controls, dumped)
  *   -> exercise -> empty-window checks -> train to stop_at -> train continuous
  *   -> resume from stop_at -> compare final parameters (must be bit-identical)
+ *   -> in exact mode, elastic: resume the same checkpoint on other device counts
+ *      (must be bit-identical to the continuous run too)
  *   -> evaluate -> figure -> report (outputs/report.md and report.json)
  *
  * A failed verification (ERR_CHECK) is recorded and the protocol goes on, so the report
@@ -204,6 +206,16 @@ static int do_resume(struct app *a, struct protocol *p, struct err *e)
 	return ERR_OK;
 }
 
+/* Exact mode: the stopped run's checkpoint resumed on other device counts. */
+static int do_elastic(struct app *a, struct protocol *p, struct err *e)
+{
+	int rc = elastic_step(a, p->rep.stop_ckpt, &p->continuous, &p->rep.elastic, e);
+	if (rc == ERR_OK && p->rep.elastic.runs == 0)
+		snprintf(p->skipped, sizeof p->skipped, "train.shards = %d: no other device count",
+			 a->s.shards);
+	return have(rc, &p->rep.have_elastic);
+}
+
 /* The final checkpoint of this protocol's resumed run, named explicitly: the newest one
  * under the checkpoint directory may come from an earlier run (more updates, another
  * configuration). */
@@ -367,6 +379,7 @@ int cmd_protocol(struct app *a, struct err *e)
 	    (rc = step(&p, a, "train (stop)", do_train_stop, e)) ||
 	    (rc = step(&p, a, "train (continuous)", do_train_continuous, e)) ||
 	    (rc = step(&p, a, "train (resume)", do_resume, e)) ||
+	    (a->s.shards > 0 && (rc = step(&p, a, "elastic", do_elastic, e))) ||
 	    (rc = step(&p, a, "evaluate", do_evaluate, e)) ||
 	    (rc = step(&p, a, "figure", do_figure, e)))
 		goto out;

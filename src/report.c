@@ -212,6 +212,34 @@ static void md_gradient(FILE *f, const struct report *p)
 		md_exercise(f, &p->exercise);
 }
 
+/* Exact mode: the same checkpoint resumed on other device counts. */
+static void md_elastic(FILE *f, const struct elastic_check *el)
+{
+	fprintf(f, "Exact mode: the same checkpoint resumed on other device counts (the "
+		"continuous run used %d):\n\n| devices | parameters differing in any bit | momentum "
+		"| result |\n|---:|---:|---|---|\n", el->from_world);
+	for (int i = 0; i < el->runs; i++)
+		fprintf(f, "| %d -> %d | %zu of %zu | %s | %s |\n", el->from_world, el->worlds[i],
+			el->resume[i].params_differing, el->resume[i].n,
+			el->resume[i].momentum_differing ? "differs" : "identical",
+			el->resume[i].ok ? "bit-identical" : "MISMATCH");
+	fprintf(f, "\n");
+}
+
+static json_t *elastic_json(const struct elastic_check *el)
+{
+	json_t *runs = json_array();
+	for (int i = 0; i < el->runs; i++)
+		json_array_append_new(runs, json_pack("{s:i, s:i, s:I, s:b, s:b}", "from_world",
+						      el->from_world, "world", el->worlds[i],
+						      "params_differing",
+						      (json_int_t)el->resume[i].params_differing,
+						      "momentum_differs",
+						      el->resume[i].momentum_differing != 0,
+						      "bit_identical", el->resume[i].ok));
+	return json_pack("{s:o, s:b}", "runs", runs, "ok", el->ok);
+}
+
 /* Questions 2 and 3: the resume, the test split. */
 static void md_resume_eval(FILE *f, const struct app *a, const struct report *p)
 {
@@ -222,6 +250,8 @@ static void md_resume_eval(FILE *f, const struct app *a, const struct report *p)
 		"in any bit: **%s**.\n\n", (long long)a->s.stop_at, p->stop_ckpt,
 		(long long)a->s.updates, rs->n, rs->max_abs_diff, rs->params_differing,
 		rs->ok ? "bit-identical" : "MISMATCH");
+	if (p->have_elastic)
+		md_elastic(f, &p->elastic);
 	fprintf(f, "## 3. What does the trained model achieve on the test split?\n\n");
 	if (!p->have_eval)
 		return;
@@ -347,6 +377,8 @@ static json_t *report_json(const struct app *a, const struct report *p)
 			(json_int_t)p->eval.step));
 		json_object_set_new(j, "evaluated_checkpoint", json_string(p->eval.checkpoint));
 	}
+	if (p->have_elastic)
+		json_object_set_new(j, "elastic", elastic_json(&p->elastic));
 	json_object_set_new(j, "training", training_json(p));
 	return j;
 }

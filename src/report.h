@@ -25,6 +25,19 @@ int check_loss_step(struct app *a, struct check_loss_result *res, struct err *e)
 int parity_step(struct app *a, const char *dump_dir, struct parity_result *res, struct err *e);
 int exercise_step(struct app *a, struct exercise_result *res, struct err *e);
 
+/* The protocol's elastic step (exact mode, cmd_elastic.c): checkpoint `from` resumed on
+ * the other valid device counts next to devices.world, each compared with the continuous
+ * run `cont` (bit for bit). */
+struct elastic_check {
+	int from_world;
+	int runs;                       /* 0: no other valid world (train.shards = 1) */
+	int worlds[2];
+	struct resume_check resume[2];
+	int ok;
+};
+int elastic_step(struct app *a, const char *from, const struct train_result *cont,
+		 struct elastic_check *res, struct err *e);
+
 /* ---- JSON (report.c) ---- */
 
 /* Writes j (taken) as outputs/<the name of id>. */
@@ -64,12 +77,13 @@ struct report {
 	struct report_step steps[REPORT_MAX_STEPS];
 	int nsteps;
 	int failed_checks;
-	int have_check_loss, have_parity, have_exercise, have_eval;
+	int have_check_loss, have_parity, have_exercise, have_eval, have_elastic;
 	struct check_loss_result check_loss;
 	struct parity_result parity;
 	struct exercise_result exercise;
 	struct empty_window_result empty;
 	struct resume_check resume;
+	struct elastic_check elastic;       /* exact mode only (have_elastic) */
 	struct train_eval eval;
 	struct report_training training[3]; /* by enum train_kind */
 	char backend[16];                   /* of the training runs */
