@@ -2,8 +2,9 @@
  * config: loading, overriding, validating and writing the INI configuration.
  *
  * The program declares its keys once in a table (struct cfg_key); this file is the only
- * place that turns text into values. iniparser reads the file, but only as a splitter of
- * sections, keys and raw strings: every value is parsed here, strictly, because
+ * place that turns text into values. iniparser reads the file (through ini.h, which holds
+ * everything it needs worked around), but only as a splitter of sections, keys and raw
+ * strings: every value is parsed here, strictly, because
  * iniparser's own getters are lenient in ways that hide mistakes ("010" read as octal 8,
  * "3abc" read as 3). Everything that does not match the table is an ERR_CONFIG naming the
  * file, the section and the key. A load either applies every value of the file or none.
@@ -13,14 +14,12 @@
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
-#include <iniparser.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "ini.h"
 
 /* Longest value text kept (struct cfg_value.text holds it with its terminator). */
 #define VALUE_MAX ((int)sizeof(((struct cfg_value *)0)->text) - 1)
@@ -425,317 +424,61 @@ void cfg_free(struct cfg *c)
 
 /* ------------------------------------------------------------------------ loading */
 
-/* Everything that works around iniparser is in this section: its error messages captured
- * instead of printed (capture_ini_error), a key set twice refused instead of silently
- * overridden (refuse_duplicate_keys), the temporary file it reads named as the caller's
- * source (ini_load), entries its section API cannot list (report_stray), and text loaded
- * through a temporary file because it reads files only (cfg_load_text). */
+/* A load stages every value of the source in a copy and commits only if all are valid. */
+struct staging {
+	struct cfg *c;
+	struct cfg_value *vals;
+	const char *where;
+};
 
-/* iniparser reports syntax errors through a process-wide callback that prints to
- * stderr by default; while we load, it writes into this buffer instead. */
-static _Thread_local char ini_error[512];
-
-static int capture_ini_error(const char *fmt, ...)
+/* ini_visit_fn: a section must be declared, a key declared in it, its value valid. */
+static int stage_entry(void *arg, const char *sec, const char *name, const char *raw,
+		       struct err *e)
 {
-	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	if (ini_error[0])
-		return 0; /* keep the first message */
-	size_t j = 0;
-	for (size_t i = 0; buf[i] && j + 1 < sizeof ini_error; i++) {
-		char ch = buf[i] == '\n' ? ' ' : buf[i];
-		if (ch == ' ' && (j == 0 || ini_error[j - 1] == ' '))
-			continue;
-		ini_error[j++] = ch;
-	}
-	while (j > 0 && ini_error[j - 1] == ' ')
-		j--;
-	ini_error[j] = '\0';
-	return 0;
-}
-
-/* The INI reader keeps the last of two assignments to one key without a word: refuse a
- * key set twice (in one section, or in a section that appears twice), naming both lines.
- * Lines are read as the reader sees them: comments (; #), [section], key = value. */
-static int refuse_duplicate_keys(const char *file, const char *where, struct err *e)
-{
-	FILE *f = fopen(file, "r");
-	char line[4096], section[128] = "";
-	struct seen {
-		char name[256];
-		int line;
-	} *seen = NULL;
-	size_t n = 0, cap = 0;
-	int lineno = 0, rc = ERR_OK;
-	if (!f)
-		return ERR_OK; /* the reader reports it */
-	int continued = 0; /* the previous line ended with a backslash: this one goes on */
-	while (rc == ERR_OK && fgets(line, sizeof line, f)) {
-		char *b = line, *end, *eq;
-		int was_continued = continued;
-		lineno++;
-		while (is_space(*b))
-			b++;
-		end = b + strlen(b);
-		while (end > b && is_space(end[-1]))
-			*--end = '\0';
-		continued = end > b && end[-1] == '\\';
-		if (was_continued || *b == '\0' || *b == ';' || *b == '#')
-			continue;
-		if (*b == '[') {
-			char *close = strchr(b, ']');
-			char *from = b + 1, *to = close ? close : b + 1;
-			while (from < to && is_space(*from)) /* "[ data ]" is [data] */
-				from++;
-			while (to > from && is_space(to[-1]))
-				to--;
-			size_t len = (size_t)(to - from);
-			snprintf(section, sizeof section, "%.*s", (int)(len < 127 ? len : 127), from);
-			for (char *q = section; *q; q++)
-				*q = (char)tolower((unsigned char)*q);
-			continue;
-		}
-		if (!(eq = strchr(b, '=')))
-			continue;
-		while (eq > b && is_space(eq[-1]))
-			eq--;
-		char name[256];
-		snprintf(name, sizeof name, "%s.%.*s", section, (int)(eq - b), b);
-		for (char *q = name; *q; q++)
-			*q = (char)tolower((unsigned char)*q);
-		for (size_t i = 0; i < n; i++)
-			if (!strcmp(seen[i].name, name)) {
-				char *dot = strchr(name, '.');
-				*dot = '\0';
-				rc = ERR(e, ERR_CONFIG, "%s:%d: [%s] %s is set a second time (first at "
-					 "line %d)", where, lineno, name, dot + 1, seen[i].line);
-				break;
-			}
-		if (rc != ERR_OK)
-			break;
-		if (n == cap) {
-			struct seen *ns = realloc(seen, (cap ? 2 * cap : 64) * sizeof *ns);
-			if (!ns) {
-				rc = ERR(e, ERR_CONFIG, "%s: out of memory", where);
-				break;
-			}
-			seen = ns;
-			cap = cap ? 2 * cap : 64;
-		}
-		snprintf(seen[n].name, sizeof seen[n].name, "%s", name);
-		seen[n++].line = lineno;
-	}
-	free(seen);
-	fclose(f);
-	return rc;
-}
-
-static dictionary *ini_load(const char *file, const char *where, struct err *e)
-{
-	dictionary *d;
-	if (refuse_duplicate_keys(file, where, e) != ERR_OK)
-		return NULL;
-	ini_error[0] = '\0';
-	iniparser_set_error_callback(capture_ini_error);
-	d = iniparser_load(file);
-	iniparser_set_error_callback(NULL);
-	if (!d) {
-		/* Name the source as the caller knows it, not the temporary file. */
-		char msg[sizeof ini_error + 256];
-		const char *src = ini_error, *hit;
-		size_t used = 0, flen = strlen(file);
-		if (strncmp(src, "iniparser: ", 11) == 0)
-			src += 11;
-		while ((hit = strstr(src, file)) != NULL && flen > 0) {
-			used += (size_t)snprintf(msg + used, sizeof msg - used, "%.*s%s",
-						 (int)(hit - src), src, where);
-			if (used >= sizeof msg)
-				break;
-			src = hit + flen;
-		}
-		if (used < sizeof msg)
-			snprintf(msg + used, sizeof msg - used, "%s", src);
-		ERR(e, ERR_CONFIG, "%s: cannot parse: %s", where,
-		    msg[0] ? msg : "unreadable INI text");
-	}
-	return d;
-}
-
-/* Names an entry of the dictionary that the section API did not show (a key before
- * any section, a section name with ':' in it). */
-static int report_stray(const struct cfg *c, const dictionary *d, const char *where,
-			struct err *e)
-{
-	for (ssize_t i = 0; i < d->size; i++) {
-		const char *key = d->key[i];
-		const char *colon;
-		if (!key)
-			continue;
-		colon = strchr(key, ':');
-		if (d->val[i] == NULL) {
-			if (!colon)
-				continue; /* a section: checked already */
-			return ERR(e, ERR_CONFIG, "%s: [%s]: unknown section", where, key);
-		}
-		if (colon == key)
-			return ERR(e, ERR_CONFIG, "%s: %s: key outside of any section", where,
-				   key + 1);
-		if (colon) {
-			char sec[256];
-			snprintf(sec, sizeof sec, "%.*s", (int)(colon - key), key);
-			if (!section_known(c, sec) || find_index(c, sec, colon + 1) < 0)
-				return ERR(e, ERR_CONFIG, "%s: [%s] %s: unknown key or section", where,
-					   sec, colon + 1);
-		}
-	}
-	return ERR(e, ERR_CONFIG, "%s: unexpected entries the configuration cannot name", where);
-}
-
-/* Applies every entry of d to a copy of c's values; commits only if all are valid. */
-static int apply_dict(struct cfg *c, dictionary *d, const char *where, struct err *e)
-{
-	struct cfg_value *staged = NULL;
-	const char **names = NULL;
+	struct staging *st = arg;
+	const struct cfg *c = st->c;
 	char hint[128];
-	int nsec, seen = 0, rc = ERR_OK;
+	if (!name) {
+		if (section_known(c, sec))
+			return ERR_OK;
+		suggest(c, NULL, sec, hint, sizeof hint);
+		return ERR(e, ERR_CONFIG, "%s: [%s]: unknown section%s", st->where, sec, hint);
+	}
+	int idx = find_index(c, sec, name);
+	if (idx < 0) {
+		suggest(c, sec, name, hint, sizeof hint);
+		return ERR(e, ERR_CONFIG, "%s: [%s] %s: unknown key%s", st->where, sec, name, hint);
+	}
+	return parse_value(&c->keys[idx], raw, st->where, st->where, &st->vals[idx], e);
+}
 
-	staged = malloc((c->n > 0 ? (size_t)c->n : 1) * sizeof *staged);
-	if (!staged) {
-		rc = ERR(e, ERR_CONFIG, "%s: out of memory", where);
-		goto out;
+/* Loads the file `path`, or the text `text` (path NULL), named `where`. */
+static int load(struct cfg *c, const char *path, const char *text, const char *where,
+		struct err *e)
+{
+	struct staging st = {c, malloc((c->n > 0 ? (size_t)c->n : 1) * sizeof *st.vals), where};
+	int rc;
+	if (!st.vals)
+		return ERR(e, ERR_CONFIG, "%s: out of memory", where);
+	memcpy(st.vals, c->vals, (size_t)c->n * sizeof *st.vals);
+	rc = path ? ini_read_file(path, where, stage_entry, &st, e)
+		  : ini_read_text(text, where, stage_entry, &st, e);
+	if (rc == ERR_OK) {
+		memcpy(c->vals, st.vals, (size_t)c->n * sizeof *st.vals);
+		snprintf(c->path, sizeof c->path, "%s", where);
 	}
-	memcpy(staged, c->vals, (size_t)c->n * sizeof *staged);
-
-	nsec = iniparser_getnsec(d);
-	for (int s = 0; s < nsec; s++) {
-		const char *sec = iniparser_getsecname(d, s);
-		int nkeys;
-		if (!sec)
-			continue;
-		seen++;
-		if (!section_known(c, sec)) {
-			suggest(c, NULL, sec, hint, sizeof hint);
-			rc = ERR(e, ERR_CONFIG, "%s: [%s]: unknown section%s", where, sec, hint);
-			goto out;
-		}
-		nkeys = iniparser_getsecnkeys(d, sec);
-		if (nkeys <= 0)
-			continue;
-		free(names);
-		names = calloc((size_t)nkeys, sizeof *names);
-		if (!names) {
-			rc = ERR(e, ERR_CONFIG, "%s: out of memory", where);
-			goto out;
-		}
-		if (!iniparser_getseckeys(d, sec, names)) {
-			rc = ERR(e, ERR_CONFIG, "%s: [%s]: cannot list keys", where, sec);
-			goto out;
-		}
-		for (int j = 0; j < nkeys; j++) {
-			const char *full = names[j], *name, *raw;
-			size_t sl = strlen(sec);
-			if (!full)
-				continue;
-			seen++;
-			name = strncmp(full, sec, sl) == 0 && full[sl] == ':' ? full + sl + 1 : full;
-			int idx = find_index(c, sec, name);
-			if (idx < 0) {
-				suggest(c, sec, name, hint, sizeof hint);
-				rc = ERR(e, ERR_CONFIG, "%s: [%s] %s: unknown key%s", where, sec, name,
-					 hint);
-				goto out;
-			}
-			raw = iniparser_getstring(d, full, NULL);
-			rc = parse_value(&c->keys[idx], raw ? raw : "", where, where, &staged[idx], e);
-			if (rc)
-				goto out;
-		}
-	}
-	/* Entries the section API cannot see (keys before the first section, section
-	 * names containing ':') make the counts differ. */
-	if (seen != d->n) {
-		rc = report_stray(c, d, where, e);
-		goto out;
-	}
-	memcpy(c->vals, staged, (size_t)c->n * sizeof *staged);
-out:
-	free(names);
-	free(staged);
+	free(st.vals);
 	return rc;
 }
 
 int cfg_load_file(struct cfg *c, const char *path, struct err *e)
 {
-	struct stat st;
-	dictionary *d = NULL;
-	FILE *f;
-	int rc;
-
-	if (stat(path, &st) != 0)
-		return ERR(e, ERR_CONFIG, "%s: %s", path, strerror(errno));
-	if (S_ISDIR(st.st_mode))
-		return ERR(e, ERR_CONFIG, "%s: %s", path, strerror(EISDIR));
-	f = fopen(path, "r");
-	if (!f)
-		return ERR(e, ERR_CONFIG, "%s: %s", path, strerror(errno));
-	fclose(f);
-
-	d = ini_load(path, path, e);
-	if (!d)
-		return e ? e->code : ERR_CONFIG;
-	rc = apply_dict(c, d, path, e);
-	iniparser_freedict(d);
-	if (rc == ERR_OK)
-		snprintf(c->path, sizeof c->path, "%s", path);
-	return rc;
+	return load(c, path, NULL, path, e);
 }
 
 int cfg_load_text(struct cfg *c, const char *text, const char *origin, struct err *e)
 {
-	const char *dir = getenv("TMPDIR");
-	char tmpl[1024];
-	dictionary *d = NULL;
-	size_t len = strlen(text), done = 0;
-	int fd, rc;
-
-	if (!origin)
-		origin = "(text)";
-	if (!dir || !dir[0])
-		dir = "/tmp";
-	if ((size_t)snprintf(tmpl, sizeof tmpl, "%s/ddptok-cfg-XXXXXX", dir) >= sizeof tmpl)
-		return ERR(e, ERR_IO, "%s: temporary directory name too long", origin);
-	fd = mkstemp(tmpl);
-	if (fd < 0)
-		return ERR_ERRNO(e, "%s: cannot create a temporary file in %s", origin, dir);
-	while (done < len) {
-		ssize_t w = write(fd, text + done, len - done);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			rc = ERR_ERRNO(e, "%s: cannot write temporary file %s", origin, tmpl);
-			close(fd);
-			unlink(tmpl);
-			return rc;
-		}
-		done += (size_t)w;
-	}
-	if (close(fd) != 0) {
-		rc = ERR_ERRNO(e, "%s: cannot write temporary file %s", origin, tmpl);
-		unlink(tmpl);
-		return rc;
-	}
-	d = ini_load(tmpl, origin, e);
-	unlink(tmpl);
-	if (!d)
-		return e ? e->code : ERR_CONFIG;
-	rc = apply_dict(c, d, origin, e);
-	iniparser_freedict(d);
-	if (rc == ERR_OK)
-		snprintf(c->path, sizeof c->path, "%s", origin);
-	return rc;
+	return load(c, NULL, text, origin ? origin : "(text)", e);
 }
 
 int cfg_set(struct cfg *c, const char *assignment, struct err *e)

@@ -289,8 +289,23 @@ START_TEST(unknown_section_and_key)
 	expect_text_error("[model]\nlr = 0.1\n", "[model] lr", "unknown key", NULL);
 	/* Keys before any section. */
 	expect_text_error("lr = 0.1\n[train]\nupdates = 3\n", "lr", "outside", NULL);
-	/* A line iniparser cannot parse. */
-	expect_text_error("[train]\nthis is not an assignment\n", "syntax", NULL);
+	/* A line iniparser cannot parse: named in the source, not in a temporary file. */
+	expect_text_error("[train]\nthis is not an assignment\n", "syntax", "test.ini", NULL);
+	/* A section name that holds ':' (its keys are invisible to the section API). */
+	expect_text_error("[train]\nupdates = 3\n[a:b]\nk = 1\n", "[a:b]: unknown section", NULL);
+	/* The same key twice, in one section or a repeated one. */
+	expect_text_error("[train]\nupdates = 3\nupdates = 4\n", "test.ini:3: [train] updates is "
+			  "set a second time (first at line 2)", NULL);
+	expect_text_error("[train]\nupdates = 3\n[data]\ntrain = 5\n[Train]\nUpdates = 4\n",
+			  "test.ini:6: [train] updates is set a second time (first at line 2)", NULL);
+	/* Nothing of a refused text is applied. */
+	struct cfg c;
+	struct err e;
+	init_defaults(&c);
+	err_clear(&e);
+	ck_assert_int_eq(cfg_load_text(&c, "[train]\nupdates = 7\n[trian]\n", "t", &e), ERR_CONFIG);
+	ck_assert_int_eq(cfg_int(&c, "train", "updates"), 100);
+	cfg_free(&c);
 }
 END_TEST
 
