@@ -8,6 +8,17 @@
  * the communicator's state (enqueue finished, asynchronous error), the stream, the
  * abort flags (this collective's and the pool barrier's) and the barrier's timeout.
  *
+ * Averages: NCCL's own ncclAvg multiplies each contribution by the float 1/W before it
+ * sums, which rounds differently from the host collective for W not a power of two. So
+ * avg is what coll.h defines for both: ncclSum, then each element divided by W on the
+ * rank's stream (cuda_dev_divide). NVLink SHARP is switched off (NCCL_NVLS_ENABLE=0)
+ * before the communicators are created unless the user chose NCCL's algorithm or NVLS
+ * (gpu_rules.c): its in-switch sums do not repeat bit for bit.
+ *
+ * Nothing is allocated once the collective exists: the device staging of host buffers is
+ * sized at creation for the largest count, and a larger one is refused. Each rank counts
+ * the calls it entered, so that a timeout can say which ranks reached the call.
+ *
  * Aborting: any rank (or the pool on its behalf) calls the abort op; it marks the
  * collective aborted and aborts every communicator. Each communicator is guarded by a
  * mutex and is never touched again once aborted, since NCCL frees the whole clique when
@@ -40,15 +51,16 @@
 #include <time.h>
 
 #include "coll.h"
+#include "gpu_rules.h"
 
 struct nccl_rank {
 	ncclComm_t comm;
 	pthread_mutex_t mu; /* guards comm and dead */
 	int dead;           /* aborted or destroyed: never used again */
 	int device;
-	void *scratch;      /* device staging of host buffers, grown on demand */
+	void *scratch;      /* device staging of host buffers, sized at creation */
 	size_t scratch_cap;
-	void *tree;         /* the tree allreduce's slices (2 x W x slice), grown on demand */
+	void *tree;         /* the tree allreduce's slices (2 x W x slice), sized at creation */
 	size_t tree_cap;
 };
 
@@ -57,6 +69,7 @@ struct nccl_coll {
 	atomic_int aborting;
 	atomic_int abort_by; /* rank whose failure first aborted the collective, -1 none */
 	int mu_ready;
+	atomic_long calls[8]; /* allreduce calls each rank entered */
 	struct nccl_rank r[8];
 };
 
@@ -176,8 +189,14 @@ static int wait_done(struct coll *c, int rank, cudaStream_t s, double t0, struct
 			return aborted_error(c, rank, nr->device, "abandoned", e);
 		}
 		if (timeout > 0 && clock_now_s() - t0 > timeout) {
-			ERR(e, ERR_DEVICE, "rank %d device %d: allreduce timed out after %g s "
-			    "(devices.timeout): a peer never joined", rank, nr->device, timeout);
+			int arrived[8];
+			char msg[512];
+			long mine = atomic_load(&n->calls[rank]);
+			for (int q = 0; q < n->world; q++)
+				arrived[q] = atomic_load(&n->calls[q]) >= mine;
+			gpu_coll_timeout_message(msg, sizeof msg, rank, nr->device, timeout, arrived,
+						 n->world);
+			ERR(e, ERR_DEVICE, "%s", msg);
 			abort_all(n, rank);
 			if (c->barrier)
 				barrier_abort(c->barrier, rank);
@@ -197,22 +216,14 @@ static ncclDataType_t nccl_dtype(enum coll_dtype t)
 	return t == COLL_F32 ? ncclFloat32 : t == COLL_F64 ? ncclFloat64 : ncclInt64;
 }
 
-/* Makes *buf (device memory of *cap bytes) hold at least `bytes`, doubling. */
-static int grow_buffer(void **buf, size_t *cap, size_t bytes, cudaStream_t s, int rank,
-		       int device, struct err *e)
+/* Whether `bytes` fit a buffer allocated at creation (`cap` bytes); ERR_DEVICE if not:
+ * nothing is allocated once the collective exists. */
+static int fits(size_t cap, size_t bytes, const char *what, int rank, int device, struct err *e)
 {
-	if (bytes <= *cap)
+	if (bytes <= cap)
 		return ERR_OK;
-	size_t want = *cap ? *cap : 256;
-	while (want < bytes)
-		want *= 2;
-	CU_CHECK(cudaStreamSynchronize(s), rank, device); /* the old one may be in use */
-	cudaFree(*buf);
-	*buf = NULL;
-	*cap = 0;
-	CU_CHECK(cudaMalloc(buf, want), rank, device);
-	*cap = want;
-	return ERR_OK;
+	return ERR(e, ERR_DEVICE, "rank %d device %d: %s needs %zu bytes of device staging; %zu "
+		   "were allocated when the collective was created", rank, device, what, bytes, cap);
 }
 
 static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
@@ -232,14 +243,16 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 			   "is on device %d", rank, dev->device_id, device);
 	if (is_aborted(c, n))
 		return aborted_error(c, rank, device, "not started", e);
+	atomic_fetch_add(&n->calls[rank], 1);
 	if (count == 0)
 		return ERR_OK; /* every rank has the same count: all skip together */
 	size_t bytes = count * dtype_size(type);
+	if (host_buf && (rc = fits(nr->scratch_cap, bytes, "an allreduce of a host buffer", rank,
+				   device, e)))
+		return rc;
 	CU_CHECK(cudaSetDevice(device), rank, device);
 	void *dbuf = buf;
 	if (host_buf) {
-		if ((rc = grow_buffer(&nr->scratch, &nr->scratch_cap, bytes, s, rank, device, e)))
-			return rc;
 		CU_CHECK(cudaMemcpyAsync(nr->scratch, buf, bytes, cudaMemcpyHostToDevice, s), rank,
 			 device);
 		dbuf = nr->scratch;
@@ -247,8 +260,7 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 	pthread_mutex_lock(&nr->mu);
 	ncclResult_t st = ncclInvalidUsage;
 	if (!nr->dead)
-		st = ncclAllReduce(dbuf, dbuf, count, nccl_dtype(type),
-				   op == COLL_AVG ? ncclAvg : ncclSum, nr->comm, s);
+		st = ncclAllReduce(dbuf, dbuf, count, nccl_dtype(type), ncclSum, nr->comm, s);
 	int dead = nr->dead;
 	pthread_mutex_unlock(&nr->mu);
 	if (dead)
@@ -259,6 +271,9 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 		return rc;
 	}
 	if ((rc = wait_done(c, rank, s, t0, e)) != ERR_OK)
+		return rc;
+	/* queued behind the sum on the same stream: whatever reads the buffer next waits */
+	if (op == COLL_AVG && (rc = cuda_dev_divide(dev, dbuf, count, (int)type, n->world, e)))
 		return rc;
 	if (host_buf) {
 		CU_CHECK(cudaMemcpyAsync(buf, nr->scratch, bytes, cudaMemcpyDeviceToHost, s), rank,
@@ -291,6 +306,7 @@ static int tree_prologue(struct coll *c, int rank, struct dev *dev, cudaStream_t
 			   n->world);
 	if (is_aborted(c, n))
 		return aborted_error(c, rank, device, "not started", e);
+	atomic_fetch_add(&n->calls[rank], 1);
 	CU_CHECK(cudaSetDevice(device), rank, device);
 	return ERR_OK;
 }
@@ -355,7 +371,8 @@ static int tree_host_buffer(struct coll *c, int rank, cudaStream_t s, void *buf,
 	struct nccl_rank *nr = &n->r[rank];
 	int device = nr->device, w = n->world, rc;
 	size_t elem = dtype_size(type), bytes = count * elem;
-	if ((rc = grow_buffer(&nr->tree, &nr->tree_cap, bytes * (w + 1), s, rank, device, e)))
+	if ((rc = fits(nr->tree_cap, bytes * (w + 1), "a tree allreduce of a host buffer", rank,
+		       device, e)))
 		return rc;
 	char *mine = nr->tree, *all = (char *)nr->tree + bytes;
 	CU_CHECK(cudaMemcpyAsync(mine, buf, bytes, cudaMemcpyHostToDevice, s), rank, device);
@@ -391,8 +408,8 @@ static int tree_device_f32(struct coll *c, int rank, struct dev *dev, cudaStream
 	if (slice > (size_t)INT32_MAX)
 		return ERR(e, ERR_DEVICE, "rank %d: tree allreduce of %zu elements: slices too large",
 			   rank, count);
-	if ((rc = grow_buffer(&nr->tree, &nr->tree_cap, 2 * padded * sizeof(float), s, rank,
-			      device, e)))
+	if ((rc = fits(nr->tree_cap, 2 * padded * sizeof(float), "a tree allreduce", rank, device,
+		       e)))
 		return rc;
 	float *whole = nr->tree, *slices = (float *)nr->tree + padded;
 	CU_CHECK(cudaMemcpyAsync(whole, buf, count * sizeof(float), cudaMemcpyDeviceToDevice, s),
@@ -515,8 +532,37 @@ static const struct coll_ops nccl_coll_ops = {
 	.destroy = nccl_destroy,
 };
 
+/* Sets NCCL_NVLS_ENABLE=0 unless the user decided about NVLS (see the top). NCCL reads
+ * its environment when the first communicator of the process is created. */
+static void keep_sums_repeatable(void)
+{
+	if (gpu_nccl_env_disable_nvls(getenv("NCCL_ALGO"), getenv("NCCL_NVLS_ENABLE"), NULL, 0))
+		setenv("NCCL_NVLS_ENABLE", "0", 1);
+}
+
+/* The device buffers of every rank, for allreduces of up to max_count elements: the
+ * staging of host buffers (8-byte elements), and the tree allreduce's slices (float32:
+ * the whole vector padded to W slices, and as much again; host buffers of the tree
+ * need count x (W + 1) 8-byte elements, which fits for the small counts they carry). */
+static int alloc_scratch(struct nccl_coll *n, size_t max_count, struct err *e)
+{
+	size_t count = max_count ? max_count : 1, w = (size_t)n->world;
+	size_t cap = count * 8, tree = 2 * ((count + w - 1) / w * w) * sizeof(float);
+	if (tree < 8 * (w + 1))
+		tree = 8 * (w + 1);
+	for (int r = 0; r < n->world; r++) {
+		int device = n->r[r].device;
+		CU_CHECK(cudaSetDevice(device), r, device);
+		CU_CHECK(cudaMalloc(&n->r[r].scratch, cap), r, device);
+		n->r[r].scratch_cap = cap;
+		CU_CHECK(cudaMalloc(&n->r[r].tree, tree), r, device);
+		n->r[r].tree_cap = tree;
+	}
+	return ERR_OK;
+}
+
 int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
-		     struct coll **out, struct err *e)
+		     size_t max_count, struct coll **out, struct err *e)
 {
 	struct coll *c = NULL;
 	struct nccl_coll *n = NULL;
@@ -565,6 +611,11 @@ int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
 	n->mu_ready = 1;
 
 	cudaGetDevice(&cur);
+	for (int r = 0; r < world; r++)
+		atomic_store(&n->calls[r], 0);
+	if ((rc = alloc_scratch(n, max_count, e)) != ERR_OK)
+		goto fail;
+	keep_sums_repeatable();
 	ncclResult_t st = ncclGetUniqueId(&id);
 	if (st != ncclSuccess) {
 		rc = nccl_error(e, __FILE__, __LINE__, st, "ncclGetUniqueId", 0, device_ids[0]);

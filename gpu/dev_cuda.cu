@@ -2,8 +2,12 @@
  * dev_cuda: the CUDA backend of the device interface (runtime/dev.h).
  *
  * One `struct cuda_dev` per device thread: a non-blocking stream of its own, a cuBLAS
- * handle bound to that stream in the default (float32, no TF32) math mode, a pinned
- * staging arena for uploads, and small scratch buffers for reductions. Every operation
+ * handle bound to that stream in pedantic float32 math (no TF32, no emulated float32
+ * that an environment variable could switch on) with atomics disallowed, a pinned
+ * staging arena for uploads, the embed_backward sort workspace and small scratch
+ * buffers for reductions. All of them are allocated at creation, sized by
+ * `struct cuda_dev_sizes`: no operation allocates or frees, since freeing pinned memory
+ * while other threads' NCCL kernels wait is a known way to hang them. Every operation
  * is queued on the stream; download, sum, argmax_hits, count_nonfinite and sync wait.
  *
  * Each op mirrors the host function of the same name in runtime/dev_host_kernels.c, with the
@@ -43,23 +47,24 @@ extern "C" {
 #define ROW_THREADS 128       /* xent / argmax: one block per row */
 #define RED_THREADS 256       /* reductions */
 #define RED_BLOCKS 256        /* at most this many partial results */
-#define STAGE_INIT (1u << 20) /* pinned upload arena: first size */
-#define STAGE_MAX (16u << 20) /* larger uploads are copied directly */
+#define STAGE_INIT (1u << 20) /* pinned upload arena: smallest size */
+#define STAGE_MAX (16u << 20) /* and largest (larger uploads are copied directly) */
 
 struct cuda_dev {
 	struct dev dev;
 	cudaStream_t stream;
 	cublasHandle_t blas;
-	/* pinned bump arena for uploads; emptied whenever the stream has drained */
+	/* pinned bump arena for uploads (fixed size); emptied whenever the stream drained */
 	unsigned char *stage;
 	size_t stage_cap, stage_off;
 	/* device partials of a reduction (RED_BLOCKS + 1 slots of 8 bytes) */
 	void *red;
 	/* pinned landing slot for reduction results */
 	void *host_res;
-	/* embed_backward: sorted keys, slot indices, CUB temporary storage */
+	/* embed_backward: sorted keys, slot indices, CUB temporary storage (fixed size) */
 	void *sort_ws;
 	size_t sort_cap;
+	size_t sort_slots; /* the slots it was sized for */
 };
 
 static struct cuda_dev *cdev(struct dev *d)
@@ -427,26 +432,16 @@ static int cu_upload(struct dev *d, void *dst, const void *host, size_t bytes, s
 		return ERR_OK;
 	if ((rc = enter(cd, e)) != ERR_OK)
 		return rc;
-	if (bytes > STAGE_MAX) {
-		/* rare (parameters at start or resume): copy directly and wait */
+	size_t need = align_up(bytes, 256);
+	if (need > cd->stage_cap) {
+		/* larger than the arena sized at creation: copy directly and wait */
 		CU_TRY(cd, cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, cd->stream), e);
 		return drain(cd, e);
 	}
-	size_t need = align_up(bytes, 256);
 	if (cd->stage_off + need > cd->stage_cap) {
 		/* the queued copies still read the arena: wait for them before reusing it */
 		if ((rc = drain(cd, e)) != ERR_OK)
 			return rc;
-		if (need > cd->stage_cap) {
-			size_t cap = cd->stage_cap ? cd->stage_cap * 2 : STAGE_INIT;
-			while (cap < need)
-				cap *= 2;
-			cudaFreeHost(cd->stage);
-			cd->stage = NULL;
-			cd->stage_cap = 0;
-			CU_TRY(cd, cudaHostAlloc((void **)&cd->stage, cap, cudaHostAllocDefault), e);
-			cd->stage_cap = cap;
-		}
 	}
 	unsigned char *slot = cd->stage + cd->stage_off;
 	memcpy(slot, host, bytes);
@@ -645,22 +640,18 @@ static int cu_tanh_backward(struct dev *d, int n, const float *h, float *dh, str
 	return ERR_OK;
 }
 
-/* Grows the embed_backward workspace; geometric so that it settles after a few calls. */
-static int sort_reserve(struct cuda_dev *cd, size_t bytes, struct err *e)
+/* Bytes of the embed_backward workspace for `slots` context slots: sorted keys, the
+ * slot indices before and after the sort, then CUB's temporary storage (*temp_bytes). */
+static int sort_bytes(struct cuda_dev *cd, int slots, size_t *total, size_t *temp_bytes,
+		      struct err *e)
 {
-	int rc;
-	if (bytes <= cd->sort_cap)
-		return ERR_OK;
-	size_t cap = cd->sort_cap ? cd->sort_cap : (1u << 16);
-	while (cap < bytes)
-		cap *= 2;
-	if ((rc = drain(cd, e)) != ERR_OK) /* queued kernels may still use the old one */
-		return rc;
-	cudaFree(cd->sort_ws);
-	cd->sort_ws = NULL;
-	cd->sort_cap = 0;
-	CU_TRY(cd, cudaMalloc(&cd->sort_ws, cap), e);
-	cd->sort_cap = cap;
+	*temp_bytes = 0;
+	CU_TRY(cd,
+	       cub::DeviceRadixSort::SortPairs(NULL, *temp_bytes, (const int32_t *)NULL,
+					       (int32_t *)NULL, (const int32_t *)NULL,
+					       (int32_t *)NULL, slots, 0, 32, cd->stream),
+	       e);
+	*total = 3 * align_up((size_t)slots * sizeof(int32_t), 256) + *temp_bytes;
 	return ERR_OK;
 }
 
@@ -678,15 +669,15 @@ static int cu_embed_backward(struct dev *d, int rows, int width, int dim, const 
 	if ((rc = enter(cd, e)) != ERR_OK)
 		return rc;
 	int slots = rows * width;
-	size_t temp_bytes = 0;
-	CU_TRY(cd,
-	       cub::DeviceRadixSort::SortPairs(NULL, temp_bytes, (const int32_t *)NULL,
-					       (int32_t *)NULL, (const int32_t *)NULL,
-					       (int32_t *)NULL, slots, 0, 32, cd->stream),
-	       e);
-	size_t arr = align_up((size_t)slots * sizeof(int32_t), 256);
-	if ((rc = sort_reserve(cd, 3 * arr + temp_bytes, e)) != ERR_OK)
+	size_t need = 0, temp_bytes = 0;
+	if ((rc = sort_bytes(cd, slots, &need, &temp_bytes, e)) != ERR_OK)
 		return rc;
+	if (need > cd->sort_cap)
+		return err_set(e, ERR_DEVICE, __FILE__, __LINE__,
+			       "rank %d device %d: embed_backward over %d context slots needs %zu "
+			       "bytes of workspace; %zu were allocated at creation for %zu slots",
+			       d->rank, d->device_id, slots, need, cd->sort_cap, cd->sort_slots);
+	size_t arr = align_up((size_t)slots * sizeof(int32_t), 256);
 	char *base = (char *)cd->sort_ws;
 	int32_t *keys = (int32_t *)base;
 	int32_t *idx_in = (int32_t *)(base + arr);
@@ -781,7 +772,31 @@ static const struct dev_ops cuda_ops = {
 
 /* ---- creation ---- */
 
-extern "C" int cuda_dev_create(int rank, int device_id, struct dev **out, struct err *e)
+/* The fixed buffers of a new device (see struct cuda_dev_sizes). */
+static int cu_reserve(struct cuda_dev *cd, const struct cuda_dev_sizes *sizes, struct err *e)
+{
+	size_t stage = sizes ? align_up(sizes->upload_bytes, 256) : 0;
+	stage = stage < STAGE_INIT ? STAGE_INIT : stage > STAGE_MAX ? STAGE_MAX : stage;
+	CU_TRY(cd, cudaHostAlloc((void **)&cd->stage, stage, cudaHostAllocDefault), e);
+	cd->stage_cap = stage;
+	size_t slots = sizes && sizes->embed_slots ? sizes->embed_slots : 1;
+	if (slots > (size_t)INT32_MAX)
+		return err_set(e, ERR_DEVICE, __FILE__, __LINE__,
+			       "rank %d device %d: embed_backward over %zu context slots exceeds "
+			       "the kernel's limit", cd->dev.rank, cd->dev.device_id, slots);
+	size_t temp = 0;
+	int rc = sort_bytes(cd, (int)slots, &cd->sort_cap, &temp, e);
+	if (rc != ERR_OK)
+		return rc;
+	CU_TRY(cd, cudaMalloc(&cd->sort_ws, cd->sort_cap), e);
+	cd->sort_slots = slots;
+	CU_TRY(cd, cudaMalloc(&cd->red, (RED_BLOCKS + 1) * 8), e);
+	CU_TRY(cd, cudaHostAlloc(&cd->host_res, 64, cudaHostAllocDefault), e);
+	return ERR_OK;
+}
+
+extern "C" int cuda_dev_create(int rank, int device_id, const struct cuda_dev_sizes *sizes,
+			       struct dev **out, struct err *e)
 {
 	int count = 0, rc;
 	*out = NULL;
@@ -826,12 +841,13 @@ extern "C" int cuda_dev_create(int rank, int device_id, struct dev **out, struct
 	CREATE_TRY(cudaStreamCreateWithFlags(&cd->stream, cudaStreamNonBlocking));
 	CREATE_BLAS_TRY(cublasCreate(&cd->blas));
 	CREATE_BLAS_TRY(cublasSetStream(cd->blas, cd->stream));
-	/* float32 stays float32: no TF32 tensor-core shortcut */
-	CREATE_BLAS_TRY(cublasSetMathMode(cd->blas, CUBLAS_DEFAULT_MATH));
-	CREATE_TRY(cudaHostAlloc((void **)&cd->stage, STAGE_INIT, cudaHostAllocDefault));
-	cd->stage_cap = STAGE_INIT;
-	CREATE_TRY(cudaMalloc(&cd->red, (RED_BLOCKS + 1) * 8));
-	CREATE_TRY(cudaHostAlloc(&cd->host_res, 64, cudaHostAllocDefault));
+	/* float32 stays float32: pedantic math rules out TF32 tensor cores and the emulated
+	 * float32 modes that CUBLAS_EMULATION_STRATEGY or NVIDIA_TF32_OVERRIDE could turn on;
+	 * atomics would let an accumulation order change from run to run */
+	CREATE_BLAS_TRY(cublasSetMathMode(cd->blas, CUBLAS_PEDANTIC_MATH));
+	CREATE_BLAS_TRY(cublasSetAtomicsMode(cd->blas, CUBLAS_ATOMICS_NOT_ALLOWED));
+	if ((rc = cu_reserve(cd, sizes, e)) != ERR_OK)
+		goto fail;
 #undef CREATE_TRY
 #undef CREATE_BLAS_TRY
 	*out = &cd->dev;
@@ -846,4 +862,41 @@ extern "C" struct CUstream_st *cuda_dev_stream(struct dev *d)
 	if (!d || d->backend != DEV_BACKEND_CUDA || !d->impl)
 		return NULL;
 	return cdev(d)->stream;
+}
+
+/* ---- the NCCL collective's average ---- */
+
+template <typename T> __global__ void k_divide(size_t n, T divisor, T *x)
+{
+	GRID_STRIDE(i, n) {
+		x[i] = x[i] / divisor;
+	}
+}
+
+extern "C" int cuda_dev_divide(struct dev *d, void *buf, size_t count, int dtype, int divisor,
+			       struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if (!count)
+		return ERR_OK;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	unsigned int blocks = ew_blocks(count);
+	switch (dtype) {
+	case 0: /* COLL_F32 */
+		k_divide<float><<<blocks, EW_THREADS, 0, cd->stream>>>(count, (float)divisor,
+								       (float *)buf);
+		break;
+	case 1: /* COLL_F64 */
+		k_divide<double><<<blocks, EW_THREADS, 0, cd->stream>>>(count, (double)divisor,
+									(double *)buf);
+		break;
+	default: /* COLL_I64 */
+		k_divide<long long><<<blocks, EW_THREADS, 0, cd->stream>>>(count, (long long)divisor,
+									   (long long *)buf);
+		break;
+	}
+	LAUNCH_TRY(cd, "k_divide", e);
+	return ERR_OK;
 }

@@ -7,11 +7,14 @@
  *
  *   gpu_device_count   how many GPUs are usable; none (or no driver) is not an error
  *   cuda_dev_create    a `struct dev` on one GPU: its own non-blocking stream, a cuBLAS
- *                      handle bound to it (float32 math, no TF32), kernels that mirror
- *                      the host backend op by op (runtime/dev_host_kernels.c)
+ *                      handle bound to it (pedantic float32 math: no TF32, no emulation;
+ *                      no atomics), kernels that mirror the host backend op by op
+ *                      (runtime/dev_host_kernels.c); every buffer it needs is allocated here,
+ *                      sized by `struct cuda_dev_sizes`, never during a window
  *   nccl_coll_create   a `struct coll` over one NCCL communicator per rank, in one
  *                      process; waits by polling so that an aborted peer or the barrier
- *                      timeout releases every rank
+ *                      timeout releases every rank; avg is the sum divided by W, as the
+ *                      host collective computes it
  *   gpu_env_report     driver, runtime, NCCL versions and the visible devices
  *
  * Every CUDA, cuBLAS and NCCL failure becomes ERR_DEVICE with the call, the library's
@@ -39,18 +42,37 @@ struct CUstream_st; /* cudaStream_t is `struct CUstream_st *` */
  * error: *count = 0, ERR_OK, and `why` (if not NULL) says what the runtime answered. */
 int gpu_device_count(int *count, char *why, size_t whylen, struct err *e);
 
+/* What a CUDA device allocates once, at creation, so that no operation allocates later
+ * (freeing or pinning memory while other GPUs' NCCL kernels wait can hang them all). */
+struct cuda_dev_sizes {
+	size_t upload_bytes; /* uploads queued between two waits (one microbatch's token ids
+				and targets): staged asynchronously through pinned memory of
+				this size (at least 1 MiB, at most 16 MiB); an upload that does
+				not fit is copied directly and waited for */
+	size_t embed_slots;  /* the most context slots (rows x width) of one embed_backward;
+				a larger call is refused */
+};
+
 /* Creates the device of `rank` on GPU `device_id`. Meant for the device thread of that
  * rank; every op selects its GPU first, so another thread may drive it too (one at a
  * time, like every `struct dev`). */
-int cuda_dev_create(int rank, int device_id, struct dev **out, struct err *e);
+int cuda_dev_create(int rank, int device_id, const struct cuda_dev_sizes *sizes,
+		    struct dev **out, struct err *e);
+/* buf[i] /= divisor for i < count on the device's stream, without waiting; `dtype` is an
+ * enum coll_dtype (float32, float64: correctly rounded division; int64: truncating, as
+ * C divides). The NCCL collective's average. */
+int cuda_dev_divide(struct dev *d, void *buf, size_t count, int dtype, int divisor,
+		    struct err *e);
 /* The stream every operation of a CUDA device runs on (NULL for another backend). */
 struct CUstream_st *cuda_dev_stream(struct dev *d);
 
 /* One NCCL communicator per rank over device_ids[0..world). A device id may appear only
  * once (ERR_CONFIG otherwise: ranks sharing a GPU use `[devices] collective = host`).
- * The barrier (not owned) supplies the abort flag and the timeout of every wait. */
+ * The barrier (not owned) supplies the abort flag and the timeout of every wait.
+ * max_count: the largest allreduce (its device staging, for host buffers and for the
+ * tree allreduce, is allocated here; nothing is allocated later). */
 int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
-		     struct coll **out, struct err *e);
+		     size_t max_count, struct coll **out, struct err *e);
 
 /* Human-readable report of the CUDA/NCCL environment; a machine without GPU or driver
  * gets a line saying so (not an error). */

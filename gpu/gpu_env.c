@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "gpu_rules.h"
 
@@ -100,6 +101,9 @@ int gpu_env_report(FILE *out, struct err *e)
 		fprintf(out, "%-14s %s, supports CUDA up to %d.%d\n", "NVIDIA driver",
 			*release ? release : "(release unknown)", drv / 1000, drv % 1000 / 10);
 	}
+	char note[200];
+	gpu_nccl_env_disable_nvls(getenv("NCCL_ALGO"), getenv("NCCL_NVLS_ENABLE"), note, sizeof note);
+	fprintf(out, "%-14s %s\n", "NCCL sums", note);
 	if (ncclGetVersion(&nccl) == ncclSuccess) {
 		/* 2.9 and later: major * 10000 + minor * 100 + patch */
 		if (nccl >= 20900)

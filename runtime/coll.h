@@ -12,6 +12,10 @@
  * which is the upper part of the tree exact mode builds over its shards: a rank's
  * contribution is the root of its aligned subtree, so W = 1, 2, 4, 8 add the same numbers
  * in the same order.
+ *
+ * COLL_AVG means the same in both: the sum, then each element divided by W (for floats a
+ * correctly rounded division, not a product with the rounded 1/W, which differs when W
+ * is not a power of two; int64 divides as C does).
  */
 #ifndef DDPTOK_COLL_H
 #define DDPTOK_COLL_H

@@ -6,13 +6,24 @@
  * A failing rank aborts the barrier (and the collective, when one is attached) at once,
  * so peers blocked in a barrier or a collective return ERR_ABORTED; the root cause
  * reported is the error of a rank whose code is not ERR_ABORTED (lowest such rank).
+ *
+ * The watchdog: a rank stuck in a call that neither the barrier nor the collective can
+ * interrupt (a blocking CUDA synchronization behind a kernel that never ends, a hung
+ * driver) would keep pool_run waiting for ever after its peers left. Once the barrier
+ * is aborted (a rank failed, or a barrier or collective wait timed out), pool_run waits
+ * at most the barrier timeout more for the remaining ranks; past that it reports the
+ * ranks still running, and the pool is broken: it runs nothing more, and pool_destroy
+ * leaves it (its stuck threads still use it) for the process's exit to reclaim.
  */
 #include "pool.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
+#include "clock.h"
 #include "coll.h"
 
 struct pool_slot {
@@ -20,6 +31,7 @@ struct pool_slot {
 	int rank;
 	pthread_t thread;
 	int started;
+	int running; /* inside the current run's function (guarded by pool.mu) */
 	void *ctx;
 	struct err err;
 	int rc;
@@ -32,6 +44,7 @@ struct pool {
 	unsigned long run_id;
 	int done;
 	int quit;
+	int broken;       /* the watchdog gave up on a stuck rank: nothing runs any more */
 	pool_fn fn;
 	void *arg;
 	struct barrier *barrier;
@@ -55,6 +68,7 @@ static void *pool_main(void *p)
 		seen = pl->run_id;
 		pool_fn fn = pl->fn;
 		void *arg = pl->arg;
+		s->running = 1;
 		pthread_mutex_unlock(&pl->mu);
 
 		err_clear(&s->err);
@@ -67,6 +81,7 @@ static void *pool_main(void *p)
 				pl->coll->ops->abort(pl->coll, s->rank);
 		}
 		pthread_mutex_lock(&pl->mu);
+		s->running = 0;
 		if (++pl->done == pl->world)
 			pthread_cond_signal(&pl->cv_done);
 		pthread_mutex_unlock(&pl->mu);
@@ -115,10 +130,30 @@ fail_sync:
 	return e ? e->code : ERR_DEVICE;
 }
 
+/* Whether a rank of a broken pool is still inside its function after a last second of
+ * grace (it may have been released meanwhile). */
+static int still_stuck(struct pool *p)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		int running = 0;
+		pthread_mutex_lock(&p->mu);
+		for (int r = 0; r < p->world; r++)
+			running |= p->slot[r].running;
+		pthread_mutex_unlock(&p->mu);
+		if (!running)
+			return 0;
+		struct timespec ts = {0, 10L * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	return 1;
+}
+
 void pool_destroy(struct pool *p)
 {
 	if (!p)
 		return;
+	if (p->broken && still_stuck(p))
+		return; /* its stuck threads still use it: left to the process exit */
 	pthread_mutex_lock(&p->mu);
 	p->quit = 1;
 	pthread_cond_broadcast(&p->cv_start);
@@ -153,17 +188,67 @@ void pool_set_ctx(struct pool *p, int rank, void *ctx)
 	p->slot[rank].ctx = ctx;
 }
 
+/* Waits (p->mu held) until every rank has finished the run, or until the watchdog gives
+ * up: the barrier aborted and timeout_s more elapsed with ranks still running. 0 when
+ * all finished; otherwise the pool is broken and `e` names the stuck ranks. */
+static int wait_run(struct pool *p, struct err *e)
+{
+	double aborted_at = -1.0;
+	while (p->done < p->world) {
+		double timeout_s = barrier_timeout(p->barrier); /* also the watchdog's grace */
+		if (timeout_s <= 0) {
+			pthread_cond_wait(&p->cv_done, &p->mu);
+			continue;
+		}
+		/* the abort does not signal cv_done: look at it every 50 ms */
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 50L * 1000 * 1000;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		int w = pthread_cond_timedwait(&p->cv_done, &p->mu, &until);
+		if (w != 0 && w != ETIMEDOUT)
+			return ERR(e, ERR_DEVICE, "pool: waiting for the ranks: %s", strerror(w));
+		if (aborted_at < 0 && barrier_is_aborted(p->barrier))
+			aborted_at = clock_now_s();
+		if (aborted_at >= 0 && p->done < p->world &&
+		    clock_now_s() - aborted_at > timeout_s) {
+			char stuck[64] = "";
+			size_t n = 0;
+			for (int r = 0; r < p->world; r++)
+				if (p->slot[r].running && n < sizeof stuck)
+					n += (size_t)snprintf(stuck + n, sizeof stuck - n, "%s%d",
+							      n ? "," : "", r);
+			p->broken = 1;
+			return ERR(e, ERR_DEVICE, "rank%s %s still running %g s after the run was "
+				   "aborted (devices.timeout): stuck in a call that cannot be "
+				   "interrupted (a GPU kernel or driver call that never returns?); "
+				   "the device pool is unusable", strchr(stuck, ',') ? "s" : "", stuck,
+				   timeout_s);
+		}
+	}
+	return 0;
+}
+
 int pool_run(struct pool *p, pool_fn fn, void *arg, struct err *e)
 {
 	pthread_mutex_lock(&p->mu);
+	if (p->broken) {
+		pthread_mutex_unlock(&p->mu);
+		return ERR(e, ERR_DEVICE, "the device pool is unusable: a rank never returned from "
+			   "an earlier run");
+	}
 	p->fn = fn;
 	p->arg = arg;
 	p->done = 0;
 	p->run_id++;
 	pthread_cond_broadcast(&p->cv_start);
-	while (p->done < p->world)
-		pthread_cond_wait(&p->cv_done, &p->mu);
+	int stuck = wait_run(p, e);
 	pthread_mutex_unlock(&p->mu);
+	if (stuck)
+		return stuck;
 
 	int root = -1, echo = -1;
 	for (int r = 0; r < p->world; r++) {

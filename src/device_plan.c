@@ -115,13 +115,14 @@ int engine_plan_devices(const struct settings *s, int gpus, const char *gpu_why,
 	return ERR_OK;
 }
 
-int device_plan_create_dev(const struct device_plan *p, int rank, struct dev **out,
-			   struct err *e)
+int device_plan_create_dev(const struct device_plan *p, int rank, size_t upload_bytes,
+			   size_t embed_slots, struct dev **out, struct err *e)
 {
 	if (p->backend != DEV_BACKEND_CUDA)
 		return dev_host_create(rank, out, e);
 #if DDPTOK_HAVE_CUDA
-	return cuda_dev_create(rank, p->ids[rank], out, e);
+	struct cuda_dev_sizes sizes = {upload_bytes, embed_slots};
+	return cuda_dev_create(rank, p->ids[rank], &sizes, out, e);
 #else
 	return ERR(e, ERR_DEVICE, "this build has no CUDA backend");
 #endif
@@ -133,7 +134,7 @@ int device_plan_create_coll(const struct device_plan *p, int world, struct barri
 	if (!p->nccl)
 		return coll_host_create(world, barrier, max_count, out, e);
 #if DDPTOK_HAVE_CUDA
-	return nccl_coll_create(world, p->ids, barrier, out, e);
+	return nccl_coll_create(world, p->ids, barrier, max_count, out, e);
 #else
 	return ERR(e, ERR_DEVICE, "this build has no CUDA backend");
 #endif

@@ -58,7 +58,11 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 {
 	size_t bytes = eng->shape.n_params * sizeof(float);
 	(void)arg;
-	ERR_TRY(device_plan_create_dev(&eng->plan, r->rank, &r->dev, e));
+	/* one microbatch's uploads (token ids and targets, each padded to 256 bytes), and the
+	 * context slots of its embed_backward, at most */
+	size_t rows = (size_t)max_batch_rows(&eng->s), slots = rows * eng->shape.context;
+	size_t upload = slots * sizeof(int32_t) + rows * sizeof(int32_t) + 512;
+	ERR_TRY(device_plan_create_dev(&eng->plan, r->rank, upload, slots, &r->dev, e));
 	struct dev *d = r->dev;
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));

@@ -91,9 +91,12 @@ int engine_plan_devices(const struct settings *s, int gpus, const char *gpu_why,
  * or in a build without the CUDA backend); `why` says why there are none. */
 int device_plan_gpus(const struct settings *s, int *gpus, char *why, size_t whylen,
 		     struct err *e);
-/* The device of `rank` as the plan says (call on that rank's device thread). */
-int device_plan_create_dev(const struct device_plan *p, int rank, struct dev **out,
-			   struct err *e);
+/* The device of `rank` as the plan says (call on that rank's device thread). A GPU
+ * allocates what its operations need once, here: pinned staging for upload_bytes queued
+ * between two waits, and the workspace of an embed_backward over embed_slots context
+ * slots (0, 0: the smallest). */
+int device_plan_create_dev(const struct device_plan *p, int rank, size_t upload_bytes,
+			   size_t embed_slots, struct dev **out, struct err *e);
 /* The plan's collective over `world` ranks meeting at `barrier` (not owned); the host
  * collective stages up to max_count elements. */
 int device_plan_create_coll(const struct device_plan *p, int world, struct barrier *barrier,

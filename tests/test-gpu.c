@@ -5,11 +5,14 @@
  * ERR_OK with a reason, the environment report, a repeated device id refused with a
  * hint to `collective = host`), then the program exits 77 (skipped). With a GPU, every
  * op of the CUDA device is run on random inputs next to the host backend and compared:
- * gemm within 1e-5 of the magnitude sum_k |a||b| (+ |beta c|), element-wise results
- * within 1e-6 (relative, absolute below 1), sums within 1e-6 relative, gathers, counts
- * and hits exactly. sum and embed_backward must repeat bit for bit on the GPU. Then
- * NCCL allreduce over every visible GPU (sum and avg, float32, float64 and int64,
- * device and host buffers) against references computed here, and injected failures:
+ * gemm within 1e-5 of the magnitude sum_k |a||b| (+ |beta c|); the element-wise ops that
+ * share their formulas with the host (bias_tanh, tanh_backward, scale, sgd, col_sum_acc,
+ * embed_backward, xent gradients) bit for bit, also past one launch's grid (16.7 M
+ * elements); xent losses within 1e-6 (log differs in its last ulp), sums within 1e-6
+ * relative, gathers, counts and hits exactly. sum and embed_backward must repeat bit for
+ * bit on the GPU; a device allocates at creation only. Then NCCL allreduce over every
+ * visible GPU (sum and avg, float32, float64 and int64, device and host buffers) against
+ * references computed here, avg bit for bit equal to sum / W, and injected failures:
  * a failing rank releases the others with ERR_ABORTED well within the timeout, an
  * aborted collective stays aborted, a peer that never joins is a timeout.
  *
@@ -101,6 +104,21 @@ static void expect_close(const char *what, const float *gpu, const float *host, 
 	printf("  %-28s n=%-8zu max rel diff %.3g\n", what, n, worst);
 }
 
+/* gpu and host hold the same bits: the element-wise kernels share their formulas with
+ * the host (runtime/kmath.h) and are compiled without fused multiply-add, so a
+ * difference means an fmad, flush-to-zero or fast-math regression */
+static void expect_same(const char *what, const float *gpu, const float *host, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t bg, bh;
+		memcpy(&bg, &gpu[i], sizeof bg);
+		memcpy(&bh, &host[i], sizeof bh);
+		ck_assert_msg(bg == bh, "%s[%zu]: gpu %.9g (0x%08x) host %.9g (0x%08x): not the "
+			      "same bits", what, i, gpu[i], (unsigned)bg, host[i], (unsigned)bh);
+	}
+	printf("  %-28s n=%-8zu bit-identical\n", what, n);
+}
+
 /* ---- checks that need no GPU ---- */
 
 START_TEST(test_device_count_answers)
@@ -134,7 +152,7 @@ START_TEST(test_nccl_refuses_shared_gpu)
 	struct coll *c = NULL;
 	int ids[3] = {0, 1, 0};
 	err_clear(&E);
-	ck_assert_int_eq(nccl_coll_create(3, ids, NULL, &c, &E), ERR_CONFIG);
+	ck_assert_int_eq(nccl_coll_create(3, ids, NULL, 16, &c, &E), ERR_CONFIG);
 	ck_assert_ptr_null(c);
 	ck_assert_msg(strstr(E.msg, "collective = host") != NULL, "message: %s", E.msg);
 	ck_assert_msg(strstr(E.msg, "GPU 0") != NULL, "message: %s", E.msg);
@@ -145,7 +163,7 @@ START_TEST(test_missing_device_refused)
 {
 	struct dev *d = NULL;
 	err_clear(&E);
-	ck_assert_int_ne(cuda_dev_create(0, 4096, &d, &E), ERR_OK);
+	ck_assert_int_ne(cuda_dev_create(0, 4096, NULL, &d, &E), ERR_OK);
 	ck_assert_ptr_null(d);
 	ck_assert_msg(strstr(E.msg, "4096") != NULL, "message: %s", E.msg);
 }
@@ -320,7 +338,7 @@ START_TEST(test_elementwise)
 	const char *names[6] = {"bias_tanh", "tanh_backward", "scale", "sgd params", "sgd momentum",
 				"sgd plain"};
 	for (int k = 0; k < 6; k++) {
-		expect_close(names[k], out[0][k], out[1][k], (size_t)n, 1e-6);
+		expect_same(names[k], out[0][k], out[1][k], (size_t)n);
 		free(out[0][k]);
 		free(out[1][k]);
 	}
@@ -401,7 +419,7 @@ static void xent_case(struct prng *r, int rows, int cols, float scale)
 	snprintf(what, sizeof what, "xent loss %dx%d", rows, cols);
 	expect_close(what, lg, lh, (size_t)rows, 1e-6);
 	snprintf(what, sizeof what, "xent grad %dx%d", rows, cols);
-	expect_close(what, gg, gh, n, 1e-6);
+	expect_same(what, gg, gh, n);
 	for (int p = 0; p < rows; p++) {
 		if (target[p] >= 0) { /* one class: the loss is exactly 0 */
 			ck_assert_msg(cols > 1 ? lg[p] > 0.0f : lg[p] == 0.0f, "row %d: loss %g", p, lg[p]);
@@ -476,7 +494,7 @@ START_TEST(test_col_sum_acc)
 		dfree(d, dx);
 		dfree(d, dout);
 	}
-	expect_close("col_sum_acc", og, oh, (size_t)cols, 1e-6);
+	expect_same("col_sum_acc", og, oh, (size_t)cols);
 	double want = out0[3];
 	for (int p = 0; p < rows; p++)
 		want += x[(size_t)p * cols + 3] * (p < rows / 2 ? 2.0 : 1.0);
@@ -602,7 +620,7 @@ START_TEST(test_embed_backward)
 	}
 	ck_assert_msg(memcmp(gg, gg2, sizeof(float) * vocab * dim) == 0,
 		      "embed_backward is not repeatable on the GPU");
-	expect_close("embed_backward", gg, gh, (size_t)vocab * dim, 1e-6);
+	expect_same("embed_backward", gg, gh, (size_t)vocab * dim);
 	/* a row no slot uses keeps its start value; the busy row moved */
 	int unused = -1;
 	for (int id = 0; id < vocab && unused < 0; id++) {
@@ -624,6 +642,83 @@ START_TEST(test_embed_backward)
 }
 END_TEST
 
+/* More elements than one launch's grid covers (EW_MAX_BLOCKS x EW_THREADS = 16.7 M): the
+ * grid-stride loops must reach the last element, with the host's bits. */
+START_TEST(test_grid_stride)
+{
+	const int rows = 4099, cols = 4096; /* 16.79 M elements */
+	const size_t n = (size_t)rows * cols;
+	struct prng r;
+	prng_seed(&r, 11, 11);
+	float *z = frand(&r, n, -4, 4), *bias = frand(&r, (size_t)cols, -0.5f, 0.5f);
+	float *g = frand(&r, n, -1, 1);
+	float *out[2][3];
+	struct dev *devs[2] = {G, H};
+	for (int v = 0; v < 2; v++) {
+		struct dev *d = devs[v];
+		float *dz = dput(d, z, sizeof(float) * n), *db = dput(d, bias, sizeof(float) * cols);
+		float *dg = dput(d, g, sizeof(float) * n), *dbuf = dalloc(d, sizeof(float) * n);
+		for (int k = 0; k < 3; k++)
+			out[v][k] = malloc(sizeof(float) * n);
+		OK(d->ops->bias_tanh(d, rows, cols, db, dz, &E));
+		dget(d, out[v][0], dz, sizeof(float) * n);
+		OK(d->ops->tanh_backward(d, (int)n, dz, dg, &E));
+		dget(d, out[v][1], dg, sizeof(float) * n);
+		OK(d->ops->sgd(d, (int)n, 0.05f, 0.9f, 1e-3f, 1, dz, dg, dbuf, &E));
+		dget(d, out[v][2], dz, sizeof(float) * n);
+		dfree(d, dz);
+		dfree(d, db);
+		dfree(d, dg);
+		dfree(d, dbuf);
+	}
+	const char *names[3] = {"bias_tanh 16.8M", "tanh_backward 16.8M", "sgd 16.8M"};
+	for (int k = 0; k < 3; k++) {
+		ck_assert_msg(out[0][k][n - 1] != 0.0f || out[1][k][n - 1] == 0.0f,
+			      "%s: the last element was not reached", names[k]);
+		expect_same(names[k], out[0][k], out[1][k], n);
+		free(out[0][k]);
+		free(out[1][k]);
+	}
+	free(z);
+	free(bias);
+	free(g);
+}
+END_TEST
+
+/* The device allocates at creation only: an embed_backward past the slots it was sized
+ * for is refused (not a workspace grown mid-window), and an upload larger than its
+ * pinned arena is copied directly, correctly. */
+START_TEST(test_sizes_fixed_at_creation)
+{
+	struct cuda_dev_sizes sizes = {4096, 100};
+	struct dev *d = NULL;
+	OK(cuda_dev_create(0, 0, &sizes, &d, &E));
+	int32_t ctx[400];
+	for (int i = 0; i < 400; i++)
+		ctx[i] = i % 7;
+	float *dx = dalloc(d, sizeof(float) * 400 * 2), *grad = dalloc(d, sizeof(float) * 7 * 2);
+	int32_t *dctx = dput(d, ctx, sizeof ctx);
+	OK(d->ops->embed_backward(d, 25, 4, 2, dctx, dx, grad, &E)); /* 100 slots: fits */
+	err_clear(&E);
+	ck_assert_int_eq(d->ops->embed_backward(d, 100, 4, 2, dctx, dx, grad, &E), ERR_DEVICE);
+	ck_assert_msg(strstr(E.msg, "allocated at creation for 100 slots"), "%s", E.msg);
+	size_t big = (size_t)3 << 20; /* floats: 12 MiB, past the 1 MiB arena */
+	float *host = malloc(sizeof(float) * big), *back = malloc(sizeof(float) * big);
+	for (size_t i = 0; i < big; i++)
+		host[i] = (float)i;
+	float *dbig = dput(d, host, sizeof(float) * big);
+	dget(d, back, dbig, sizeof(float) * big);
+	ck_assert(memcmp(host, back, sizeof(float) * big) == 0);
+	dfree(d, dbig);
+	dfree(d, dx);
+	dfree(d, grad);
+	dfree(d, dctx);
+	free(host);
+	free(back);
+	dev_destroy(d);
+}
+END_TEST
+
 /* ---- NCCL ---- */
 
 struct nccl_env {
@@ -642,7 +737,7 @@ struct nccl_env {
 static int rank_init_fn(int rank, void *ctx, void *arg, struct err *e)
 {
 	struct nccl_env *v = arg;
-	return cuda_dev_create(rank, rank, &v->dev[rank], e);
+	return cuda_dev_create(rank, rank, NULL, &v->dev[rank], e);
 }
 
 static int rank_fini_fn(int rank, void *ctx, void *arg, struct err *e)
@@ -663,7 +758,7 @@ static void nccl_open(struct nccl_env *v, double timeout_s)
 		ids[r] = r;
 	OK(pool_create(v->world, timeout_s, &v->pool, &E));
 	OK(pool_run(v->pool, rank_init_fn, v, &E));
-	OK(nccl_coll_create(v->world, ids, pool_barrier(v->pool), &v->coll, &E));
+	OK(nccl_coll_create(v->world, ids, pool_barrier(v->pool), 16, &v->coll, &E));
 	ck_assert_str_eq(v->coll->ops->name, "nccl");
 	pool_set_coll(v->pool, v->coll);
 }
@@ -748,6 +843,26 @@ static int allreduce_fn(int rank, void *ctx, void *arg, struct err *e)
 					       (long long)iwant);
 				goto out;
 			}
+		}
+	}
+	/* avg is the sum divided by W, as the host collective computes it: integer-valued
+	 * contributions sum exactly in any order, so every element has one right answer,
+	 * which ncclAvg's premultiplication by float(1/W) misses for W = 3, 5, 6, 7 */
+	for (size_t i = 0; i < n; i++)
+		hx[i] = (float)((rank + 1) * ((int)(i % 29) - 14) + (int)(i % 1013));
+	if ((rc = d->ops->upload(d, dx, hx, sizeof(float) * n, e)) ||
+	    (rc = c->ops->allreduce(c, rank, d, dx, n, COLL_F32, COLL_AVG, 0, e)) ||
+	    (rc = d->ops->download(d, hx, dx, sizeof(float) * n, e)))
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		float sum = 0.0f;
+		for (int q = 0; q < W; q++)
+			sum += (float)((q + 1) * ((int)(i % 29) - 14) + (int)(i % 1013));
+		float want = sum / (float)W;
+		if (memcmp(&hx[i], &want, sizeof want) != 0) {
+			rc = rank_fail(v, rank, e, "rank %d avg f32[%zu]: %.9g, sum/W is %.9g", rank,
+				       i, hx[i], want);
+			goto out;
 		}
 	}
 	/* scalars in host memory, as the engine reduces counts and loss sums */
@@ -929,7 +1044,8 @@ static Suite *hostless_suite(void)
 
 static void gpu_setup(void)
 {
-	OK(cuda_dev_create(0, 0, &G, &E));
+	struct cuda_dev_sizes sizes = {1 << 20, 500 * 8}; /* test_embed_backward's slots */
+	OK(cuda_dev_create(0, 0, &sizes, &G, &E));
 	OK(dev_host_create(0, &H, &E));
 }
 
@@ -955,6 +1071,8 @@ static Suite *gpu_suite(void)
 	tcase_add_test(ops, test_count_nonfinite);
 	tcase_add_test(ops, test_argmax_hits);
 	tcase_add_test(ops, test_embed_backward);
+	tcase_add_test(ops, test_grid_stride);
+	tcase_add_test(ops, test_sizes_fixed_at_creation);
 	suite_add_tcase(s, ops);
 	TCase *nccl = tcase_create("nccl");
 	tcase_add_test(nccl, test_nccl_allreduce);

@@ -4,9 +4,12 @@
  * A rank failing at a chosen step releases every peer (no deadlock), the pool reports the
  * root cause with its rank, a rank that never arrives is a timeout error rather than a
  * hang, and the host allreduce gives every rank identical bits equal to the rank-ordered
- * sum, for float32, float64 and int64, sum and avg.
+ * sum, for float32, float64 and int64, sum and avg. A rank stuck in a call that nothing
+ * interrupts does not hold pool_run: the watchdog reports it within the timeout after
+ * the abort, and the pool refuses to run again.
  */
 #include <check.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +121,54 @@ static int rounds_fn(int rank, void *ctx, void *arg, struct err *e)
 	}
 	return ERR_OK;
 }
+
+struct stuck_arg {
+	atomic_int release; /* lets the stuck rank go (test cleanup) */
+};
+
+/* rank 0 fails at once; rank 1 blocks without looking at the barrier, as a thread inside
+ * cudaStreamSynchronize behind a kernel that never ends would, until released (at most
+ * 20 s, so that a missing watchdog fails the test instead of hanging it) */
+static int stuck_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct stuck_arg *a = arg;
+	if (rank == 0)
+		return ERR(e, ERR_DEVICE, "rank 0 failed on purpose");
+	double t0 = clock_now_s();
+	while (!atomic_load(&a->release) && clock_now_s() - t0 < 20.0) {
+		struct timespec ts = {0, 5L * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	return ERR_OK;
+}
+
+static int nothing_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	return ERR_OK;
+}
+
+START_TEST(a_rank_stuck_in_a_blocking_call_does_not_hold_the_pool)
+{
+	struct pool *p = NULL;
+	struct err e;
+	struct stuck_arg a;
+	atomic_init(&a.release, 0);
+	err_clear(&e);
+	ck_assert_int_eq(pool_create(2, 0.5, &p, &e), ERR_OK);
+	double t0 = clock_now_s();
+	int rc = pool_run(p, stuck_fn, &a, &e);
+	double took = clock_now_s() - t0;
+	ck_assert_int_eq(rc, ERR_DEVICE);
+	ck_assert_msg(strstr(e.msg, "rank 1 still running") && strstr(e.msg, "devices.timeout"),
+		      "%s", e.msg);
+	ck_assert_msg(took < 5.0, "pool_run returned after %.1f s (the stuck rank held it)", took);
+	err_clear(&e);
+	ck_assert_int_eq(pool_run(p, nothing_fn, NULL, &e), ERR_DEVICE);
+	ck_assert_msg(strstr(e.msg, "unusable"), "%s", e.msg);
+	atomic_store(&a.release, 1);
+	pool_destroy(p); /* the released rank returns within its grace: all is freed */
+}
+END_TEST
 
 START_TEST(barrier_publishes_writes_spinning_or_sleeping)
 {
@@ -260,6 +311,7 @@ int main(void)
 	tcase_add_test(tc, host_allreduce_is_rank_ordered_and_identical);
 	tcase_add_test(tc, barrier_publishes_writes_spinning_or_sleeping);
 	tcase_add_test(tc, an_abort_reaches_spinning_waiters);
+	tcase_add_test(tc, a_rank_stuck_in_a_blocking_call_does_not_hold_the_pool);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }
