@@ -6,9 +6,17 @@
  * the training math (6 (C*D*H + H*V) FLOP per supervised token: two GEMMs forward, four
  * backward), and, measured by this same binary on this machine, the rate of a
  * single-thread cblas_sgemm on the model's largest GEMM shape, so the ratio training
- * rate / (W x sgemm rate) says how close the window step gets to the BLAS bound. It also
- * reports the share of window time spent in collectives (which includes waiting for the
- * slowest rank at their barriers). Figures go to outputs/bench.json as well.
+ * rate / (W x sgemm rate) says how close the window step gets to the BLAS bound. The
+ * same ratio is also given per CPU-second (the process's CPU time over the windows
+ * against the sgemm thread's): on a machine shared with other work the wall-clock
+ * figures drop with the load, the CPU-time one much less. It also reports the share of
+ * window time spent in collectives (which includes waiting for the slowest rank at their
+ * barriers).
+ *
+ * Then a size sweep, the configuration with hidden = 512, 1024, 2048 and vocab = 128 and
+ * 4096 (on the synthetic source), a short run each (at most --windows windows, about two
+ * seconds), shows how the costs grow with the shape. Figures go to
+ * outputs/bench.json as well.
  */
 #include <cblas.h>
 #include <jansson.h>
@@ -21,11 +29,44 @@
 #include "outputs.h"
 #include "run.h"
 
-/* GFLOP/s of one-thread sgemm C[m x n] = A[m x k] B[k x n]^T, run for ~min_s seconds */
-static double sgemm_rate(int m, int n, int k, double min_s)
+/* the largest GEMM of a microbatch, rows ~ batch * mean length: rows x H x C*D or, for a
+ * large vocabulary, rows x V x H */
+struct gemm_shape {
+	int m, n, k;
+};
+
+static struct gemm_shape largest_gemm(const struct settings *s, const struct model_shape *m)
 {
+	int rows = s->batch_size * (s->min_len + s->max_len) / 2;
+	int cd = m->context * m->embed;
+	if ((double)m->vocab * m->hidden > (double)m->hidden * cd)
+		return (struct gemm_shape){rows, m->vocab, m->hidden};
+	return (struct gemm_shape){rows, m->hidden, cd};
+}
+
+static double thread_cpu_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static double process_cpu_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+/* GFLOP per second of one-thread sgemm C[m x n] = A[m x k] B[n x k]^T, run for about
+ * min_s seconds: per wall second (returned) and per CPU second of this thread (*per_cpu);
+ * 0 when the matrices cannot be allocated */
+static double sgemm_rate(struct gemm_shape g, double min_s, double *per_cpu)
+{
+	int m = g.m, n = g.n, k = g.k;
 	float *a = malloc(sizeof(float) * (size_t)m * k), *b = malloc(sizeof(float) * (size_t)n * k);
 	float *c = malloc(sizeof(float) * (size_t)m * n);
+	*per_cpu = 0.0;
 	if (!a || !b || !c) {
 		free(a);
 		free(b);
@@ -39,77 +80,188 @@ static double sgemm_rate(int m, int n, int k, double min_s)
 	openblas_set_num_threads(1);
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 0.0f, c, n);
 	long reps = 0;
-	double t0 = clock_now_s(), t;
+	double t0 = clock_now_s(), c0 = thread_cpu_s(), t;
 	do {
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 0.0f, c,
 			    n);
 		reps++;
 	} while ((t = clock_now_s() - t0) < min_s);
+	double cpu = thread_cpu_s() - c0;
 	free(a);
 	free(b);
 	free(c);
-	return 2.0 * m * n * k * reps / t * 1e-9;
+	double gflop = 2.0 * m * n * k * reps * 1e-9;
+	*per_cpu = cpu > 0.0 ? gflop / cpu : 0.0;
+	return gflop / t;
+}
+
+/* what the timed windows of one shape gave */
+struct bench_result {
+	int64_t tokens;
+	long windows;
+	double seconds, cpu_seconds; /* window time; process CPU time over the windows */
+	double coll, coll_mean;      /* collective time: rank that waits most, mean over ranks */
+	double flop_per_token;
+	struct gemm_shape gemm;
+	double sgemm, sgemm_per_cpu; /* one-thread sgemm GFLOP/s (0: not measured) */
+};
+
+/* `warmup` windows, then timed ones until `windows` of them or max_s seconds of window
+ * time (max_s <= 0: no time bound) */
+static int bench_windows(struct run *r, const struct settings *s, long warmup, long windows,
+			 double max_s, struct bench_result *b, struct err *e)
+{
+	const struct model_shape *m = &r->eng->shape;
+	memset(b, 0, sizeof *b);
+	b->flop_per_token = 6.0 * ((double)m->context * m->embed * m->hidden +
+				   (double)m->hidden * m->vocab);
+	for (long i = 0; i < warmup + windows; i++) {
+		struct window_result res;
+		double c0 = process_cpu_s();
+		ERR_TRY(sampler_next(&r->sampler, &r->w, e));
+		ERR_TRY(engine_window(r->eng, &r->w, s->normalization, ENGINE_UPDATE, &res, e));
+		if (i < warmup)
+			continue;
+		b->cpu_seconds += process_cpu_s() - c0;
+		b->windows++;
+		b->tokens += res.N;
+		b->seconds += res.seconds;
+		b->coll += res.seconds_coll;
+		b->coll_mean += res.seconds_coll_mean;
+		if (max_s > 0.0 && b->seconds >= max_s)
+			break;
+	}
+	b->gemm = largest_gemm(s, m);
+	if (r->eng->plan.backend == DEV_BACKEND_CPU)
+		b->sgemm = sgemm_rate(b->gemm, 0.5, &b->sgemm_per_cpu);
+	return ERR_OK;
+}
+
+static double tokens_per_s(const struct bench_result *b)
+{
+	return b->seconds > 0.0 ? b->tokens / b->seconds : 0.0;
+}
+
+/* training GFLOP/s over W x one-thread sgemm GFLOP/s (0: no sgemm figure) */
+static double of_sgemm(const struct bench_result *b, int world)
+{
+	return b->sgemm > 0.0 ? tokens_per_s(b) * b->flop_per_token * 1e-9 / (world * b->sgemm) : 0.0;
+}
+
+/* the same per CPU-second: training GFLOP per process CPU second over sgemm's */
+static double of_sgemm_cpu(const struct bench_result *b)
+{
+	return b->sgemm_per_cpu > 0.0 && b->cpu_seconds > 0.0
+		       ? b->tokens * b->flop_per_token * 1e-9 / b->cpu_seconds / b->sgemm_per_cpu
+		       : 0.0;
+}
+
+static void report_main(const struct env *v, const struct bench_result *b, int world)
+{
+	double tps = tokens_per_s(b);
+	env_info(v, "bench: %lld supervised tokens in %.3f s: %.0f tokens/s", (long long)b->tokens,
+		 b->seconds, tps);
+	env_info(v, "bench: training math %.1f GFLOP/s (%.2f MFLOP per token)",
+		 tps * b->flop_per_token * 1e-9, b->flop_per_token * 1e-6);
+	if (b->sgemm > 0.0) {
+		env_info(v, "bench: one-thread sgemm %.1f GFLOP/s (%d x %d x %d); training reaches "
+			 "%.0f%% of W x sgemm", b->sgemm, b->gemm.m, b->gemm.n, b->gemm.k,
+			 100.0 * of_sgemm(b, world));
+		env_info(v, "bench: per CPU-second: training %.1f GFLOP (%.2f CPU-s for %.3f s of "
+			 "windows), sgemm %.1f GFLOP: %.0f%%", b->tokens * b->flop_per_token * 1e-9 /
+			 b->cpu_seconds, b->cpu_seconds, b->seconds, b->sgemm_per_cpu,
+			 100.0 * of_sgemm_cpu(b));
+	}
+	env_info(v, "bench: time inside collectives (their barriers included, so waiting for the "
+		 "slowest rank too): %.1f%% of window time on the rank that waits most, %.1f%% on "
+		 "average over ranks", 100.0 * b->coll / b->seconds, 100.0 * b->coll_mean / b->seconds);
+}
+
+/* the sweep's large vocabulary: tokenizer-sized, yet every point stays within a few
+ * hundred MB (hidden 2048: 8.4M output weights) */
+#define SWEEP_VOCAB_MAX 4096
+
+/* Runs and prints one point of the size sweep; appends it to `points`. */
+static int sweep_point(const struct env *v, int hidden, int vocab, long windows, json_t *points,
+		       struct err *e)
+{
+	struct settings s = *v->s;
+	struct env pv = *v;
+	struct run r;
+	struct bench_result b;
+	/* the shape is what is measured: the synthetic source of that vocabulary stands in for
+	 * whatever data the configuration reads */
+	s.source = DATA_SYNTHETIC;
+	s.model_vocab = 0;
+	s.hidden = hidden;
+	s.vocab = vocab;
+	pv.s = &s;
+	ERR_TRY(run_open(&pv, &r, e));
+	int rc = bench_windows(&r, &s, 1, windows, 2.0, &b, e);
+	run_close(&r);
+	if (rc != ERR_OK) {
+		err_prefix(e, "bench sweep, hidden %d, vocab %d", hidden, vocab);
+		return rc;
+	}
+	char pct[64] = "";
+	if (b.sgemm > 0.0)
+		snprintf(pct, sizeof pct, ", %.0f%% of W x sgemm (%.0f%% per CPU-second)",
+			 100.0 * of_sgemm(&b, s.world), 100.0 * of_sgemm_cpu(&b));
+	env_info(v, "bench: sweep hidden %4d vocab %4d: %8.0f tokens/s, %6.2f MFLOP per token%s",
+		 hidden, vocab, tokens_per_s(&b), b.flop_per_token * 1e-6, pct);
+	json_array_append_new(points, json_pack("{s:i, s:i, s:I, s:f, s:f, s:f, s:f}", "hidden",
+						hidden, "vocab", vocab, "tokens",
+						(json_int_t)b.tokens, "seconds", b.seconds,
+						"tokens_per_s", tokens_per_s(&b),
+						"fraction_of_w_sgemm", of_sgemm(&b, s.world),
+						"fraction_of_sgemm_per_cpu_s", of_sgemm_cpu(&b)));
+	return ERR_OK;
 }
 
 int cmd_bench(struct app *a, struct err *e)
 {
+	const struct env *v = &a->env;
+	const struct settings *s = v->s;
 	struct run r;
+	struct bench_result b;
 	int rc;
 	long windows = a->o.windows ? a->o.windows : 20;
 	const long warmup = 2;
-	if ((rc = env_outputs_ready(&a->env, e)) != ERR_OK)
+	if ((rc = env_outputs_ready(v, e)) != ERR_OK)
 		return rc;
-	if ((rc = run_open(&a->env, &r, e)) != ERR_OK)
+	if ((rc = run_open(v, &r, e)) != ERR_OK)
 		return rc;
-	const struct model_shape *m = &r.eng->shape;
-	double flop_per_token = 6.0 * ((double)m->context * m->embed * m->hidden +
-				       (double)m->hidden * m->vocab);
-	int64_t tokens = 0;
-	double seconds = 0.0, coll = 0.0, coll_mean = 0.0;
-	env_info(&a->env, "bench: %s backend, W = %d, plan %s, layout %s, %ld timed windows after %ld "
-		 "warm-up", engine_backend_name(r.eng), a->s.world,
-		 a->s.plan == PLAN_BALANCED ? "balanced" : "length_bands",
-		 a->s.layout == LAYOUT_PADDED ? "padded" : "packed", windows, warmup);
-	for (long i = 0; i < warmup + windows; i++) {
-		struct window_result res;
-		if ((rc = sampler_next(&r.sampler, &r.w, e)) != ERR_OK ||
-		    (rc = engine_window(r.eng, &r.w, a->s.normalization, ENGINE_UPDATE, &res, e)) != ERR_OK)
-			goto out;
-		if (i < warmup)
-			continue;
-		tokens += res.N;
-		seconds += res.seconds;
-		coll += res.seconds_coll;
-		coll_mean += res.seconds_coll_mean;
-	}
-	double tps = tokens / seconds;
-	double gflops = tps * flop_per_token * 1e-9;
-	/* the largest GEMM of a microbatch: rows x H x C*D with rows ~ batch * mean length */
-	int rows = a->s.batch_size * (a->s.min_len + a->s.max_len) / 2;
-	double sg = r.eng->plan.backend == DEV_BACKEND_CPU ? sgemm_rate(rows, m->hidden,
-								   m->context * m->embed, 0.5)
-						      : 0.0;
-	env_info(&a->env, "bench: %lld supervised tokens in %.3f s: %.0f tokens/s", (long long)tokens,
-		 seconds, tps);
-	env_info(&a->env, "bench: training math %.1f GFLOP/s (%.2f MFLOP per token)", gflops,
-		 flop_per_token * 1e-6);
-	if (sg > 0.0)
-		env_info(&a->env, "bench: one-thread sgemm %.1f GFLOP/s (%d x %d x %d); training reaches "
-			 "%.0f%% of W x sgemm", sg, rows, m->hidden, m->context * m->embed,
-			 100.0 * gflops / (a->s.world * sg));
-	env_info(&a->env, "bench: time inside collectives (their barriers included, so waiting for the "
-		 "slowest rank too): %.1f%% of window time on the rank that waits most, %.1f%% on "
-		 "average over ranks", 100.0 * coll / seconds, 100.0 * coll_mean / seconds);
-	json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "backend",
-			      engine_backend_name(r.eng), "world", a->s.world, "plan",
-			      a->s.plan == PLAN_BALANCED ? "balanced" : "length_bands", "tokens",
-			      (json_int_t)tokens, "seconds", seconds, "tokens_per_s", tps,
-			      "train_gflops", gflops, "sgemm_gflops_one_thread", sg,
-			      "fraction_of_w_sgemm", sg > 0 ? gflops / (a->s.world * sg) : 0.0,
-			      "collective_share", coll / seconds, "collective_share_mean", coll_mean / seconds);
-	rc = env_write_json(&a->env, output_name(OUT_BENCH), j, e);
-	json_decref(j);
-out:
+	const char *backend = engine_backend_name(r.eng);
+	env_info(v, "bench: %s backend, W = %d, plan %s, layout %s, %ld timed windows after %ld "
+		 "warm-up", backend, s->world, s->plan == PLAN_BALANCED ? "balanced" : "length_bands",
+		 s->layout == LAYOUT_PADDED ? "padded" : "packed", windows, warmup);
+	rc = bench_windows(&r, s, warmup, windows, 0.0, &b, e);
 	run_close(&r);
+	if (rc != ERR_OK)
+		return rc;
+	report_main(v, &b, s->world);
+
+	const int hiddens[] = {512, 1024, 2048};
+	const int vocabs[] = {128, SWEEP_VOCAB_MAX};
+	json_t *points = json_array();
+	for (int i = 0; i < 3 && rc == ERR_OK; i++)
+		for (int j = 0; j < 2 && rc == ERR_OK; j++)
+			rc = sweep_point(v, hiddens[i], vocabs[j], windows, points, e);
+	if (rc != ERR_OK) {
+		json_decref(points);
+		return rc;
+	}
+	json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o}",
+			      "backend", backend, "world", s->world, "plan",
+			      s->plan == PLAN_BALANCED ? "balanced" : "length_bands", "tokens",
+			      (json_int_t)b.tokens, "seconds", b.seconds, "cpu_seconds", b.cpu_seconds,
+			      "tokens_per_s", tokens_per_s(&b), "train_gflops",
+			      tokens_per_s(&b) * b.flop_per_token * 1e-9, "sgemm_gflops_one_thread",
+			      b.sgemm, "fraction_of_w_sgemm", of_sgemm(&b, s->world),
+			      "fraction_of_sgemm_per_cpu_s", of_sgemm_cpu(&b), "collective_share",
+			      b.coll / b.seconds, "collective_share_mean", b.coll_mean / b.seconds,
+			      "sweep", points);
+	rc = env_write_json(v, output_name(OUT_BENCH), j, e);
+	json_decref(j);
 	return rc;
 }

@@ -25,10 +25,13 @@
 #include "elastic.h"
 #include "jsonx.h"
 
+/* Debug builds also compare the replicas every REPLICA_CHECK_STRIDE steps between
+ * checkpoints: the comparison downloads and hashes every rank's parameters, a full pass
+ * over them that would otherwise cost every window a few percent. */
 #ifdef NDEBUG
-#define DEBUG_CHECKS 0
+#define REPLICA_CHECK_STRIDE 0
 #else
-#define DEBUG_CHECKS 1
+#define REPLICA_CHECK_STRIDE 16
 #endif
 
 /* Loads and checks the checkpoint to resume from (c: the corpus it must have been trained
@@ -238,9 +241,11 @@ int trainer_step(struct trainer *t, struct window *w, int flags, struct window_r
 	struct sampler_state before;
 	int rc;
 	flags |= ENGINE_UPDATE | ENGINE_CAPTURE_REDUCED;
-	/* the replicas are compared before every checkpoint (after every window in debug
+	/* the replicas are compared before every checkpoint (and on a stride in debug
 	 * builds); the comparison uses the host buffers the local gradients are captured in */
-	if (!(flags & ENGINE_CAPTURE_LOCAL) && (DEBUG_CHECKS || train_ckpt_due(&t->o, t->step + 1)))
+	int64_t next = t->step + 1;
+	int stride_due = REPLICA_CHECK_STRIDE > 0 && next % REPLICA_CHECK_STRIDE == 0;
+	if (!(flags & ENGINE_CAPTURE_LOCAL) && (stride_due || train_ckpt_due(&t->o, next)))
 		flags |= ENGINE_CHECK_REPLICAS;
 	sampler_get_state(&t->r.sampler, &before);
 	if ((rc = sampler_next(&t->r.sampler, w, e)) ||

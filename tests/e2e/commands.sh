@@ -60,6 +60,11 @@ jcheck outputs/exercise.json '[c["tokens"] for c in d["cases"]] == [[3, 3], [3, 
 grep -q "backend" env.txt
 "$DDPTOK" "$CONF/tiny.ini" bench --windows 3 > bench.txt
 grep -q "tokens/s" bench.txt
+# the size sweep: hidden 512, 1024, 2048 by vocab 128 and 4096
+test "$(grep -c 'bench: sweep hidden' bench.txt)" = 6
+jcheck outputs/bench.json '[(p["hidden"], p["vocab"]) for p in d["sweep"]] ==
+	[(512, 128), (512, 4096), (1024, 128), (1024, 4096), (2048, 128), (2048, 4096)]
+	and all(p["tokens"] > 0 and p["tokens_per_s"] > 0 for p in d["sweep"])'
 # an injected failure on one rank ends the run (no hang) with the device exit code,
 # naming the rank and the window
 set +e
