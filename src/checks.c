@@ -103,6 +103,9 @@ static int run_case(const struct settings *settings, const struct corpus *full, 
 	s.world = 2;
 	s.accumulation = 1;
 	s.batch_size = 1;
+	/* the exercise is about tokens: with one sequence per rank the sequence unit would
+	 * weigh both ranks alike whatever their lengths */
+	s.unit = UNIT_TOKEN;
 	s.max_len = long_len > short_len ? long_len : short_len;
 	if ((rc = engine_create(&s, &c, NULL, &eng, e)) != ERR_OK ||
 	    (rc = window_init(&w, 2, 1, 1, e)) != ERR_OK)

@@ -677,7 +677,7 @@ static void compare_report(struct inspect *in, const struct window *w, int mode,
 	printf("compare: mode %s%s: %zu of %zu components outside tolerance (atol %g, rtol %g): "
 	       "%s\n", norm_mode_name(mode), who, st.outside, st.components, a->s.atol, a->s.rtol,
 	       st.pass ? "pass" : "FAIL");
-	if (mode != NORM_GLOBAL_TOKEN && !parity_distinguishable(mode, w, a->s.reduce == COLL_AVG))
+	if (mode != NORM_GLOBAL_TOKEN && !parity_distinguishable(mode, a->s.unit, w, a->s.reduce == COLL_AVG))
 		printf("compare: note: on this window %s gives every microbatch the same factor as "
 		       "global_token\n", norm_mode_name(mode));
 	struct worst wv[INSPECT_WORST];
@@ -1284,6 +1284,10 @@ int cmd_inspect(struct app *a, struct err *e)
 	struct session ss;
 	int rc;
 	memset(&ss, 0, sizeof ss);
+	/* its plan view explains the token unit's factors (c = k / N, ...) */
+	if (a->s.unit != UNIT_TOKEN)
+		return ERR(e, ERR_CONFIG, "%s: inspect explains the token unit only ([train] unit "
+			   "= sequence given); run it with --set train.unit=token", a->cfg.path);
 	if ((rc = inspect_open(a, &in, e)) == ERR_OK) {
 		session_start(&in, &ss);
 		rc = run_session(&in, &ss, e);

@@ -100,10 +100,12 @@ static void parity_print(const struct app *a, const struct parity_result *p)
 	else
 		snprintf(split, sizeof split, "plan %s",
 			 p->plan == PLAN_BALANCED ? "balanced" : "length_bands");
-	env_info(&a->env, "parity: window 1, W = %d, accumulation %d, reduce %s, %s, N = %lld",
-		 p->world, p->accumulation, p->reduce_avg ? "avg" : "sum", split, (long long)w->N);
+	env_info(&a->env, "parity: window 1, W = %d, accumulation %d, reduce %s, %s, unit %s, "
+		 "N = %lld, S = %lld", p->world, p->accumulation, p->reduce_avg ? "avg" : "sum", split,
+		 p->unit == UNIT_SEQUENCE ? "sequence" : "token", (long long)w->N, (long long)w->S);
 	for (int q = 0; q < p->world; q++)
-		env_info(&a->env, "parity:   rank %d: %lld supervised tokens", q, (long long)w->rank_tokens[q]);
+		env_info(&a->env, "parity:   rank %d: %lld supervised tokens in %lld sequences", q,
+			 (long long)w->rank_tokens[q], (long long)w->rank_sequences[q]);
 	env_info(&a->env, "parity: %-20s %10s %12s %12s %9s  %s", "normalization", "components",
 		 "max abs err", "max rel err", "outside", "result");
 	for (int mode = 0; mode < NORM_COUNT; mode++) {

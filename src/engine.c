@@ -240,19 +240,44 @@ struct window_shared {
 	uint64_t param_digest[PLAN_MAX_WORLD];
 };
 
+/* The sequence unit: each sequence of microbatch m of rank `rank` is its own step on
+ * replica r, with its own factor (1 / n_s of its unit's); *local gets the sum of the
+ * sequences' mean losses. */
+static int accumulate_sequences(struct engine *eng, struct replica *r, const struct window *w,
+				int rank, int m, int mode, int reduce_avg, double *local,
+				struct err *e)
+{
+	const struct plan_micro *mb = &w->mb[rank][m];
+	for (int k = 0; k < mb->n; k++) {
+		int64_t n_s = corpus_supervised(eng->corpus, mb->ids[k]);
+		double part = 0.0;
+		if (n_s == 0)
+			continue;
+		double c = norm_unit_factor(UNIT_SEQUENCE, mode, reduce_avg, w, rank, m, n_s);
+		ERR_TRY(batch_build(&r->batch, eng->corpus, &mb->ids[k], 1, eng->s.layout, e));
+		ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, &part, e));
+		*local += part / (double)n_s;
+	}
+	return ERR_OK;
+}
+
 /* Default mode: the rank's microbatches accumulate into its gradient, each with its
- * normalization factor; the unscaled loss sum goes to *local. */
+ * normalization factor; the unscaled loss sum (the sequence unit: the sum of the
+ * sequences' mean losses) goes to *local. */
 static int accumulate_micro(struct engine *eng, struct window_shared *ws, struct replica *r,
-			    int64_t count, double *local, struct err *e)
+			    double *local, struct err *e)
 {
 	const struct window *w = ws->w;
 	const struct settings *s = &eng->s;
 	int avg = s->reduce == COLL_AVG;
 	for (int m = 0; m < w->micro; m++) {
 		const struct plan_micro *mb = &w->mb[r->rank][m];
-		double c = norm_factor(ws->mode, avg, w->world, w->micro, count,
-				       w->rank_tokens[r->rank], mb->tokens);
 		double part = 0.0;
+		if (s->unit == UNIT_SEQUENCE) {
+			ERR_TRY(accumulate_sequences(eng, r, w, r->rank, m, ws->mode, avg, local, e));
+			continue;
+		}
+		double c = norm_unit_factor(UNIT_TOKEN, ws->mode, avg, w, r->rank, m, 0);
 		ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, s->layout, e));
 		ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, &part, e));
 		*local += part;
@@ -284,6 +309,14 @@ static int window_step(struct engine *eng, struct replica *r, void *arg, struct 
 	if (count != w->N)
 		return ERR(e, ERR_DEVICE, "the collective counted %lld supervised tokens, the "
 			   "scheduler %lld", (long long)count, (long long)w->N);
+	if (s->unit == UNIT_SEQUENCE) { /* S, the sequence unit's count, the same way */
+		int64_t seqs = w->rank_sequences[rank];
+		ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &seqs, 1, COLL_I64,
+						  COLL_SUM, 1, e));
+		if (seqs != w->S)
+			return ERR(e, ERR_DEVICE, "the collective counted %lld sequences, the "
+				   "scheduler %lld", (long long)seqs, (long long)w->S);
+	}
 	if (count == 0) {
 		/* every rank reaches this branch from the same number: nobody enters the
 		 * gradient collective that the others would skip */
@@ -296,7 +329,7 @@ static int window_step(struct engine *eng, struct replica *r, void *arg, struct 
 		ERR_TRY(tree_subtree(eng, r, w, rank, rank * w->micro, w->micro, ws->mode,
 				     rank == eng->inject_swap_rank, &local, e));
 	else
-		ERR_TRY(accumulate_micro(eng, ws, r, count, &local, e));
+		ERR_TRY(accumulate_micro(eng, ws, r, &local, e));
 	if (!isfinite(local))
 		return ERR(e, ERR_CHECK, "non-finite loss sum (the training diverged, or its "
 			   "parameters were not finite)");
@@ -381,7 +414,7 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 					   "window %lld: replica %d's parameters differ from rank 0's",
 					   (long long)w->index, r);
 	res->loss_sum = ws.loss_sum[0];
-	res->loss = ws.loss_sum[0] / (double)w->N;
+	res->loss = ws.loss_sum[0] / (double)norm_unit_count(eng->s.unit, w);
 	if (flags & ENGINE_CAPTURE_REDUCED) {
 		double g2 = 0.0;
 		for (size_t i = 0; i < eng->shape.n_params; i++)
@@ -420,6 +453,11 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 		for (int m = 0; m < w->micro; m++) {
 			const struct plan_micro *mb = &w->mb[q][m];
 			double part = 0.0;
+			if (eng->s.unit == UNIT_SEQUENCE) { /* 1 / (S n_s) per token */
+				ERR_TRY(accumulate_sequences(eng, r, w, q, m, NORM_GLOBAL_TOKEN, 0,
+							     &total, e));
+				continue;
+			}
 			ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, eng->s.layout, e));
 			ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, c, &part, e));
 			total += part;
@@ -436,7 +474,7 @@ int engine_reference(struct engine *eng, const struct window *w, float *host_gra
 		return ERR(e, ERR_EMPTY, "window %lld has no supervised token: no reference mean",
 			   (long long)w->index);
 	ERR_TRY(on_rank0(eng, reference, &a, e));
-	*loss = a.loss_sum / (double)w->N;
+	*loss = a.loss_sum / (double)norm_unit_count(eng->s.unit, w);
 	return ERR_OK;
 }
 

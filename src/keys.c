@@ -27,6 +27,7 @@
 #define CHOICES_COLLECTIVE "auto|host|nccl"
 #define CHOICES_SHARD_ORDER "length|balanced"
 #define CHOICES_SOURCE "synthetic|npy|jsonl|megatron|llmc"
+#define CHOICES_UNIT "token|sequence"
 
 /* Where a key's value lands in struct settings (NO_FIELD: read by settings_from_cfg). */
 #define AT(member) CFG_AT(struct settings, member)
@@ -126,6 +127,10 @@ const struct cfg_key settings_keys[] = {
 	ENUM_KEY("train", "normalization", "global_token", CHOICES_NORM, MATH, AT(normalization),
 		 "loss normalization; only global_token is correct, the others are kept as "
 		 "negative controls"),
+	ENUM_KEY("train", "unit", "token", CHOICES_UNIT, MATH, AT(unit),
+		 "what weighs the same in the window objective: token (the mean over every "
+		 "supervised token) or sequence (each sequence holding one weighs the same, its "
+		 "tokens 1 / (S n_s) each)"),
 	ENUM_KEY("train", "plan", "length_bands", CHOICES_PLAN, MATH, AT(plan),
 		 "how a window is split over ranks: length_bands (by length) or balanced "
 		 "(by token count)"),
@@ -376,6 +381,10 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 	if (s->prefix_max >= s->min_len)
 		return relation_error(c, e, "data", "prefix_max", "less than", "data", "min_len");
 	ERR_TRY(exact_mode_relations(c, s, e));
+	if (s->unit == UNIT_SEQUENCE && s->shards > 0)
+		return ERR(e, ERR_CONFIG, "%s: [train] unit = sequence: exact mode ([train] shards "
+			   "= %d) weighs tokens only; use shards = 0", key_where(c, "train", "unit"),
+			   s->shards);
 	if (parse_split(c, cfg_str(c, "data", "split"), s->split_rule, e))
 		return e ? e->code : ERR_CONFIG;
 	if (s->source == 0 && s->model_vocab != 0)

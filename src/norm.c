@@ -46,3 +46,21 @@ double norm_window_loss(int mode, int reduce_avg, int world, const double *sums,
 		scaled[r] = norm_factor(mode, reduce_avg, world, 1, N, counts[r], counts[r]) * sums[r];
 	return norm_collective(reduce_avg, world, scaled);
 }
+
+int64_t norm_unit_count(int unit, const struct window *w)
+{
+	return unit == UNIT_SEQUENCE ? w->S : w->N;
+}
+
+double norm_unit_factor(int unit, int mode, int reduce_avg, const struct window *w, int rank,
+			int m, int64_t n_s)
+{
+	const int seq = unit == UNIT_SEQUENCE;
+	const struct plan_micro *mb = &w->mb[rank][m];
+	double f = norm_factor(mode, reduce_avg, w->world, w->micro, seq ? w->S : w->N,
+			       seq ? w->rank_sequences[rank] : w->rank_tokens[rank],
+			       seq ? mb->sequences : mb->tokens);
+	if (!seq)
+		return f;
+	return n_s > 0 ? f / (double)n_s : 0.0;
+}

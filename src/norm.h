@@ -20,6 +20,7 @@
 
 #include <stdint.h>
 
+#include "plan.h"
 #include "settings.h"
 
 double norm_factor(int mode, int reduce_avg, int world, int micro, int64_t N, int64_t n_rank,
@@ -29,6 +30,17 @@ double norm_factor(int mode, int reduce_avg, int world, int micro, int64_t N, in
  * k = (reduce_avg ? K : 1), the same at every W. */
 double norm_factor_k(int mode, double k, int world, int micro, int64_t N, int64_t n_rank,
 		     int64_t n_micro);
+/* The factor of one token of sequence s (n_s supervised tokens) in microbatch m of rank
+ * `rank`, for weighting unit `unit`: norm_factor over the counts of the unit, which are
+ * the window's supervised tokens (token) or its sequences holding one (sequence: S,
+ * S_rank, S_micro), divided by n_s for the sequence unit. So the correct sequence factor
+ * is k / (S n_s): every sequence weighs 1/S, shared among its tokens; each control keeps
+ * its wrong division in the sequence unit too. */
+double norm_unit_factor(int unit, int mode, int reduce_avg, const struct window *w, int rank,
+			int m, int64_t n_s);
+/* The window's count of the unit (N or S), and a rank's. */
+int64_t norm_unit_count(int unit, const struct window *w);
+
 /* What an allreduce makes of one scalar per rank (sum, or mean when reduce_avg). */
 double norm_collective(int reduce_avg, int world, const double *per_rank);
 /* The loss the collective reports for scalar per-rank sums with M = 1 (check-loss). */

@@ -48,7 +48,8 @@ void parity_compare(const float *g, const float *ref, size_t n, double atol, dou
 
 /* Compares `mode`'s factor with global_token's on every microbatch holding tokens: the
  * largest |c / g - 1| (NaN: infinity), and *differ = 1 when some c != g exactly. */
-static double factor_gap_of(int mode, const struct window *w, int reduce_avg, int *differ)
+static double factor_gap_of(int mode, int unit, const struct window *w, int reduce_avg,
+			    int *differ)
 {
 	double gap = 0.0;
 	*differ = 0;
@@ -56,10 +57,9 @@ static double factor_gap_of(int mode, const struct window *w, int reduce_avg, in
 		for (int m = 0; m < w->micro; m++) {
 			if (w->mb[r][m].tokens == 0)
 				continue;
-			double c = norm_factor(mode, reduce_avg, w->world, w->micro, w->N,
-					       w->rank_tokens[r], w->mb[r][m].tokens);
-			double g = norm_factor(NORM_GLOBAL_TOKEN, reduce_avg, w->world, w->micro, w->N,
-					       w->rank_tokens[r], w->mb[r][m].tokens);
+			/* a sequence's 1 / n_s is the same in both: compare per unit */
+			double c = norm_unit_factor(unit, mode, reduce_avg, w, r, m, 1);
+			double g = norm_unit_factor(unit, NORM_GLOBAL_TOKEN, reduce_avg, w, r, m, 1);
 			double d = fabs(c / g - 1.0);
 			*differ |= c != g;
 			if (!(d <= gap))
@@ -68,18 +68,18 @@ static double factor_gap_of(int mode, const struct window *w, int reduce_avg, in
 	return gap;
 }
 
-int parity_distinguishable(int mode, const struct window *w, int reduce_avg)
+int parity_distinguishable(int mode, int unit, const struct window *w, int reduce_avg)
 {
 	int differ;
-	factor_gap_of(mode, w, reduce_avg, &differ);
+	factor_gap_of(mode, unit, w, reduce_avg, &differ);
 	return differ;
 }
 
-enum parity_control parity_control_of(int mode, const struct window *w, int reduce_avg,
+enum parity_control parity_control_of(int mode, int unit, const struct window *w, int reduce_avg,
 				      double *factor_gap)
 {
 	int differ;
-	double gap = factor_gap_of(mode, w, reduce_avg, &differ);
+	double gap = factor_gap_of(mode, unit, w, reduce_avg, &differ);
 	if (factor_gap)
 		*factor_gap = gap;
 	if (!differ)
@@ -218,7 +218,7 @@ static int parity_mode(struct run *r, const struct settings *s, int mode, const 
 	if (mode == NORM_GLOBAL_TOKEN) {
 		memcpy(global, r->eng->host_reduced, n * sizeof(float));
 	} else {
-		m->control = parity_control_of(mode, w, avg, &m->factor_gap);
+		m->control = parity_control_of(mode, s->unit, w, avg, &m->factor_gap);
 		m->effect = parity_effect(r->eng->host_reduced, global, n, s->atol, s->rtol);
 	}
 	return ERR_OK;
@@ -262,6 +262,7 @@ int parity_run(struct run *r, const struct settings *s, const struct parity_hook
 	res->world = s->world;
 	res->accumulation = s->accumulation;
 	res->reduce_avg = s->reduce == COLL_AVG;
+	res->unit = s->unit;
 	res->plan = s->plan;
 	res->atol = s->atol;
 	res->rtol = s->rtol;
@@ -371,10 +372,11 @@ void *parity_window_json(const struct window *w)
 			json_array_append_new(micro, json_pack("{s:o, s:I}", "ids", ids, "tokens",
 							       (json_int_t)w->mb[r][m].tokens));
 		}
-		json_array_append_new(ranks, json_pack("{s:i, s:I, s:o}", "rank", r, "tokens",
-						       (json_int_t)w->rank_tokens[r], "microbatches",
+		json_array_append_new(ranks, json_pack("{s:i, s:I, s:I, s:o}", "rank", r, "tokens",
+						       (json_int_t)w->rank_tokens[r], "sequences",
+						       (json_int_t)w->rank_sequences[r], "microbatches",
 						       micro));
 	}
-	return json_pack("{s:I, s:I, s:o}", "index", (json_int_t)w->index, "N", (json_int_t)w->N,
-			 "ranks", ranks);
+	return json_pack("{s:I, s:I, s:I, s:o}", "index", (json_int_t)w->index, "N",
+			 (json_int_t)w->N, "S", (json_int_t)w->S, "ranks", ranks);
 }

@@ -27,10 +27,10 @@ struct parity_stats {
 void parity_compare(const float *g, const float *ref, size_t n, double atol, double rtol,
 		    struct parity_stats *st);
 /* Non-zero when `mode` gives some microbatch of w a factor other than global_token's. */
-int parity_distinguishable(int mode, const struct window *w, int reduce_avg);
+int parity_distinguishable(int mode, int unit, const struct window *w, int reduce_avg);
 
 /* What the parity check demands of a negative control on window w, decided from the
- * window alone: the factors norm_factor() gives each microbatch under the control and
+ * window alone: the factors norm_unit_factor() gives each microbatch under the control and
  * under global_token (the same function the engine applies). The control's own gradient
  * plays no part in the decision, so an engine that ignored the normalization, or a
  * tolerance too loose to see it, shows as a control that was required and not caught. */
@@ -46,7 +46,7 @@ enum parity_control {
 #define PARITY_FACTOR_MIN_GAP 1e-3
 /* Classifies `mode` on w; *factor_gap (may be NULL) receives the largest |c / g - 1| over
  * the microbatches holding tokens (c: the control's factor, g: global_token's). */
-enum parity_control parity_control_of(int mode, const struct window *w, int reduce_avg,
+enum parity_control parity_control_of(int mode, int unit, const struct window *w, int reduce_avg,
 				      double *factor_gap);
 /* The largest |g_mode - g_global| / (atol + rtol |g_global|) over n components (NaN and
  * an unbounded ratio give infinity): how far a control moved the gradient, in tolerances. */
@@ -97,6 +97,7 @@ struct parity_mode_result {
 struct parity_result {
 	struct reference_result ref;
 	int world, accumulation, reduce_avg, plan; /* of the settings compared under */
+	int unit;                     /* enum norm_unit: what weighs the same */
 	double atol, rtol;
 	struct parity_mode_result modes[NORM_COUNT]; /* by enum norm_mode */
 	/* exact mode ([train] shards > 0): global_token's gradient and loss must be the

@@ -79,26 +79,34 @@ static size_t window_cap(const struct window *w)
 	return (size_t)w->world * w->micro * w->batch;
 }
 
-/* Points the microbatches at storage for the given counts and counts the tokens. The ids
+/* Points the microbatches at storage for the given counts and counts the tokens and the
+ * sequences holding one (the counts of the two weighting units). The ids
  * must already be in storage and valid. */
 static void window_layout(struct window *w, const struct corpus *c, const int *counts)
 {
 	int pos = 0;
 
 	w->N = 0;
+	w->S = 0;
 	for (int r = 0; r < w->world; r++) {
 		w->rank_tokens[r] = 0;
+		w->rank_sequences[r] = 0;
 		for (int m = 0; m < w->micro; m++) {
 			struct plan_micro *mb = &w->mb[r][m];
 			mb->n = counts[r * w->micro + m];
 			mb->ids = w->storage + pos;
 			mb->tokens = 0;
-			for (int k = 0; k < mb->n; k++)
+			mb->sequences = 0;
+			for (int k = 0; k < mb->n; k++) {
 				mb->tokens += corpus_supervised(c, mb->ids[k]);
+				mb->sequences += corpus_supervised(c, mb->ids[k]) > 0;
+			}
 			pos += mb->n;
 			w->rank_tokens[r] += mb->tokens;
+			w->rank_sequences[r] += mb->sequences;
 		}
 		w->N += w->rank_tokens[r];
+		w->S += w->rank_sequences[r];
 	}
 	w->n_ids = pos;
 }

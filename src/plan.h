@@ -31,6 +31,7 @@ struct plan_micro {
 	int n;            /* sequences in this microbatch */
 	const int *ids;   /* points into window.storage */
 	int64_t tokens;   /* supervised positions */
+	int64_t sequences; /* sequences with at least one supervised position */
 };
 
 struct window {
@@ -40,6 +41,8 @@ struct window {
 	struct plan_micro mb[PLAN_MAX_WORLD][PLAN_MAX_MICRO];
 	int64_t rank_tokens[PLAN_MAX_WORLD];
 	int64_t N;        /* sum of rank_tokens */
+	int64_t rank_sequences[PLAN_MAX_WORLD]; /* sequences holding a supervised token */
+	int64_t S;        /* sum of rank_sequences */
 	int n_ids;
 	int *storage;     /* all ids of the window, rank-major then microbatch (packed) */
 };

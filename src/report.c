@@ -74,8 +74,10 @@ json_t *parity_json(const struct parity_result *r)
 				    r->shard_order == SHARD_ORDER_BALANCED ? "balanced" : "length",
 				    "components", (json_int_t)r->ref.n, "differ",
 				    (json_int_t)r->bits_differ, "loss_differs", r->loss_bits_differ);
-	return json_pack("{s:I, s:i, s:i, s:s, s:s, s:f, s:f, s:f, s:o, s:o, s:o*, s:b}", "N",
-			 (json_int_t)r->ref.w.N, "world", r->world, "accumulation", r->accumulation,
+	return json_pack("{s:I, s:s, s:i, s:i, s:s, s:s, s:f, s:f, s:f, s:o, s:o, s:o*, s:b}",
+			 "N", (json_int_t)r->ref.w.N, "unit",
+			 r->unit == UNIT_SEQUENCE ? "sequence" : "token", "world", r->world,
+			 "accumulation", r->accumulation,
 			 "reduce", r->reduce_avg ? "avg" : "sum", "backend", r->ref.backend, "atol",
 			 r->atol, "rtol", r->rtol, "reference_loss", r->ref.loss, "window",
 			 parity_window_json(&r->ref.w), "modes", modes, "bitwise", bitwise, "ok", r->ok);
@@ -146,12 +148,14 @@ static void md_header(FILE *f, const struct app *a, const struct report *p)
 	const struct settings *s = &a->s;
 	fprintf(f, "# ddptok report\n\n");
 	fprintf(f, "Configuration `%s`: W = %d ranks, accumulation %d, batch %d sequences per rank "
-		"and microbatch, reduce %s, plan %s, layout %s, normalization %s, backend %s.\n\n",
+		"and microbatch, reduce %s, plan %s, layout %s, normalization %s, weighting unit %s, "
+		"backend %s.\n\n",
 		a->cfg.path, s->world, s->accumulation, s->batch_size,
 		s->reduce == COLL_AVG ? "avg" : "sum",
 		s->plan == PLAN_BALANCED ? "balanced" : "length_bands",
 		s->layout == LAYOUT_PADDED ? "padded" : "packed", norm_mode_name(s->normalization),
-		p->backend[0] ? p->backend : "?");
+		s->unit == UNIT_SEQUENCE ? "sequence (every sequence weighs 1/S)" :
+		"token (every supervised token weighs 1/N)", p->backend[0] ? p->backend : "?");
 	fprintf(f, "Overall: **%s** (%d failed check%s).\n\n", p->failed_checks ? "FAIL" : "PASS",
 		p->failed_checks, p->failed_checks == 1 ? "" : "s");
 }
@@ -162,6 +166,9 @@ static void md_parity(FILE *f, const struct parity_result *r)
 	fprintf(f, "Window 1, N = %lld supervised tokens (per rank:", (long long)w->N);
 	for (int q = 0; q < w->world; q++)
 		fprintf(f, " %lld", (long long)w->rank_tokens[q]);
+	fprintf(f, "), S = %lld sequences holding one (per rank:", (long long)w->S);
+	for (int q = 0; q < w->world; q++)
+		fprintf(f, " %lld", (long long)w->rank_sequences[q]);
 	fprintf(f, "); every component compared with |g - ref| <= %g + %g |ref|.\n\n", r->atol,
 		r->rtol);
 	fprintf(f, "| normalization | components | max abs error | max rel error | outside "

@@ -27,6 +27,8 @@ enum { KEY_SHAPE = CFG_USER };
 
 enum plan_kind { PLAN_LENGTH_BANDS = 0, PLAN_BALANCED = 1 };
 enum shard_order { SHARD_ORDER_LENGTH = 0, SHARD_ORDER_BALANCED = 1 };
+/* What weighs the same in the window objective (norm.h) */
+enum norm_unit { UNIT_TOKEN = 0, UNIT_SEQUENCE = 1 };
 enum layout_kind { LAYOUT_PACKED = 0, LAYOUT_PADDED = 1 };
 enum empty_policy { EMPTY_SKIP = 0, EMPTY_ERROR = 1 };
 enum backend_choice { BACKEND_AUTO = 0, BACKEND_CPU = 1, BACKEND_CUDA = 2 };
@@ -60,6 +62,7 @@ struct settings {
 	int updates, stop_at, accumulation, batch_size;
 	double lr, momentum, weight_decay;
 	int normalization; /* enum norm_mode */
+	int unit;          /* enum norm_unit */
 	int plan;          /* enum plan_kind */
 	int empty_window;  /* enum empty_policy */
 	int checkpoint_every; /* 0: only at stop_at / end / signal */

@@ -30,14 +30,17 @@ struct env {
 	float *params, *ref;
 };
 
+/* more settings for the next env_open (e.g. "train.unit=sequence") */
+static const char *env_extra = "";
+
 static void env_open(struct env *v, int world, int micro, int reduce_avg, int layout, int prefix)
 {
 	struct err e;
 	err_clear(&e);
 	testutil_settings(&v->s, "devices.world=%d train.accumulation=%d devices.reduce=%s "
-			  "model.layout=%s data.prefix_max=%d data.train=256", world, micro,
+			  "model.layout=%s data.prefix_max=%d data.train=256 %s", world, micro,
 			  reduce_avg ? "avg" : "sum", layout == LAYOUT_PADDED ? "padded" : "packed",
-			  prefix);
+			  prefix, env_extra);
 	ck_assert_int_eq(corpus_build(&v->s, &v->c, &e), ERR_OK);
 	ck_assert_msg(sampler_init(&v->sp, &v->c, &v->s, &e) == ERR_OK, "%s", e.msg);
 	ck_assert_int_eq(window_init(&v->w, world, micro, v->s.batch_size, &e), ERR_OK);
@@ -105,16 +108,16 @@ START_TEST(parity_over_worlds_accumulations_reduces_layouts)
 						      st.max_abs);
 					/* every negative control that differs on this window is caught */
 					for (int mode = 1; mode < NORM_COUNT; mode++) {
-						if (!parity_distinguishable(mode, &v.w, avg))
+						if (!parity_distinguishable(mode, UNIT_TOKEN, &v.w, avg))
 							continue;
 						struct parity_stats bad = env_parity(&v, mode);
 						ck_assert_msg(!bad.pass, "W=%d M=%d: %s not caught",
 							      worlds[wi], micros[mi], norm_mode_name(mode));
 					}
 					if (worlds[wi] > 1 && imbalanced(&v.w))
-						ck_assert(parity_distinguishable(NORM_MEAN_OF_MEANS, &v.w, avg));
+						ck_assert(parity_distinguishable(NORM_MEAN_OF_MEANS, UNIT_TOKEN, &v.w, avg));
 					if (micros[mi] > 1)
-						ck_assert(parity_distinguishable(NORM_DOUBLE_ACCUM, &v.w, avg));
+						ck_assert(parity_distinguishable(NORM_DOUBLE_ACCUM, UNIT_TOKEN, &v.w, avg));
 					env_close(&v);
 					cases++;
 				}
@@ -155,7 +158,7 @@ START_TEST(negative_controls_fail_on_the_seed_imbalance)
 	ck_assert_int_gt(v.w.rank_tokens[1], v.w.rank_tokens[0]);
 	ck_assert(env_parity(&v, NORM_GLOBAL_TOKEN).pass);
 	for (int mode = 1; mode < NORM_COUNT; mode++) {
-		ck_assert(parity_distinguishable(mode, &v.w, 1));
+		ck_assert(parity_distinguishable(mode, UNIT_TOKEN, &v.w, 1));
 		struct parity_stats st = env_parity(&v, mode);
 		ck_assert_msg(!st.pass, "%s passed", norm_mode_name(mode));
 		ck_assert_uint_gt(st.outside, 0);
@@ -183,7 +186,7 @@ START_TEST(balanced_counts_hide_mean_of_means)
 	ck_assert_int_ge(b, 0);
 	int ids[2] = {a, b}, counts[2] = {1, 1};
 	ck_assert_int_eq(window_assign(&v.w, &v.c, ids, counts, &e), ERR_OK);
-	ck_assert(!parity_distinguishable(NORM_MEAN_OF_MEANS, &v.w, 1));
+	ck_assert(!parity_distinguishable(NORM_MEAN_OF_MEANS, UNIT_TOKEN, &v.w, 1));
 	ck_assert(env_parity(&v, NORM_MEAN_OF_MEANS).pass);
 	env_close(&v);
 }
@@ -202,23 +205,23 @@ START_TEST(controls_near_global_token_are_not_required)
 	w.mb[0][0].tokens = w.rank_tokens[0] = 1600;
 	w.mb[1][0].tokens = w.rank_tokens[1] = 1601;
 	w.N = 3201;
-	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, &w, 1, &gap),
+	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, UNIT_TOKEN, &w, 1, &gap),
 			 PARITY_MARGINAL);
 	ck_assert(fabs(gap - 1.0 / 3200.0) < 1e-12);
 	/* 1000 vs 1003: 1.5e-3 apart, past the fixed 0.1% margin: required */
 	w.mb[0][0].tokens = w.rank_tokens[0] = 1000;
 	w.mb[1][0].tokens = w.rank_tokens[1] = 1003;
 	w.N = 2003;
-	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, &w, 1, NULL), PARITY_DISTINCT);
+	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, UNIT_TOKEN, &w, 1, NULL), PARITY_DISTINCT);
 	/* minimum.ini's first window, 640 vs 1548: required, factors 2188/1280 - 1 = 0.709 apart */
 	w.mb[0][0].tokens = w.rank_tokens[0] = 640;
 	w.mb[1][0].tokens = w.rank_tokens[1] = 1548;
 	w.N = 2188;
-	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, &w, 1, &gap),
+	ck_assert_int_eq(parity_control_of(NORM_MEAN_OF_MEANS, UNIT_TOKEN, &w, 1, &gap),
 			 PARITY_DISTINCT);
 	ck_assert(fabs(gap - (2188.0 / 1280.0 - 1.0)) < 1e-9);
 	/* double_accumulation with accumulation 1 has global_token's factors */
-	ck_assert_int_eq(parity_control_of(NORM_DOUBLE_ACCUM, &w, 1, &gap), PARITY_SAME);
+	ck_assert_int_eq(parity_control_of(NORM_DOUBLE_ACCUM, UNIT_TOKEN, &w, 1, &gap), PARITY_SAME);
 	ck_assert(gap == 0.0);
 	window_free(&w);
 }
@@ -440,6 +443,182 @@ START_TEST(check_loss_counterexample)
 }
 END_TEST
 
+/* ---- the weighting unit ---- */
+
+/* The sequence unit: the W-device gradient equals the reference (1 / (S n_s) per token)
+ * for W = 1..3, accumulation 1 and 3, sum and avg, both layouts, with prompts; every
+ * control whose factors differ on the window is caught. */
+START_TEST(sequence_unit_parity_and_controls)
+{
+	int cases = 0;
+	env_extra = "train.unit=sequence";
+	for (int world = 1; world <= 3; world++)
+		for (int micro = 1; micro <= 3; micro += 2)
+			for (int avg = 0; avg < 2; avg++)
+				for (int layout = 0; layout < 2; layout++) {
+					struct env v;
+					struct err e;
+					err_clear(&e);
+					env_open(&v, world, micro, avg, layout, 3);
+					ck_assert_int_eq(v.eng->s.unit, UNIT_SEQUENCE);
+					ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+					struct parity_stats st = env_parity(&v, NORM_GLOBAL_TOKEN);
+					ck_assert_msg(st.pass, "W=%d M=%d avg=%d layout=%d: %zu outside",
+						      world, micro, avg, layout, st.outside);
+					for (int mode = 1; mode < NORM_COUNT; mode++) {
+						if (!parity_distinguishable(mode, UNIT_SEQUENCE, &v.w, avg))
+							continue;
+						ck_assert_msg(!env_parity(&v, mode).pass, "W=%d M=%d: %s "
+							      "(sequence unit) not caught", world, micro,
+							      norm_mode_name(mode));
+					}
+					if (micro > 1) /* M divides the sequence factors too */
+						ck_assert(parity_distinguishable(NORM_DOUBLE_ACCUM,
+										 UNIT_SEQUENCE, &v.w, avg));
+					env_close(&v);
+					cases++;
+				}
+	env_extra = "";
+	ck_assert_int_eq(cases, 24);
+}
+END_TEST
+
+/* The reduced gradient of the first window of a corpus of n sequences of the given lengths
+ * and prompts (NULL: none) under a unit, on `world` ranks (malloc'd, *n_params floats). */
+static float *unit_gradient(const int32_t *len, const int32_t *prefix, int n, int unit,
+			    int world, size_t *n_params)
+{
+	struct settings s;
+	struct corpus c;
+	struct sampler sp;
+	struct window w;
+	struct engine *eng;
+	struct window_result res;
+	struct err e;
+	int32_t tok[64 * 16];
+	int total = 0;
+	err_clear(&e);
+	testutil_settings(&s, "train.unit=%s devices.world=%d", unit ? "sequence" : "token", world);
+	for (int i = 0; i < n; i++)
+		for (int t = 0; t < len[i]; t++, total++)
+			tok[total] = DATA_RESERVED + (i * 7 + t * 3) % (s.vocab - DATA_RESERVED);
+	ck_assert_int_eq(corpus_from_arrays(n, len, prefix, tok, s.vocab, &c, &e), ERR_OK);
+	ck_assert_msg(sampler_init(&sp, &c, &s, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(window_init(&w, s.world, s.accumulation, s.batch_size, &e), ERR_OK);
+	ck_assert_int_eq(engine_create(&s, &c, NULL, &eng, &e), ERR_OK);
+	float *params = malloc(eng->shape.n_params * sizeof(float));
+	float *grad = malloc(eng->shape.n_params * sizeof(float));
+	model_init_params(&eng->shape, s.seed, params);
+	ck_assert_int_eq(engine_set_state(eng, params, NULL, 0, &e), ERR_OK);
+	ck_assert_int_eq(sampler_next(&sp, &w, &e), ERR_OK);
+	ck_assert_int_eq(engine_window(eng, &w, NORM_GLOBAL_TOKEN, ENGINE_CAPTURE_REDUCED, &res, &e),
+			 ERR_OK);
+	memcpy(grad, eng->host_reduced, eng->shape.n_params * sizeof(float));
+	*n_params = eng->shape.n_params;
+	engine_destroy(eng);
+	free(params);
+	window_free(&w);
+	sampler_free(&sp);
+	corpus_free(&c);
+	return grad;
+}
+
+/* Equal lengths: every sequence has n tokens, 1 / (S n) = 1 / N, the units agree. Unequal
+ * lengths: the short sequences weigh more per token under the sequence unit, and the
+ * gradients differ by far more than the parity tolerance (the figure is printed). */
+START_TEST(units_agree_on_equal_lengths_only)
+{
+	int32_t equal[48], unequal[48];
+	size_t n;
+	struct parity_stats st;
+	for (int i = 0; i < 48; i++) {
+		equal[i] = 8;
+		unequal[i] = 4 + (i * 5) % 13;
+	}
+	float *tok = unit_gradient(equal, NULL, 48, UNIT_TOKEN, 1, &n);
+	float *seq = unit_gradient(equal, NULL, 48, UNIT_SEQUENCE, 1, &n);
+	parity_compare(seq, tok, n, 1e-6, 1e-4, &st);
+	ck_assert_msg(st.pass, "equal lengths: %zu components differ, max abs %g", st.outside,
+		      st.max_abs);
+	free(tok);
+	free(seq);
+	tok = unit_gradient(unequal, NULL, 48, UNIT_TOKEN, 1, &n);
+	seq = unit_gradient(unequal, NULL, 48, UNIT_SEQUENCE, 1, &n);
+	parity_compare(seq, tok, n, 1e-6, 1e-4, &st);
+	double d2 = 0, t2 = 0;
+	for (size_t i = 0; i < n; i++) {
+		d2 += ((double)seq[i] - tok[i]) * ((double)seq[i] - tok[i]);
+		t2 += (double)tok[i] * tok[i];
+	}
+	printf("units: lengths 4..16, sequence vs token gradient: |d| / |g_token| = %.3f, "
+	       "%zu of %zu components outside the parity tolerance\n", sqrt(d2 / t2), st.outside, n);
+	ck_assert(!st.pass);
+	ck_assert_double_gt(sqrt(d2 / t2), 1e-3);
+	free(tok);
+	free(seq);
+}
+END_TEST
+
+/* The rank-local version of the sequence unit (mean_of_means: each rank's mean over its own
+ * sequences, then averaged) is caught as soon as the ranks hold different numbers of
+ * sequences with a target: here every third sequence is all prompt, so the ranks' counts
+ * S_r differ on some window while their sequence counts are equal. */
+START_TEST(rank_local_sequence_mean_is_caught)
+{
+	int32_t len[96], pre[96], tok[96 * 16];
+	struct settings s;
+	struct corpus c;
+	struct sampler sp;
+	struct window w;
+	struct engine *eng;
+	struct err e;
+	int total = 0, found = 0;
+	err_clear(&e);
+	testutil_settings(&s, "train.unit=sequence train.plan=balanced");
+	for (int i = 0; i < 96; i++) {
+		len[i] = 4 + (i * 5) % 12;
+		pre[i] = i % 3 == 0 ? len[i] : 1;
+		for (int t = 0; t < len[i]; t++, total++)
+			tok[total] = DATA_RESERVED + (i * 7 + t * 3) % (s.vocab - DATA_RESERVED);
+	}
+	ck_assert_int_eq(corpus_from_arrays(96, len, pre, tok, s.vocab, &c, &e), ERR_OK);
+	ck_assert_msg(sampler_init(&sp, &c, &s, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(window_init(&w, s.world, s.accumulation, s.batch_size, &e), ERR_OK);
+	ck_assert_int_eq(engine_create(&s, &c, NULL, &eng, &e), ERR_OK);
+	float *params = malloc(eng->shape.n_params * sizeof(float));
+	float *ref = malloc(eng->shape.n_params * sizeof(float));
+	model_init_params(&eng->shape, s.seed, params);
+	for (int k = 0; k < 20 && !found; k++) {
+		struct window_result res;
+		struct parity_stats st;
+		double loss;
+		ck_assert_int_eq(sampler_next(&sp, &w, &e), ERR_OK);
+		if (w.rank_sequences[0] == w.rank_sequences[1] || w.S == 0)
+			continue;
+		found = 1;
+		ck_assert_int_eq(w.rank_sequences[0] + w.rank_sequences[1], w.S);
+		ck_assert(parity_distinguishable(NORM_MEAN_OF_MEANS, UNIT_SEQUENCE, &w, 1));
+		ck_assert_int_eq(engine_set_state(eng, params, NULL, 0, &e), ERR_OK);
+		ck_assert_int_eq(engine_reference(eng, &w, ref, &loss, &e), ERR_OK);
+		for (int mode = NORM_GLOBAL_TOKEN; mode <= NORM_MEAN_OF_MEANS; mode++) {
+			ck_assert_int_eq(engine_set_state(eng, params, NULL, 0, &e), ERR_OK);
+			ck_assert_int_eq(engine_window(eng, &w, mode, ENGINE_CAPTURE_REDUCED, &res, &e),
+					 ERR_OK);
+			parity_compare(eng->host_reduced, ref, eng->shape.n_params, 1e-6, 1e-4, &st);
+			ck_assert_msg(st.pass == (mode == NORM_GLOBAL_TOKEN), "%s: pass = %d",
+				      norm_mode_name(mode), st.pass);
+		}
+	}
+	ck_assert_msg(found, "no window with unequal sequence counts in 20");
+	engine_destroy(eng);
+	free(params);
+	free(ref);
+	window_free(&w);
+	sampler_free(&sp);
+	corpus_free(&c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("engine");
@@ -460,6 +639,9 @@ int main(void)
 	tcase_add_test(tc, replicas_stay_identical);
 	tcase_add_test(tc, runs_are_reproducible_bit_for_bit);
 	tcase_add_test(tc, a_diverged_replica_is_detected);
+	tcase_add_test(tc, sequence_unit_parity_and_controls);
+	tcase_add_test(tc, units_agree_on_equal_lengths_only);
+	tcase_add_test(tc, rank_local_sequence_mean_is_caught);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }

@@ -11,14 +11,27 @@ run_format() { # NAME SOURCE PATH [more --set]
 		{ cat "$name.txt"; echo "FAIL: protocol on $name exited non-zero"; exit 1; }
 	grep -q "protocol: every check passed" "$name.txt"
 	grep -q "bit-identical" "$name.txt"
-	[ "$(grep -c 'fail (caught)' "$name.txt")" -ge 2 ] ||
-		{ cat "$name.txt"; echo "FAIL: $name: negative controls not caught"; exit 1; }
 	grep -q "prepare: read 320 documents from $path ($source)" "$name.txt"
 }
 run_format npy npy "$DATA/npy"
 run_format jsonl jsonl "$DATA/sample.jsonl"
 run_format megatron megatron "$DATA/megatron/sample"
 run_format llmc llmc "$DATA/llmc/sample.bin" --set data.eot=0
+# the token unit's controls are caught on every format (the length bands make the ranks'
+# token counts differ)
+for name in npy jsonl megatron llmc; do
+	[ "$(grep -c 'fail (caught)' "$name.txt")" -ge 2 ] ||
+		{ cat "$name.txt"; echo "FAIL: $name: negative controls not caught"; exit 1; }
+done
+# the sequence unit: the protocol holds, the report names the unit; with as many sequences
+# on every rank the rank-local sequence mean is the global one (reported as such), and the
+# double division by the accumulation is still caught
+run_format npy-seq npy "$DATA/npy" --set train.unit=sequence
+grep -q "unit sequence, N = [0-9]*, S = [0-9]*" npy-seq.txt
+grep -q "weighting unit sequence" out-npy-seq/report.md
+grep -q '"unit": "sequence"' out-npy-seq/parity.json
+grep -q "mean_of_means .* pass: same as global_token on this window" npy-seq.txt
+grep -q "double_accumulation .* fail (caught)" npy-seq.txt
 # the masks are counted: the sample masks its prompts
 grep -q "of them masked" npy.txt
 grep -q "sequence lengths 6-" npy.txt
@@ -26,6 +39,20 @@ grep -q "sequence lengths 6-" npy.txt
 [ "$(grep '^prepare: .*supervised tokens' npy.txt)" = "$(grep '^prepare: .*supervised tokens' jsonl.txt)" ]
 grep -q '"source": "npy"' out-npy/corpus/data.lock
 grep -q '"files_sha256": "[0-9a-f]\{64\}"' out-npy/corpus/data.lock
+# the synthetic corpus in the sequence unit too
+"$DDPTOK" "$CONF/tiny.ini" --set train.unit=sequence --set run.outputs=out-syn-seq \
+	--set run.artifacts=art-syn-seq > syn-seq.txt 2>&1 ||
+	{ cat syn-seq.txt; echo "FAIL: the synthetic protocol in the sequence unit failed"; exit 1; }
+grep -q "protocol: every check passed" syn-seq.txt
+# what supports the token unit only says so (exit 3)
+set +e
+"$DDPTOK" "$CONF/tiny.ini" --set train.unit=sequence --set train.shards=4 prepare > exact.txt 2>&1
+rc_exact=$?
+"$DDPTOK" "$CONF/tiny.ini" --set train.unit=sequence inspect < /dev/null > inspect.txt 2>&1
+rc_inspect=$?
+set -e
+[ "$rc_exact" -eq 3 ] && grep -q "exact mode" exact.txt || { cat exact.txt; echo "FAIL: exact mode took the sequence unit"; exit 1; }
+[ "$rc_inspect" -eq 3 ] && grep -q "token unit only" inspect.txt || { cat inspect.txt; echo "FAIL: inspect took the sequence unit"; exit 1; }
 
 # a changed file: the resume is refused (exit 5), a fresh run prepares the corpus again
 cp -r "$DATA/npy" mine
