@@ -651,8 +651,8 @@ static void append_item(char *out, size_t outlen, size_t *used, int *full, const
 	}
 }
 
-int cfg_diff(const struct cfg *a, const struct cfg *b, unsigned flags, char *out,
-	     size_t outlen)
+int cfg_diff(const struct cfg *a, const struct cfg *b, unsigned flags, unsigned skip,
+	     char *out, size_t outlen)
 {
 	size_t used = 0;
 	int ndiff = 0, full = 0;
@@ -662,7 +662,7 @@ int cfg_diff(const struct cfg *a, const struct cfg *b, unsigned flags, char *out
 		out[0] = '\0';
 	for (int i = 0; i < a->n; i++) {
 		const struct cfg_key *k = &a->keys[i];
-		if (!(k->flags & flags))
+		if (!(k->flags & flags) || (k->flags & skip))
 			continue;
 		int j = find_index(b, k->section, k->name);
 		const char *ta = a->vals[i].text, *tb = j >= 0 ? b->vals[j].text : "(absent)";
@@ -675,7 +675,7 @@ int cfg_diff(const struct cfg *a, const struct cfg *b, unsigned flags, char *out
 	/* Keys only the stored side declares also count. */
 	for (int j = 0; j < b->n; j++) {
 		const struct cfg_key *k = &b->keys[j];
-		if (!(k->flags & flags) || find_index(a, k->section, k->name) >= 0)
+		if (!(k->flags & flags) || (k->flags & skip) || find_index(a, k->section, k->name) >= 0)
 			continue;
 		ndiff++;
 		snprintf(item, sizeof item, "%s.%s: (absent) != %s", k->section, k->name,

@@ -95,10 +95,10 @@ void cfg_store(const struct cfg *c, void *target);
 int cfg_near_distance(const char *word, const char *cand);
 /* Writes every key with its resolved value as INI (sections in table order). */
 int cfg_write(const struct cfg *c, FILE *f);
-/* Compares the keys carrying any of `flags` (e.g. CFG_MATH) of a (current) with b
- * (stored): returns the number of keys that differ and describes the first ones in
- * `out` ("model.hidden: 512 != 256; ..."). */
-int cfg_diff(const struct cfg *a, const struct cfg *b, unsigned flags, char *out,
-	     size_t outlen);
+/* Compares the keys carrying any of `flags` (e.g. CFG_MATH) and none of `skip` of a
+ * (current) with b (stored): returns the number of keys that differ and describes the
+ * first ones in `out` ("model.hidden: 512 != 256; ..."). */
+int cfg_diff(const struct cfg *a, const struct cfg *b, unsigned flags, unsigned skip,
+	     char *out, size_t outlen);
 
 #endif

@@ -178,24 +178,22 @@ static int load_config(const char *dir, struct cfg *stored, struct err *e)
 	return ERR_OK;
 }
 
-/* 2. The configuration the checkpoint was trained with (`stored`, a copy of its own),
- * against the current one `cur`: with TRAIN_CHECK_CONFIG every math key must match
- * ([train] normalization excepted with TRAIN_CHECK_ANY_NORMALIZATION). */
-static int check_config(const char *dir, const struct cfg *cur, struct cfg *stored,
+/* 2. The configuration the checkpoint was trained with (`stored`) against the current
+ * one `cur`: with TRAIN_CHECK_CONFIG every math key must match, except those the key
+ * table marks as allowed to differ here: KEY_MODE with TRAIN_CHECK_ANY_NORMALIZATION,
+ * KEY_ELASTIC between checkpoints of exact mode with the same shards. */
+static int check_config(const char *dir, const struct cfg *cur, const struct cfg *stored,
 			unsigned checks, struct err *e)
 {
 	char diff[900];
-	int nd;
+	unsigned may_differ = 0;
 	if (!(checks & TRAIN_CHECK_CONFIG))
 		return ERR_OK;
-	if (checks & TRAIN_CHECK_ANY_NORMALIZATION) {
-		char assign[96];
-		snprintf(assign, sizeof assign, "train.normalization=%s",
-			 cfg_str(cur, "train", "normalization"));
-		ERR_TRY(cfg_set(stored, assign, e));
-	}
-	ERR_TRY(elastic_config_align(cur, stored, e));
-	nd = cfg_diff(cur, stored, CFG_MATH, diff, sizeof diff);
+	if (checks & TRAIN_CHECK_ANY_NORMALIZATION)
+		may_differ |= KEY_MODE;
+	if (elastic_resizable(cur, stored))
+		may_differ |= KEY_ELASTIC;
+	int nd = cfg_diff(cur, stored, CFG_MATH, may_differ, diff, sizeof diff);
 	if (nd > 0)
 		return ERR(e, ERR_DATA, "checkpoint %s was trained with another configuration: %d "
 			   "key%s that change%s the math differ%s (current != checkpoint): %s", dir,
@@ -250,7 +248,7 @@ static int check_shape(const char *dir, const struct cfg *cur, const struct sett
 	char diff[600];
 	struct model_shape shape;
 	if (checks & (TRAIN_CHECK_SHAPE | TRAIN_CHECK_CONFIG)) {
-		if (cfg_diff(cur, stored, KEY_SHAPE, diff, sizeof diff) > 0)
+		if (cfg_diff(cur, stored, KEY_SHAPE, 0, diff, sizeof diff) > 0)
 			return ERR(e, ERR_DATA, "checkpoint %s holds a model of another shape "
 				   "(this configuration != checkpoint): %s", dir, diff);
 		model_shape_init(&shape, s->vocab, s->context, s->embed, s->hidden);

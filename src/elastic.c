@@ -109,19 +109,10 @@ int elastic_state_parse(const char *dir, void *st, struct train_ckpt *ck, struct
 	return ERR_OK;
 }
 
-int elastic_config_align(const struct cfg *cur, struct cfg *stored, struct err *e)
+int elastic_resizable(const struct cfg *cur, const struct cfg *stored)
 {
-	static const char *const keys[][2] = {{"devices", "world"}, {"train", "accumulation"}};
 	long long k = cfg_int(cur, "train", "shards");
-	if (k <= 0 || cfg_int(stored, "train", "shards") != k)
-		return ERR_OK;
-	for (int i = 0; i < 2; i++) {
-		char assign[128];
-		snprintf(assign, sizeof assign, "%s.%s=%s", keys[i][0], keys[i][1],
-			 cfg_str(cur, keys[i][0], keys[i][1]));
-		ERR_TRY(cfg_set(stored, assign, e));
-	}
-	return ERR_OK;
+	return k > 0 && cfg_int(stored, "train", "shards") == k;
 }
 
 int elastic_world_ok(const struct train_ckpt *ck, const struct settings *s)

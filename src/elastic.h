@@ -33,10 +33,10 @@ void *elastic_state_json(const struct trainer *t);
 /* Reads state.json's "machine" and, when present, its "exact" object into ck (a checkpoint
  * of exact mode must have one that fits its steps). st is the state.json object. */
 int elastic_state_parse(const char *dir, void *st, struct train_ckpt *ck, struct err *e);
-/* Before comparing math keys: when both configurations are in exact mode with the same
- * shards, the stored devices.world and train.accumulation become the current ones (the
- * device count may change there). */
-int elastic_config_align(const struct cfg *cur, struct cfg *stored, struct err *e);
+/* Whether both configurations are in exact mode with the same shards: the device count
+ * may change there (the KEY_ELASTIC keys, devices.world and train.accumulation, may
+ * differ between the checkpoint and the resume). */
+int elastic_resizable(const struct cfg *cur, const struct cfg *stored);
 /* Whether checkpoint ck may run on the world of settings s (always on its own world;
  * another one only in exact mode with the same shards). */
 int elastic_world_ok(const struct train_ckpt *ck, const struct settings *s);

@@ -116,7 +116,7 @@ const struct cfg_key settings_keys[] = {
 		"optimizer steps (accumulation windows) of a full run"),
 	INT_KEY("train", "stop_at", "50", 1, 1000000, 0, AT(stop_at),
 		"step at which the interrupted run stops and checkpoints (must be < updates)"),
-	INT_KEY("train", "accumulation", "2", 1, 64, MATH, AT(accumulation),
+	INT_KEY("train", "accumulation", "2", 1, 64, MATH | KEY_ELASTIC, AT(accumulation),
 		"microbatches per rank per accumulation window"),
 	INT_KEY("train", "batch_size", "8", 1, 4096, MATH, AT(batch_size),
 		"sequences per rank per microbatch"),
@@ -124,7 +124,7 @@ const struct cfg_key settings_keys[] = {
 	FLOAT_KEY("train", "momentum", "0.9", 0, 1, CFG_OPEN_MAX, MATH, AT(momentum), "SGD momentum"),
 	FLOAT_KEY("train", "weight_decay", "0", 0, 1, 0, MATH, AT(weight_decay),
 		  "L2 weight decay added to the gradient"),
-	ENUM_KEY("train", "normalization", "global_token", CHOICES_NORM, MATH, AT(normalization),
+	ENUM_KEY("train", "normalization", "global_token", CHOICES_NORM, MATH | KEY_MODE, AT(normalization),
 		 "loss normalization; only global_token is correct, the others are kept as "
 		 "negative controls"),
 	ENUM_KEY("train", "unit", "token", CHOICES_UNIT, MATH, AT(unit),
@@ -147,7 +147,7 @@ const struct cfg_key settings_keys[] = {
 		 "supervised tokens, shortest first) or balanced (even token counts)"),
 
 	/* [devices] */
-	INT_KEY("devices", "world", "2", 1, 8, MATH, AT(world), "number of data-parallel ranks (devices)"),
+	INT_KEY("devices", "world", "2", 1, 8, MATH | KEY_ELASTIC, AT(world), "number of data-parallel ranks (devices)"),
 	ENUM_KEY("devices", "backend", "auto", CHOICES_BACKEND, 0, AT(backend),
 		 "device backend: auto (cuda when a GPU is visible), cpu or cuda"),
 	ENUM_KEY("devices", "reduce", "avg", CHOICES_REDUCE, MATH, AT(reduce),

@@ -21,9 +21,13 @@ enum norm_mode {
 	NORM_COUNT
 };
 
-/* cfg_key.flags of the program: the key sets the shape of the model's parameters (a
- * checkpoint is read only into a model of its shape). SHAPE keys are also CFG_MATH. */
-enum { KEY_SHAPE = CFG_USER };
+/* cfg_key.flags of the program, for the comparison of a checkpoint's configuration with
+ * the current one (every CFG_MATH key must match, but):
+ *   KEY_SHAPE    sets the shape of the model's parameters: checked even where the other
+ *                math keys may differ (an evaluation reads the parameters into its model);
+ *   KEY_MODE     an interactive session may switch it (inspect resumes with any);
+ *   KEY_ELASTIC  may change between checkpoints of exact mode with the same shards. */
+enum { KEY_SHAPE = CFG_USER, KEY_MODE = CFG_USER << 1, KEY_ELASTIC = CFG_USER << 2 };
 
 enum plan_kind { PLAN_LENGTH_BANDS = 0, PLAN_BALANCED = 1 };
 enum shard_order { SHARD_ORDER_LENGTH = 0, SHARD_ORDER_BALANCED = 1 };

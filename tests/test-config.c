@@ -213,7 +213,7 @@ START_TEST(shipped_masked)
 	ck_assert_int_eq(s.prefix_max, 12);
 	ck_assert_int_eq(s.plan, PLAN_BALANCED);
 	/* Exactly those two math keys differ from minimum.ini. */
-	ck_assert_int_eq(cfg_diff(&c, &m, CFG_MATH, diff, sizeof diff), 2);
+	ck_assert_int_eq(cfg_diff(&c, &m, CFG_MATH, 0, diff, sizeof diff), 2);
 	ck_assert_ptr_nonnull(strstr(diff, "data.prefix_max: 12 != 0"));
 	ck_assert_ptr_nonnull(strstr(diff, "train.plan: balanced != length_bands"));
 	cfg_free(&c);
@@ -718,7 +718,7 @@ START_TEST(write_round_trip)
 	ck_assert_str_eq(cfg_str(&b, "run", "outputs"), "out;dir #1");
 	ck_assert_str_eq(cfg_str(&b, "run", "artifacts"), "it's here");
 	ck_assert(cfg_float(&b, "train", "lr") == 0.1 + 0.2);
-	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, NULL, 0), 0);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, 0, NULL, 0), 0);
 
 	/* Writing the reloaded values gives the same text. */
 	char *again = write_to_string(&b);
@@ -738,7 +738,7 @@ START_TEST(diff_math)
 	init_defaults(&a);
 	init_defaults(&b);
 	err_clear(&e);
-	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, out, sizeof out), 0);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, 0, out, sizeof out), 0);
 	ck_assert_str_eq(out, "");
 
 	/* Non-math keys are ignored. */
@@ -749,30 +749,47 @@ START_TEST(diff_math)
 	/* the length of a run is not math: a resume may continue it further */
 	ck_assert_int_eq(cfg_set(&a, "train.updates=200", &e), ERR_OK);
 	ck_assert_int_eq(cfg_set(&a, "train.stop_at=150", &e), ERR_OK);
-	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, out, sizeof out), 0);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, 0, out, sizeof out), 0);
 	ck_assert_str_eq(out, "");
 
 	/* Math keys are seen and described. */
 	ck_assert_int_eq(cfg_set(&a, "model.hidden=256", &e), ERR_OK);
-	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, out, sizeof out), 1);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, 0, out, sizeof out), 1);
 	ck_assert_str_eq(out, "model.hidden: 256 != 512");
 	ck_assert_int_eq(cfg_set(&a, "train.lr=0.5", &e), ERR_OK);
 	ck_assert_int_eq(cfg_set(&a, "devices.reduce=sum", &e), ERR_OK);
-	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, out, sizeof out), 3);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, 0, out, sizeof out), 3);
 	ck_assert_ptr_nonnull(strstr(out, "train.lr: 0.5 != 0.2"));
 	ck_assert_ptr_nonnull(strstr(out, "devices.reduce: sum != avg"));
 
 	/* A short buffer is truncated but still terminated, and the count is complete. */
 	char small[20];
 	memset(small, 'x', sizeof small);
-	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, small, sizeof small), 3);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, 0, small, sizeof small), 3);
 	ck_assert(memchr(small, '\0', sizeof small) != NULL);
 
 	/* The same value written differently is no difference. */
 	ck_assert_int_eq(cfg_set(&b, "model.hidden=+256", &e), ERR_OK);
 	ck_assert_int_eq(cfg_set(&b, "train.lr=5e-1", &e), ERR_OK);
 	ck_assert_int_eq(cfg_set(&b, "devices.reduce=SUM", &e), ERR_OK);
-	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, out, sizeof out), 0);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, 0, out, sizeof out), 0);
+
+	/* Keys a checkpoint may differ in are skipped by their flag only: the session's
+	 * normalization (KEY_MODE), the device count of exact mode (KEY_ELASTIC); the shape
+	 * keys are a group of their own. */
+	ck_assert_int_eq(cfg_set(&a, "train.normalization=mean_of_means", &e), ERR_OK);
+	ck_assert_int_eq(cfg_set(&a, "devices.world=4", &e), ERR_OK);
+	ck_assert_int_eq(cfg_set(&a, "train.accumulation=1", &e), ERR_OK);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, 0, out, sizeof out), 3);
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, KEY_MODE, out, sizeof out), 2);
+	ck_assert_ptr_null(strstr(out, "normalization"));
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, KEY_ELASTIC, out, sizeof out), 1);
+	ck_assert_str_eq(out, "train.normalization: mean_of_means != global_token");
+	ck_assert_int_eq(cfg_diff(&a, &b, CFG_MATH, KEY_MODE | KEY_ELASTIC, out, sizeof out), 0);
+	ck_assert_int_eq(cfg_diff(&a, &b, KEY_SHAPE, 0, out, sizeof out), 0);
+	ck_assert_int_eq(cfg_set(&a, "data.vocab=64", &e), ERR_OK);
+	ck_assert_int_eq(cfg_diff(&a, &b, KEY_SHAPE, 0, out, sizeof out), 1);
+	ck_assert_str_eq(out, "data.vocab: 64 != 128");
 	cfg_free(&a);
 	cfg_free(&b);
 }
