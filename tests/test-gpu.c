@@ -12,7 +12,10 @@
  * relative, gathers, counts and hits exactly. sum and embed_backward must repeat bit for
  * bit on the GPU; a device allocates at creation only. Then NCCL allreduce over every
  * visible GPU (sum and avg, float32, float64 and int64, device and host buffers) against
- * references computed here, avg bit for bit equal to sum / W, and injected failures:
+ * references computed here, avg bit for bit equal to sum / W, exact mode's tree
+ * allreduce over the largest power-of-two number of GPUs against the host's tree bit for
+ * bit (a float vector whose length W does not divide, and a double scalar), and injected
+ * failures:
  * a failing rank releases the others with ERR_ABORTED well within the timeout, an
  * aborted collective stays aborted, a peer that never joins is a timeout.
  *
@@ -748,11 +751,12 @@ static int rank_fini_fn(int rank, void *ctx, void *arg, struct err *e)
 	return ERR_OK;
 }
 
-static void nccl_open(struct nccl_env *v, double timeout_s)
+/* NCCL over the first `world` GPUs */
+static void nccl_open_world(struct nccl_env *v, int world, double timeout_s)
 {
 	int ids[POOL_MAX_WORLD];
 	memset(v, 0, sizeof *v);
-	v->world = n_gpus < POOL_MAX_WORLD ? n_gpus : POOL_MAX_WORLD;
+	v->world = world;
 	v->fail_rank = -1;
 	for (int r = 0; r < v->world; r++)
 		ids[r] = r;
@@ -761,6 +765,12 @@ static void nccl_open(struct nccl_env *v, double timeout_s)
 	OK(nccl_coll_create(v->world, ids, pool_barrier(v->pool), 16, &v->coll, &E));
 	ck_assert_str_eq(v->coll->ops->name, "nccl");
 	pool_set_coll(v->pool, v->coll);
+}
+
+/* NCCL over every visible GPU (at most POOL_MAX_WORLD) */
+static void nccl_open(struct nccl_env *v, double timeout_s)
+{
+	nccl_open_world(v, n_gpus < POOL_MAX_WORLD ? n_gpus : POOL_MAX_WORLD, timeout_s);
 }
 
 static void nccl_close(struct nccl_env *v)
@@ -910,6 +920,73 @@ START_TEST(test_nccl_allreduce)
 	ck_assert_msg(rc == ERR_OK, "allreduce: %s", E.msg);
 	for (int r = 0; r < v.world; r++)
 		ck_assert_msg(v.coll->seconds[r] > 0.0, "rank %d: no time recorded", r);
+	nccl_close(&v);
+}
+END_TEST
+
+/* exact mode's tree allreduce: a device vector and a host scalar on every rank must come
+ * back as the host's tree over the ranks' values, bit for bit (coll_tree_add, the rule
+ * the host collective applies) */
+static int tree_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct nccl_env *v = arg;
+	struct dev *d = v->dev[rank];
+	int W = v->world, rc;
+	size_t n = 300007; /* not a multiple of W: the slices are padded */
+	float *hx = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * n);
+	float *per[POOL_MAX_WORLD] = {NULL}, *dx = NULL;
+	double loss = 1.0 / (3.0 + rank), losses[POOL_MAX_WORLD], want_loss;
+	const void *src[POOL_MAX_WORLD] = {NULL};
+	rc = hx && want ? ERR_OK : ERR(e, ERR_DEVICE, "out of memory");
+	for (int q = 0; q < W && rc == ERR_OK; q++) {
+		if (!(per[q] = malloc(sizeof(float) * n))) {
+			rc = ERR(e, ERR_DEVICE, "out of memory");
+			break;
+		}
+		for (size_t i = 0; i < n; i++)
+			per[q][i] = f32_of(q, i) * (q % 2 ? 1e4f : 1e-3f);
+		src[q] = per[q];
+		losses[q] = 1.0 / (3.0 + q);
+	}
+	if (rc == ERR_OK) {
+		coll_tree_add(src, W, COLL_F32, 0, n, want);
+		for (int q = 0; q < W; q++)
+			src[q] = &losses[q];
+		coll_tree_add(src, W, COLL_F64, 0, 1, &want_loss);
+	}
+	if (rc == ERR_OK &&
+	    ((rc = d->ops->alloc(d, sizeof(float) * n, (void **)&dx, e)) ||
+	     (rc = d->ops->upload(d, dx, per[rank], sizeof(float) * n, e)) ||
+	     (rc = v->coll->ops->allreduce_tree(v->coll, rank, d, dx, n, COLL_F32, 0, e)) ||
+	     (rc = v->coll->ops->allreduce_tree(v->coll, rank, d, &loss, 1, COLL_F64, 1, e)) ||
+	     (rc = d->ops->download(d, hx, dx, sizeof(float) * n, e))) == ERR_OK) {
+		if (memcmp(hx, want, sizeof(float) * n) != 0)
+			rc = rank_fail(v, rank, e, "rank %d: the tree allreduce's floats differ from "
+				       "the host tree's bits", rank);
+		else if (memcmp(&loss, &want_loss, sizeof loss) != 0)
+			rc = rank_fail(v, rank, e, "rank %d: tree loss %.17g, host tree %.17g", rank,
+				       loss, want_loss);
+	}
+	for (int q = 0; q < W; q++)
+		free(per[q]);
+	free(hx);
+	free(want);
+	if (dx)
+		d->ops->release(d, dx);
+	return rc;
+}
+
+START_TEST(test_nccl_tree_allreduce)
+{
+	struct nccl_env v;
+	int world = 1;
+	while (world * 2 <= n_gpus && world * 2 <= POOL_MAX_WORLD)
+		world *= 2;
+	nccl_open_world(&v, world, 60.0);
+	printf("  nccl tree allreduce over %d GPU(s)\n", v.world);
+	err_clear(&E);
+	int rc = pool_run(v.pool, tree_fn, &v, &E);
+	ck_assert_msg(rc == ERR_OK, "tree allreduce: %s", E.msg);
 	nccl_close(&v);
 }
 END_TEST
@@ -1076,6 +1153,7 @@ static Suite *gpu_suite(void)
 	suite_add_tcase(s, ops);
 	TCase *nccl = tcase_create("nccl");
 	tcase_add_test(nccl, test_nccl_allreduce);
+	tcase_add_test(nccl, test_nccl_tree_allreduce);
 	tcase_add_test(nccl, test_nccl_abort);
 	tcase_add_test(nccl, test_nccl_timeout);
 	suite_add_tcase(s, nccl);
