@@ -1,0 +1,39 @@
+# On a GPU, exact mode (8 shards): parity's bitwise line at 0 with W = 1 over NCCL's tree
+# allreduce, W = 2 sharing one GPU over the host collective, and W = 2, 4 over NCCL when
+# that many GPUs exist; a run stopped on 2 devices and resumed on 1 ends bit-identical
+# to a continuous run on 1; a checkpoint of the CPU backend is refused by the GPU.
+set -eu
+. "$(dirname "$0")/gpu-lib.sh"
+EX="$MID --set train.shards=8 --set devices.backend=cuda"
+# tiny.ini states train.accumulation: in exact mode it must be shards / world
+on() { echo "--set devices.world=$1 --set train.accumulation=$((8 / $1))"; }
+bitwise_zero() { grep -q "bitwise: 0 of .* components differ from the 1-device reference" "$1"; }
+set -x
+"$DDPTOK" "$CONF/tiny.ini" parity $EX $(on 1) --set devices.collective=nccl > w1.txt
+bitwise_zero w1.txt
+"$DDPTOK" "$CONF/tiny.ini" parity $EX $(on 2) --set devices.ids=0,0 --set devices.collective=host > shared.txt
+bitwise_zero shared.txt
+[ "$(grep -c 'fail (caught)' shared.txt)" -eq 3 ]
+for W in 2 4; do
+	if [ "$GPUS" -ge $W ]; then
+		ids=$(seq -s, 0 $((W - 1)))
+		"$DDPTOK" "$CONF/tiny.ini" parity $EX $(on $W) --set devices.ids=$ids \
+			--set devices.collective=nccl > nccl$W.txt
+		bitwise_zero nccl$W.txt
+	fi
+done
+# elastic: stopped on 2 devices sharing one GPU, resumed on 1
+"$DDPTOK" "$CONF/tiny.ini" train $EX $(on 2) --set devices.ids=0,0 --set devices.collective=host > stop.txt
+"$DDPTOK" "$CONF/tiny.ini" train --continuous $EX $(on 1) > cont.txt
+"$DDPTOK" "$CONF/tiny.ini" train --resume artifacts/checkpoints/step-0003 $EX $(on 1) > res.txt
+cmp artifacts/checkpoints/step-0006/params.npy artifacts/continuous/step-0006/params.npy
+cmp artifacts/checkpoints/step-0006/momentum.npy artifacts/continuous/step-0006/momentum.npy
+# a CPU checkpoint: bitwise continuation on the GPU is not possible, and it says so
+"$DDPTOK" "$CONF/tiny.ini" train $MID --set train.shards=8 $(on 2) --set devices.backend=cpu \
+	--set run.artifacts=cpu-art > cpu.txt
+set +e
+"$DDPTOK" "$CONF/tiny.ini" train --resume cpu-art/checkpoints/step-0003 $EX $(on 1) \
+	--set run.artifacts=cpu-art > cross.txt 2>&1
+rc=$?
+set -e
+[ "$rc" -ne 0 ] && grep -q "bitwise continuation is not possible" cross.txt
