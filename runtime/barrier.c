@@ -6,10 +6,13 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 /* iterations of the spin phase: a few tens of microseconds on current cores */
 #define BARRIER_SPIN 4000
@@ -25,12 +28,17 @@ struct barrier {
 	double timeout_s;        /* <= 0: wait forever */
 	int spin;                /* spin iterations before sleeping (0 when the parties
 				    outnumber the cores: spinning would steal their time) */
+	unsigned present;        /* ranks waiting in the current generation (bit r) */
+	unsigned missing;        /* ranks absent when a wait last timed out, 0 if none */
+	double met_at;           /* clock_now_s() when every party last met */
 };
 
 static int barrier_init(struct barrier *b, int parties, double timeout_s, struct err *e)
 {
 	int rc;
 	memset(b, 0, sizeof *b);
+	if (parties < 1 || parties > 32) /* the ranks are bits of an unsigned */
+		return ERR(e, ERR_DEVICE, "a barrier holds 1..32 ranks, not %d", parties);
 	if ((rc = pthread_mutex_init(&b->mu, NULL)) != 0)
 		return ERR(e, ERR_DEVICE, "pthread_mutex_init: %s", strerror(rc));
 	pthread_condattr_t attr;
@@ -75,11 +83,44 @@ void barrier_destroy(struct barrier *b)
 	free(b);
 }
 
+int barrier_rank_list(unsigned mask, char *out, size_t outlen)
+{
+	size_t len = 0;
+	int n = 0;
+	out[0] = '\0';
+	for (int r = 0; r < 32; r++) {
+		if (!(mask & (1u << r)))
+			continue;
+		int w = snprintf(out + len, outlen - len, "%s%d", n ? ", " : "", r);
+		if (w < 0 || (size_t)w >= outlen - len)
+			break;
+		len += (size_t)w;
+		n++;
+	}
+	return n;
+}
+
 static int aborted_error(struct barrier *b, int rank, struct err *e)
 {
 	return ERR(e, ERR_ABORTED, "rank %d released: rank %d failed", rank, b->abort_rank);
 }
 
+/* The wait of `rank` timed out (mutex held): the barrier is aborted, and the ranks that
+ * were not waiting are recorded and named, since they, not the waiter, are late. */
+static int timed_out(struct barrier *b, int rank, struct err *e)
+{
+	unsigned all = b->parties == 32 ? ~0u : (1u << b->parties) - 1;
+	char late[128];
+	b->missing = all & ~b->present;
+	b->waiting--;
+	b->present &= ~(1u << rank);
+	atomic_store(&b->aborted, 1);
+	b->abort_rank = rank;
+	pthread_cond_broadcast(&b->cv);
+	int n = barrier_rank_list(b->missing, late, sizeof late);
+	return ERR(e, ERR_DEVICE, "rank %d: barrier timed out after %g s waiting for %s %s "
+		   "(devices.timeout)", rank, b->timeout_s, n == 1 ? "rank" : "ranks", late);
+}
 
 static inline void cpu_relax(void)
 {
@@ -97,8 +138,11 @@ int barrier_wait(struct barrier *b, int rank, struct err *e)
 		goto out;
 	}
 	unsigned long gen = atomic_load(&b->generation);
+	b->present |= 1u << rank;
 	if (++b->waiting == b->parties) {
 		b->waiting = 0;
+		b->present = 0;
+		b->met_at = clock_now_s();
 		atomic_fetch_add(&b->generation, 1);
 		pthread_cond_broadcast(&b->cv);
 		goto out;
@@ -127,18 +171,13 @@ int barrier_wait(struct barrier *b, int rank, struct err *e)
 		int w = b->timeout_s > 0 ? pthread_cond_timedwait(&b->cv, &b->mu, &deadline)
 					 : pthread_cond_wait(&b->cv, &b->mu);
 		if (w == ETIMEDOUT && gen == b->generation && !atomic_load(&b->aborted)) {
-			b->waiting--;
-			atomic_store(&b->aborted, 1);
-			b->abort_rank = rank;
-			pthread_cond_broadcast(&b->cv);
-			rc = ERR(e, ERR_DEVICE,
-				 "rank %d: barrier timed out after %g s waiting for its peers "
-				 "(devices.timeout)", rank, b->timeout_s);
+			rc = timed_out(b, rank, e);
 			goto out;
 		}
 	}
 	if (gen == b->generation) { /* woken by an abort */
 		b->waiting--;
+		b->present &= ~(1u << rank);
 		rc = aborted_error(b, rank, e);
 	}
 out:
@@ -162,12 +201,35 @@ int barrier_is_aborted(struct barrier *b)
 	return atomic_load(&b->aborted);
 }
 
+int barrier_check(struct barrier *b, int rank, struct err *e)
+{
+	if (!atomic_load(&b->aborted))
+		return ERR_OK;
+	pthread_mutex_lock(&b->mu);
+	int rc = aborted_error(b, rank, e);
+	pthread_mutex_unlock(&b->mu);
+	return rc;
+}
+
+int barrier_arrivals(struct barrier *b, unsigned *present, unsigned *missing, double *met_at)
+{
+	pthread_mutex_lock(&b->mu);
+	int aborted = atomic_load(&b->aborted);
+	*present = b->present;
+	*missing = b->missing;
+	*met_at = b->met_at;
+	pthread_mutex_unlock(&b->mu);
+	return aborted;
+}
+
 void barrier_reset(struct barrier *b)
 {
 	pthread_mutex_lock(&b->mu);
 	atomic_store(&b->aborted, 0);
 	b->abort_rank = -1;
 	b->waiting = 0;
+	b->present = 0;
+	b->missing = 0;
 	atomic_fetch_add(&b->generation, 1);
 	pthread_mutex_unlock(&b->mu);
 }

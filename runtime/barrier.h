@@ -12,6 +12,8 @@
 #ifndef DDPTOK_BARRIER_H
 #define DDPTOK_BARRIER_H
 
+#include <stddef.h>
+
 #include "err.h"
 
 struct barrier; /* opaque */
@@ -20,11 +22,22 @@ struct barrier; /* opaque */
 int barrier_create(int parties, double timeout_s, struct barrier **out, struct err *e);
 void barrier_destroy(struct barrier *b); /* NULL: nothing */
 /* Waits for all parties; ERR_ABORTED if aborted (before or during), ERR_DEVICE on
- * timeout (and then aborts the barrier itself so that the others leave too). */
+ * timeout, naming the ranks that did not arrive (and then aborts the barrier itself so
+ * that the others leave too). Ranks are 0..parties-1, at most 32. */
 int barrier_wait(struct barrier *b, int rank, struct err *e);
 /* Marks the barrier aborted by `rank` and wakes every waiter. Idempotent. */
 void barrier_abort(struct barrier *b, int rank);
 int barrier_is_aborted(struct barrier *b);
+/* ERR_ABORTED (with the message a released waiter gets) once the barrier is aborted,
+ * else ERR_OK: lets a rank leave between two waits. */
+int barrier_check(struct barrier *b, int rank, struct err *e);
+/* Who is where, for a watchdog, all taken at one moment: the ranks waiting now (bit r),
+ * the ranks that were absent when a wait last timed out (0 if none), when every party
+ * last met (clock_now_s(); each rank was at the barrier then); returns whether the
+ * barrier is aborted (then ranks have left it without meeting). */
+int barrier_arrivals(struct barrier *b, unsigned *present, unsigned *missing, double *met_at);
+/* Writes the ranks of `mask` as "1, 3" into out; returns how many there are. */
+int barrier_rank_list(unsigned mask, char *out, size_t outlen);
 /* The first rank that aborted the barrier (or timed out in it); -1 if none. */
 int barrier_abort_rank(struct barrier *b);
 /* Seconds a wait gives up after (<= 0: forever). */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "engine_tree.h"
@@ -102,6 +103,9 @@ void engine_opts_init(struct engine_opts *o)
 	o->inject_rank = -1;
 	o->inject_window = -1;
 	o->inject_swap_rank = -1;
+	o->hang_rank = -1;
+	o->hang_window = -1;
+	o->hang_seconds = -1.0;
 }
 
 int engine_create(const struct settings *s, const struct corpus *c,
@@ -117,6 +121,9 @@ int engine_create(const struct settings *s, const struct corpus *c,
 	eng->inject_rank = opts ? opts->inject_rank : -1;
 	eng->inject_window = opts ? opts->inject_window : -1;
 	eng->inject_swap_rank = opts ? opts->inject_swap_rank : -1;
+	eng->hang_rank = opts ? opts->hang_rank : -1;
+	eng->hang_window = opts ? opts->hang_window : -1;
+	eng->hang_seconds = opts ? opts->hang_seconds : -1.0;
 	model_shape_init(&eng->shape, s->vocab, s->context, s->embed, s->hidden);
 	ERR_TRY_GOTO(rc, choose_backend(eng, e), fail);
 	ERR_TRY_GOTO(rc, pool_create(s->world, s->timeout_s, &eng->pool, e), fail);
@@ -149,6 +156,12 @@ void engine_destroy(struct engine *eng)
 {
 	if (!eng)
 		return;
+	if (eng->pool && pool_abandoned(eng->pool)) {
+		/* a device thread the watchdog gave up on may still be inside this engine (its
+		 * replica, buffers, collective): nothing is freed, the process is ending */
+		pool_destroy(eng->pool);
+		return;
+	}
 	if (eng->pool) {
 		struct err ignore;
 		err_clear(&ignore);
@@ -232,6 +245,34 @@ static uint64_t digest_floats(const float *x, size_t n)
 	return h;
 }
 
+/* The hang injection: the thread sleeps through aborts, as inside a call that never
+ * returns (or returns late), which only the pool's watchdog can deal with. */
+static void injected_hang(double seconds)
+{
+	struct timespec left = {0, 0};
+	if (seconds >= 0) {
+		left.tv_sec = (time_t)seconds;
+		left.tv_nsec = (long)((seconds - (double)left.tv_sec) * 1e9);
+	}
+	for (;;) {
+		if (seconds < 0) {
+			sleep(3600);
+			continue;
+		}
+		if (nanosleep(&left, &left) == 0)
+			return;
+	}
+}
+
+int engine_micro_begin(struct engine *eng, int rank, const struct window *w, int m,
+		       struct err *e)
+{
+	ERR_TRY(pool_mark(eng->pool, rank, "forward/backward of microbatch", m + 1, e));
+	if (m == 0 && eng->hang_rank == rank && eng->hang_window == w->index)
+		injected_hang(eng->hang_seconds);
+	return ERR_OK;
+}
+
 struct window_shared {
 	const struct window *w;
 	int mode, flags;
@@ -273,6 +314,7 @@ static int accumulate_micro(struct engine *eng, struct window_shared *ws, struct
 	for (int m = 0; m < w->micro; m++) {
 		const struct plan_micro *mb = &w->mb[r->rank][m];
 		double part = 0.0;
+		ERR_TRY(engine_micro_begin(eng, r->rank, w, m, e));
 		if (s->unit == UNIT_SEQUENCE) {
 			ERR_TRY(accumulate_sequences(eng, r, w, r->rank, m, ws->mode, avg, local, e));
 			continue;
@@ -303,7 +345,9 @@ static int window_step(struct engine *eng, struct replica *r, void *arg, struct 
 	ERR_TRY(o->zero(d, r->grads, n * sizeof(float), e));
 	r->loss_sum = 0.0; /* a declined window reports no stale sum of the previous one */
 
-	/* the global count goes through the collective, like it would across processes */
+	/* the global count goes through the collective, like it would across processes;
+	 * each step is marked for the pool's watchdog, which names the step of a late rank */
+	ERR_TRY(pool_mark(eng->pool, rank, "the token count allreduce", 0, e));
 	int64_t count = w->rank_tokens[rank];
 	ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &count, 1, COLL_I64, COLL_SUM, 1, e));
 	if (count != w->N)
@@ -339,11 +383,13 @@ static int window_step(struct engine *eng, struct replica *r, void *arg, struct 
 		ERR_TRY(o->download(d, eng->host_local[rank], r->grads, n * sizeof(float), e));
 
 	double sum = local;
+	ERR_TRY(pool_mark(eng->pool, rank, "the gradient allreduce", 0, e));
 	if (s->shards > 0) {
 		ERR_TRY(tree_reduce(eng, r, &sum, e));
 	} else {
 		ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, r->grads, n, COLL_F32,
 					      avg ? COLL_AVG : COLL_SUM, 0, e));
+		ERR_TRY(pool_mark(eng->pool, rank, "the loss allreduce", 0, e));
 		ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &sum, 1, COLL_F64, COLL_SUM,
 					      1, e));
 	}
@@ -352,6 +398,7 @@ static int window_step(struct engine *eng, struct replica *r, void *arg, struct 
 	if (rank == 0 && (ws->flags & ENGINE_CAPTURE_REDUCED))
 		ERR_TRY(o->download(d, eng->host_reduced, r->grads, n * sizeof(float), e));
 
+	ERR_TRY(pool_mark(eng->pool, rank, "the optimizer step", 0, e));
 	if (ws->flags & ENGINE_UPDATE)
 		ERR_TRY(o->sgd(d, (int)n, (float)s->lr, (float)s->momentum, (float)s->weight_decay,
 			   eng->updates_done == 0, r->params, r->grads, r->momentum, e));
@@ -453,6 +500,8 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 		for (int m = 0; m < w->micro; m++) {
 			const struct plan_micro *mb = &w->mb[q][m];
 			double part = 0.0;
+			ERR_TRY(pool_mark(eng->pool, r->rank, "reference microbatch",
+					  q * w->micro + m + 1, e));
 			if (eng->s.unit == UNIT_SEQUENCE) { /* 1 / (S n_s) per token */
 				ERR_TRY(accumulate_sequences(eng, r, w, q, m, NORM_GLOBAL_TOKEN, 0,
 							     &total, e));
@@ -495,6 +544,7 @@ static int evaluate(struct engine *eng, struct replica *r, void *arg, struct err
 	int ids[4096];
 	for (int i = 0; i < count; i += chunk) {
 		int k = count - i < chunk ? count - i : chunk;
+		ERR_TRY(pool_mark(eng->pool, r->rank, "evaluation batch", i / chunk + 1, e));
 		for (int j = 0; j < k; j++)
 			ids[j] = first + i + j;
 		double part;

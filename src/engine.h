@@ -119,6 +119,9 @@ struct engine {
 	int inject_rank;
 	int64_t inject_window;
 	int inject_swap_rank; /* exact mode, tests: this rank swaps two shards in its tree */
+	int hang_rank;          /* hang injection (engine_opts) */
+	int64_t hang_window;
+	double hang_seconds;
 };
 
 /* Options of engine_create beyond the settings. */
@@ -131,8 +134,14 @@ struct engine_opts {
 	 * each other's place in the tree (-1: off), so that the bitwise check has
 	 * something to catch */
 	int inject_swap_rank;
+	/* hang injection (tests): rank `hang_rank` stops inside the first microbatch of window
+	 * index `hang_window` for `hang_seconds` (< 0: for good), as in a call that never
+	 * returns; -1: off */
+	int hang_rank;
+	int64_t hang_window;
+	double hang_seconds;
 };
-/* The defaults: no injected failure. */
+/* The defaults: no injected failure or hang. */
 void engine_opts_init(struct engine_opts *o);
 
 /* opts may be NULL (the defaults). */

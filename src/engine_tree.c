@@ -74,6 +74,7 @@ int tree_subtree(struct engine *eng, struct replica *r, const struct window *w, 
 	for (int j = 0; j < count; j++) {
 		int leaf = swap && (j == 1 || j == 2) ? 3 - j : j;
 		const struct plan_micro *mb = shard_of(w, first + leaf);
+		ERR_TRY(engine_micro_begin(eng, r->rank, w, j, e));
 		double c = norm_factor_k(mode, k, w->world, w->micro, w->N, w->rank_tokens[rank],
 					 mb->tokens);
 		ERR_TRY(shard_gradient(eng, r, mb, c, slot[top], &sum[top], e));

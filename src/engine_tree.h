@@ -34,4 +34,9 @@ int tree_reduce(struct engine *eng, struct replica *r, double *loss, struct err 
 /* The avg division of a whole tree's root by K (nothing for sum). */
 int tree_finish(struct engine *eng, struct replica *r, struct err *e);
 
+/* (engine.c) Marks microbatch or shard m (from 0) of window w as rank's operation for
+ * the pool's watchdog, and runs the hang injection where it is the chosen one. */
+int engine_micro_begin(struct engine *eng, int rank, const struct window *w, int m,
+		       struct err *e);
+
 #endif

@@ -33,22 +33,29 @@ struct env {
 /* more settings for the next env_open (e.g. "train.unit=sequence") */
 static const char *env_extra = "";
 
-static void env_open(struct env *v, int world, int micro, int reduce_avg, int layout, int prefix)
+/* Builds the corpus, sampler, window and engine (opts: NULL for the defaults) of v->s. */
+static void env_start(struct env *v, const struct engine_opts *opts)
 {
 	struct err e;
 	err_clear(&e);
-	testutil_settings(&v->s, "devices.world=%d train.accumulation=%d devices.reduce=%s "
-			  "model.layout=%s data.prefix_max=%d data.train=256 %s", world, micro,
-			  reduce_avg ? "avg" : "sum", layout == LAYOUT_PADDED ? "padded" : "packed",
-			  prefix, env_extra);
 	ck_assert_int_eq(corpus_build(&v->s, &v->c, &e), ERR_OK);
 	ck_assert_msg(sampler_init(&v->sp, &v->c, &v->s, &e) == ERR_OK, "%s", e.msg);
-	ck_assert_int_eq(window_init(&v->w, world, micro, v->s.batch_size, &e), ERR_OK);
-	ck_assert_msg(engine_create(&v->s, &v->c, NULL, &v->eng, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(window_init(&v->w, v->s.world, v->s.accumulation, v->s.batch_size, &e),
+			 ERR_OK);
+	ck_assert_msg(engine_create(&v->s, &v->c, opts, &v->eng, &e) == ERR_OK, "%s", e.msg);
 	v->params = malloc(v->eng->shape.n_params * sizeof(float));
 	v->ref = malloc(v->eng->shape.n_params * sizeof(float));
 	model_init_params(&v->eng->shape, v->s.seed, v->params);
 	ck_assert_int_eq(engine_set_state(v->eng, v->params, NULL, 0, &e), ERR_OK);
+}
+
+static void env_open(struct env *v, int world, int micro, int reduce_avg, int layout, int prefix)
+{
+	testutil_settings(&v->s, "devices.world=%d train.accumulation=%d devices.reduce=%s "
+			  "model.layout=%s data.prefix_max=%d data.train=256 %s", world, micro,
+			  reduce_avg ? "avg" : "sum", layout == LAYOUT_PADDED ? "padded" : "packed",
+			  prefix, env_extra);
+	env_start(v, NULL);
 }
 
 static void env_close(struct env *v)
@@ -331,6 +338,60 @@ START_TEST(injected_failure_releases_every_rank)
 	err_clear(&e);
 	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e), ERR_OK);
 	env_close(&v);
+}
+END_TEST
+
+/* A rank that hangs inside a microbatch (for good, or for three timeouts): the window
+ * fails after the timeout, not after the hang, naming the late rank and its microbatch;
+ * the engine is left allocated for its abandoned thread (the test process ends). */
+static void check_hang(int world, int rank, double seconds)
+{
+	struct env v;
+	struct err e;
+	struct window_result res;
+	err_clear(&e);
+	struct engine_opts opts;
+	engine_opts_init(&opts);
+	opts.hang_rank = rank;
+	opts.hang_window = 1;
+	opts.hang_seconds = seconds;
+	testutil_settings(&v.s, "devices.world=%d devices.timeout=0.5", world);
+	env_start(&v, &opts);
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	ck_assert_msg(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e) == ERR_OK,
+		      "%s", e.msg);
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	double t0 = clock_now_s();
+	int rc = engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e);
+	double dt = clock_now_s() - t0;
+	ck_assert_int_eq(rc, ERR_DEVICE);
+	ck_assert_msg(dt >= 0.45 && dt < 3.0, "the window ended after %.2f s", dt);
+	char want[160];
+	snprintf(want, sizeof want, "window 2: rank %d did not arrive within 0.5 s (devices.timeout): "
+		 "last in forward/backward of microbatch 1, for ", rank);
+	ck_assert_msg(strstr(e.msg, want), "message: %s", e.msg);
+	ck_assert_int_eq(pool_abandoned(v.eng->pool), 1);
+	err_clear(&e);
+	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e),
+			 ERR_DEVICE);
+	engine_destroy(v.eng); /* frees nothing the abandoned thread may use */
+}
+
+START_TEST(a_hung_rank_fails_the_window_after_the_timeout)
+{
+	check_hang(2, 1, -1.0);
+}
+END_TEST
+
+START_TEST(a_slow_rank_fails_the_window_after_the_timeout)
+{
+	check_hang(3, 2, 1.5);
+}
+END_TEST
+
+START_TEST(a_hung_single_rank_fails_the_window_after_the_timeout)
+{
+	check_hang(1, 0, -1.0);
 }
 END_TEST
 
@@ -635,6 +696,9 @@ int main(void)
 	tcase_add_test(tc, globally_empty_window_is_declined_by_every_rank);
 	tcase_add_test(tc, locally_empty_rank_still_matches);
 	tcase_add_test(tc, injected_failure_releases_every_rank);
+	tcase_add_test(tc, a_hung_rank_fails_the_window_after_the_timeout);
+	tcase_add_test(tc, a_slow_rank_fails_the_window_after_the_timeout);
+	tcase_add_test(tc, a_hung_single_rank_fails_the_window_after_the_timeout);
 	tcase_add_test(tc, a_count_unlike_the_schedulers_stops_every_rank);
 	tcase_add_test(tc, replicas_stay_identical);
 	tcase_add_test(tc, runs_are_reproducible_bit_for_bit);

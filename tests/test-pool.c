@@ -4,9 +4,13 @@
  * A rank failing at a chosen step releases every peer (no deadlock), the pool reports the
  * root cause with its rank, a rank that never arrives is a timeout error rather than a
  * hang, and the host allreduce gives every rank identical bits equal to the rank-ordered
- * sum, for float32, float64 and int64, sum and avg. A rank stuck in a call that nothing
- * interrupts does not hold pool_run: the watchdog reports it within the timeout after
- * the abort, and the pool refuses to run again.
+ * sum, for float32, float64 and int64, sum and avg.
+ *
+ * The watchdog: a parked or slow rank (in a marked operation, or absent while a peer waits
+ * at the barrier) makes pool_run() return within the timeout plus a small margin, naming
+ * the late rank and its operation, the late thread abandoned and parked when it comes
+ * back; a rank that marks its progress is never late however long the run; a rank that
+ * does not leave after a peer's failure is abandoned after the grace period.
  */
 #include <check.h>
 #include <stdatomic.h>
@@ -14,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check-run.h"
 #include "clock.h"
@@ -87,7 +92,10 @@ START_TEST(a_missing_rank_is_a_timeout_not_a_hang)
 	int rc = pool_run(p, absent_fn, p, &e);
 	double dt = clock_now_s() - t0;
 	ck_assert_int_eq(rc, ERR_DEVICE);
-	ck_assert_msg(strstr(e.msg, "timed out"), "message: %s", e.msg);
+	/* the message names the rank that never came, not only the one that waited */
+	ck_assert_msg(strstr(e.msg, "timed out") && strstr(e.msg, "waiting for rank 0 "),
+		      "message: %s", e.msg);
+	ck_assert_int_eq(pool_abandoned(p), 0); /* rank 0 had returned: nobody is late */
 	ck_assert_double_lt(dt, 5.0);
 	ck_assert_double_ge(dt, 0.25);
 	pool_destroy(p);
@@ -121,54 +129,6 @@ static int rounds_fn(int rank, void *ctx, void *arg, struct err *e)
 	}
 	return ERR_OK;
 }
-
-struct stuck_arg {
-	atomic_int release; /* lets the stuck rank go (test cleanup) */
-};
-
-/* rank 0 fails at once; rank 1 blocks without looking at the barrier, as a thread inside
- * cudaStreamSynchronize behind a kernel that never ends would, until released (at most
- * 20 s, so that a missing watchdog fails the test instead of hanging it) */
-static int stuck_fn(int rank, void *ctx, void *arg, struct err *e)
-{
-	struct stuck_arg *a = arg;
-	if (rank == 0)
-		return ERR(e, ERR_DEVICE, "rank 0 failed on purpose");
-	double t0 = clock_now_s();
-	while (!atomic_load(&a->release) && clock_now_s() - t0 < 20.0) {
-		struct timespec ts = {0, 5L * 1000 * 1000};
-		nanosleep(&ts, NULL);
-	}
-	return ERR_OK;
-}
-
-static int nothing_fn(int rank, void *ctx, void *arg, struct err *e)
-{
-	return ERR_OK;
-}
-
-START_TEST(a_rank_stuck_in_a_blocking_call_does_not_hold_the_pool)
-{
-	struct pool *p = NULL;
-	struct err e;
-	struct stuck_arg a;
-	atomic_init(&a.release, 0);
-	err_clear(&e);
-	ck_assert_int_eq(pool_create(2, 0.5, &p, &e), ERR_OK);
-	double t0 = clock_now_s();
-	int rc = pool_run(p, stuck_fn, &a, &e);
-	double took = clock_now_s() - t0;
-	ck_assert_int_eq(rc, ERR_DEVICE);
-	ck_assert_msg(strstr(e.msg, "rank 1 still running") && strstr(e.msg, "devices.timeout"),
-		      "%s", e.msg);
-	ck_assert_msg(took < 5.0, "pool_run returned after %.1f s (the stuck rank held it)", took);
-	err_clear(&e);
-	ck_assert_int_eq(pool_run(p, nothing_fn, NULL, &e), ERR_DEVICE);
-	ck_assert_msg(strstr(e.msg, "unusable"), "%s", e.msg);
-	atomic_store(&a.release, 1);
-	pool_destroy(p); /* the released rank returns within its grace: all is freed */
-}
-END_TEST
 
 START_TEST(barrier_publishes_writes_spinning_or_sleeping)
 {
@@ -217,6 +177,176 @@ START_TEST(an_abort_reaches_spinning_waiters)
 			ck_assert_int_eq(a.reached[r], 3);
 		pool_destroy(p);
 	}
+}
+END_TEST
+
+/* ---- the watchdog ---- */
+
+#define WATCH_TIMEOUT_S 0.5
+
+static void sleep_s(double seconds)
+{
+	struct timespec ts = {(time_t)seconds, (long)((seconds - (long)seconds) * 1e9)};
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+struct late_arg {
+	struct pool *pool;
+	int late_rank;
+	double late_s;          /* < 0: parked for good */
+	int marks;              /* the late rank marks its operation (else it only is absent) */
+	atomic_int came_back;   /* the late rank went past its next mark */
+};
+
+/* Every rank marks two operations and meets the others at the barrier; the late rank,
+ * inside its second operation, sleeps (as in a call that ignores the abort) first. */
+static int late_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct late_arg *a = arg;
+	int marks = rank != a->late_rank || a->marks;
+	if (marks)
+		ERR_TRY(pool_mark(a->pool, rank, "microbatch", 1, e));
+	if (marks)
+		ERR_TRY(pool_mark(a->pool, rank, "microbatch", 2, e));
+	if (rank == a->late_rank) {
+		if (a->late_s < 0)
+			for (;;)
+				sleep_s(1.0);
+		sleep_s(a->late_s);
+		ERR_TRY(pool_mark(a->pool, rank, "the allreduce", 0, e));
+		atomic_store(&a->came_back, 1);
+	}
+	return barrier_wait(pool_barrier(a->pool), rank, e);
+}
+
+/* Runs late_fn on `world` ranks and checks the watchdog's verdict on rank late_rank. */
+static void check_late_rank(int world, int late_rank, double late_s, int marks)
+{
+	struct pool *p;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(pool_create(world, WATCH_TIMEOUT_S, &p, &e), ERR_OK);
+	struct late_arg *a = calloc(1, sizeof *a); /* left allocated: the late thread holds it */
+	a->pool = p;
+	a->late_rank = late_rank;
+	a->late_s = late_s;
+	a->marks = marks;
+	double t0 = clock_now_s();
+	int rc = pool_run(p, late_fn, a, &e);
+	double dt = clock_now_s() - t0;
+	ck_assert_int_eq(rc, ERR_DEVICE);
+	/* bounded by the timeout, not by the late rank; generous for a loaded machine */
+	ck_assert_double_ge(dt, WATCH_TIMEOUT_S * 0.9);
+	ck_assert_double_lt(dt, WATCH_TIMEOUT_S + 2.5);
+	char want[96];
+	snprintf(want, sizeof want, "rank %d did not arrive within 0.5 s (devices.timeout)", late_rank);
+	ck_assert_msg(strstr(e.msg, want), "message: %s", e.msg);
+	if (marks)
+		ck_assert_msg(strstr(e.msg, "(devices.timeout): last in microbatch 2, for "), "message: %s", e.msg);
+	else
+		ck_assert_msg(strstr(e.msg, "(devices.timeout): no operation marked"), "message: %s",
+			      e.msg);
+	ck_assert_msg(strstr(e.msg, "; its thread is left behind"), "message: %s", e.msg);
+	ck_assert_int_eq(pool_abandoned(p), 1);
+	ck_assert_int_ge(pool_abandoned_threads(), 1);
+	/* the pool refuses to run again at once */
+	struct fail_arg ok = {p, -1, 0, 1, {0}};
+	err_clear(&e);
+	ck_assert_int_eq(pool_run(p, stepping_fn, &ok, &e), ERR_DEVICE);
+	ck_assert_msg(strstr(e.msg, "cannot run again"), "message: %s", e.msg);
+	if (late_s > 0) {
+		/* when it wakes up, the abandoned thread parks at its next mark */
+		sleep_s(late_s + 0.5 - (clock_now_s() - t0) > 0 ? late_s + 0.5 - (clock_now_s() - t0) : 0);
+		ck_assert_int_eq(atomic_load(&a->came_back), 0);
+	}
+	pool_destroy(p); /* the idle threads quit; the parked one is detached */
+}
+
+START_TEST(a_parked_rank_is_reported_and_left_behind)
+{
+	check_late_rank(2, 1, -1.0, 1);
+}
+END_TEST
+
+START_TEST(a_parked_single_rank_is_reported)
+{
+	/* no peer waits at a barrier: only its overdue operation tells */
+	check_late_rank(1, 0, -1.0, 1);
+}
+END_TEST
+
+START_TEST(a_slow_rank_is_named_not_the_one_that_waited)
+{
+	/* three times the timeout late: the run ends after the timeout, naming rank 1 */
+	check_late_rank(3, 1, 3 * WATCH_TIMEOUT_S, 1);
+}
+END_TEST
+
+START_TEST(an_absent_rank_is_late_without_marks)
+{
+	/* the late rank marks nothing: the peers' barrier timeout names it */
+	check_late_rank(2, 0, -1.0, 0);
+}
+END_TEST
+
+struct progress_arg {
+	struct pool *pool;
+	int ops;
+};
+
+static int progress_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct progress_arg *a = arg;
+	for (int k = 1; k <= a->ops; k++) {
+		ERR_TRY(pool_mark(a->pool, rank, "step", k, e));
+		sleep_s(WATCH_TIMEOUT_S / 5);
+		if (rank == 0)
+			sleep_s(WATCH_TIMEOUT_S / 5); /* the others wait for it at the barrier */
+		ERR_TRY(barrier_wait(pool_barrier(a->pool), rank, e));
+	}
+	return ERR_OK;
+}
+
+START_TEST(a_rank_that_marks_progress_is_never_late)
+{
+	/* runs last three timeouts; no single operation or barrier wait lasts one */
+	for (int world = 1; world <= 2; world++) {
+		struct pool *p;
+		struct err e;
+		err_clear(&e);
+		ck_assert_int_eq(pool_create(world, WATCH_TIMEOUT_S, &p, &e), ERR_OK);
+		struct progress_arg a = {p, 4};
+		ck_assert_msg(pool_run(p, progress_fn, &a, &e) == ERR_OK, "%s", e.msg);
+		ck_assert_int_eq(pool_abandoned(p), 0);
+		pool_destroy(p);
+	}
+}
+END_TEST
+
+static int busy_after_failure_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	if (rank == 0)
+		return ERR(e, ERR_DEVICE, "rank 0 failed on purpose");
+	for (;;)
+		sleep_s(1.0); /* computing without a mark: it never sees the abort */
+}
+
+START_TEST(a_rank_that_does_not_leave_after_a_failure_is_left_behind)
+{
+	struct pool *p;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(pool_create(2, 30.0, &p, &e), ERR_OK);
+	double t0 = clock_now_s();
+	ck_assert_int_eq(pool_run(p, busy_after_failure_fn, NULL, &e), ERR_DEVICE);
+	double dt = clock_now_s() - t0;
+	ck_assert_double_ge(dt, POOL_GRACE_S * 0.9);
+	ck_assert_double_lt(dt, POOL_GRACE_S + 2.5);
+	ck_assert_msg(strstr(e.msg, "rank 0 failed on purpose; rank 1 did not return within 1 s"),
+		      "message: %s", e.msg);
+	ck_assert_int_eq(pool_abandoned(p), 1);
+	pool_destroy(p);
 }
 END_TEST
 
@@ -311,7 +441,12 @@ int main(void)
 	tcase_add_test(tc, host_allreduce_is_rank_ordered_and_identical);
 	tcase_add_test(tc, barrier_publishes_writes_spinning_or_sleeping);
 	tcase_add_test(tc, an_abort_reaches_spinning_waiters);
-	tcase_add_test(tc, a_rank_stuck_in_a_blocking_call_does_not_hold_the_pool);
+	tcase_add_test(tc, a_parked_rank_is_reported_and_left_behind);
+	tcase_add_test(tc, a_parked_single_rank_is_reported);
+	tcase_add_test(tc, a_slow_rank_is_named_not_the_one_that_waited);
+	tcase_add_test(tc, an_absent_rank_is_late_without_marks);
+	tcase_add_test(tc, a_rank_that_marks_progress_is_never_late);
+	tcase_add_test(tc, a_rank_that_does_not_leave_after_a_failure_is_left_behind);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }

@@ -1,0 +1,94 @@
+/*
+ * dirlock: exclusive flock() of a directory's lock file (see dirlock.h).
+ */
+#include "dirlock.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fsx.h"
+
+void dirlock_init(struct dirlock *l)
+{
+	memset(l, 0, sizeof *l);
+}
+
+/* The holder's line as it wrote it ("pid 123 on host: train"), or a note when the file
+ * is still empty (the holder has just locked it). */
+static void read_holder(int fd, char *out, size_t outlen)
+{
+	ssize_t n = pread(fd, out, outlen - 1, 0);
+	if (n <= 0) {
+		snprintf(out, outlen, "a process that has not written its name yet");
+		return;
+	}
+	out[n] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+}
+
+/* Writes "pid N on HOST: holder" over the old content (the file is never empty, so
+ * that a refused writer always finds a name). */
+static int write_holder(int fd, const char *path, const char *holder, struct err *e)
+{
+	char host[256] = "unknown host", line[1024];
+	if (gethostname(host, sizeof host - 1) != 0)
+		snprintf(host, sizeof host, "unknown host");
+	host[sizeof host - 1] = '\0';
+	int n = snprintf(line, sizeof line, "pid %ld on %s: %s\n", (long)getpid(), host, holder);
+	if (n < 0 || (size_t)n >= sizeof line)
+		n = (int)sizeof line - 1;
+	if (pwrite(fd, line, (size_t)n, 0) != n || ftruncate(fd, n) != 0)
+		return ERR_ERRNO(e, "%s: cannot record this process in the lock file", path);
+	return ERR_OK;
+}
+
+int dirlock_take(struct dirlock *l, const char *dir, const char *key, const char *holder,
+		 struct err *e)
+{
+	char path[FSX_PATH_MAX], other[512];
+	struct stat st;
+	ERR_TRY(fsx_join(path, sizeof path, dir, DIRLOCK_NAME, e));
+	if (stat(dir, &st) != 0)
+		return ERR_ERRNO(e, "directory %s (%s)", dir, key);
+	for (int i = 0; i < l->n; i++)
+		if (l->dev[i] == st.st_dev && l->ino[i] == st.st_ino)
+			return ERR_OK; /* already ours */
+	if (l->n == DIRLOCK_MAX)
+		return ERR(e, ERR_IO, "directory %s (%s): too many directories locked", dir, key);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+	if (fd < 0)
+		return ERR_ERRNO(e, "cannot create the lock file %s (%s)", path, key);
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		int errnum = errno;
+		if (errnum != EWOULDBLOCK) {
+			close(fd);
+			return err_errno(e, errnum, __FILE__, __LINE__, "cannot lock %s (%s)", path,
+					 key);
+		}
+		read_holder(fd, other, sizeof other);
+		close(fd);
+		return ERR(e, ERR_IO, "directory %s (%s) is being written by another ddptok-run (%s); "
+			   "wait for it to end, or give this run other directories", dir, key, other);
+	}
+	int rc = write_holder(fd, path, holder, e);
+	if (rc != ERR_OK) {
+		close(fd); /* closing drops the lock */
+		return rc;
+	}
+	l->fd[l->n] = fd;
+	l->dev[l->n] = st.st_dev;
+	l->ino[l->n] = st.st_ino;
+	l->n++;
+	return ERR_OK;
+}
+
+void dirlock_release(struct dirlock *l)
+{
+	for (int i = 0; i < l->n; i++)
+		close(l->fd[i]);
+	l->n = 0;
+}

@@ -1,0 +1,44 @@
+/*
+ * dirlock: one writer per directory.
+ *
+ * Two processes writing the same outputs or artifacts directory would interleave their
+ * files: one run's checkpoints replaced by the other's, a metrics file truncated under
+ * its writer. A command that writes a directory therefore first takes an exclusive
+ * flock() on DIRLOCK_NAME inside it, and keeps it until it ends; a second writer is
+ * refused at once, with the first one's pid, host and command line, which the holder
+ * writes into the lock file. The kernel drops the lock when the holder's descriptor
+ * closes, so a killed process leaves no stale lock (the file itself stays, harmless,
+ * and is reused). Readers take no lock.
+ *
+ * One struct dirlock holds the locks of several directories; a directory reached twice
+ * (the same directory under two names) is locked once, since two flock()s of one
+ * process on the same file through two descriptors would refuse each other.
+ */
+#ifndef DDPTOK_DIRLOCK_H
+#define DDPTOK_DIRLOCK_H
+
+#include <sys/types.h>
+
+#include "err.h"
+
+#define DIRLOCK_NAME ".ddptok-run.lock"
+#define DIRLOCK_MAX 4
+
+struct dirlock {
+	int n;
+	int fd[DIRLOCK_MAX];
+	dev_t dev[DIRLOCK_MAX]; /* the directory locked, to recognize it under another name */
+	ino_t ino[DIRLOCK_MAX];
+};
+
+void dirlock_init(struct dirlock *l);
+/* Locks directory `dir` (which must exist) for this process, recording `holder` (what
+ * runs, e.g. the command line) beside the pid and host name. ERR_IO when another process
+ * holds it (naming that process and `key`, the setting the directory comes from) or when
+ * the lock file cannot be created. */
+int dirlock_take(struct dirlock *l, const char *dir, const char *key, const char *holder,
+		 struct err *e);
+/* Releases every lock held (the lock files stay). */
+void dirlock_release(struct dirlock *l);
+
+#endif

@@ -1,0 +1,170 @@
+/*
+ * test-dirlock: one writer per directory. A second holder is refused at once, naming the
+ * first one's pid, host and command; the lock dies with its process (even killed); one
+ * directory reached under two names is locked once; a released lock can be taken again.
+ */
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check-run.h"
+#include "dirlock.h"
+#include "fsx.h"
+
+static char *make_tmpdir(void)
+{
+	const char *base = getenv("TMPDIR");
+	char tmpl[512];
+	snprintf(tmpl, sizeof tmpl, "%s/test-dirlock-XXXXXX", base && base[0] ? base : "/tmp");
+	char *d = mkdtemp(tmpl);
+	ck_assert_msg(d != NULL, "mkdtemp: %s", strerror(errno));
+	return strdup(d);
+}
+
+static void drop_tmpdir(char *d)
+{
+	struct err e;
+	err_clear(&e);
+	ck_assert_msg(fsx_remove_tree(d, &e) == 0, "%s", e.msg);
+	free(d);
+}
+
+START_TEST(a_second_holder_is_refused_naming_the_first)
+{
+	char *dir = make_tmpdir();
+	struct dirlock a, b;
+	struct err e;
+	err_clear(&e);
+	dirlock_init(&a);
+	dirlock_init(&b);
+	ck_assert_msg(dirlock_take(&a, dir, "[run] outputs", "train --continuous", &e) == ERR_OK,
+		      "%s", e.msg);
+	/* the lock file names the holder */
+	char path[FSX_PATH_MAX], *text;
+	size_t len;
+	snprintf(path, sizeof path, "%s/%s", dir, DIRLOCK_NAME);
+	ck_assert_int_eq(fsx_read_all(path, &text, &len, &e), ERR_OK);
+	char want[128];
+	snprintf(want, sizeof want, "pid %ld on ", (long)getpid());
+	ck_assert_msg(strncmp(text, want, strlen(want)) == 0, "lock file: %s", text);
+	ck_assert_msg(strstr(text, ": train --continuous\n"), "lock file: %s", text);
+	free(text);
+	/* another holder (another open file description, as another process has) */
+	ck_assert_int_eq(dirlock_take(&b, dir, "[run] artifacts", "train", &e), ERR_IO);
+	ck_assert_msg(strstr(e.msg, "is being written by another ddptok-run") &&
+		      strstr(e.msg, "[run] artifacts") && strstr(e.msg, want) &&
+		      strstr(e.msg, "train --continuous"), "message: %s", e.msg);
+	ck_assert_int_eq(b.n, 0);
+	/* released: the next one gets it */
+	dirlock_release(&a);
+	err_clear(&e);
+	ck_assert_msg(dirlock_take(&b, dir, "[run] artifacts", "clean", &e) == ERR_OK, "%s", e.msg);
+	dirlock_release(&b);
+	drop_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(one_directory_under_two_names_is_locked_once)
+{
+	char *dir = make_tmpdir();
+	char other[FSX_PATH_MAX], link[FSX_PATH_MAX];
+	struct dirlock a;
+	struct err e;
+	err_clear(&e);
+	dirlock_init(&a);
+	snprintf(other, sizeof other, "%s/.", dir);
+	snprintf(link, sizeof link, "%s-link", dir);
+	ck_assert_int_eq(symlink(dir, link), 0);
+	ck_assert_int_eq(dirlock_take(&a, dir, "[run] outputs", "train", &e), ERR_OK);
+	ck_assert_msg(dirlock_take(&a, other, "[run] artifacts", "train", &e) == ERR_OK, "%s", e.msg);
+	ck_assert_msg(dirlock_take(&a, link, "[run] artifacts", "train", &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(a.n, 1);
+	dirlock_release(&a);
+	unlink(link);
+	drop_tmpdir(dir);
+}
+END_TEST
+
+/* A child takes the lock, says so through a pipe, then waits to be killed. */
+static pid_t child_holding(const char *dir, int *ready)
+{
+	int fds[2];
+	ck_assert_int_eq(pipe(fds), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct dirlock l;
+		struct err e;
+		err_clear(&e);
+		dirlock_init(&l);
+		char c = dirlock_take(&l, dir, "[run] outputs", "evaluate --checkpoint x", &e) == ERR_OK
+				 ? 'y' : 'n';
+		if (write(fds[1], &c, 1) != 1)
+			_exit(2);
+		for (;;)
+			pause();
+	}
+	close(fds[1]);
+	char c = 0;
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	close(fds[0]);
+	*ready = c == 'y';
+	return pid;
+}
+
+START_TEST(the_lock_dies_with_its_process)
+{
+	char *dir = make_tmpdir();
+	int ready;
+	pid_t pid = child_holding(dir, &ready);
+	ck_assert(ready);
+	struct dirlock l;
+	struct err e;
+	err_clear(&e);
+	dirlock_init(&l);
+	ck_assert_int_eq(dirlock_take(&l, dir, "[run] outputs", "train", &e), ERR_IO);
+	char want[64];
+	snprintf(want, sizeof want, "pid %ld on ", (long)pid);
+	ck_assert_msg(strstr(e.msg, want) && strstr(e.msg, "evaluate --checkpoint x"), "message: %s",
+		      e.msg);
+	/* killed without a chance to clean up: the kernel releases the lock */
+	kill(pid, SIGKILL);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	err_clear(&e);
+	ck_assert_msg(dirlock_take(&l, dir, "[run] outputs", "train", &e) == ERR_OK, "%s", e.msg);
+	dirlock_release(&l);
+	drop_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(a_missing_directory_is_an_error_naming_it)
+{
+	struct dirlock l;
+	struct err e;
+	err_clear(&e);
+	dirlock_init(&l);
+	ck_assert_int_eq(dirlock_take(&l, "/nonexistent-dirlock-test/x", "[run] outputs", "train", &e),
+			 ERR_IO);
+	ck_assert_msg(strstr(e.msg, "/nonexistent-dirlock-test/x") && strstr(e.msg, "[run] outputs"),
+		      "message: %s", e.msg);
+	ck_assert_int_eq(l.n, 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("dirlock");
+	TCase *tc = tcase_create("dirlock");
+	tcase_add_test(tc, a_second_holder_is_refused_naming_the_first);
+	tcase_add_test(tc, one_directory_under_two_names_is_locked_once);
+	tcase_add_test(tc, the_lock_dies_with_its_process);
+	tcase_add_test(tc, a_missing_directory_is_an_error_naming_it);
+	suite_add_tcase(s, tc);
+	return check_run(s, 0);
+}
