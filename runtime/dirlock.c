@@ -46,11 +46,45 @@ static int write_holder(int fd, const char *path, const char *holder, struct err
 	return ERR_OK;
 }
 
+/* Opens and locks the lock file at path into *fd: ERR_OK, or ERR_IO naming the holder
+ * (or the failure). A file removed by its holder between our open and flock is not the
+ * lock any more: then the next one is taken. */
+static int lock_file(const char *path, const char *dir, const char *key, int *fd,
+		     struct err *e)
+{
+	for (int attempt = 0; attempt < 100; attempt++) {
+		struct stat held, named;
+		char other[512];
+		*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+		if (*fd < 0)
+			return ERR_ERRNO(e, "cannot create the lock file %s (%s)", path, key);
+		if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
+			int errnum = errno;
+			if (errnum != EWOULDBLOCK) {
+				close(*fd);
+				return err_errno(e, errnum, __FILE__, __LINE__, "cannot lock %s (%s)",
+						 path, key);
+			}
+			read_holder(*fd, other, sizeof other);
+			close(*fd);
+			return ERR(e, ERR_IO, "directory %s (%s) is being written by another "
+				   "ddptok-run (%s); wait for it to end, or give this run other "
+				   "directories", dir, key, other);
+		}
+		if (fstat(*fd, &held) == 0 && stat(path, &named) == 0 &&
+		    held.st_dev == named.st_dev && held.st_ino == named.st_ino)
+			return ERR_OK;
+		close(*fd); /* removed (or replaced) meanwhile */
+	}
+	return ERR(e, ERR_IO, "cannot lock %s (%s): the lock file keeps being replaced", path, key);
+}
+
 int dirlock_take(struct dirlock *l, const char *dir, const char *key, const char *holder,
 		 struct err *e)
 {
-	char path[FSX_PATH_MAX], other[512];
+	char path[FSX_PATH_MAX];
 	struct stat st;
+	int fd;
 	ERR_TRY(fsx_join(path, sizeof path, dir, DIRLOCK_NAME, e));
 	if (stat(dir, &st) != 0)
 		return ERR_ERRNO(e, "directory %s (%s)", dir, key);
@@ -59,21 +93,7 @@ int dirlock_take(struct dirlock *l, const char *dir, const char *key, const char
 			return ERR_OK; /* already ours */
 	if (l->n == DIRLOCK_MAX)
 		return ERR(e, ERR_IO, "directory %s (%s): too many directories locked", dir, key);
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
-	if (fd < 0)
-		return ERR_ERRNO(e, "cannot create the lock file %s (%s)", path, key);
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		int errnum = errno;
-		if (errnum != EWOULDBLOCK) {
-			close(fd);
-			return err_errno(e, errnum, __FILE__, __LINE__, "cannot lock %s (%s)", path,
-					 key);
-		}
-		read_holder(fd, other, sizeof other);
-		close(fd);
-		return ERR(e, ERR_IO, "directory %s (%s) is being written by another ddptok-run (%s); "
-			   "wait for it to end, or give this run other directories", dir, key, other);
-	}
+	ERR_TRY(lock_file(path, dir, key, &fd, e));
 	int rc = write_holder(fd, path, holder, e);
 	if (rc != ERR_OK) {
 		close(fd); /* closing drops the lock */
@@ -82,13 +102,16 @@ int dirlock_take(struct dirlock *l, const char *dir, const char *key, const char
 	l->fd[l->n] = fd;
 	l->dev[l->n] = st.st_dev;
 	l->ino[l->n] = st.st_ino;
+	snprintf(l->path[l->n], sizeof l->path[l->n], "%s", path);
 	l->n++;
 	return ERR_OK;
 }
 
 void dirlock_release(struct dirlock *l)
 {
-	for (int i = 0; i < l->n; i++)
+	for (int i = 0; i < l->n; i++) {
+		unlink(l->path[i]); /* while still held: nobody else has it yet */
 		close(l->fd[i]);
+	}
 	l->n = 0;
 }

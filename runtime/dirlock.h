@@ -7,8 +7,11 @@
  * flock() on DIRLOCK_NAME inside it, and keeps it until it ends; a second writer is
  * refused at once, with the first one's pid, host and command line, which the holder
  * writes into the lock file. The kernel drops the lock when the holder's descriptor
- * closes, so a killed process leaves no stale lock (the file itself stays, harmless,
- * and is reused). Readers take no lock.
+ * closes, so a killed process leaves no stale lock (its file stays, harmless, and is
+ * taken over by the next writer); a process that ends normally removes the file. Since
+ * a file can be removed between another process's open() and flock(), a taker checks
+ * that the file it locked is still the one the name points to, and tries again if not.
+ * Readers take no lock.
  *
  * One struct dirlock holds the locks of several directories; a directory reached twice
  * (the same directory under two names) is locked once, since two flock()s of one
@@ -20,6 +23,7 @@
 #include <sys/types.h>
 
 #include "err.h"
+#include "fsx.h"
 
 #define DIRLOCK_NAME ".ddptok-run.lock"
 #define DIRLOCK_MAX 4
@@ -29,6 +33,7 @@ struct dirlock {
 	int fd[DIRLOCK_MAX];
 	dev_t dev[DIRLOCK_MAX]; /* the directory locked, to recognize it under another name */
 	ino_t ino[DIRLOCK_MAX];
+	char path[DIRLOCK_MAX][FSX_PATH_MAX]; /* its lock file */
 };
 
 void dirlock_init(struct dirlock *l);
@@ -38,7 +43,7 @@ void dirlock_init(struct dirlock *l);
  * the lock file cannot be created. */
 int dirlock_take(struct dirlock *l, const char *dir, const char *key, const char *holder,
 		 struct err *e);
-/* Releases every lock held (the lock files stay). */
+/* Removes the lock files and releases the locks. */
 void dirlock_release(struct dirlock *l);
 
 #endif

@@ -40,6 +40,9 @@ void app_env_init(struct app *a, int tty)
 	a->env.engine.inject_rank = a->o.inject_rank;
 	a->env.engine.inject_window = a->o.inject_window;
 	a->env.engine.inject_swap_rank = a->o.inject_swap_rank;
+	a->env.engine.hang_rank = a->o.hang_rank;
+	a->env.engine.hang_window = a->o.hang_window;
+	a->env.engine.hang_seconds = a->o.hang_seconds;
 }
 
 /* --inject-drift: the smallest change there is, which the protocol's resume check must

@@ -32,6 +32,9 @@ struct app_opts {
 	int inject_drift;       /* --inject-drift (tests): a resume flips one parameter bit */
 	int inject_swap_rank;   /* --inject-shard-swap R (tests, exact mode); -1 off */
 	int check;              /* env --check */
+	int hang_rank;          /* --inject-hang R:W[:S] (tests); -1 off */
+	long hang_window;
+	double hang_seconds;    /* < 0: for good */
 };
 
 struct app {
@@ -46,8 +49,8 @@ struct app {
 
 /* Points a->env to a's configuration and settings; its log prints to stdout ([run]
  * log_level), with live progress lines when stdout is a terminal; its stop flag is the
- * one of cli_signals.h; its engines get the --inject-failure and --inject-shard-swap
- * options. */
+ * one of cli_signals.h; its engines get the --inject-failure, --inject-shard-swap and
+ * --inject-hang options. */
 void app_env_init(struct app *a, int tty);
 /* Ends a progress line left open on the terminal (before anything else is printed). */
 void app_progress_close(struct app *a);

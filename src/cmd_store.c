@@ -20,6 +20,7 @@
 
 #include "app.h"
 #include "ckpt.h"
+#include "dirlock.h"
 #include "fsx.h"
 #include "outputs.h"
 #include "report.h"
@@ -525,6 +526,8 @@ static int plan_generated(const struct app *a, char roots[][FSX_PATH_MAX], struc
 		char q[FSX_PATH_MAX];
 		const struct output *own = NULL;
 		int in_artifacts = 0;
+		if (!strcmp(names[i], DIRLOCK_NAME))
+			continue; /* the lock this command holds, not an output */
 		if ((rc = fsx_join(q, sizeof q, a->s.outputs, names[i], e)))
 			break;
 		in_artifacts = holds(q, a->s.artifacts);

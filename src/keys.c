@@ -157,7 +157,8 @@ const struct cfg_key settings_keys[] = {
 	STRING_KEY("devices", "ids", "", 0, NO_FIELD,
 		   "comma-separated GPU ordinals, one per rank (empty: the first `world`)"),
 	FLOAT_KEY("devices", "timeout", "120", 0, 86400, 0, 0, AT(timeout_s),
-		  "seconds a rank waits at a barrier or collective before failing (0: forever)"),
+		  "seconds a rank waits for its peers, or spends in one step of a window, before "
+		  "the run fails (0: forever)"),
 
 	/* [parity] */
 	FLOAT_KEY("parity", "atol", "1e-6", 0, 1, 0, 0, AT(atol),

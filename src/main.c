@@ -20,6 +20,8 @@
 
 #include "app.h"
 #include "ddptok_config.h"
+#include "dirlock.h"
+#include "pool.h"
 
 /* Command-specific options: the bit a command's `opts` accepts them by. */
 enum {
@@ -34,6 +36,7 @@ enum {
 	OPT_DRIFT = 1 << 8,
 	OPT_CHECK = 1 << 9,
 	OPT_SWAP = 1 << 10,
+	OPT_HANG = 1 << 11,
 };
 
 struct option_row {
@@ -74,86 +77,107 @@ static const struct option_row options[] = {
 	{"inject-shard-swap", required_argument, 'X', OPT_SWAP, "--inject-shard-swap R",
 	 "testing aid (exact mode): rank R adds its second and third\n"
 	 "shards in each other's place (parity's bitwise check must fail)"},
+	{"inject-hang", required_argument, 'H', OPT_HANG, "--inject-hang R:W[:S]",
+	 "testing aid: rank R stops in window W for S seconds (for good\n"
+	 "without S), deaf to aborts; the watchdog must end the run"},
 	{"help", no_argument, 'h', 0, "-h, --help", "this help (with a command: that command's)"},
 	{"version", no_argument, 'V', 0, "--version", "print the version"},
 	{"keys", no_argument, 'K', 0, "--keys", "print the configuration reference (markdown)"},
 	{NULL, 0, 0, 0, NULL, NULL},
 };
 
+/* The directories a command writes: it holds their locks while it runs (dirlock.h). */
+enum {
+	WRITES_OUTPUTS = 1,
+	WRITES_ARTIFACTS = 2,
+};
+
 struct command {
 	const char *name;
 	int (*fn)(struct app *a, struct err *e);
 	unsigned opts;       /* the OPT_* bits it accepts */
+	unsigned writes;     /* WRITES_* bits: the roots it locks. Not the readers: env;
+				checkpoints and evaluate, whose only writes are one summary file
+				each, replaced atomically (they may run beside a training) */
 	const char *summary; /* one line of the global help */
 	const char *about;   /* what it does, for its own help */
 	const char *example; /* arguments after CONFIG */
 };
 
 static const struct command commands[] = {
-	{"protocol", cmd_protocol, OPT_INJECT | OPT_DRIFT | OPT_SWAP,
+	{"protocol", cmd_protocol, OPT_INJECT | OPT_DRIFT | OPT_SWAP | OPT_HANG,
+	 WRITES_OUTPUTS | WRITES_ARTIFACTS,
 	 "the whole protocol (default): prepare, check-loss, reference, parity, exercise, "
 	 "empty-window, train stop/continuous/resume, evaluate, figure, report",
 	 "Runs every step in order and writes report.md and report.json into [run] outputs;\n"
 	 "exits 1 when a check fails. A signal stops it after the current step (exit 8).",
 	 "protocol"},
-	{"prepare", cmd_prepare, 0, "build the corpus and write it with its data lock",
+	{"prepare", cmd_prepare, 0, WRITES_OUTPUTS,
+	 "build the corpus and write it with its data lock",
 	 "Builds the corpus from [data] and [run] seed and writes it, with its data lock,\n"
 	 "under [run] outputs (corpus/).",
 	 "prepare"},
-	{"check-loss", cmd_check_loss, 0, "the 12/36 counterexample: mean of means 2, global mean 2.5",
+	{"check-loss", cmd_check_loss, 0, WRITES_OUTPUTS,
+	 "the 12/36 counterexample: mean of means 2, global mean 2.5",
 	 "Two ranks with 12 and 36 supervised tokens: the mean of the rank means is 2, the\n"
 	 "global token mean 2.5; exits 1 if the program computes other values.",
 	 "check-loss"},
-	{"reference", cmd_reference, 0, "single-device gradient of window 1 (.npy + JSON summary)",
+	{"reference", cmd_reference, 0, WRITES_OUTPUTS,
+	 "single-device gradient of window 1 (.npy + JSON summary)",
 	 "The gradient of window 1's global token mean computed by one device over every\n"
 	 "sequence of the window; writes it as .npy with a JSON summary (N, loss, L2 norm).",
 	 "reference"},
-	{"parity", cmd_parity, OPT_DUMP | OPT_INJECT | OPT_SWAP,
+	{"parity", cmd_parity, OPT_DUMP | OPT_INJECT | OPT_SWAP | OPT_HANG, WRITES_OUTPUTS,
 	 "W-device gradient per normalization against the reference [--dump DIR]",
 	 "The W-device gradient of window 1 under each normalization against the\n"
 	 "single-device reference, within [parity] atol and rtol: global_token must agree,\n"
 	 "the negative controls must not; exits 1 otherwise.",
 	 "parity --dump parity-dump"},
-	{"exercise", cmd_exercise, 0, "rank 1 goes from 12 to 36 tokens: both means and gradients",
+	{"exercise", cmd_exercise, 0, WRITES_OUTPUTS,
+	 "rank 1 goes from 12 to 36 tokens: both means and gradients",
 	 "Rank 0 keeps [exercise] short supervised tokens while rank 1 goes from long_before\n"
 	 "to long_after: both means and both gradients on the model.",
 	 "exercise"},
-	{"train", cmd_train, OPT_RESUME | OPT_CONTINUOUS | OPT_INJECT | OPT_DRIFT,
+	{"train", cmd_train, OPT_RESUME | OPT_CONTINUOUS | OPT_INJECT | OPT_DRIFT | OPT_HANG,
+	 WRITES_OUTPUTS | WRITES_ARTIFACTS,
 	 "train to stop_at and checkpoint [--continuous | --resume DIR]",
 	 "Trains from step 0 to [train] stop_at and checkpoints into [run] artifacts\n"
 	 "(checkpoints/); --continuous trains 0 -> updates into continuous/; --resume DIR\n"
 	 "continues a checkpoint to updates. SIGINT/SIGTERM checkpoint and exit 8.",
 	 "train --resume artifacts/checkpoints/step-0050"},
-	{"evaluate", cmd_evaluate, OPT_CHECKPOINT,
+	{"evaluate", cmd_evaluate, OPT_CHECKPOINT, 0,
 	 "test and validation loss/accuracy of a checkpoint [--checkpoint DIR]",
 	 "Test and validation loss (global token mean) and token accuracy of a checkpoint,\n"
 	 "printed and written to evaluate.json.",
 	 "evaluate --checkpoint artifacts/continuous/step-0100"},
-	{"checkpoints", cmd_checkpoints, 0, "verify every checkpoint under the artifacts directory",
+	{"checkpoints", cmd_checkpoints, 0, 0,
+	 "verify every checkpoint under the artifacts directory",
 	 "Verifies every checkpoint under [run] artifacts (manifest, sizes, digests); exits 1\n"
 	 "if one is corrupt.",
 	 "checkpoints"},
-	{"clean", cmd_clean, OPT_SCOPE | OPT_DRY_RUN,
+	{"clean", cmd_clean, OPT_SCOPE | OPT_DRY_RUN, WRITES_OUTPUTS | WRITES_ARTIFACTS,
 	 "remove what the program wrote [--scope generated|checkpoints|partial|all] [--dry-run]",
 	 "Removes what the program wrote, and nothing else: generated outputs (default),\n"
 	 "checkpoints, partial (interrupted writes) or all.",
 	 "clean --scope all --dry-run"},
-	{"inspect", cmd_inspect, OPT_RESUME, "interactive step-by-step gradient inspection [--resume DIR]",
+	{"inspect", cmd_inspect, OPT_RESUME, WRITES_OUTPUTS | WRITES_ARTIFACTS,
+	 "interactive step-by-step gradient inspection [--resume DIR]",
 	 "Opens a ddptok> prompt to step through windows and look at the gradients (type\n"
 	 "help there); reads commands from stdin when it is not a terminal, and such a\n"
 	 "script that met a mistake exits with the first one's status (2 for usage).",
 	 "inspect --resume artifacts/checkpoints/step-0050"},
-	{"bench", cmd_bench, OPT_WINDOWS, "training throughput and sgemm rate [--windows N]",
+	{"bench", cmd_bench, OPT_WINDOWS, WRITES_OUTPUTS,
+	 "training throughput and sgemm rate [--windows N]",
 	 "Times training windows: throughput and FLOP rate against the machine's one-thread\n"
 	 "sgemm rate.",
 	 "bench --windows 20"},
-	{"env", cmd_env, OPT_CHECK | OPT_INJECT, "backends, devices, versions [--check]",
+	{"env", cmd_env, OPT_CHECK | OPT_INJECT, 0, "backends, devices, versions [--check]",
 	 "The build, the backends and devices visible, and what the configuration would use\n"
 	 "(exit 0 even when it cannot run here). --check runs the configuration's device\n"
 	 "plan: every rank's device, a kernel and a GEMM compared with the CPU, an allreduce\n"
 	 "over the plan's collective; exit 10 naming the rank and the step that failed.",
 	 "env --check"},
-	{NULL, NULL, 0, NULL, NULL, NULL},
+	{NULL, NULL, 0, 0, NULL, NULL, NULL},
 };
 
 static const struct command *find_command(const char *name)
@@ -286,6 +310,34 @@ struct cli {
 
 enum { CLI_RUN = -1 }; /* parse result: go on (else the exit status) */
 
+/* --inject-hang R:W[:S] into o; CLI_RUN or ERR_USAGE. */
+static int parse_hang(struct app_opts *o, char *arg)
+{
+	char *w_text = strchr(arg, ':'), *s_text = NULL, *end = NULL;
+	long r, w;
+	double seconds = -1.0;
+	if (w_text)
+		*w_text++ = '\0';
+	if (w_text && (s_text = strchr(w_text, ':')))
+		*s_text++ = '\0';
+	if (s_text) {
+		errno = 0;
+		seconds = strtod(s_text, &end);
+		if (end == s_text || *end || errno || !(seconds > 0 && seconds <= 86400))
+			seconds = 0; /* refused below */
+	}
+	if (!w_text || parse_long(arg, &r) || parse_long(w_text, &w) || r < 0 || w < 1 ||
+	    seconds == 0) {
+		fprintf(stderr, "ddptok-run: --inject-hang needs RANK:WINDOW or RANK:WINDOW:SECONDS "
+			"(rank from 0, window from 1, seconds in (0, 86400])\n");
+		return ERR_USAGE;
+	}
+	o->hang_rank = (int)r;
+	o->hang_window = w - 1; /* the engine counts windows from 0 */
+	o->hang_seconds = seconds;
+	return CLI_RUN;
+}
+
 /* The value of a command-specific option into cli->a.o; CLI_RUN or ERR_USAGE. */
 static int take_option(struct cli *cli, int val, char *arg)
 {
@@ -329,6 +381,8 @@ static int take_option(struct cli *cli, int val, char *arg)
 		o->inject_window = w - 1; /* the engine counts windows from 0 */
 		break;
 	}
+	case 'H':
+		return parse_hang(o, arg);
 	}
 	return CLI_RUN;
 }
@@ -479,6 +533,50 @@ static int load_configuration(struct cli *cli, struct err *e)
 		return ERR(e, ERR_USAGE, "--inject-shard-swap %d: needs exact mode (train.shards), "
 			   "a rank below devices.world = %d and at least 4 shards per rank (here "
 			   "train.shards = %d)", a->o.inject_swap_rank, a->s.world, a->s.shards);
+	if (a->o.hang_rank >= a->s.world)
+		return ERR(e, ERR_USAGE, "--inject-hang %d:%ld: rank %d does not exist "
+			   "(devices.world = %d)", a->o.hang_rank, a->o.hang_window + 1,
+			   a->o.hang_rank, a->s.world);
+	return ERR_OK;
+}
+
+/* "ddptok-run ARGS...": what a refused second writer is told holds the directory. */
+static void command_line(int argc, char **argv, char *out, size_t outlen)
+{
+	size_t len = 0;
+	out[0] = '\0';
+	for (int i = 0; i < argc; i++) {
+		int n = snprintf(out + len, outlen - len, "%s%s", i ? " " : "",
+				 i ? argv[i] : "ddptok-run");
+		if (n < 0 || (size_t)n >= outlen - len)
+			break;
+		len += (size_t)n;
+	}
+}
+
+/* Creates and locks the directories the command writes, for as long as this process runs
+ * (the kernel releases them when it ends, even killed). A dry run writes nothing. */
+static int lock_roots(const struct command *cmd, struct cli *cli, int argc, char **argv,
+		      struct dirlock *locks, struct err *e)
+{
+	const struct settings *s = &cli->a.s;
+	const struct {
+		unsigned bit;
+		const char *dir, *key;
+	} roots[] = {
+		{WRITES_OUTPUTS, s->outputs, "[run] outputs"},
+		{WRITES_ARTIFACTS, s->artifacts, "[run] artifacts"},
+	};
+	char holder[512];
+	if (cli->a.o.dry_run)
+		return ERR_OK;
+	command_line(argc, argv, holder, sizeof holder);
+	for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+		if (!(cmd->writes & roots[i].bit))
+			continue;
+		ERR_TRY(env_dir_ready(roots[i].dir, roots[i].key, e));
+		ERR_TRY(dirlock_take(locks, roots[i].dir, roots[i].key, holder, e));
+	}
 	return ERR_OK;
 }
 
@@ -488,12 +586,16 @@ int main(int argc, char **argv)
 	struct app *a = &cli.a;
 	struct err e;
 	const struct command *cmd;
+	struct dirlock locks;
 	int rc;
 
 	err_clear(&e);
+	dirlock_init(&locks);
 	a->o.inject_rank = -1;
 	a->o.inject_window = -1;
 	a->o.inject_swap_rank = -1;
+	a->o.hang_rank = -1;
+	a->o.hang_window = -1;
 	if ((rc = parse_args(&cli, argc, argv)) != CLI_RUN)
 		return rc;
 	if (cli.help)
@@ -504,7 +606,8 @@ int main(int argc, char **argv)
 	}
 	if (!(cmd = chosen_command(&cli)))
 		return ERR_USAGE;
-	if ((rc = load_configuration(&cli, &e)) == ERR_OK) {
+	if ((rc = load_configuration(&cli, &e)) == ERR_OK &&
+	    (rc = lock_roots(cmd, &cli, argc, argv, &locks, &e)) == ERR_OK) {
 		app_env_init(a, isatty(STDOUT_FILENO));
 		rc = cmd->fn(a, &e);
 		app_progress_close(a);
@@ -518,5 +621,15 @@ int main(int argc, char **argv)
 			fprintf(stderr, "  (at %s:%d)\n", e.file, e.line);
 	}
 	cfg_free(&a->cfg);
-	return rc == ERR_OK ? 0 : e.code;
+	dirlock_release(&locks);
+	int status = rc == ERR_OK ? 0 : e.code;
+	if (pool_abandoned_threads()) {
+		/* The watchdog gave up on a device thread (stuck in a call that does not return):
+		 * it cannot be joined and may still be inside BLAS or CUDA. exit() would run the
+		 * libraries' destructors and atexit handlers beneath it, which can crash or wait
+		 * for it, so the process ends here at once, with what it printed flushed. */
+		fflush(NULL);
+		_exit(status);
+	}
+	return status;
 }

@@ -1,7 +1,8 @@
 /*
  * test-dirlock: one writer per directory. A second holder is refused at once, naming the
- * first one's pid, host and command; the lock dies with its process (even killed); one
- * directory reached under two names is locked once; a released lock can be taken again.
+ * first one's pid, host and command; the lock dies with its process (even killed, its file
+ * then taken over); one directory reached under two names is locked once; a released
+ * lock's file is removed and the lock can be taken again.
  */
 #include <check.h>
 #include <errno.h>
@@ -60,8 +61,9 @@ START_TEST(a_second_holder_is_refused_naming_the_first)
 		      strstr(e.msg, "[run] artifacts") && strstr(e.msg, want) &&
 		      strstr(e.msg, "train --continuous"), "message: %s", e.msg);
 	ck_assert_int_eq(b.n, 0);
-	/* released: the next one gets it */
+	/* released: the file is gone, and the next one gets the lock */
 	dirlock_release(&a);
+	ck_assert(!fsx_exists(path));
 	err_clear(&e);
 	ck_assert_msg(dirlock_take(&b, dir, "[run] artifacts", "clean", &e) == ERR_OK, "%s", e.msg);
 	dirlock_release(&b);
