@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "check-run.h"
+#include "tmpdir.h"
 #include "ckpt.h"
 #include "digest.h"
 #include "err.h"
@@ -42,24 +43,6 @@ int unlinkat(int dirfd, const char *path, int flags)
 		return -1;
 	}
 	return (int)syscall(SYS_unlinkat, dirfd, path, flags);
-}
-
-static char *make_tmpdir(void)
-{
-	const char *base = getenv("TMPDIR");
-	char tmpl[512];
-	snprintf(tmpl, sizeof tmpl, "%s/test-ckpt-XXXXXX", base && base[0] ? base : "/tmp");
-	char *d = mkdtemp(tmpl);
-	ck_assert_msg(d != NULL, "mkdtemp: %s", strerror(errno));
-	return strdup(d);
-}
-
-static void drop_tmpdir(char *d)
-{
-	struct err e;
-	err_clear(&e);
-	ck_assert_msg(fsx_remove_tree(d, &e) == 0, "%s", e.msg);
-	free(d);
 }
 
 static void path2(char *out, const char *a, const char *b)
@@ -119,7 +102,7 @@ START_TEST(test_digest)
 	ck_assert(digest_is_hex(hex));
 	ck_assert(!digest_is_hex("ABC"));
 
-	char *t = make_tmpdir(), p[FSX_PATH_MAX];
+	char *t = tmpdir_make("test-ckpt"), p[FSX_PATH_MAX];
 	uint64_t size;
 	path2(p, t, "f");
 	ck_assert_int_eq(fsx_write_atomic(p, msg, strlen(msg), &e), 0);
@@ -129,7 +112,7 @@ START_TEST(test_digest)
 	path2(p, t, "absent");
 	ck_assert_int_eq(digest_file(p, hex, &size, &e), ERR_IO);
 	ck_assert_ptr_nonnull(strstr(e.msg, p));
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 
@@ -137,7 +120,7 @@ START_TEST(test_write_verify_read)
 {
 	struct err e;
 	struct ckpt_report r;
-	char *t = make_tmpdir(), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
+	char *t = tmpdir_make("test-ckpt"), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
 	char *buf;
 	size_t len;
 	err_clear(&e);
@@ -220,7 +203,7 @@ START_TEST(test_write_verify_read)
 	ck_assert(!ckpt_parse_step_name("step-00050", &step));
 	ck_assert(!ckpt_parse_step_name("step-0050x", &step));
 	ck_assert(!ckpt_parse_step_name("step-", &step));
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 
@@ -228,7 +211,7 @@ START_TEST(test_bad_names)
 {
 	struct err e;
 	struct ckpt_writer *w;
-	char *t = make_tmpdir(), root[FSX_PATH_MAX];
+	char *t = tmpdir_make("test-ckpt"), root[FSX_PATH_MAX];
 	static const char *const bad[] = { "", "a/b", "../x", ".hidden", "MANIFEST.json", "sp ace",
 					   "x\n" };
 	path2(root, t, "ck");
@@ -259,7 +242,7 @@ START_TEST(test_bad_names)
 	ck_assert_int_eq(ckpt_begin(root, 1, &w, &e), ERR_IO);
 	ck_assert_ptr_null(w);
 	ck_assert_ptr_nonnull(strstr(e.msg, root));
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 
@@ -277,7 +260,7 @@ static void flip_byte(const char *path, long at)
 START_TEST(test_damage)
 {
 	struct err e;
-	char *t = make_tmpdir(), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
+	char *t = tmpdir_make("test-ckpt"), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
 	char *buf;
 	size_t len;
 	path2(root, t, "checkpoints");
@@ -366,10 +349,10 @@ START_TEST(test_damage)
 	ck_assert_int_eq(ckpt_read(p, "params.bin", &buf, &len, &e), 0);
 	ck_assert_str_eq(buf, "ten");
 	free(buf);
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 
 	/* nothing valid at all */
-	t = make_tmpdir();
+	t = tmpdir_make("test-ckpt");
 	path2(root, t, "checkpoints");
 	ck_assert_int_eq(ckpt_latest_valid(root, p, sizeof p, &step, &skipped, &e), ERR_DATA);
 	ck_assert_ptr_nonnull(strstr(e.msg, root));
@@ -380,14 +363,14 @@ START_TEST(test_damage)
 	ck_assert_int_eq(ckpt_latest_valid(root, p, sizeof p, &step, &skipped, &e), ERR_DATA);
 	ck_assert_int_eq(skipped, 1);
 	ck_assert_ptr_nonnull(strstr(e.msg, "no MANIFEST.json"));
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 
 START_TEST(test_partial_never_used)
 {
 	struct err e;
-	char *t = make_tmpdir(), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
+	char *t = tmpdir_make("test-ckpt"), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
 	path2(root, t, "checkpoints");
 	err_clear(&e);
 
@@ -459,7 +442,7 @@ START_TEST(test_partial_never_used)
 	ck_assert_int_eq(ckpt_list(p, &l, &e), 0);
 	ck_assert_uint_eq(l.n, 0);
 	ckpt_listing_free(&l);
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 
@@ -467,7 +450,7 @@ START_TEST(test_overwrite)
 {
 	struct err e;
 	struct ckpt_writer *w;
-	char *t = make_tmpdir(), root[FSX_PATH_MAX], dir[FSX_PATH_MAX];
+	char *t = tmpdir_make("test-ckpt"), root[FSX_PATH_MAX], dir[FSX_PATH_MAX];
 	char *buf;
 	size_t len;
 	path2(root, t, "checkpoints");
@@ -505,7 +488,7 @@ START_TEST(test_overwrite)
 	ck_assert_uint_eq(l.n, 1);
 	ck_assert_str_eq(l.v[0].name, "step-0010");
 	ckpt_listing_free(&l);
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 
@@ -552,7 +535,7 @@ START_TEST(test_rewrite_keeps_invalid)
 {
 	struct err e;
 	struct ckpt_commit_info info;
-	char *t = make_tmpdir(), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
+	char *t = tmpdir_make("test-ckpt"), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
 	char want[FSX_PATH_MAX], name[64];
 	path2(root, t, "checkpoints");
 	err_clear(&e);
@@ -626,7 +609,7 @@ START_TEST(test_rewrite_keeps_invalid)
 	ck_assert_msg(strstr(info.kept_why, "not a directory"), "why: %s", info.kept_why);
 	ck_assert_int_eq(fsx_is_dir(info.kept), 0);
 	expect_payload(p, "seven");
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 
@@ -635,7 +618,7 @@ START_TEST(test_replaced_copy_named_old)
 	struct err e;
 	struct ckpt_commit_info info;
 	struct ckpt_listing l;
-	char *t = make_tmpdir(), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], name[64];
+	char *t = tmpdir_make("test-ckpt"), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], name[64];
 	path2(root, t, "checkpoints");
 	err_clear(&e);
 
@@ -663,7 +646,7 @@ START_TEST(test_replaced_copy_named_old)
 	ck_assert_uint_eq(l.n, 1);
 	ckpt_listing_free(&l);
 	expect_payload(dir, "third");
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 
@@ -671,7 +654,7 @@ START_TEST(test_root_given)
 {
 	struct err e;
 	struct ckpt_report r;
-	char *t = make_tmpdir(), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
+	char *t = tmpdir_make("test-ckpt"), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
 	path2(root, t, "checkpoints");
 	err_clear(&e);
 
@@ -715,7 +698,7 @@ START_TEST(test_root_given)
 	path2(p, t, "empty");
 	ck_assert_int_eq(mkdir(p, 0755), 0);
 	expect_problem(p, CKPT_NO_MANIFEST, "has no MANIFEST.json: incomplete checkpoint, not used");
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 
@@ -815,7 +798,7 @@ static int check_published(const char *root, int *valid_before, int *partials)
 
 START_TEST(test_sigkill_never_invalid)
 {
-	char *t = make_tmpdir(), root[FSX_PATH_MAX];
+	char *t = tmpdir_make("test-ckpt"), root[FSX_PATH_MAX];
 	int valid_before[KILL_STEPS + 1] = { 0 };
 	int accepted = 0, partials = 0;
 	struct prng r;
@@ -840,7 +823,7 @@ START_TEST(test_sigkill_never_invalid)
 	fprintf(stderr, "test-ckpt: %d trials, %d accepted checkpoint checks, %d partial entries seen\n",
 		KILL_TRIALS, accepted, partials);
 	ck_assert_int_gt(accepted, 0); /* the writer did get checkpoints through */
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 

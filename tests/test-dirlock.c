@@ -16,28 +16,11 @@
 #include "check-run.h"
 #include "dirlock.h"
 #include "fsx.h"
-
-static char *make_tmpdir(void)
-{
-	const char *base = getenv("TMPDIR");
-	char tmpl[512];
-	snprintf(tmpl, sizeof tmpl, "%s/test-dirlock-XXXXXX", base && base[0] ? base : "/tmp");
-	char *d = mkdtemp(tmpl);
-	ck_assert_msg(d != NULL, "mkdtemp: %s", strerror(errno));
-	return strdup(d);
-}
-
-static void drop_tmpdir(char *d)
-{
-	struct err e;
-	err_clear(&e);
-	ck_assert_msg(fsx_remove_tree(d, &e) == 0, "%s", e.msg);
-	free(d);
-}
+#include "tmpdir.h"
 
 START_TEST(a_second_holder_is_refused_naming_the_first)
 {
-	char *dir = make_tmpdir();
+	char *dir = tmpdir_make("test-dirlock");
 	struct dirlock a, b;
 	struct err e;
 	err_clear(&e);
@@ -67,13 +50,13 @@ START_TEST(a_second_holder_is_refused_naming_the_first)
 	err_clear(&e);
 	ck_assert_msg(dirlock_take(&b, dir, "[run] artifacts", "clean", &e) == ERR_OK, "%s", e.msg);
 	dirlock_release(&b);
-	drop_tmpdir(dir);
+	tmpdir_drop(dir);
 }
 END_TEST
 
 START_TEST(one_directory_under_two_names_is_locked_once)
 {
-	char *dir = make_tmpdir();
+	char *dir = tmpdir_make("test-dirlock");
 	char other[FSX_PATH_MAX], link[FSX_PATH_MAX];
 	struct dirlock a;
 	struct err e;
@@ -88,7 +71,7 @@ START_TEST(one_directory_under_two_names_is_locked_once)
 	ck_assert_int_eq(a.n, 1);
 	dirlock_release(&a);
 	unlink(link);
-	drop_tmpdir(dir);
+	tmpdir_drop(dir);
 }
 END_TEST
 
@@ -121,7 +104,7 @@ static pid_t child_holding(const char *dir, int *ready)
 
 START_TEST(the_lock_dies_with_its_process)
 {
-	char *dir = make_tmpdir();
+	char *dir = tmpdir_make("test-dirlock");
 	int ready;
 	pid_t pid = child_holding(dir, &ready);
 	ck_assert(ready);
@@ -141,7 +124,7 @@ START_TEST(the_lock_dies_with_its_process)
 	err_clear(&e);
 	ck_assert_msg(dirlock_take(&l, dir, "[run] outputs", "train", &e) == ERR_OK, "%s", e.msg);
 	dirlock_release(&l);
-	drop_tmpdir(dir);
+	tmpdir_drop(dir);
 }
 END_TEST
 

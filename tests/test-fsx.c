@@ -11,27 +11,9 @@
 #include <unistd.h>
 
 #include "check-run.h"
+#include "tmpdir.h"
 #include "err.h"
 #include "fsx.h"
-
-static char *make_tmpdir(void)
-{
-	const char *base = getenv("TMPDIR");
-	char tmpl[512];
-	snprintf(tmpl, sizeof tmpl, "%s/test-fsx-XXXXXX", base && base[0] ? base : "/tmp");
-	char *d = mkdtemp(tmpl);
-	ck_assert_msg(d != NULL, "mkdtemp: %s", strerror(errno));
-	return strdup(d);
-}
-
-static void drop_tmpdir(char *d)
-{
-	struct err e;
-	err_clear(&e);
-	ck_assert_msg(fsx_remove_tree(d, &e) == 0, "%s", e.msg);
-	ck_assert(!fsx_exists(d));
-	free(d);
-}
 
 static void put(const char *dir, const char *name, const char *text)
 {
@@ -94,7 +76,7 @@ START_TEST(test_mkdirs)
 {
 	struct err e;
 	char p[FSX_PATH_MAX];
-	char *t = make_tmpdir();
+	char *t = tmpdir_make("test-fsx");
 	err_clear(&e);
 
 	snprintf(p, sizeof p, "%s/a/b//c/", t);
@@ -129,7 +111,7 @@ START_TEST(test_mkdirs)
 		snprintf(p, sizeof p, "%s/ro", t);
 		chmod(p, 0755);
 	}
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 
@@ -138,7 +120,7 @@ START_TEST(test_write_atomic_and_read)
 	struct err e;
 	char p[FSX_PATH_MAX], *buf;
 	size_t len;
-	char *t = make_tmpdir();
+	char *t = tmpdir_make("test-fsx");
 	err_clear(&e);
 
 	snprintf(p, sizeof p, "%s/out.json", t);
@@ -208,7 +190,7 @@ START_TEST(test_write_atomic_and_read)
 	ck_assert_int_eq(fsx_read_all(p, &buf, &len, &e), 0);
 	ck_assert_str_eq(buf, "abc");
 	free(buf);
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 
@@ -218,7 +200,7 @@ START_TEST(test_writer)
 	struct fsx_writer w;
 	char p[FSX_PATH_MAX], *buf;
 	size_t len;
-	char *t = make_tmpdir();
+	char *t = tmpdir_make("test-fsx");
 	err_clear(&e);
 
 	snprintf(p, sizeof p, "%s/stream.bin", t);
@@ -246,7 +228,7 @@ START_TEST(test_writer)
 
 	/* write after abort is an error, not a crash */
 	ck_assert_int_eq(fsx_writer_write(&w, "a", 1, &e), ERR_IO);
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 
@@ -256,8 +238,8 @@ START_TEST(test_list_and_remove)
 	char p[FSX_PATH_MAX], q[FSX_PATH_MAX];
 	char **names;
 	size_t n;
-	char *t = make_tmpdir();
-	char *outside = make_tmpdir();
+	char *t = tmpdir_make("test-fsx");
+	char *outside = tmpdir_make("test-fsx");
 	err_clear(&e);
 
 	put(t, "b", "1");
@@ -313,8 +295,8 @@ START_TEST(test_list_and_remove)
 	ck_assert(fsx_exists(t) && fsx_is_dir(t));
 	snprintf(p, sizeof p, "%s/b", t);
 	ck_assert(fsx_exists(p) && !fsx_is_dir(p));
-	drop_tmpdir(t);
-	drop_tmpdir(outside);
+	tmpdir_drop(t);
+	tmpdir_drop(outside);
 }
 END_TEST
 

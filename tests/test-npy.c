@@ -11,27 +11,10 @@
 #include <string.h>
 
 #include "check-run.h"
+#include "tmpdir.h"
 #include "err.h"
 #include "fsx.h"
 #include "npy.h"
-
-static char *make_tmpdir(void)
-{
-	const char *base = getenv("TMPDIR");
-	char tmpl[512];
-	snprintf(tmpl, sizeof tmpl, "%s/test-npy-XXXXXX", base && base[0] ? base : "/tmp");
-	char *d = mkdtemp(tmpl);
-	ck_assert_msg(d != NULL, "mkdtemp: %s", strerror(errno));
-	return strdup(d);
-}
-
-static void drop_tmpdir(char *d)
-{
-	struct err e;
-	err_clear(&e);
-	ck_assert_msg(fsx_remove_tree(d, &e) == 0, "%s", e.msg);
-	free(d);
-}
 
 static void slurp(const char *path, char **buf, size_t *len)
 {
@@ -85,7 +68,7 @@ START_TEST(test_roundtrip_and_layout)
 {
 	struct err e;
 	char p[1024];
-	char *t = make_tmpdir();
+	char *t = tmpdir_make("test-npy");
 	enum npy_dtype dt;
 	size_t shape[NPY_MAX_DIMS];
 	int ndim;
@@ -198,7 +181,7 @@ START_TEST(test_roundtrip_and_layout)
 	snprintf(p, sizeof p, "%s/no/such/dir/x.npy", t);
 	ck_assert_int_eq(npy_write(p, NPY_F32, s23, 2, f, &e), ERR_IO);
 	ck_assert_ptr_nonnull(strstr(e.msg, "no/such/dir"));
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 
@@ -206,13 +189,13 @@ START_TEST(test_numpy_loads_it)
 {
 	struct err e;
 	char p[1024], q[1024], cmd[4096];
-	char *t = make_tmpdir();
+	char *t = tmpdir_make("test-npy");
 	err_clear(&e);
 
 	const char *py = python_with_numpy();
 	if (!py) {
 		fprintf(stderr, "test-npy: python3 with numpy not available, numpy check skipped\n");
-		drop_tmpdir(t);
+		tmpdir_drop(t);
 		return;
 	}
 	float f[6];
@@ -248,7 +231,7 @@ START_TEST(test_numpy_loads_it)
 	for (int i = 0; i < 6; i++)
 		ck_assert(((double *)data)[i] == i / 4.0);
 	free(data);
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 
@@ -296,7 +279,7 @@ static void grown_shape(char *b, size_t *len) { strstr(b + 10, "(4,)")[1] = '5';
 
 START_TEST(test_strict_reader)
 {
-	char *t = make_tmpdir();
+	char *t = tmpdir_make("test-npy");
 	expect_refused(t, "magic", "magic", bad_magic);
 	expect_refused(t, "tiny", "magic", tiny);
 	expect_refused(t, "cutdata", "truncated", cut_data);
@@ -320,7 +303,7 @@ START_TEST(test_strict_reader)
 	snprintf(p, sizeof p, "%s/absent.npy", t);
 	ck_assert_int_eq(npy_read(p, &dt, shape, &ndim, &data, &e), ERR_IO);
 	ck_assert_ptr_nonnull(strstr(e.msg, p));
-	drop_tmpdir(t);
+	tmpdir_drop(t);
 }
 END_TEST
 
