@@ -79,13 +79,52 @@ static int lock_file(const char *path, const char *dir, const char *key, int *fd
 	return ERR(e, ERR_IO, "cannot lock %s (%s): the lock file keeps being replaced", path, key);
 }
 
+/* The outermost directory of `dir` that does not exist (dir itself, or one of its
+ * parents) into made, or "" when dir exists. */
+static void outermost_missing(const char *dir, char *made, size_t cap)
+{
+	char probe[FSX_PATH_MAX];
+	struct stat st;
+	made[0] = '\0';
+	snprintf(probe, sizeof probe, "%s", dir);
+	while (probe[0] && stat(probe, &st) != 0 && errno == ENOENT) {
+		snprintf(made, cap, "%s", probe);
+		char *slash = strrchr(probe, '/');
+		while (slash && slash > probe && slash[-1] == '/')
+			slash--; /* "a//b": the parent is "a" */
+		if (!slash || slash == probe)
+			break;
+		*slash = '\0';
+	}
+}
+
+/* Removes dir and its parents up to `made` (made by this process), as long as they are
+ * empty. */
+static void remove_made(const char *dir, const char *made)
+{
+	char at[FSX_PATH_MAX];
+	size_t top = strlen(made);
+	snprintf(at, sizeof at, "%s", dir);
+	while (strlen(at) >= top && rmdir(at) == 0) {
+		char *slash = strrchr(at, '/');
+		if (!slash || (size_t)(slash - at) < top)
+			break;
+		*slash = '\0';
+	}
+}
+
 int dirlock_take(struct dirlock *l, const char *dir, const char *key, const char *holder,
 		 struct err *e)
 {
-	char path[FSX_PATH_MAX];
+	char path[FSX_PATH_MAX], made[FSX_PATH_MAX];
 	struct stat st;
-	int fd;
+	int fd, rc;
 	ERR_TRY(fsx_join(path, sizeof path, dir, DIRLOCK_NAME, e));
+	outermost_missing(dir, made, sizeof made);
+	if ((rc = fsx_mkdirs(dir, e)) != ERR_OK) {
+		err_prefix(e, "directory %s (%s)", dir, key);
+		return rc;
+	}
 	if (stat(dir, &st) != 0)
 		return ERR_ERRNO(e, "directory %s (%s)", dir, key);
 	for (int i = 0; i < l->n; i++)
@@ -93,16 +132,20 @@ int dirlock_take(struct dirlock *l, const char *dir, const char *key, const char
 			return ERR_OK; /* already ours */
 	if (l->n == DIRLOCK_MAX)
 		return ERR(e, ERR_IO, "directory %s (%s): too many directories locked", dir, key);
-	ERR_TRY(lock_file(path, dir, key, &fd, e));
-	int rc = write_holder(fd, path, holder, e);
-	if (rc != ERR_OK) {
+	rc = lock_file(path, dir, key, &fd, e);
+	if (rc == ERR_OK && (rc = write_holder(fd, path, holder, e)) != ERR_OK)
 		close(fd); /* closing drops the lock */
+	if (rc != ERR_OK) {
+		if (made[0])
+			remove_made(dir, made);
 		return rc;
 	}
 	l->fd[l->n] = fd;
 	l->dev[l->n] = st.st_dev;
 	l->ino[l->n] = st.st_ino;
 	snprintf(l->path[l->n], sizeof l->path[l->n], "%s", path);
+	snprintf(l->dir[l->n], sizeof l->dir[l->n], "%s", dir);
+	snprintf(l->made[l->n], sizeof l->made[l->n], "%s", made);
 	l->n++;
 	return ERR_OK;
 }
@@ -111,6 +154,8 @@ void dirlock_release(struct dirlock *l)
 {
 	for (int i = 0; i < l->n; i++) {
 		unlink(l->path[i]); /* while still held: nobody else has it yet */
+		if (l->made[i][0])
+			remove_made(l->dir[i], l->made[i]);
 		close(l->fd[i]);
 	}
 	l->n = 0;

@@ -13,6 +13,10 @@
  * that the file it locked is still the one the name points to, and tries again if not.
  * Readers take no lock.
  *
+ * A directory that does not exist yet is created (with its missing parents) to hold the
+ * lock; what was created is removed again at the release if nothing was written into it,
+ * so that a command refused before it wrote anything leaves no empty directories.
+ *
  * One struct dirlock holds the locks of several directories; a directory reached twice
  * (the same directory under two names) is locked once, since two flock()s of one
  * process on the same file through two descriptors would refuse each other.
@@ -34,16 +38,19 @@ struct dirlock {
 	dev_t dev[DIRLOCK_MAX]; /* the directory locked, to recognize it under another name */
 	ino_t ino[DIRLOCK_MAX];
 	char path[DIRLOCK_MAX][FSX_PATH_MAX]; /* its lock file */
+	char dir[DIRLOCK_MAX][FSX_PATH_MAX];  /* the directory as given */
+	char made[DIRLOCK_MAX][FSX_PATH_MAX]; /* the outermost directory created for it, or "" */
 };
 
 void dirlock_init(struct dirlock *l);
-/* Locks directory `dir` (which must exist) for this process, recording `holder` (what
- * runs, e.g. the command line) beside the pid and host name. ERR_IO when another process
- * holds it (naming that process and `key`, the setting the directory comes from) or when
- * the lock file cannot be created. */
+/* Locks directory `dir` for this process (creating it and its parents if needed),
+ * recording `holder` (what runs, e.g. the command line) beside the pid and host name.
+ * ERR_IO when another process holds it (naming that process and `key`, the setting the
+ * directory comes from) or when the directory or the lock file cannot be created. */
 int dirlock_take(struct dirlock *l, const char *dir, const char *key, const char *holder,
 		 struct err *e);
-/* Removes the lock files and releases the locks. */
+/* Removes the lock files, the directories created for them that stayed empty, and
+ * releases the locks. */
 void dirlock_release(struct dirlock *l);
 
 #endif

@@ -554,8 +554,9 @@ static void command_line(int argc, char **argv, char *out, size_t outlen)
 	}
 }
 
-/* Creates and locks the directories the command writes, for as long as this process runs
- * (the kernel releases them when it ends, even killed). A dry run writes nothing. */
+/* Locks the directories the command writes (created if need be, and removed again at the
+ * end if they stay empty), for as long as this process runs (the kernel releases them when
+ * it ends, even killed). A dry run writes nothing. */
 static int lock_roots(const struct command *cmd, struct cli *cli, int argc, char **argv,
 		      struct dirlock *locks, struct err *e)
 {
@@ -574,7 +575,6 @@ static int lock_roots(const struct command *cmd, struct cli *cli, int argc, char
 	for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
 		if (!(cmd->writes & roots[i].bit))
 			continue;
-		ERR_TRY(env_dir_ready(roots[i].dir, roots[i].key, e));
 		ERR_TRY(dirlock_take(locks, roots[i].dir, roots[i].key, holder, e));
 	}
 	return ERR_OK;

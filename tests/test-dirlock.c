@@ -2,7 +2,8 @@
  * test-dirlock: one writer per directory. A second holder is refused at once, naming the
  * first one's pid, host and command; the lock dies with its process (even killed, its file
  * then taken over); one directory reached under two names is locked once; a released
- * lock's file is removed and the lock can be taken again.
+ * lock's file is removed and the lock can be taken again; the directories made to hold a
+ * lock are removed with it when nothing was written into them.
  */
 #include <check.h>
 #include <errno.h>
@@ -128,17 +129,55 @@ START_TEST(the_lock_dies_with_its_process)
 }
 END_TEST
 
-START_TEST(a_missing_directory_is_an_error_naming_it)
+START_TEST(a_directory_that_cannot_be_made_is_an_error_naming_it)
 {
+	char *dir = tmpdir_make("test-dirlock"), blocker[FSX_PATH_MAX], inside[FSX_PATH_MAX + 8];
 	struct dirlock l;
 	struct err e;
 	err_clear(&e);
 	dirlock_init(&l);
-	ck_assert_int_eq(dirlock_take(&l, "/nonexistent-dirlock-test/x", "[run] outputs", "train", &e),
-			 ERR_IO);
-	ck_assert_msg(strstr(e.msg, "/nonexistent-dirlock-test/x") && strstr(e.msg, "[run] outputs"),
-		      "message: %s", e.msg);
+	snprintf(blocker, sizeof blocker, "%s/blocker", dir);
+	snprintf(inside, sizeof inside, "%s/out", blocker);
+	FILE *f = fopen(blocker, "w");
+	ck_assert(f && fclose(f) == 0);
+	ck_assert_int_eq(dirlock_take(&l, inside, "[run] outputs", "train", &e), ERR_IO);
+	ck_assert_msg(strstr(e.msg, inside) && strstr(e.msg, "[run] outputs"), "message: %s", e.msg);
 	ck_assert_int_eq(l.n, 0);
+	tmpdir_drop(dir);
+}
+END_TEST
+
+START_TEST(directories_made_for_the_lock_go_when_they_stay_empty)
+{
+	char *dir = tmpdir_make("test-dirlock"), deep[FSX_PATH_MAX], top[FSX_PATH_MAX];
+	char file[FSX_PATH_MAX + 32];
+	struct dirlock l;
+	struct err e;
+	err_clear(&e);
+	snprintf(top, sizeof top, "%s/a", dir);
+	snprintf(deep, sizeof deep, "%s/a/b/c", dir);
+	/* nothing written: a, a/b and a/b/c are made and removed again */
+	dirlock_init(&l);
+	ck_assert_msg(dirlock_take(&l, deep, "[run] outputs", "train", &e) == ERR_OK, "%s", e.msg);
+	ck_assert(fsx_is_dir(deep));
+	dirlock_release(&l);
+	ck_assert(!fsx_exists(top));
+	/* a file written in it: the directories stay, the lock file goes */
+	dirlock_init(&l);
+	ck_assert_msg(dirlock_take(&l, deep, "[run] outputs", "train", &e) == ERR_OK, "%s", e.msg);
+	snprintf(file, sizeof file, "%s/metrics.jsonl", deep);
+	FILE *f = fopen(file, "w");
+	ck_assert(f && fclose(f) == 0);
+	dirlock_release(&l);
+	ck_assert(fsx_exists(file));
+	snprintf(file, sizeof file, "%s/%s", deep, DIRLOCK_NAME);
+	ck_assert(!fsx_exists(file));
+	/* a directory that was there before is never removed */
+	dirlock_init(&l);
+	ck_assert_msg(dirlock_take(&l, dir, "[run] outputs", "train", &e) == ERR_OK, "%s", e.msg);
+	dirlock_release(&l);
+	ck_assert(fsx_is_dir(dir));
+	tmpdir_drop(dir);
 }
 END_TEST
 
@@ -149,7 +188,8 @@ int main(void)
 	tcase_add_test(tc, a_second_holder_is_refused_naming_the_first);
 	tcase_add_test(tc, one_directory_under_two_names_is_locked_once);
 	tcase_add_test(tc, the_lock_dies_with_its_process);
-	tcase_add_test(tc, a_missing_directory_is_an_error_naming_it);
+	tcase_add_test(tc, a_directory_that_cannot_be_made_is_an_error_naming_it);
+	tcase_add_test(tc, directories_made_for_the_lock_go_when_they_stay_empty);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }
