@@ -426,11 +426,12 @@ static int take(struct cli *cli, int c, char **argv, int at)
 	}
 }
 
-/* A positional argument: CONFIG, then COMMAND ("help" first: help, then COMMAND). */
+/* A positional argument: CONFIG, then COMMAND; "help" in either place asks for help (of
+ * the COMMAND that follows, if any). */
 static int positional(struct cli *cli, const char *arg)
 {
-	if (!cli->a.config_path && !cli->help && !strcmp(arg, "help"))
-		cli->help = 2; /* "help [COMMAND]": the next argument is the command */
+	if (!cli->a.command && cli->help != 2 && !strcmp(arg, "help"))
+		cli->help = 2; /* the next argument is the command */
 	else if (!cli->a.config_path && cli->help != 2)
 		cli->a.config_path = arg;
 	else if (!cli->a.command)
@@ -474,7 +475,7 @@ static int print_help(const struct cli *cli)
 	const char *name = cli->a.command;
 	if (!name && cli->help == 1 && cli->a.config_path && find_command(cli->a.config_path))
 		name = cli->a.config_path;
-	if (!name) {
+	if (!name || !strcmp(name, "help")) {
 		usage(stdout);
 		return 0;
 	}

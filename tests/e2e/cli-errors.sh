@@ -100,6 +100,9 @@ help_has "CONFIG train --help" "^usage: ddptok-run CONFIG train " "$DDPTOK" ok.i
 help_has "CONFIG train --help" "--continuous" "$DDPTOK" ok.ini train --help
 help_has "missing CONFIG train --help" "^usage: ddptok-run CONFIG train " "$DDPTOK" missing.ini train --help
 help_has "train --help" "^usage: ddptok-run CONFIG train " "$DDPTOK" train --help
+help_has "CONFIG help train" "^usage: ddptok-run CONFIG train " "$DDPTOK" ok.ini help train
+help_has "CONFIG help" "^commands:" "$DDPTOK" ok.ini help
+help_has "help help" "^commands:" "$DDPTOK" help help
 help_has "help clean" "--scope S" "$DDPTOK" help clean
 help_has "help clean" "clean --scope" "$DDPTOK" help clean
 help_has "CONFIG --help" "^commands:" "$DDPTOK" ok.ini --help
