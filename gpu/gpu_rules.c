@@ -50,7 +50,8 @@ int gpu_driver_release_parse(const char *banner, char *out, size_t outlen)
 	if (!p || !outlen)
 		return -1;
 	for (; *p && *p != '\n'; p++) {
-		if (p[-1] != ' ' && p[-1] != '\t')
+		/* a release starts a word; the banner's first byte has no byte before it */
+		if (p == banner || (p[-1] != ' ' && p[-1] != '\t'))
 			continue;
 		size_t n = release_len(p);
 		if (n && (p[n] == ' ' || p[n] == '\t' || p[n] == '\n' || p[n] == '\0')) {

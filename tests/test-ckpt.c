@@ -706,6 +706,7 @@ END_TEST
 
 #define KILL_TRIALS 30
 #define KILL_STEPS 4
+#define KILL_EXTRA 7 /* extra trials when none of the first got a commit through */
 static const char *const kill_names[3] = { "meta", "params.bin", "state.bin" };
 
 /* File k of the checkpoint written for (step, generation): recomputable by the checker. */
@@ -805,13 +806,21 @@ START_TEST(test_sigkill_never_invalid)
 	path2(root, t, "checkpoints");
 	prng_seed(&r, 20240601, 7);
 
-	for (int trial = 0; trial < KILL_TRIALS; trial++) {
+	/* The kill lands 0..40 ms in: from before the first file to several commits in. On a
+	 * loaded machine (or under a sanitizer) no commit may get through that soon, and then
+	 * the check below would have nothing to check: extra trials wait twice as long each
+	 * time, until one checkpoint was accepted (at most 40 ms << KILL_EXTRA). */
+	for (int trial = 0; trial < KILL_TRIALS || (!accepted && trial < KILL_TRIALS + KILL_EXTRA);
+	     trial++) {
 		pid_t pid = fork();
 		ck_assert_int_ge(pid, 0);
 		if (pid == 0)
 			kill_writer(root);
-		/* 0..40 ms: from before the first file to several commits in */
-		struct timespec ts = { 0, (long)prng_below(&r, 40000) * 1000L };
+		long max_us = trial < KILL_TRIALS ? 40000L : 40000L << (trial - KILL_TRIALS + 1);
+		long wait_us = (long)prng_below(&r, (uint32_t)max_us);
+		if (trial >= KILL_TRIALS)
+			wait_us = max_us / 2 + wait_us / 2;
+		struct timespec ts = { wait_us / 1000000L, (wait_us % 1000000L) * 1000L };
 		nanosleep(&ts, NULL);
 		ck_assert_int_eq(kill(pid, SIGKILL), 0);
 		int status;
