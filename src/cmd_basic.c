@@ -47,6 +47,24 @@ static void prepare_summary(struct app *a, const struct corpus *c)
 	env_info(&a->env, "prepare: sequence lengths %s", hist);
 }
 
+/* A file source's progress on a terminal: one line per whole percent of each file. */
+struct prepare_progress {
+	struct app *a;
+	const char *file;
+	int percent;
+};
+
+static void prepare_progress(void *arg, const char *file, uint64_t done, uint64_t total)
+{
+	struct prepare_progress *p = arg;
+	int percent = total ? (int)(100 * done / total) : 100;
+	if (file == p->file && percent == p->percent)
+		return;
+	p->file = file;
+	p->percent = percent;
+	env_progress(&p->a->env, "prepare: reading %s: %d%%", file, percent);
+}
+
 int cmd_prepare(struct app *a, struct err *e)
 {
 	struct corpus c;
@@ -56,7 +74,11 @@ int cmd_prepare(struct app *a, struct err *e)
 		return rc;
 	if ((rc = fsx_join(dir, sizeof dir, a->s.outputs, output_name(OUT_CORPUS), e)) != ERR_OK)
 		return rc;
-	if ((rc = corpus_build(&a->s, &c, e)) != ERR_OK)
+	struct prepare_progress pp = {a, NULL, -1};
+	rc = a->s.source == DATA_SYNTHETIC ? corpus_build(&a->s, &c, e)
+		: corpus_from_files_progress(&a->s, prepare_progress, &pp, &c, e);
+	env_progress_end(&a->env);
+	if (rc != ERR_OK)
 		return rc;
 	/* a corpus the sampler cannot plan windows from (a band holding fewer sequences than
 	 * a window takes) would only be refused by every later command: refuse it here */

@@ -28,6 +28,22 @@ static void print_plan(const struct settings *s, const struct device_plan *plan)
 	printf("collective: %s\n", plan->coll_why);
 }
 
+/* What one rank holds: the vocabulary's share shows (output layer and logits). */
+static void print_memory(const struct settings *s)
+{
+	struct engine_memory m;
+	const double mib = 1024.0 * 1024.0;
+	engine_memory_per_rank(s, &m);
+	printf("memory per rank: %.1f MiB = parameters, gradients and momentum %.1f MiB (3 x %zu "
+	       "floats, vocabulary %d)%s + workspace %.1f MiB for %d positions (logits %.1f MiB)\n",
+	       m.total / mib, m.state_bytes / mib, m.n_params, s->vocab,
+	       m.tree_bytes ? " + exact mode's tree" : "", m.workspace_bytes / mib, m.rows,
+	       m.logits_bytes / mib);
+	if (m.tree_bytes)
+		printf("memory per rank: exact mode's tree buffers %.1f MiB on rank 0\n",
+		       m.tree_bytes / mib);
+}
+
 int cmd_env(struct app *a, struct err *e)
 {
 	printf("ddptok-run %s\n", DDPTOK_VERSION);
@@ -46,6 +62,7 @@ int cmd_env(struct app *a, struct err *e)
 	struct err pe = {0};
 	printf("configuration %s: W = %d, reduce %s\n", a->cfg.path, a->s.world,
 	       a->s.reduce == COLL_AVG ? "avg" : "sum");
+	print_memory(&a->s);
 	if (engine_plan_devices(&a->s, gpus, why, &plan, &pe) != ERR_OK) {
 		printf("backend: this configuration does not run here: %s\n", pe.msg);
 		if (!a->o.check)

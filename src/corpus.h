@@ -75,6 +75,10 @@ struct corpus {
 int corpus_build(const struct settings *s, struct corpus *c, struct err *e);
 /* Reads the files of s's file source into c (see corpus_files.c). */
 int corpus_from_files(const struct settings *s, struct corpus *c, struct err *e);
+/* The same, calling progress(arg, file, done, total) now and then while a file is read. */
+typedef void (*corpus_progress_fn)(void *arg, const char *file, uint64_t done, uint64_t total);
+int corpus_from_files_progress(const struct settings *s, corpus_progress_fn progress,
+			       void *arg, struct corpus *c, struct err *e);
 /* For a file source: sets s->vocab, the model's vocabulary, to model.vocab (or the largest
  * id in the files + 1, which reads them) plus the DATA_RESERVED ids. Nothing for the
  * synthetic source. */

@@ -18,13 +18,16 @@
 /* the largest vocabulary a model takes, reserved ids included (as [model] vocab's range) */
 #define CORPUS_MAX_VOCAB 262144
 
-static int read_files(const struct settings *s, struct data_set *d, struct err *e)
+static int read_files(const struct settings *s, corpus_progress_fn progress, void *arg,
+		      struct data_set *d, struct err *e)
 {
 	struct data_shape shape = { .min_len = s->min_len, .max_len = s->max_len,
 				    .vocab = s->model_vocab, .eot = s->eot };
 	int rc;
 	memcpy(shape.split_rule, s->split_rule, sizeof shape.split_rule);
 	rc = data_init(d, &shape, e);
+	d->progress = progress;
+	d->progress_arg = arg;
 	if (!rc)
 		rc = data_read(d, s->source, s->data_path, e);
 	if (rc)
@@ -55,7 +58,7 @@ int corpus_resolve_vocab(struct settings *s, struct err *e)
 		s->vocab = s->model_vocab + DATA_RESERVED;
 		return ERR_OK;
 	}
-	if ((rc = read_files(s, &d, e)))
+	if ((rc = read_files(s, NULL, NULL, &d, e)))
 		return rc;
 	rc = vocab_of(s, &d, &s->vocab, e);
 	data_free(&d);
@@ -117,10 +120,16 @@ static int lay_out(const struct settings *s, const struct data_set *d, struct co
 
 int corpus_from_files(const struct settings *s, struct corpus *c, struct err *e)
 {
+	return corpus_from_files_progress(s, NULL, NULL, c, e);
+}
+
+int corpus_from_files_progress(const struct settings *s, corpus_progress_fn progress,
+			       void *arg, struct corpus *c, struct err *e)
+{
 	struct data_set d;
 	int rc;
 	memset(c, 0, sizeof *c);
-	if ((rc = read_files(s, &d, e)))
+	if ((rc = read_files(s, progress, arg, &d, e)))
 		return rc;
 	rc = lay_out(s, &d, c, e);
 	data_free(&d);
@@ -135,7 +144,7 @@ int corpus_files_unchanged(const struct settings *s, const struct corpus *c, str
 	int rc;
 	if (c->params.source == DATA_SYNTHETIC)
 		return ERR_OK;
-	if ((rc = read_files(s, &d, e)))
+	if ((rc = read_files(s, NULL, NULL, &d, e)))
 		return rc;
 	if (strcmp(d.files_digest, c->params.files) != 0)
 		rc = ERR(e, ERR_DATA, "%s: the files changed since the corpus was prepared (SHA-256 "

@@ -116,7 +116,6 @@ int data_map_file(struct data_set *d, const char *path, struct data_map *m, stru
 	for (size_t at = 0; !rc && at < m->len; at += (size_t)1 << 26) {
 		size_t k = m->len - at < (size_t)1 << 26 ? m->len - at : (size_t)1 << 26;
 		rc = digest_update(d->files, m->p + at, k, e);
-		data_progress(d, path, at + k, m->len);
 	}
 	if (rc)
 		data_unmap(m);

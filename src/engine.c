@@ -18,6 +18,21 @@ static int max_batch_rows(const struct settings *s)
 	return batch_max_rows(s->batch_size, s->max_len);
 }
 
+void engine_memory_per_rank(const struct settings *s, struct engine_memory *m)
+{
+	struct model_shape shape;
+	model_shape_init(&shape, s->vocab, s->context, s->embed, s->hidden);
+	memset(m, 0, sizeof *m);
+	m->n_params = shape.n_params;
+	m->rows = max_batch_rows(s);
+	m->state_bytes = 3 * shape.n_params * sizeof(float); /* parameters, gradients, momentum */
+	/* exact mode: rank 0 holds the most tree levels (those of all K shards) */
+	int levels = s->shards > 0 ? coll_tree_levels(s->shards) : 0;
+	m->tree_bytes = (size_t)(levels > 0 ? levels : 0) * shape.n_params * sizeof(float);
+	m->workspace_bytes = model_ws_bytes(&shape, m->rows, &m->logits_bytes);
+	m->total = m->state_bytes + m->tree_bytes + m->workspace_bytes;
+}
+
 /* ---- operations: one function run on the device threads ----
  *
  * Every operation of the engine is a rank_op run by on_ranks() (every rank) or

@@ -148,6 +148,13 @@ void engine_opts_init(struct engine_opts *o);
 int engine_create(const struct settings *s, const struct corpus *c,
 		  const struct engine_opts *opts, struct engine **out, struct err *e);
 void engine_destroy(struct engine *eng);
+/* What one rank holds in device memory for settings s (vocab resolved): parameters,
+ * gradients and momentum, exact mode's tree buffers, and the model's workspace. */
+struct engine_memory {
+	size_t n_params, state_bytes, tree_bytes, workspace_bytes, logits_bytes, total;
+	int rows;
+};
+void engine_memory_per_rank(const struct settings *s, struct engine_memory *m);
 /* Copies host parameters (and optionally momentum, NULL = zero) to every replica. */
 int engine_set_state(struct engine *eng, const float *params, const float *momentum,
 		     int64_t updates_done, struct err *e);

@@ -173,6 +173,15 @@ void model_ws_destroy(struct model_ws *ws)
 	free(ws);
 }
 
+size_t model_ws_bytes(const struct model_shape *m, int max_rows, size_t *logits)
+{
+	size_t R = (size_t)(max_rows > 0 ? max_rows : 1);
+	size_t cd = (size_t)m->context * m->embed;
+	*logits = R * (size_t)m->vocab * sizeof(float);
+	return R * m->context * sizeof(int32_t) + R * sizeof(int32_t) + R * cd * sizeof(float) +
+	       2 * R * (size_t)m->hidden * sizeof(float) + *logits + R * sizeof(float);
+}
+
 int model_ws_create(struct dev *d, const struct model_shape *m, int max_rows,
 		    struct model_ws **out, struct err *e)
 {
@@ -185,6 +194,7 @@ int model_ws_create(struct dev *d, const struct model_shape *m, int max_rows,
 	size_t R = (size_t)(max_rows > 0 ? max_rows : 1);
 	size_t cd = (size_t)m->context * m->embed;
 	int rc;
+	/* model_ws_bytes() adds up these allocations: keep the two together */
 	if ((rc = d->ops->alloc(d, R * m->context * sizeof(int32_t), (void **)&ws->ctx, e)) ||
 	    (rc = d->ops->alloc(d, R * sizeof(int32_t), (void **)&ws->target, e)) ||
 	    (rc = d->ops->alloc(d, R * cd * sizeof(float), (void **)&ws->x, e)) ||

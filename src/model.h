@@ -69,6 +69,9 @@ int batch_max_rows(int n, int max_len);
 /* Per-device workspace: activations and batch buffers, allocated once. */
 struct model_ws;
 
+/* Bytes of device memory a workspace for max_rows positions takes; *logits: of which the
+ * max_rows x vocab logits (the part a large vocabulary makes dominant). */
+size_t model_ws_bytes(const struct model_shape *m, int max_rows, size_t *logits);
 int model_ws_create(struct dev *d, const struct model_shape *m, int max_rows,
 		    struct model_ws **out, struct err *e);
 void model_ws_destroy(struct model_ws *ws);

@@ -680,6 +680,26 @@ START_TEST(rank_local_sequence_mean_is_caught)
 }
 END_TEST
 
+/* The memory env reports grows with the vocabulary as the model says: the embedding
+ * (V x D), the output layer (V x H + V) three times over, and the logits (rows x V). */
+START_TEST(memory_per_rank_follows_the_vocabulary)
+{
+	struct settings a, b;
+	struct engine_memory ma, mb;
+	testutil_settings(&a, "data.vocab=100");
+	testutil_settings(&b, "data.vocab=1100");
+	engine_memory_per_rank(&a, &ma);
+	engine_memory_per_rank(&b, &mb);
+	size_t dv = 1000, per_id = (size_t)a.embed + a.hidden + 1;
+	ck_assert_uint_eq(mb.n_params - ma.n_params, dv * per_id);
+	ck_assert_uint_eq(mb.state_bytes - ma.state_bytes, 3 * 4 * dv * per_id);
+	ck_assert_uint_eq(mb.logits_bytes - ma.logits_bytes, 4 * dv * (size_t)ma.rows);
+	ck_assert_uint_eq(mb.total - ma.total, 3 * 4 * dv * per_id + 4 * dv * (size_t)ma.rows);
+	ck_assert_int_eq(ma.rows, a.batch_size * a.max_len);
+	ck_assert_uint_eq(ma.tree_bytes, 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("engine");
@@ -706,6 +726,7 @@ int main(void)
 	tcase_add_test(tc, sequence_unit_parity_and_controls);
 	tcase_add_test(tc, units_agree_on_equal_lengths_only);
 	tcase_add_test(tc, rank_local_sequence_mean_is_caught);
+	tcase_add_test(tc, memory_per_rank_follows_the_vocabulary);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }

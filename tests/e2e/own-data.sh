@@ -54,6 +54,11 @@ set -e
 [ "$rc_exact" -eq 3 ] && grep -q "exact mode" exact.txt || { cat exact.txt; echo "FAIL: exact mode took the sequence unit"; exit 1; }
 [ "$rc_inspect" -eq 3 ] && grep -q "token unit only" inspect.txt || { cat inspect.txt; echo "FAIL: inspect took the sequence unit"; exit 1; }
 
+# a real tokenizer's vocabulary: env reports what one rank holds
+"$DDPTOK" "$CONF/own-data.ini" --set data.path="$DATA/npy" --set model.vocab=50257 env > env.txt
+grep -q "memory per rank: .* (3 x [0-9]* floats, vocabulary 50261) + workspace .* (logits" env.txt ||
+	{ cat env.txt; echo "FAIL: env does not report the memory per rank"; exit 1; }
+
 # a changed file: the resume is refused (exit 5), a fresh run prepares the corpus again
 cp -r "$DATA/npy" mine
 "$DDPTOK" "$CONF/own-data.ini" --set data.path=mine train > stop.txt 2>&1
