@@ -70,31 +70,34 @@ static void reduce_slice(const struct coll *c, const struct host_coll *h, size_t
 	}
 }
 
-/* The pairwise tree over src[lo..lo+n)'s element i (n a power of two): (left half) +
- * (right half), recursively; the one order exact mode adds in. */
-static float tree_f32(const void *const *src, int lo, int n, size_t i)
-{
-	if (n == 1)
-		return ((const float *)src[lo])[i];
-	return tree_f32(src, lo, n / 2, i) + tree_f32(src, lo + n / 2, n / 2, i);
-}
+/* The pairwise tree over the `world` values of each element, a block of TREE_BLOCK
+ * elements at a time: level 1 adds value 1 into value 0, 3 into 2, ...; level 2 adds 2
+ * into 0, 6 into 4, ...; up to the root in value 0. Written per block so that the adds
+ * vectorize; element i's additions are the tree's whatever the block. */
+#define TREE_BLOCK 256
 
-static double tree_f64(const void *const *src, int lo, int n, size_t i)
-{
-	if (n == 1)
-		return ((const double *)src[lo])[i];
-	return tree_f64(src, lo, n / 2, i) + tree_f64(src, lo + n / 2, n / 2, i);
-}
+#define TREE_ADD(T, src, world, lo, hi, out)                                                  \
+	do {                                                                                  \
+		T acc_[8][TREE_BLOCK];                                                        \
+		for (size_t b_ = (lo); b_ < (hi); b_ += TREE_BLOCK) {                         \
+			size_t m_ = (hi) - b_ < TREE_BLOCK ? (hi) - b_ : TREE_BLOCK;          \
+			for (int q_ = 0; q_ < (world); q_++)                                  \
+				memcpy(acc_[q_], (const T *)(src)[q_] + b_, m_ * sizeof(T));  \
+			for (int step_ = 1; step_ < (world); step_ *= 2)                      \
+				for (int q_ = 0; q_ + step_ < (world); q_ += 2 * step_)        \
+					for (size_t j_ = 0; j_ < m_; j_++)                    \
+						acc_[q_][j_] += acc_[q_ + step_][j_];         \
+			memcpy((T *)(out) + b_, acc_[0], m_ * sizeof(T));                     \
+		}                                                                             \
+	} while (0)
 
 void coll_tree_add(const void *const *src, int world, enum coll_dtype type, size_t lo,
 		   size_t hi, void *out)
 {
 	if (type == COLL_F32)
-		for (size_t i = lo; i < hi; i++)
-			((float *)out)[i] = tree_f32(src, 0, world, i);
+		TREE_ADD(float, src, world, lo, hi, out);
 	else
-		for (size_t i = lo; i < hi; i++)
-			((double *)out)[i] = tree_f64(src, 0, world, i);
+		TREE_ADD(double, src, world, lo, hi, out);
 }
 
 /* One exchange: publish (staging device buffers), barrier, rank r reduces slice r of

@@ -17,6 +17,11 @@
  * 4096 (on the synthetic source), a short run each (at most --windows windows, about two
  * seconds), shows how the costs grow with the shape. Figures go to
  * outputs/bench.json as well.
+ *
+ * Last, exact mode next to the default mode on the same window shape (W devices, W x
+ * accumulation microbatches of batch_size): the configured mode and the other one, its
+ * shard order matching the plan (length with length_bands, balanced with balanced), so
+ * the cost of exact mode's per-shard buffers and tree reads as a ratio of the two.
  */
 #include <cblas.h>
 #include <jansson.h>
@@ -28,6 +33,7 @@
 #include "app.h"
 #include "outputs.h"
 #include "run.h"
+#include "shard.h"
 
 /* the largest GEMM of a microbatch, rows ~ batch * mean length: rows x H x C*D or, for a
  * large vocabulary, rows x V x H */
@@ -218,6 +224,63 @@ static int sweep_point(const struct env *v, int hidden, int vocab, long windows,
 	return ERR_OK;
 }
 
+/* Settings for the other mode of the comparison, into *o; 0 when the window shape has
+ * none (exact mode needs W a power of two and W x accumulation shards, a power of two up
+ * to 64), with the reason in why. */
+static int other_mode(const struct settings *s, struct settings *o, char *why, size_t cap)
+{
+	int k = s->world * s->accumulation;
+	*o = *s;
+	if (s->shards > 0) {
+		o->shards = 0;
+		o->plan = s->shard_order == SHARD_ORDER_BALANCED ? PLAN_BALANCED : PLAN_LENGTH_BANDS;
+		return 1;
+	}
+	if ((s->world & (s->world - 1)) || (k & (k - 1)) || k > SHARD_MAX) {
+		snprintf(why, cap, "W = %d x accumulation %d = %d shards: exact mode needs powers of "
+			 "two (at most %d shards)", s->world, s->accumulation, k, SHARD_MAX);
+		return 0;
+	}
+	o->shards = k;
+	o->shard_order = s->plan == PLAN_BALANCED ? SHARD_ORDER_BALANCED : SHARD_ORDER_LENGTH;
+	return 1;
+}
+
+/* Exact mode against the default mode (configured: the configured one's figures); the
+ * JSON entry goes to *out (NULL when the shape has no exact mode). */
+static int exact_vs_default(const struct env *v, const struct bench_result *configured,
+			    long warmup, long windows, json_t **out, struct err *e)
+{
+	struct settings o;
+	struct env pv = *v;
+	struct run r;
+	struct bench_result other;
+	char why[160];
+	*out = NULL;
+	if (!other_mode(v->s, &o, why, sizeof why)) {
+		env_info(v, "bench: no exact-mode comparison: %s", why);
+		return ERR_OK;
+	}
+	pv.s = &o;
+	ERR_TRY(run_open(&pv, &r, e));
+	int rc = bench_windows(&r, &o, warmup, windows, 0.0, &other, e);
+	run_close(&r);
+	if (rc != ERR_OK)
+		return rc;
+	const struct bench_result *ex = o.shards ? &other : configured;
+	const struct bench_result *df = o.shards ? configured : &other;
+	int k = o.shards ? o.shards : v->s->shards;
+	double ratio = tokens_per_s(ex) / tokens_per_s(df);
+	double cpu_ratio = (ex->tokens / ex->cpu_seconds) / (df->tokens / df->cpu_seconds);
+	env_info(v, "bench: exact mode (%d shards) %.0f tokens/s, default mode %.0f tokens/s: "
+		 "exact runs at %.1f%% of the default (%.1f%% per CPU-second)", k,
+		 tokens_per_s(ex), tokens_per_s(df), 100.0 * ratio, 100.0 * cpu_ratio);
+	*out = json_pack("{s:i, s:f, s:f, s:f, s:f}", "shards", k, "exact_tokens_per_s",
+			 tokens_per_s(ex), "default_tokens_per_s", tokens_per_s(df), "ratio", ratio,
+			 "ratio_per_cpu_s", cpu_ratio);
+	return ERR_OK;
+}
+
 int cmd_bench(struct app *a, struct err *e)
 {
 	const struct env *v = &a->env;
@@ -247,11 +310,15 @@ int cmd_bench(struct app *a, struct err *e)
 	for (int i = 0; i < 3 && rc == ERR_OK; i++)
 		for (int j = 0; j < 2 && rc == ERR_OK; j++)
 			rc = sweep_point(v, hiddens[i], vocabs[j], windows, points, e);
+	json_t *exact = NULL;
+	if (rc == ERR_OK)
+		rc = exact_vs_default(v, &b, warmup, windows, &exact, e);
 	if (rc != ERR_OK) {
 		json_decref(points);
 		return rc;
 	}
-	json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o}",
+	json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o, "
+			      "s:o*}",
 			      "backend", backend, "world", s->world, "plan",
 			      s->plan == PLAN_BALANCED ? "balanced" : "length_bands", "tokens",
 			      (json_int_t)b.tokens, "seconds", b.seconds, "cpu_seconds", b.cpu_seconds,
@@ -260,7 +327,7 @@ int cmd_bench(struct app *a, struct err *e)
 			      b.sgemm, "fraction_of_w_sgemm", of_sgemm(&b, s->world),
 			      "fraction_of_sgemm_per_cpu_s", of_sgemm_cpu(&b), "collective_share",
 			      b.coll / b.seconds, "collective_share_mean", b.coll_mean / b.seconds,
-			      "sweep", points);
+			      "sweep", points, "exact_vs_default", exact);
 	rc = env_write_json(v, output_name(OUT_BENCH), j, e);
 	json_decref(j);
 	return rc;
