@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "corpus.h"
+#include "data.h"
 #include "coll.h"
 #include "elastic.h"
 #include "npy.h"
@@ -238,7 +240,58 @@ static int read_state(const char *dir, uint64_t manifest_step, struct train_ckpt
 	return rc;
 }
 
-/* 4b. The parameters are read into (and interpreted as) the current configuration's
+/* The model its config.ini describes holds ck->n parameters, with its vocabulary (the
+ * synthetic source's, or model.vocab's); a file source that leaves model.vocab = 0 took
+ * its vocabulary from its files: then any vocabulary will do that makes the count. */
+static int own_shape(const char *dir, const struct cfg *stored, const struct train_ckpt *ck,
+		     struct err *e)
+{
+	struct model_shape m, none, one;
+	int context = (int)cfg_int(stored, "model", "context");
+	int embed = (int)cfg_int(stored, "model", "embed");
+	int hidden = (int)cfg_int(stored, "model", "hidden");
+	int model_vocab = (int)cfg_int(stored, "model", "vocab");
+	int vocab = cfg_enum(stored, "data", "source") == DATA_SYNTHETIC
+			    ? (int)cfg_int(stored, "data", "vocab")
+			    : model_vocab ? model_vocab + DATA_RESERVED : 0;
+	if (vocab) {
+		model_shape_init(&m, vocab, context, embed, hidden);
+		if (m.n_params == ck->n)
+			return ERR_OK;
+		return ERR(e, ERR_DATA, "checkpoint %s: its config.ini describes a model of %zu "
+			   "parameters (vocab %d, context %d, embed %d, hidden %d), it holds %zu", dir,
+			   m.n_params, vocab, context, embed, hidden, ck->n);
+	}
+	model_shape_init(&none, 0, context, embed, hidden);
+	model_shape_init(&one, 1, context, embed, hidden);
+	size_t per_id = one.n_params - none.n_params;
+	if (ck->n > none.n_params && (ck->n - none.n_params) % per_id == 0)
+		return ERR_OK;
+	return ERR(e, ERR_DATA, "checkpoint %s: no vocabulary makes a model of context %d, embed "
+		   "%d, hidden %d (its config.ini) hold its %zu parameters", dir, context, embed,
+		   hidden, ck->n);
+}
+
+/* 4b. The checkpoint must agree with its own config.ini (its keys as written, not the
+ * relations this program checks between them), whatever the current configuration:
+ * nothing could load one that does not. It holds the parameters of the model its
+ * config.ini describes, and under train.empty_window = error, where every step is an
+ * update, updates_done is its step (under skip the declined windows are not recorded:
+ * fewer updates than steps is all that can be checked). updates_done decides whether the
+ * next update starts its momentum afresh. */
+static int check_own_config(const char *dir, const struct cfg *stored,
+			    const struct train_ckpt *ck, struct err *e)
+{
+	ERR_TRY(own_shape(dir, stored, ck, e));
+	if (cfg_enum(stored, "train", "empty_window") == EMPTY_ERROR &&
+	    ck->updates_done != ck->step)
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: %" PRId64 " updates in %" PRId64
+			   " steps, but with train.empty_window = error (its config.ini) every step "
+			   "is an update", dir, ck->updates_done, ck->step);
+	return ERR_OK;
+}
+
+/* 4c. The parameters are read into (and interpreted as) the current configuration's
  * model: its shape keys must be the stored ones; with TRAIN_CHECK_CONFIG the rank count
  * too. */
 static int check_shape(const char *dir, const struct cfg *cur, const struct settings *s,
@@ -262,7 +315,7 @@ static int check_shape(const char *dir, const struct cfg *cur, const struct sett
 	return ERR_OK;
 }
 
-/* 4c. params.npy and momentum.npy: a run stops at its first non-finite loss, so no
+/* 4d. params.npy and momentum.npy: a run stops at its first non-finite loss, so no
  * checkpoint holds NaN or infinity. */
 static int read_tensors(const char *dir, struct train_ckpt *ck, struct err *e)
 {
@@ -329,6 +382,7 @@ int train_ckpt_load(const struct env *v, const char *dir, const struct corpus *c
 	    (rc = check_config(dir, v->cfg, &stored, checks, e)) ||
 	    (rc = check_data_lock(dir, c, v->s->outputs, checks, ck, e)) ||
 	    (rc = read_state(dir, manifest_step, ck, e)) ||
+	    (rc = check_own_config(dir, &stored, ck, e)) ||
 	    (rc = check_shape(dir, v->cfg, v->s, &stored, checks, ck, e)) ||
 	    (rc = read_tensors(dir, ck, e)))
 		goto out;

@@ -152,8 +152,8 @@ static const struct command commands[] = {
 	 "evaluate --checkpoint artifacts/continuous/step-0100"},
 	{"checkpoints", cmd_checkpoints, 0, 0,
 	 "verify every checkpoint under the artifacts directory",
-	 "Verifies every checkpoint under [run] artifacts (manifest, sizes, digests); exits 1\n"
-	 "if one is corrupt.",
+	 "Verifies every checkpoint under [run] artifacts (manifest, sizes, digests, then its\n"
+	 "content as a resume reads it); exits 1 if one is corrupt or unusable.",
 	 "checkpoints"},
 	{"clean", cmd_clean, OPT_SCOPE | OPT_DRY_RUN, WRITES_OUTPUTS | WRITES_ARTIFACTS,
 	 "remove what the program wrote [--scope generated|checkpoints|partial|all] [--dry-run]",

@@ -864,6 +864,16 @@ static void zero_rng(char **buf, size_t *len)
 	(void)len;
 }
 
+static void other_hidden(char **buf, size_t *len)
+{
+	replace_text(buf, len, "hidden = 8\n", "hidden = 9\n");
+}
+
+static void no_updates(char **buf, size_t *len)
+{
+	replace_text(buf, len, "\"updates_done\": 3", "\"updates_done\": 0");
+}
+
 static void huge_history(char **buf, size_t *len)
 {
 	char *p = strstr(*buf, "\"tokens\"");
@@ -911,6 +921,35 @@ START_TEST(test_content_refusals)
 	resealed(good, root, "momentum.npy", nan_momentum);
 	ckpt_path(bad, sizeof bad, root, 3);
 	expect_refused(&a, bad, 3, "momentum.npy holds 1 non-finite value", NULL);
+	/* a config.ini that describes another model than the parameters (hidden 9 for 8):
+	 * refused whatever the current configuration, as `checkpoints` loads it (no checks
+	 * against the current one) */
+	sub(root, sizeof root, "hidden");
+	resealed(good, root, "config.ini", other_hidden);
+	ckpt_path(bad, sizeof bad, root, 3);
+	{
+		struct train_ckpt ck;
+		struct err e;
+		err_clear(&e);
+		ck_assert_int_eq(train_ckpt_load(&a.env, good, NULL, 0, &ck, &e), ERR_OK);
+		train_ckpt_free(&ck);
+		ck_assert_int_eq(train_ckpt_load(&a.env, bad, NULL, 0, &ck, &e), ERR_DATA);
+		ck_assert_msg(strstr(e.msg, "config.ini describes a model of ") &&
+			      strstr(e.msg, "hidden 9), it holds "), "message: %s", e.msg);
+	}
+	/* updates_done edited to 0 (which would restart the momentum on resume): with
+	 * empty_window = error every step is an update */
+	sub(root, sizeof root, "updates");
+	resealed(good, root, "state.json", no_updates);
+	ckpt_path(bad, sizeof bad, root, 3);
+	{
+		struct train_ckpt ck;
+		struct err e;
+		err_clear(&e);
+		ck_assert_int_eq(train_ckpt_load(&a.env, bad, NULL, 0, &ck, &e), ERR_DATA);
+		ck_assert_msg(strstr(e.msg, "0 updates in 3 steps, but with train.empty_window = "
+				     "error"), "message: %s", e.msg);
+	}
 	/* the state of step 3 sealed as step 4: the manifest and state.json disagree */
 	sub(root, sizeof root, "moved");
 	resealed_at(good, root, 4, "state.json", nothing);
