@@ -700,6 +700,58 @@ START_TEST(memory_per_rank_follows_the_vocabulary)
 }
 END_TEST
 
+/* The sequence unit against its definition, summed in double outside the engine's sequence
+ * path: (1/S) sum_s grad(mean token loss of s), each term the token-unit reference of a
+ * window holding s alone. W = 2, accumulation 3, with prompts. */
+START_TEST(sequence_unit_is_the_mean_of_sequence_means)
+{
+	struct env v, one;
+	struct err e;
+	struct window w1;
+	struct window_result res;
+	struct parity_stats st;
+	err_clear(&e);
+	env_extra = "train.unit=sequence";
+	env_open(&v, 2, 3, 1, LAYOUT_PACKED, 3);
+	env_extra = "";
+	env_open(&one, 1, 1, 1, LAYOUT_PACKED, 3); /* same corpus, same initial parameters */
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_CAPTURE_REDUCED, &res,
+				       &e), ERR_OK);
+	size_t n = v.eng->shape.n_params;
+	double *sum = calloc(n, sizeof *sum);
+	float *g = malloc(n * sizeof *g), *got = malloc(n * sizeof *got);
+	memcpy(got, v.eng->host_reduced, n * sizeof *got);
+	ck_assert_int_eq(window_init(&w1, 1, 1, 1, &e), ERR_OK);
+	int64_t S = 0;
+	for (int r = 0; r < v.w.world; r++)
+		for (int m = 0; m < v.w.micro; m++)
+			for (int k = 0; k < v.w.mb[r][m].n; k++) {
+				int id = v.w.mb[r][m].ids[k], count = 1;
+				double loss;
+				if (corpus_supervised(&v.c, id) == 0)
+					continue;
+				S++;
+				ck_assert_int_eq(window_assign(&w1, &one.c, &id, &count, &e), ERR_OK);
+				ck_assert_int_eq(engine_reference(one.eng, &w1, g, &loss, &e), ERR_OK);
+				for (size_t i = 0; i < n; i++)
+					sum[i] += g[i];
+			}
+	ck_assert_int_eq(S, v.w.S);
+	for (size_t i = 0; i < n; i++)
+		g[i] = (float)(sum[i] / (double)S);
+	parity_compare(got, g, n, 1e-6, 1e-4, &st);
+	ck_assert_msg(st.pass, "%zu components differ from (1/S) sum of sequence means, max abs %g",
+		      st.outside, st.max_abs);
+	free(sum);
+	free(g);
+	free(got);
+	window_free(&w1);
+	env_close(&v);
+	env_close(&one);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("engine");
@@ -727,6 +779,7 @@ int main(void)
 	tcase_add_test(tc, units_agree_on_equal_lengths_only);
 	tcase_add_test(tc, rank_local_sequence_mean_is_caught);
 	tcase_add_test(tc, memory_per_rank_follows_the_vocabulary);
+	tcase_add_test(tc, sequence_unit_is_the_mean_of_sequence_means);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }
