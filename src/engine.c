@@ -435,6 +435,9 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 	if (w->world != eng->world)
 		return ERR(e, ERR_DEVICE, "window planned for %d ranks, engine has %d", w->world,
 			   eng->world);
+	if (eng->s.shards > 0 && w->world * w->micro != eng->s.shards)
+		return ERR(e, ERR_DEVICE, "window of %d x %d microbatches, exact mode adds %d shards",
+			   w->world, w->micro, eng->s.shards);
 	if ((flags & ENGINE_CAPTURE_LOCAL) && (flags & ENGINE_CHECK_REPLICAS))
 		return ERR(e, ERR_DEVICE, "capture_local and check_replicas share host buffers");
 	ws.w = w;

@@ -108,7 +108,8 @@ static const struct command commands[] = {
 	{"protocol", cmd_protocol, OPT_INJECT | OPT_DRIFT | OPT_SWAP | OPT_HANG,
 	 WRITES_OUTPUTS | WRITES_ARTIFACTS,
 	 "the whole protocol (default): prepare, check-loss, reference, parity, exercise, "
-	 "empty-window, train stop/continuous/resume, evaluate, figure, report",
+	 "empty-window, train stop/continuous/resume, elastic (exact mode), evaluate, figure, "
+	 "report",
 	 "Runs every step in order and writes report.md and report.json into [run] outputs;\n"
 	 "exits 1 when a check fails. A signal stops it after the current step (exit 8).",
 	 "protocol"},
@@ -131,7 +132,8 @@ static const struct command commands[] = {
 	 "W-device gradient per normalization against the reference [--dump DIR]",
 	 "The W-device gradient of window 1 under each normalization against the\n"
 	 "single-device reference, within [parity] atol and rtol: global_token must agree,\n"
-	 "the negative controls must not; exits 1 otherwise.",
+	 "the negative controls must not; in exact mode ([train] shards) global_token must\n"
+	 "also equal the reference in every bit; exits 1 otherwise.",
 	 "parity --dump parity-dump"},
 	{"exercise", cmd_exercise, 0, WRITES_OUTPUTS,
 	 "rank 1 goes from 12 to 36 tokens: both means and gradients",
