@@ -27,6 +27,9 @@
 #include "dev.h"
 #include "err.h"
 
+/* The most ranks a collective adds (all processes together). */
+#define COLL_MAX_RANKS 64
+
 enum coll_dtype { COLL_F32 = 0, COLL_F64 = 1, COLL_I64 = 2 };
 enum coll_op { COLL_SUM = 0, COLL_AVG = 1 };
 
@@ -61,6 +64,14 @@ struct coll {
  * buffers are staged through host memory with the device's download/upload. */
 int coll_host_create(int world, struct barrier *barrier, size_t max_count, struct coll **out,
 		     struct err *e);
+/* Makes the host collective c (over its c->world local ranks) one over `procs` processes
+ * of c->world ranks each, this one being `proc` (global rank = proc * c->world + local
+ * rank). Each exchange then gathers every rank's contribution from every process
+ * (world_allgather, waiting at most timeout_s) and adds them in global rank order, or in
+ * the tree: the bits of one process with all the ranks, independent of the order MPI
+ * reduces in (it only moves bytes). */
+int coll_host_span_processes(struct coll *c, int procs, int proc, double timeout_s,
+			     struct err *e);
 void coll_destroy(struct coll *c);
 /* log2(world) when world is a power of two (1 -> 0), else -1: the number of levels of
  * the pairwise tree over `world` leaves. */

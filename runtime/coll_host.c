@@ -19,12 +19,19 @@
 #include <string.h>
 
 #include "clock.h"
+#include "world.h"
 
 struct host_coll {
 	size_t max_count;
 	const void *src[8];
 	void *stage[8];   /* per-rank host staging for device buffers */
 	void *result;     /* max_count * 8 bytes */
+	/* across processes (coll_host_span_processes): procs > 1 */
+	int procs, proc;
+	double timeout_s;
+	void *packed;     /* this process's contributions, local rank order */
+	void *gathered;   /* every process's `packed`, process order = global rank order */
+	const void *all[COLL_MAX_RANKS]; /* the sources of the reduction, global rank order */
 };
 
 static size_t dtype_size(enum coll_dtype t)
@@ -32,38 +39,38 @@ static size_t dtype_size(enum coll_dtype t)
 	return t == COLL_F32 ? 4 : 8;
 }
 
-static void reduce_slice(const struct coll *c, const struct host_coll *h, size_t lo, size_t hi,
-			 enum coll_dtype type, enum coll_op op)
+/* out[i] = the sum of src[0..n)[i] in that order (then / n for avg), lo <= i < hi */
+static void reduce_slice(const void *const *src, int n, size_t lo, size_t hi,
+			 enum coll_dtype type, enum coll_op op, void *result)
 {
-	int w = c->world;
 	switch (type) {
 	case COLL_F32: {
-		float *out = h->result;
+		float *out = result;
 		for (size_t i = lo; i < hi; i++) {
-			float acc = ((const float *)h->src[0])[i];
-			for (int q = 1; q < w; q++)
-				acc += ((const float *)h->src[q])[i];
-			out[i] = op == COLL_AVG ? acc / (float)w : acc;
+			float acc = ((const float *)src[0])[i];
+			for (int q = 1; q < n; q++)
+				acc += ((const float *)src[q])[i];
+			out[i] = op == COLL_AVG ? acc / (float)n : acc;
 		}
 		break;
 	}
 	case COLL_F64: {
-		double *out = h->result;
+		double *out = result;
 		for (size_t i = lo; i < hi; i++) {
-			double acc = ((const double *)h->src[0])[i];
-			for (int q = 1; q < w; q++)
-				acc += ((const double *)h->src[q])[i];
-			out[i] = op == COLL_AVG ? acc / (double)w : acc;
+			double acc = ((const double *)src[0])[i];
+			for (int q = 1; q < n; q++)
+				acc += ((const double *)src[q])[i];
+			out[i] = op == COLL_AVG ? acc / (double)n : acc;
 		}
 		break;
 	}
 	case COLL_I64: {
-		int64_t *out = h->result;
+		int64_t *out = result;
 		for (size_t i = lo; i < hi; i++) {
-			int64_t acc = ((const int64_t *)h->src[0])[i];
-			for (int q = 1; q < w; q++)
-				acc += ((const int64_t *)h->src[q])[i];
-			out[i] = op == COLL_AVG ? acc / w : acc;
+			int64_t acc = ((const int64_t *)src[0])[i];
+			for (int q = 1; q < n; q++)
+				acc += ((const int64_t *)src[q])[i];
+			out[i] = op == COLL_AVG ? acc / n : acc;
 		}
 		break;
 	}
@@ -100,8 +107,25 @@ void coll_tree_add(const void *const *src, int world, enum coll_dtype type, size
 		TREE_ADD(double, src, world, lo, hi, out);
 }
 
-/* One exchange: publish (staging device buffers), barrier, rank r reduces slice r of
- * every element for all (rank order, or the tree when `tree`), barrier, copy back. */
+/* Across processes: local rank 0 packs the local contributions and gathers every
+ * process's; the reduction then reads all W of them in global rank order. */
+static int gather_processes(struct coll *c, int rank, size_t bytes, struct err *e)
+{
+	struct host_coll *h = c->impl;
+	if (rank == 0) {
+		for (int q = 0; q < c->world; q++)
+			memcpy((char *)h->packed + (size_t)q * bytes, h->src[q], bytes);
+		ERR_TRY(world_allgather(h->packed, bytes * (size_t)c->world, h->gathered,
+					h->timeout_s, "the collective's exchange", e));
+		for (int q = 0; q < c->world * h->procs; q++)
+			h->all[q] = (const char *)h->gathered + (size_t)q * bytes;
+	}
+	return barrier_wait(c->barrier, rank, e);
+}
+
+/* One exchange: publish (staging device buffers), barrier, [gather across processes,
+ * barrier,] rank r reduces slice r of every element for all (rank order, or the tree when
+ * `tree`), barrier, copy back. */
 static int host_exchange(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
 			 enum coll_dtype type, enum coll_op op, int tree, int host_buf,
 			 struct err *e)
@@ -123,11 +147,19 @@ static int host_exchange(struct coll *c, int rank, struct dev *dev, void *buf, s
 	}
 	if ((rc = barrier_wait(c->barrier, rank, e)) != ERR_OK)
 		return rc;
+	const void *const *src = h->src;
+	int n = c->world;
+	if (h->procs > 1) {
+		if ((rc = gather_processes(c, rank, bytes, e)) != ERR_OK)
+			return rc;
+		src = h->all;
+		n = c->world * h->procs;
+	}
 	size_t lo = count * rank / c->world, hi = count * (rank + 1) / c->world;
 	if (tree)
-		coll_tree_add((const void *const *)h->src, c->world, type, lo, hi, h->result);
+		coll_tree_add(src, n, type, lo, hi, h->result);
 	else
-		reduce_slice(c, h, lo, hi, type, op);
+		reduce_slice(src, n, lo, hi, type, op, h->result);
 	if ((rc = barrier_wait(c->barrier, rank, e)) != ERR_OK)
 		return rc;
 	if (direct)
@@ -147,9 +179,11 @@ static int host_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 static int host_allreduce_tree(struct coll *c, int rank, struct dev *dev, void *buf,
 			       size_t count, enum coll_dtype type, int host_buf, struct err *e)
 {
-	if (coll_tree_levels(c->world) < 0)
+	struct host_coll *h = c->impl;
+	int world = c->world * (h->procs > 1 ? h->procs : 1);
+	if (coll_tree_levels(world) < 0)
 		return ERR(e, ERR_CONFIG, "the tree allreduce needs a power-of-two world, not %d",
-			   c->world);
+			   world);
 	if (type != COLL_F32 && type != COLL_F64)
 		return ERR(e, ERR_DEVICE, "the tree allreduce adds floating-point values only");
 	return host_exchange(c, rank, dev, buf, count, type, COLL_SUM, 1, host_buf, e);
@@ -167,6 +201,8 @@ static void host_destroy(struct coll *c)
 		for (int r = 0; r < 8; r++)
 			free(h->stage[r]);
 		free(h->result);
+		free(h->packed);
+		free(h->gathered);
 		free(h);
 	}
 	free(c);
@@ -208,6 +244,23 @@ oom:
 		free(h);
 	}
 	return ERR(e, ERR_DEVICE, "out of memory for the host collective (%zu elements)", max_count);
+}
+
+int coll_host_span_processes(struct coll *c, int procs, int proc, double timeout_s,
+			     struct err *e)
+{
+	struct host_coll *h = c->impl;
+	if (c->ops != &host_coll_ops || procs * c->world > COLL_MAX_RANKS)
+		return ERR(e, ERR_CONFIG, "the host collective spans at most %d ranks",
+			   COLL_MAX_RANKS);
+	size_t per_rank = h->max_count * 8 + 8;
+	if (!(h->packed = malloc(per_rank * (size_t)c->world)) ||
+	    !(h->gathered = malloc(per_rank * (size_t)(c->world * procs))))
+		return ERR(e, ERR_DEVICE, "out of memory for the collective across processes");
+	h->procs = procs;
+	h->proc = proc;
+	h->timeout_s = timeout_s;
+	return ERR_OK;
 }
 
 void coll_destroy(struct coll *c)

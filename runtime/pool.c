@@ -41,6 +41,7 @@ struct pool_slot {
 
 struct pool {
 	int world;
+	int first_rank; /* the global rank of thread 0 (several processes), for messages */
 	pthread_mutex_t mu;
 	pthread_cond_t cv_start, cv_done;
 	unsigned long run_id;
@@ -185,6 +186,11 @@ int pool_world(const struct pool *p)
 struct barrier *pool_barrier(struct pool *p)
 {
 	return p->barrier;
+}
+
+void pool_set_first_rank(struct pool *p, int first_rank)
+{
+	p->first_rank = first_rank;
 }
 
 void pool_set_coll(struct pool *p, struct coll *c)
@@ -384,8 +390,8 @@ static int root_error(struct pool *p, int root, struct err *e)
 	int len = snprintf(own, sizeof own, "rank %d", root);
 	if (strncmp(re->msg, own, (size_t)len) == 0 &&
 	    (re->msg[len] == ':' || re->msg[len] == ' ')) /* already names its rank */
-		return ERR(e, re->code, "%s", re->msg);
-	return ERR(e, re->code, "rank %d: %s", root, re->msg);
+		return ERR(e, re->code, "%s%s", p->first_rank ? "local " : "", re->msg);
+	return ERR(e, re->code, "rank %d: %s", p->first_rank + root, re->msg);
 }
 
 int pool_run(struct pool *p, pool_fn fn, void *arg, struct err *e)

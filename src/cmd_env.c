@@ -12,6 +12,7 @@
 #include "ddptok_config.h"
 #include "devcheck.h"
 #include "engine.h"
+#include "procs.h"
 #if DDPTOK_HAVE_CUDA
 #include "gpu.h"
 #endif
@@ -63,6 +64,7 @@ int cmd_env(struct app *a, struct err *e)
 	printf("configuration %s: W = %d, reduce %s\n", a->cfg.path, a->s.world,
 	       a->s.reduce == COLL_AVG ? "avg" : "sum");
 	print_memory(&a->s);
+	procs_report(stdout, &a->s);
 	if (engine_plan_devices(&a->s, gpus, why, &plan, &pe) != ERR_OK) {
 		printf("backend: this configuration does not run here: %s\n", pe.msg);
 		if (!a->o.check)

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "engine_tree.h"
 #include "norm.h"
+#include "world.h"
 
 static int max_batch_rows(const struct settings *s)
 {
@@ -51,7 +52,7 @@ struct op_call {
 static int run_op(int rank, void *ctx, void *arg, struct err *e)
 {
 	const struct op_call *c = arg;
-	if (c->rank0_only && rank != 0)
+	if (c->rank0_only && rank != 0) /* rank: the thread, i.e. the local rank */
 		return ERR_OK;
 	return c->op(c->eng, ctx, c->arg, e);
 }
@@ -62,6 +63,7 @@ static int on_ranks(struct engine *eng, rank_op op, void *arg, struct err *e)
 	return pool_run(eng->pool, run_op, &c, e);
 }
 
+/* local rank 0 (global rank 0 in process 0; every process runs it on its own replica) */
 static int on_rank0(struct engine *eng, rank_op op, void *arg, struct err *e)
 {
 	struct op_call c = {eng, op, arg, 1};
@@ -78,7 +80,7 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	 * context slots of its embed_backward, at most */
 	size_t rows = (size_t)max_batch_rows(&eng->s), slots = rows * eng->shape.context;
 	size_t upload = slots * sizeof(int32_t) + rows * sizeof(int32_t) + 512;
-	ERR_TRY(device_plan_create_dev(&eng->plan, r->rank, upload, slots, &r->dev, e));
+	ERR_TRY(device_plan_create_dev(&eng->plan, r->local, upload, slots, &r->dev, e));
 	struct dev *d = r->dev;
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));
@@ -123,6 +125,34 @@ void engine_opts_init(struct engine_opts *o)
 	o->hang_seconds = -1.0;
 }
 
+int engine_local_ranks(const struct settings *s, int *local, int *first, struct err *e)
+{
+	const struct world *wd = world_get();
+	int l = s->local > 0 ? s->local : s->world / wd->procs;
+	if (l * wd->procs != s->world)
+		return ERR(e, ERR_CONFIG, "devices.world = %d is not %d processes x devices.local "
+			   "= %d ranks each: set devices.world = processes x devices.local",
+			   s->world, wd->procs, s->local > 0 ? s->local : l);
+	*local = l;
+	*first = wd->proc * l;
+	return ERR_OK;
+}
+
+/* The collective of this process's ranks, spanning the other processes when there are
+ * any (the host collective only, for now). */
+static int create_coll(struct engine *eng, struct err *e)
+{
+	const struct world *wd = world_get();
+	ERR_TRY(device_plan_create_coll(&eng->plan, eng->local, pool_barrier(eng->pool),
+					eng->shape.n_params, &eng->coll, e));
+	if (wd->procs == 1)
+		return ERR_OK;
+	if (eng->plan.nccl)
+		return ERR(e, ERR_CONFIG, "NCCL across processes is not supported yet: set "
+			   "devices.collective = host");
+	return coll_host_span_processes(eng->coll, wd->procs, wd->proc, eng->s.timeout_s, e);
+}
+
 int engine_create(const struct settings *s, const struct corpus *c,
 		  const struct engine_opts *opts, struct engine **out, struct err *e)
 {
@@ -140,15 +170,17 @@ int engine_create(const struct settings *s, const struct corpus *c,
 	eng->hang_window = opts ? opts->hang_window : -1;
 	eng->hang_seconds = opts ? opts->hang_seconds : -1.0;
 	model_shape_init(&eng->shape, s->vocab, s->context, s->embed, s->hidden);
+	ERR_TRY_GOTO(rc, engine_local_ranks(s, &eng->local, &eng->first_rank, e), fail);
 	ERR_TRY_GOTO(rc, choose_backend(eng, e), fail);
-	ERR_TRY_GOTO(rc, pool_create(s->world, s->timeout_s, &eng->pool, e), fail);
-	for (int r = 0; r < s->world; r++) {
-		eng->rep[r].rank = r;
-		pool_set_ctx(eng->pool, r, &eng->rep[r]);
+	ERR_TRY_GOTO(rc, pool_create(eng->local, s->timeout_s, &eng->pool, e), fail);
+	pool_set_first_rank(eng->pool, eng->first_rank);
+	for (int l = 0; l < eng->local; l++) {
+		eng->rep[l].rank = eng->first_rank + l;
+		eng->rep[l].local = l;
+		pool_set_ctx(eng->pool, l, &eng->rep[l]);
 	}
 	ERR_TRY_GOTO(rc, on_ranks(eng, replica_init, NULL, e), fail);
-	ERR_TRY_GOTO(rc, device_plan_create_coll(&eng->plan, eng->world, pool_barrier(eng->pool),
-		     eng->shape.n_params, &eng->coll, e), fail);
+	ERR_TRY_GOTO(rc, create_coll(eng, e), fail);
 	pool_set_coll(eng->pool, eng->coll);
 	size_t bytes = eng->shape.n_params * sizeof(float);
 	if (!(eng->host_reduced = malloc(bytes))) {
@@ -282,11 +314,22 @@ static void injected_hang(double seconds)
 int engine_micro_begin(struct engine *eng, int rank, const struct window *w, int m,
 		       struct err *e)
 {
-	ERR_TRY(pool_mark(eng->pool, rank, "forward/backward of microbatch", m + 1, e));
+	/* rank: the global rank; the pool knows its threads by local rank */
+	ERR_TRY(pool_mark(eng->pool, rank - eng->first_rank, "forward/backward of microbatch",
+			  m + 1, e));
 	if (m == 0 && eng->hang_rank == rank && eng->hang_window == w->index)
 		injected_hang(eng->hang_seconds);
 	return ERR_OK;
 }
+
+/* What each rank reports of a window, gathered from every process (by global rank). */
+struct rank_outcome {
+	double loss_sum;       /* the reduced loss sum the rank received */
+	double local_loss_sum; /* its own unscaled loss sum */
+	double seconds_coll;   /* its time inside the collective */
+	int64_t rejected;
+	uint64_t param_digest;
+};
 
 struct window_shared {
 	const struct window *w;
@@ -294,6 +337,7 @@ struct window_shared {
 	double loss_sum[PLAN_MAX_WORLD];
 	int rejected[PLAN_MAX_WORLD];
 	uint64_t param_digest[PLAN_MAX_WORLD];
+	struct rank_outcome out[PLAN_MAX_WORLD]; /* by global rank */
 };
 
 /* The sequence unit: each sequence of microbatch m of rank `rank` is its own step on
@@ -315,6 +359,20 @@ static int accumulate_sequences(struct engine *eng, struct replica *r, const str
 		*local += part / (double)n_s;
 	}
 	return ERR_OK;
+}
+
+/* ws->out for every rank of every process: the local ranks' outcomes, gathered. */
+static int gather_outcomes(struct engine *eng, struct window_shared *ws, struct err *e)
+{
+	struct rank_outcome mine[PLAN_MAX_WORLD];
+	for (int l = 0; l < eng->local; l++) {
+		int g = eng->first_rank + l;
+		mine[l] = (struct rank_outcome){ws->loss_sum[g], eng->rep[l].loss_sum,
+						eng->coll->seconds[l], ws->rejected[g],
+						ws->param_digest[g]};
+	}
+	return world_allgather(mine, sizeof mine[0] * (size_t)eng->local, ws->out,
+			       eng->s.timeout_s, "the exchange of window outcomes", e);
 }
 
 /* Default mode: the rank's microbatches accumulate into its gradient, each with its
@@ -362,15 +420,16 @@ static int window_step(struct engine *eng, struct replica *r, void *arg, struct 
 
 	/* the global count goes through the collective, like it would across processes;
 	 * each step is marked for the pool's watchdog, which names the step of a late rank */
-	ERR_TRY(pool_mark(eng->pool, rank, "the token count allreduce", 0, e));
+	ERR_TRY(pool_mark(eng->pool, r->local, "the token count allreduce", 0, e));
 	int64_t count = w->rank_tokens[rank];
-	ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &count, 1, COLL_I64, COLL_SUM, 1, e));
+	ERR_TRY(eng->coll->ops->allreduce(eng->coll, r->local, d, &count, 1, COLL_I64, COLL_SUM, 1,
+					  e));
 	if (count != w->N)
 		return ERR(e, ERR_DEVICE, "the collective counted %lld supervised tokens, the "
 			   "scheduler %lld", (long long)count, (long long)w->N);
 	if (s->unit == UNIT_SEQUENCE) { /* S, the sequence unit's count, the same way */
 		int64_t seqs = w->rank_sequences[rank];
-		ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &seqs, 1, COLL_I64,
+		ERR_TRY(eng->coll->ops->allreduce(eng->coll, r->local, d, &seqs, 1, COLL_I64,
 						  COLL_SUM, 1, e));
 		if (seqs != w->S)
 			return ERR(e, ERR_DEVICE, "the collective counted %lld sequences, the "
@@ -398,22 +457,22 @@ static int window_step(struct engine *eng, struct replica *r, void *arg, struct 
 		ERR_TRY(o->download(d, eng->host_local[rank], r->grads, n * sizeof(float), e));
 
 	double sum = local;
-	ERR_TRY(pool_mark(eng->pool, rank, "the gradient allreduce", 0, e));
+	ERR_TRY(pool_mark(eng->pool, r->local, "the gradient allreduce", 0, e));
 	if (s->shards > 0) {
 		ERR_TRY(tree_reduce(eng, r, &sum, e));
 	} else {
-		ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, r->grads, n, COLL_F32,
+		ERR_TRY(eng->coll->ops->allreduce(eng->coll, r->local, d, r->grads, n, COLL_F32,
 					      avg ? COLL_AVG : COLL_SUM, 0, e));
-		ERR_TRY(pool_mark(eng->pool, rank, "the loss allreduce", 0, e));
-		ERR_TRY(eng->coll->ops->allreduce(eng->coll, rank, d, &sum, 1, COLL_F64, COLL_SUM,
+		ERR_TRY(pool_mark(eng->pool, r->local, "the loss allreduce", 0, e));
+		ERR_TRY(eng->coll->ops->allreduce(eng->coll, r->local, d, &sum, 1, COLL_F64, COLL_SUM,
 					      1, e));
 	}
 	ws->loss_sum[rank] = sum;
 
-	if (rank == 0 && (ws->flags & ENGINE_CAPTURE_REDUCED))
+	if (r->local == 0 && (ws->flags & ENGINE_CAPTURE_REDUCED))
 		ERR_TRY(o->download(d, eng->host_reduced, r->grads, n * sizeof(float), e));
 
-	ERR_TRY(pool_mark(eng->pool, rank, "the optimizer step", 0, e));
+	ERR_TRY(pool_mark(eng->pool, r->local, "the optimizer step", 0, e));
 	if (ws->flags & ENGINE_UPDATE)
 		ERR_TRY(o->sgd(d, (int)n, (float)s->lr, (float)s->momentum, (float)s->weight_decay,
 			   eng->updates_done == 0, r->params, r->grads, r->momentum, e));
@@ -444,42 +503,44 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 	ws.mode = mode;
 	ws.flags = flags;
 	/* the collective times itself (its barrier waits included) */
-	for (int r = 0; r < eng->world; r++)
-		eng->coll->seconds[r] = 0;
+	for (int l = 0; l < eng->local; l++)
+		eng->coll->seconds[l] = 0;
 	int rc = on_ranks(eng, window_step, &ws, e);
+	if (rc == ERR_OK)
+		rc = gather_outcomes(eng, &ws, e);
 	if (rc != ERR_OK) {
 		err_prefix(e, "window %lld", (long long)w->index + 1); /* numbered from 1 */
 		return rc;
 	}
+	const struct rank_outcome *out = ws.out;
 	res->N = w->N;
 	for (int r = 0; r < eng->world; r++) {
 		res->rank_tokens[r] = w->rank_tokens[r];
-		res->rank_loss_sum[r] = eng->rep[r].loss_sum;
-		if (ws.rejected[r] != ws.rejected[0])
+		res->rank_loss_sum[r] = out[r].local_loss_sum;
+		if (out[r].rejected != out[0].rejected)
 			return ERR(e, ERR_DEVICE, "window %lld: ranks disagree on rejecting it",
 				   (long long)w->index);
-		double coll = eng->coll->seconds[r];
-		if (coll > res->seconds_coll)
-			res->seconds_coll = coll;
-		res->seconds_coll_mean += coll / eng->world;
+		if (out[r].seconds_coll > res->seconds_coll)
+			res->seconds_coll = out[r].seconds_coll;
+		res->seconds_coll_mean += out[r].seconds_coll / eng->world;
 	}
 	res->seconds = clock_now_s() - t0;
-	if (ws.rejected[0]) {
+	if (out[0].rejected) {
 		res->rejected = 1;
 		return ERR_OK;
 	}
 	for (int r = 1; r < eng->world; r++)
-		if (ws.loss_sum[r] != ws.loss_sum[0])
+		if (out[r].loss_sum != out[0].loss_sum)
 			return ERR(e, ERR_DEVICE, "window %lld: ranks received different loss sums",
 				   (long long)w->index);
 	if (flags & ENGINE_CHECK_REPLICAS)
 		for (int r = 1; r < eng->world; r++)
-			if (ws.param_digest[r] != ws.param_digest[0])
+			if (out[r].param_digest != out[0].param_digest)
 				return ERR(e, ERR_CHECK,
 					   "window %lld: replica %d's parameters differ from rank 0's",
 					   (long long)w->index, r);
-	res->loss_sum = ws.loss_sum[0];
-	res->loss = ws.loss_sum[0] / (double)norm_unit_count(eng->s.unit, w);
+	res->loss_sum = out[0].loss_sum;
+	res->loss = out[0].loss_sum / (double)norm_unit_count(eng->s.unit, w);
 	if (flags & ENGINE_CAPTURE_REDUCED) {
 		double g2 = 0.0;
 		for (size_t i = 0; i < eng->shape.n_params; i++)
@@ -518,7 +579,7 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 		for (int m = 0; m < w->micro; m++) {
 			const struct plan_micro *mb = &w->mb[q][m];
 			double part = 0.0;
-			ERR_TRY(pool_mark(eng->pool, r->rank, "reference microbatch",
+			ERR_TRY(pool_mark(eng->pool, r->local, "reference microbatch",
 					  q * w->micro + m + 1, e));
 			if (eng->s.unit == UNIT_SEQUENCE) { /* 1 / (S n_s) per token */
 				ERR_TRY(accumulate_sequences(eng, r, w, q, m, NORM_GLOBAL_TOKEN, 0,
@@ -562,7 +623,7 @@ static int evaluate(struct engine *eng, struct replica *r, void *arg, struct err
 	int ids[4096];
 	for (int i = 0; i < count; i += chunk) {
 		int k = count - i < chunk ? count - i : chunk;
-		ERR_TRY(pool_mark(eng->pool, r->rank, "evaluation batch", i / chunk + 1, e));
+		ERR_TRY(pool_mark(eng->pool, r->local, "evaluation batch", i / chunk + 1, e));
 		for (int j = 0; j < k; j++)
 			ids[j] = first + i + j;
 		double part;

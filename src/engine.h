@@ -35,7 +35,8 @@
 #define ENGINE_TREE_LEVELS 6
 
 struct replica {
-	int rank;
+	int rank;                         /* global rank: process * local + local rank */
+	int local;                        /* this process's device thread */
 	struct dev *dev;
 	float *params, *grads, *momentum; /* device */
 	float *tree[ENGINE_TREE_LEVELS];  /* exact mode: the subtree stack (engine_tree.h) */
@@ -108,12 +109,14 @@ struct engine {
 	struct model_shape shape;
 	struct pool *pool;
 	struct coll *coll;
-	struct replica rep[PLAN_MAX_WORLD];
-	int world;
+	struct replica rep[PLAN_MAX_WORLD]; /* this process's ranks, by local rank */
+	int world;      /* W, every process's ranks */
+	int local;      /* L, this process's ranks (W = processes * L) */
+	int first_rank; /* the global rank of local rank 0 */
 	struct device_plan plan; /* backend, devices and collective actually used */
 	int64_t updates_done; /* optimizer steps taken (first step: buf = g) */
 	float *host_reduced;  /* n_params, filled with ENGINE_CAPTURE_REDUCED */
-	float *host_local[PLAN_MAX_WORLD];
+	float *host_local[PLAN_MAX_WORLD]; /* by global rank; this process's ranks only */
 	/* failure injection (tests): rank `inject_rank` fails at window index
 	 * `inject_window` (-1: off) */
 	int inject_rank;
@@ -123,6 +126,11 @@ struct engine {
 	int64_t hang_window;
 	double hang_seconds;
 };
+
+/* This process's share of devices.world: *local ranks from global rank *first (world.h;
+ * W = processes x L). ERR_CONFIG naming devices.world and devices.local when they do not
+ * divide. */
+int engine_local_ranks(const struct settings *s, int *local, int *first, struct err *e);
 
 /* Options of engine_create beyond the settings. */
 struct engine_opts {

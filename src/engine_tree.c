@@ -15,7 +15,7 @@ int tree_replica_alloc(struct engine *eng, struct replica *r, struct err *e)
 	size_t bytes = eng->shape.n_params * sizeof(float);
 	if (s->shards <= 0)
 		return ERR_OK;
-	int leaves = r->rank == 0 ? s->shards : s->shards / s->world;
+	int leaves = r->local == 0 ? s->shards : s->shards / s->world;
 	int levels = coll_tree_levels(leaves);
 	if (levels < 0 || levels > ENGINE_TREE_LEVELS)
 		return ERR(e, ERR_CONFIG, "train.shards = %d on devices.world = %d: %d shards per "
@@ -102,8 +102,8 @@ int tree_finish(struct engine *eng, struct replica *r, struct err *e)
 int tree_reduce(struct engine *eng, struct replica *r, double *loss, struct err *e)
 {
 	struct coll *c = eng->coll;
-	ERR_TRY(c->ops->allreduce_tree(c, r->rank, r->dev, r->grads, eng->shape.n_params,
+	ERR_TRY(c->ops->allreduce_tree(c, r->local, r->dev, r->grads, eng->shape.n_params,
 				       COLL_F32, 0, e));
-	ERR_TRY(c->ops->allreduce_tree(c, r->rank, r->dev, loss, 1, COLL_F64, 1, e));
+	ERR_TRY(c->ops->allreduce_tree(c, r->local, r->dev, loss, 1, COLL_F64, 1, e));
 	return tree_finish(eng, r, e);
 }

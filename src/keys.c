@@ -148,6 +148,9 @@ const struct cfg_key settings_keys[] = {
 
 	/* [devices] */
 	INT_KEY("devices", "world", "2", 1, 8, MATH | KEY_ELASTIC, AT(world), "number of data-parallel ranks (devices)"),
+	INT_KEY("devices", "local", "0", 0, 8, 0, AT(local),
+		"ranks (device threads) of each process under mpirun or srun: devices.world = "
+		"processes x local (0: world / processes)"),
 	ENUM_KEY("devices", "backend", "auto", CHOICES_BACKEND, 0, AT(backend),
 		 "device backend: auto (cuda when a GPU is visible), cpu or cuda"),
 	ENUM_KEY("devices", "reduce", "avg", CHOICES_REDUCE, MATH, AT(reduce),

@@ -22,6 +22,7 @@
 #include "ddptok_config.h"
 #include "dirlock.h"
 #include "pool.h"
+#include "world.h"
 
 /* Command-specific options: the bit a command's `opts` accepts them by. */
 enum {
@@ -578,9 +579,39 @@ static int lock_roots(const struct command *cmd, struct cli *cli, int argc, char
 	for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
 		if (!(cmd->writes & roots[i].bit))
 			continue;
+		if (roots[i].bit == WRITES_ARTIFACTS && world_get()->proc > 0)
+			continue; /* process 0 writes the artifacts of a run, and holds their lock */
 		ERR_TRY(dirlock_take(locks, roots[i].dir, roots[i].key, holder, e));
 	}
 	return ERR_OK;
+}
+
+/* Under mpirun, processes other than 0 write their outputs (reports, metrics) into
+ * <outputs>/process-<p>; checkpoints are process 0's alone (train.c). */
+static int process_outputs(struct app *a, struct err *e)
+{
+	const struct world *wd = world_get();
+	char dir[sizeof a->s.outputs];
+	if (wd->proc == 0)
+		return ERR_OK;
+	if (snprintf(dir, sizeof dir, "%s/process-%d", a->s.outputs, wd->proc) >= (int)sizeof dir)
+		return ERR(e, ERR_CONFIG, "[run] outputs: %s is too long", a->s.outputs);
+	memcpy(a->s.outputs, dir, sizeof dir);
+	return ERR_OK;
+}
+
+/* Prints the error of a failed command; with several processes it names this one and,
+ * unless all of them stopped together (an agreed interruption), ends the others: they
+ * would wait for it in their next exchange. */
+static void report_failure(const struct app *a, struct err *e)
+{
+	const struct world *wd = world_get();
+	fprintf(stderr, "ddptok-run: %s%s%s: %s\n", wd->procs > 1 ? world_proc_name(wd->proc) : "",
+		wd->procs > 1 ? ": " : "", err_code_name(e->code), e->msg);
+	if (a->s.log_level >= 2 && e->file)
+		fprintf(stderr, "  (at %s:%d)\n", e->file, e->line);
+	if (e->code != ERR_INTERRUPTED)
+		world_abort(e->code);
 }
 
 int main(int argc, char **argv)
@@ -609,9 +640,12 @@ int main(int argc, char **argv)
 	}
 	if (!(cmd = chosen_command(&cli)))
 		return ERR_USAGE;
-	if ((rc = load_configuration(&cli, &e)) == ERR_OK &&
+	if ((rc = world_init(&argc, &argv, &e)) == ERR_OK &&
+	    (rc = load_configuration(&cli, &e)) == ERR_OK &&
+	    (rc = process_outputs(a, &e)) == ERR_OK &&
 	    (rc = lock_roots(cmd, &cli, argc, argv, &locks, &e)) == ERR_OK) {
-		app_env_init(a, isatty(STDOUT_FILENO));
+		/* progress lines of several processes would overwrite each other */
+		app_env_init(a, isatty(STDOUT_FILENO) && world_get()->procs == 1);
 		rc = cmd->fn(a, &e);
 		app_progress_close(a);
 	}
@@ -619,10 +653,9 @@ int main(int argc, char **argv)
 	if (rc != ERR_OK) {
 		if (e.code == ERR_OK)
 			ERR(&e, rc, "%s", err_code_name(rc));
-		fprintf(stderr, "ddptok-run: %s: %s\n", err_code_name(e.code), e.msg);
-		if (a->s.log_level >= 2 && e.file)
-			fprintf(stderr, "  (at %s:%d)\n", e.file, e.line);
+		report_failure(a, &e);
 	}
+	world_finalize();
 	cfg_free(&a->cfg);
 	dirlock_release(&locks);
 	int status = rc == ERR_OK ? 0 : e.code;

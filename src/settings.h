@@ -75,6 +75,7 @@ struct settings {
 
 	/* [devices] */
 	int world;
+	int local;      /* ranks per process (0: world / processes) */
 	int backend;    /* enum backend_choice */
 	int reduce;     /* enum coll_op */
 	int collective; /* enum collective_choice */

@@ -162,7 +162,8 @@ static int train_loop(struct trainer *t, struct err *e)
 {
 	const struct train_opts *o = &t->o;
 	int rc = ERR_OK, shown = 0;
-	while (t->step < o->stop_at && !env_stop_requested(t->v)) {
+	while ((rc = trainer_agree_stop(t, e)) == ERR_OK && t->step < o->stop_at &&
+	       !trainer_stop_reason(t)) {
 		struct window_result wr;
 		if ((rc = trainer_step(t, &t->r.w, 0, &wr, e)))
 			break;
@@ -170,7 +171,7 @@ static int train_loop(struct trainer *t, struct err *e)
 		shown = 1;
 		if (o->on_window && o->on_window(o->on_window_arg, t->step, &wr))
 			break;
-		if (t->step < o->stop_at && train_ckpt_due(o, t->step) && !env_stop_requested(t->v) &&
+		if (t->step < o->stop_at && train_ckpt_due(o, t->step) && !trainer_stop_reason(t) &&
 		    (rc = trainer_checkpoint(t, o->ckpt_root, NULL, 0, e)))
 			break;
 	}
@@ -183,7 +184,7 @@ static int train_loop(struct trainer *t, struct err *e)
 static int interrupted(const struct trainer *t, struct err *e)
 {
 	const struct train_opts *o = &t->o;
-	const char *why = env_stop_name(env_stop_requested(t->v));
+	const char *why = env_stop_name(trainer_stop_reason(t));
 	if (t->checkpoints_written == 0 && o->resume_dir)
 		return ERR(e, ERR_INTERRUPTED, "interrupted by %s before any step: the state is "
 			   "still that of checkpoint %s (continue with --resume %s)", why,
@@ -239,7 +240,7 @@ static int train_finish(struct trainer *t, struct train_result *res, struct err 
 	/* a stop request counts even when it arrived in the last window or while the final
 	 * checkpoint was written: the run is then complete, but the caller (the protocol)
 	 * must stop rather than go on to its next step */
-	if (t->step < t->o.stop_at || env_stop_requested(t->v)) {
+	if (t->step < t->o.stop_at || trainer_stop_reason(t)) {
 		res->interrupted = 1;
 		return interrupted(t, e);
 	}

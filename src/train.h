@@ -206,6 +206,8 @@ struct trainer {
 	int64_t last_ckpt_step;    /* step of the last checkpoint written or resumed from; -1 */
 	char checkpoint[FSX_PATH_MAX]; /* that checkpoint, or "" */
 	int checkpoints_written;
+	int stop_agreed;           /* several processes: the stop reason they agreed on before
+				      the current window (0: none) */
 	double last_loss;          /* global token mean of the last accepted window (NaN: none) */
 	struct train_history hist[PLAN_MAX_WORLD];
 	struct train_history shard_hist[SHARD_MAX]; /* exact mode: per shard (elastic.h) */
@@ -236,9 +238,16 @@ int trainer_open(struct trainer *t, const struct env *v, const struct train_opts
  * other error comes from the engine or the metrics file. */
 int trainer_step(struct trainer *t, struct window *w, int flags, struct window_result *wr,
 		 struct err *e);
+/* Agrees with the other processes, between windows, on whether to stop (any process's
+ * SIGINT/SIGTERM stops all); nothing to do in a world of one. */
+int trainer_agree_stop(struct trainer *t, struct err *e);
+/* The reason to stop (0: none): the stop flag, or with several processes the reason they
+ * last agreed on, so that every process stops at the same window boundary. */
+int trainer_stop_reason(const struct trainer *t);
 /* Writes checkpoint <root>/step-NNNN of the current step (its directory also goes to out,
  * when cap > 0) and remembers it in t->checkpoint. Call it between steps only. Windows of
- * several normalizations cannot be checkpointed (ERR_USAGE): a checkpoint records one. */
+ * several normalizations cannot be checkpointed (ERR_USAGE): a checkpoint records one.
+ * With several processes process 0 writes it and the others share its result. */
 int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t cap,
 		       struct err *e);
 /* Whether a run with options o checkpoints after `step`: at o->stop_at and every

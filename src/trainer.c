@@ -24,6 +24,8 @@
 #include "clock.h"
 #include "elastic.h"
 #include "jsonx.h"
+#include "procs.h"
+#include "world.h"
 
 /* Debug builds also compare the replicas every REPLICA_CHECK_STRIDE steps between
  * checkpoints: the comparison downloads and hashes every rank's parameters, a full pass
@@ -90,6 +92,10 @@ static int open_run(struct trainer *t, struct err *e)
 	int rc = train_corpus(t->v, resume == NULL, &c, e);
 	if (rc)
 		return rc;
+	if ((rc = procs_check_data_lock(c.lock, t->v->s->timeout_s, e))) {
+		corpus_free(&c);
+		return rc;
+	}
 	if (resume && (rc = load_resume(t, &c, &ck, e))) {
 		corpus_free(&c);
 		train_ckpt_free(&ck);
@@ -264,6 +270,21 @@ int trainer_step(struct trainer *t, struct window *w, int flags, struct window_r
 	return ERR_OK;
 }
 
+int trainer_stop_reason(const struct trainer *t)
+{
+	return world_get()->procs > 1 ? t->stop_agreed : env_stop_requested(t->v);
+}
+
+int trainer_agree_stop(struct trainer *t, struct err *e)
+{
+	if (world_get()->procs == 1)
+		return ERR_OK;
+	int reason = env_stop_requested(t->v);
+	ERR_TRY(procs_agree_stop(&reason, t->v->s->timeout_s, e));
+	t->stop_agreed = reason;
+	return ERR_OK;
+}
+
 int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t cap,
 		       struct err *e)
 {
@@ -271,8 +292,13 @@ int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t ca
 	if (t->run_mode < 0)
 		return ERR(e, ERR_USAGE, "%s: a checkpoint records one normalization",
 			   t->run_mode == -1 ? "no window was run" : "the windows used several");
-	if ((rc = engine_get_state(t->r.eng, t->params, t->momentum, e)) ||
-	    (rc = train_checkpoint_write(t, root, t->checkpoint, sizeof t->checkpoint, e)))
+	/* process 0 writes the one checkpoint (the replicas are identical); the others take
+	 * its result, so that a failed write fails every process */
+	rc = engine_get_state(t->r.eng, t->params, t->momentum, e);
+	if (rc == ERR_OK && world_get()->proc == 0)
+		rc = train_checkpoint_write(t, root, t->checkpoint, sizeof t->checkpoint, e);
+	if ((rc = procs_checkpoint_result(rc, t->checkpoint, sizeof t->checkpoint,
+					  t->v->s->timeout_s, e)))
 		return rc;
 	if (out && cap)
 		snprintf(out, cap, "%s", t->checkpoint);

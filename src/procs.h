@@ -1,0 +1,28 @@
+/*
+ * procs: what a training run agrees on across processes (world.h) between windows: the
+ * data, the stop requests and the checkpoint's commit. In a world of one each of these
+ * is the process's own value.
+ */
+#ifndef DDPTOK_PROCS_H
+#define DDPTOK_PROCS_H
+
+#include <stddef.h>
+
+#include <stdio.h>
+
+#include "err.h"
+#include "settings.h"
+
+/* Every process's data lock equals process 0's; ERR_DATA naming the first process (and
+ * its host) that differs otherwise, on every process. */
+int procs_check_data_lock(const char *lock, double timeout_s, struct err *e);
+/* *reason: the largest stop reason of any process (0: none asked to stop). */
+int procs_agree_stop(int *reason, double timeout_s, struct err *e);
+/* Process 0's result of writing a checkpoint (rc, and e's message when it failed, path[]
+ * the directory written otherwise) on every process. Returns that result. */
+int procs_checkpoint_result(int rc, char *path, size_t cap, double timeout_s, struct err *e);
+/* `env`'s lines about the processes: the MPI library, P, L, W and the hosts (or why
+ * devices.world does not divide among the processes). */
+void procs_report(FILE *out, const struct settings *s);
+
+#endif

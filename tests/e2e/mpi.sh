@@ -1,0 +1,152 @@
+# Several processes under mpirun (Open MPI, --oversubscribe on one machine, CPU backend):
+# parity with every negative control caught; training with P processes x L ranks gives the
+# bits of one process with W = P x L ranks (default and exact mode); a checkpoint written
+# by one layout resumes on another and ends bit for bit where the continuous run ends; a
+# failure on a rank of process 1, process 1 killed or stuck, and SIGTERM to process 0 only
+# end every process promptly with the right status and message; differing data refused.
+# Skips (77) without mpirun or in a build without MPI.
+set -eu
+fail() { echo "FAIL: $*"; exit 1; }
+command -v mpirun > /dev/null 2>&1 || { echo "SKIP: no mpirun"; exit 77; }
+T="$CONF/tiny.ini"
+"$DDPTOK" "$T" env --set devices.backend=cpu | grep -q "^mpi: built" ||
+	{ echo "SKIP: built without MPI"; exit 77; }
+# Open MPI refuses to run as root unless told twice; only this test's processes are told
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_plm_rsh_agent=false # one machine, no network
+S="--set devices.backend=cpu"
+# mpirun NP ARGS...: the binary on NP processes of this machine
+mpi() { np=$1; shift; mpirun --oversubscribe -np "$np" "$DDPTOK" "$T" "$@"; }
+# rc_of CMD...: runs it, its exit status in $rc, output in cmd.out / cmd.err
+rc_of() { set +e; "$@" > cmd.out 2> cmd.err; rc=$?; set -e; }
+same() { # same DIR1 DIR2: the checkpoints hold the same parameters and momentum
+	for f in params.npy momentum.npy; do
+		cmp "$1/$f" "$2/$f" || fail "$f of $1 differs from $2's"
+	done
+}
+
+# env: P, L, W and the hosts of every process
+mpi 2 env $S --set devices.world=4 > env.out
+grep -q "^processes: P = 2 x L = 2 = W = 4 ranks; this is process 1, ranks 2..3; hosts: " env.out ||
+	fail "env: $(cat env.out)"
+
+# parity with P = 2 x L = 1: the one-process verdicts and numbers, controls caught
+# shellcheck disable=SC2086
+"$DDPTOK" "$T" parity $S --set run.outputs=one > /dev/null
+# shellcheck disable=SC2086
+mpi 2 parity $S --set run.outputs=two > parity.out || { cat parity.out; fail "parity P=2"; }
+cmp one/parity.json two/parity.json || fail "parity.json of P = 2 differs from P = 1's"
+[ "$(grep -c 'fail (caught)' parity.out)" -eq 6 ] || fail "negative controls: $(cat parity.out)"
+
+# training: P = 2 x L = 2 and P = 1 x L = 4 write the same bits (default and exact mode)
+for mode in "" "--set train.shards=8"; do
+	# shellcheck disable=SC2086
+	"$DDPTOK" "$T" train --continuous $S $mode --set devices.world=4 \
+		--set run.artifacts=w4 > /dev/null
+	# shellcheck disable=SC2086
+	mpi 2 train --continuous $S $mode --set devices.world=4 --set run.artifacts=p2 > /dev/null
+	same w4/continuous/step-0006 p2/continuous/step-0006
+	[ ! -e p2/process-1 ] || fail "process 1 wrote into the artifacts"
+	rm -rf w4 p2
+done
+
+# resume across layouts: P = 2 x L = 1 stops at 3, P = 1 x L = 2 resumes; and the reverse
+# shellcheck disable=SC2086
+"$DDPTOK" "$T" train --continuous $S --set run.artifacts=c > /dev/null
+# shellcheck disable=SC2086
+mpi 2 train $S --set run.artifacts=a > /dev/null
+# shellcheck disable=SC2086
+"$DDPTOK" "$T" train --resume a/checkpoints/step-0003 $S --set run.artifacts=a > /dev/null
+same a/checkpoints/step-0006 c/continuous/step-0006
+# shellcheck disable=SC2086
+"$DDPTOK" "$T" train $S --set run.artifacts=b > /dev/null
+# shellcheck disable=SC2086
+mpi 2 train --resume b/checkpoints/step-0003 $S --set run.artifacts=b > /dev/null
+same b/checkpoints/step-0006 c/continuous/step-0006
+
+# a failure on rank 3 (process 1) at window 2: every process ends, naming it
+# shellcheck disable=SC2086
+rc_of mpi 2 train --continuous $S --set devices.world=4 --inject-failure 3:2
+[ "$rc" -eq 6 ] || { cat cmd.err; fail "injected failure: exit $rc, expected 6"; }
+grep -q "process 1 (.*): device error: window 2: rank 3: injected failure" cmd.err ||
+	fail "the failure is not named: $(cat cmd.err)"
+
+# differing data: refused before the first window, naming the process that differs
+# shellcheck disable=SC2086
+rc_of mpirun --oversubscribe -np 1 "$DDPTOK" "$T" train $S --set run.artifacts=d : \
+	-np 1 "$DDPTOK" "$T" train $S --set run.artifacts=d --set data.train=65
+[ "$rc" -eq 5 ] || { cat cmd.err; fail "differing data: exit $rc, expected 5"; }
+grep -q "the data differ between processes: process 1 (" cmd.err || fail "$(cat cmd.err)"
+[ ! -e d/checkpoints ] || fail "a checkpoint was written with differing data"
+
+# long runs for the signals: about a thousand windows
+L="--set train.updates=3000 --set train.stop_at=2900 --set devices.timeout=3"
+# start_long DIR: P = 2 in the background ($mp), $p0 / $p1 its processes once they train
+start_long() {
+	# shellcheck disable=SC2086
+	mpirun --oversubscribe -np 2 "$DDPTOK" "$T" train $S $L --set run.outputs="$1" \
+		--set run.artifacts="$1" > "$1.out" 2> "$1.err" &
+	mp=$!
+	i=0
+	while [ ! -s "$1/train-stop.jsonl" ]; do
+		i=$((i + 1))
+		[ "$i" -lt 600 ] || fail "$1: no window trained"
+		sleep 0.05
+	done
+	p0= p1=
+	for c in $(pgrep -P "$mp"); do
+		r=$(tr '\0' '\n' < "/proc/$c/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+		[ "$r" = 0 ] && p0=$c
+		[ "$r" = 1 ] && p1=$c
+	done
+	[ -n "$p0" ] && [ -n "$p1" ] || fail "$1: the processes of mpirun $mp not found"
+}
+# finish: waits for mpirun ($rc, seconds in $took) and checks no process is left
+finish() {
+	t0=$(date +%s)
+	set +e
+	wait "$mp"
+	rc=$?
+	set -e
+	took=$(($(date +%s) - t0))
+	for q in $p0 $p1; do # a process mpirun reaped is gone at once; allow 2 s anyway
+		i=0
+		while kill -0 "$q" 2> /dev/null; do
+			i=$((i + 1))
+			[ "$i" -lt 40 ] || fail "process $q outlived mpirun: $(cat /proc/$q/status)"
+			sleep 0.05
+		done
+	done
+}
+
+echo "mpi: parity, layouts, resume, failure and data checks passed"
+# SIGTERM to process 0 only: both stop at the same window, one checkpoint, exit 8
+start_long term
+kill -TERM "$p0"
+finish
+[ "$rc" -eq 8 ] || { cat term.err; fail "SIGTERM to process 0: exit $rc, expected 8"; }
+[ "$(grep -c 'interrupted by SIGTERM after step' term.err)" -eq 2 ] ||
+	fail "both processes must report the interruption: $(cat term.err)"
+ck=$(sed -n 's/^ddptok-run: process 0.*continue with --resume \(.*\))$/\1/p' term.err)
+[ -f "$ck/MANIFEST.json" ] || fail "no checkpoint named: $(cat term.err)"
+grep -q "process 1 .*--resume $ck)" term.err || fail "process 1 names another checkpoint"
+[ "$(wc -l < term/train-stop.jsonl)" -eq "$(wc -l < term/process-1/train-stop.jsonl)" ] ||
+	fail "the processes stopped at different windows"
+
+echo "mpi: SIGTERM to process 0 ended both at step $(wc -l < term/train-stop.jsonl)"
+# SIGKILL of process 1: mpirun ends process 0 too
+start_long kill
+kill -KILL "$p1"
+finish
+[ "$rc" -ne 0 ] || fail "SIGKILL of process 1: mpirun exited 0"
+[ "$took" -le 10 ] || fail "SIGKILL of process 1: the run took $took s to end"
+
+echo "mpi: SIGKILL of process 1 ended the run in $took s"
+# process 1 stuck (stopped): process 0 gives up after devices.timeout = 3 s, ending both
+start_long stuck
+kill -STOP "$p1"
+finish
+[ "$rc" -eq 6 ] || { cat stuck.err; fail "stuck process 1: exit $rc, expected 6"; }
+grep -q "process 0 (.*): .*timed out after 3 s" stuck.err || fail "$(cat stuck.err)"
+[ "$took" -le 15 ] || fail "stuck process 1: the run took $took s to end"
+echo "mpi: ok"
