@@ -78,11 +78,12 @@ int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
  * gets a line saying so (not an error). */
 int gpu_env_report(FILE *out, struct err *e);
 
-/* What the bits of a CUDA-backend result depend on beyond the program: the model of GPU
- * `device` and its compute capability, the CUDA runtime, cuBLAS and NCCL versions, in
- * words (exact mode records it in checkpoints). Never fails: what cannot be asked is
- * written as unknown. */
-void gpu_describe(int device, char *out, size_t cap);
+/* What the bits of a run on GPUs ids[0..n) depend on, in words, for checkpoints: the
+ * number of distinct GPUs, the model, compute capability and SM count of the first (and
+ * "mixed" when the others differ), the driver (release and CUDA version), the CUDA
+ * runtime, cuBLAS and NCCL versions. Never fails: what cannot be asked is written as
+ * unknown. */
+void gpu_describe(const int *ids, int n, char *out, size_t cap);
 
 /* Shared by the files of this module: fills `e` with ERR_DEVICE for a failed CUDA
  * runtime call (`status` is the cudaError_t) and returns ERR_DEVICE. rank/device < 0

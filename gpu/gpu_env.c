@@ -13,6 +13,7 @@
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpu_rules.h"
 
@@ -79,6 +80,15 @@ int gpu_device_count(int *count, char *why, size_t whylen, struct err *e)
 	return ERR_OK;
 }
 
+/* NCCL's version code as text: 2.9 and later encode major * 10000 + minor * 100 + patch */
+static void nccl_version_text(int v, char *out, size_t cap)
+{
+	if (v >= 20900)
+		snprintf(out, cap, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+	else
+		snprintf(out, cap, "%d.%d.%d", v / 1000, v / 100 % 10, v % 100);
+}
+
 static void print_version(FILE *out, const char *what, int v)
 {
 	fprintf(out, "%-14s %d.%d\n", what, v / 1000, (v % 1000) / 10);
@@ -105,13 +115,9 @@ int gpu_env_report(FILE *out, struct err *e)
 	gpu_nccl_env_disable_nvls(getenv("NCCL_ALGO"), getenv("NCCL_NVLS_ENABLE"), note, sizeof note);
 	fprintf(out, "%-14s %s\n", "NCCL sums", note);
 	if (ncclGetVersion(&nccl) == ncclSuccess) {
-		/* 2.9 and later: major * 10000 + minor * 100 + patch */
-		if (nccl >= 20900)
-			fprintf(out, "%-14s %d.%d.%d\n", "NCCL", nccl / 10000, nccl / 100 % 100,
-				nccl % 100);
-		else
-			fprintf(out, "%-14s %d.%d.%d\n", "NCCL", nccl / 1000, nccl / 100 % 10,
-				nccl % 100);
+		char text[32];
+		nccl_version_text(nccl, text, sizeof text);
+		fprintf(out, "%-14s %s\n", "NCCL", text);
 	}
 	cudaError_t st = cudaGetDeviceCount(&n);
 	if (st != cudaSuccess) {
@@ -139,24 +145,39 @@ int gpu_env_report(FILE *out, struct err *e)
 	return ERR_OK;
 }
 
-void gpu_describe(int device, char *out, size_t cap)
+void gpu_describe(const int *ids, int n, char *out, size_t cap)
 {
-	struct cudaDeviceProp p;
-	int rt = 0, nccl = 0, blas_major = 0, blas_minor = 0, blas_patch = 0;
-	char name[sizeof p.name + 1] = "unknown GPU";
-	int major = 0, minor = 0;
-	if (cudaGetDeviceProperties(&p, device) == cudaSuccess) {
+	struct cudaDeviceProp p, q;
+	int rt = 0, drv = 0, nccl = 0, blas[3] = {0, 0, 0}, gpus = 0, mixed = 0;
+	char name[sizeof p.name + 1] = "unknown GPU", release[64], nccl_text[32];
+	int major = 0, minor = 0, sms = 0;
+	if (n > 0 && cudaGetDeviceProperties(&p, ids[0]) == cudaSuccess) {
 		snprintf(name, sizeof name, "%s", p.name);
 		major = p.major;
 		minor = p.minor;
+		sms = p.multiProcessorCount;
+	}
+	for (int r = 0; r < n; r++) {
+		int seen = 0;
+		for (int k = 0; k < r; k++)
+			seen |= ids[k] == ids[r];
+		gpus += !seen;
+		if (!seen && r > 0 && (cudaGetDeviceProperties(&q, ids[r]) != cudaSuccess ||
+				       strcmp(q.name, name) != 0 || q.multiProcessorCount != sms))
+			mixed = 1;
 	}
 	cudaGetLastError();
 	cudaRuntimeGetVersion(&rt);
+	cudaDriverGetVersion(&drv);
+	driver_release(release, sizeof release);
 	ncclGetVersion(&nccl);
-	cublasGetProperty(MAJOR_VERSION, &blas_major);
-	cublasGetProperty(MINOR_VERSION, &blas_minor);
-	cublasGetProperty(PATCH_LEVEL, &blas_patch);
-	snprintf(out, cap, "%s (compute capability %d.%d); CUDA runtime %d.%d, cuBLAS %d.%d.%d, "
-		 "NCCL %d", name, major, minor, rt / 1000, rt % 1000 / 10, blas_major, blas_minor,
-		 blas_patch, nccl);
+	nccl_version_text(nccl, nccl_text, sizeof nccl_text);
+	cublasGetProperty(MAJOR_VERSION, &blas[0]);
+	cublasGetProperty(MINOR_VERSION, &blas[1]);
+	cublasGetProperty(PATCH_LEVEL, &blas[2]);
+	snprintf(out, cap, "%d x %s%s (compute capability %d.%d, %d SMs); driver %s (CUDA %d.%d); "
+		 "CUDA runtime %d.%d, cuBLAS %d.%d.%d, NCCL %s", gpus, name,
+		 mixed ? " and other GPUs" : "", major, minor, sms, *release ? release : "unknown",
+		 drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10, blas[0], blas[1], blas[2],
+		 nccl_text);
 }

@@ -70,6 +70,12 @@ void gpu_driver_message(char *out, size_t outlen, const char *release, int drive
 {
 	char found[96], needed[96];
 	int branch = gpu_driver_branch_needed(runtime_version);
+	if (driver_version <= 0 && (!release || !*release)) {
+		/* the runtime answers "insufficient driver" when there is no driver at all */
+		snprintf(out, outlen, "no NVIDIA driver is loaded (the CUDA %d.%d runtime of this "
+			 "build finds none)", runtime_version / 1000, runtime_version % 1000 / 10);
+		return;
+	}
 	const char *rel = release && *release ? release : "of unknown release";
 	if (driver_version > 0)
 		snprintf(found, sizeof found, "driver %s (supports CUDA up to %d.%d)", rel,

@@ -35,7 +35,8 @@ int gpu_driver_release_parse(const char *banner, char *out, size_t outlen);
  * cudaErrorInsufficientDriver): the release found (`release` may be NULL or empty when
  * unknown), the newest CUDA version the driver supports (`driver_version` from
  * cudaDriverGetVersion, 0 when unknown), the runtime this build uses and the branch it
- * needs, and the two ways out. */
+ * needs, and the two ways out. With neither a release nor a driver version there is no
+ * driver at all (the runtime answers the same), and the message says so. */
 void gpu_driver_message(char *out, size_t outlen, const char *release, int driver_version,
 			int runtime_version);
 

@@ -45,7 +45,7 @@ void elastic_machine(const struct engine *eng, char *out, size_t cap)
 	char what[400] = "";
 	if (eng->plan.backend == DEV_BACKEND_CUDA) {
 #if DDPTOK_HAVE_CUDA
-		gpu_describe(eng->plan.ids[0], what, sizeof what);
+		gpu_describe(eng->plan.ids, eng->world, what, sizeof what);
 #endif
 	} else {
 		machine_cpu_describe(what, sizeof what);
@@ -124,18 +124,19 @@ int elastic_check_machine(const struct env *v, const struct train_ckpt *ck,
 			  const struct engine *eng, struct err *e)
 {
 	char now[512];
-	if (v->s->shards <= 0)
-		return ERR_OK;
-	if (strcmp(ck->backend, engine_backend_name(eng)) != 0)
+	if (strcmp(ck->backend, engine_backend_name(eng)) != 0) {
+		if (v->s->shards <= 0)
+			return ERR_OK; /* the trainer notes the change of backend */
 		return ERR(e, ERR_DATA, "checkpoint %s was written by the %s backend and this run uses "
 			   "%s: exact mode promises identical bits on one backend only (other GEMM "
 			   "kernels), so bitwise continuation is not possible here; resume it with "
 			   "devices.backend = %s", ck->dir, ck->backend, engine_backend_name(eng),
 			   ck->backend);
+	}
 	elastic_machine(eng, now, sizeof now);
 	if (strcmp(ck->machine, now) != 0)
 		env_info(v, "train: note: checkpoint %s was written on [%s], this run is on [%s]: "
-			 "exact mode promises identical bits only on one machine type and library "
+			 "identical bits are promised only on one machine type and set of library "
 			 "versions, so bitwise continuation is not promised here", ck->dir,
 			 ck->machine, now);
 	return ERR_OK;

@@ -12,9 +12,10 @@
  *
  * Identical bits are promised on one backend, machine type and set of library versions:
  * every checkpoint records them (state.json "machine": the BLAS build and core type, or
- * the GPU model and CUDA, cuBLAS and NCCL versions). An exact-mode resume on another
- * backend is refused; on another machine type it goes on, saying that bitwise
- * continuation is not promised there.
+ * the GPU model, count and SMs, the driver and the CUDA runtime, cuBLAS and NCCL
+ * versions). An exact-mode resume on another backend is refused; any resume on another
+ * machine type or library versions goes on, saying that bitwise continuation is not
+ * promised there.
  */
 #ifndef DDPTOK_ELASTIC_H
 #define DDPTOK_ELASTIC_H
@@ -40,8 +41,8 @@ int elastic_resizable(const struct cfg *cur, const struct cfg *stored);
 /* Whether checkpoint ck may run on the world of settings s (always on its own world;
  * another one only in exact mode with the same shards). */
 int elastic_world_ok(const struct train_ckpt *ck, const struct settings *s);
-/* A resume in exact mode: refused on another backend; on another machine type, a note
- * that bitwise continuation is not promised. */
+/* A resume: in exact mode refused on another backend; in any mode, on another machine
+ * type or library versions, a note that bitwise continuation is not promised. */
 int elastic_check_machine(const struct env *v, const struct train_ckpt *ck,
 			  const struct engine *eng, struct err *e);
 

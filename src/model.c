@@ -13,6 +13,7 @@
  */
 #include "model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,9 +183,35 @@ size_t model_ws_bytes(const struct model_shape *m, int max_rows, size_t *logits)
 	       2 * R * (size_t)m->hidden * sizeof(float) + *logits + R * sizeof(float);
 }
 
+int model_ws_check_size(const struct model_shape *m, int max_rows, struct err *e)
+{
+	const uint64_t R = (uint64_t)(max_rows > 0 ? max_rows : 1);
+	const struct {
+		const char *what;
+		uint64_t count;
+	} counts[] = {
+		{"rows x model.context", R * (uint64_t)m->context},
+		{"rows x model.context x model.embed", R * (uint64_t)m->context * (uint64_t)m->embed},
+		{"rows x model.hidden", R * (uint64_t)m->hidden},
+		{"rows x data.vocab", R * (uint64_t)m->vocab},
+	};
+	for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+		if (counts[i].count > (uint64_t)INT_MAX)
+			return ERR(e, ERR_CONFIG, "a batch of %llu rows (train.batch_size x data.max_len) "
+				   "makes %s = %llu elements, past the device interface's limit of %d; "
+				   "lower train.batch_size or data.max_len", (unsigned long long)R,
+				   counts[i].what, (unsigned long long)counts[i].count, INT_MAX);
+	if (m->n_params > (size_t)INT_MAX)
+		return ERR(e, ERR_CONFIG, "the model has %zu parameters, past the device "
+			   "interface's limit of %d; lower model.hidden, model.embed or data.vocab",
+			   m->n_params, INT_MAX);
+	return ERR_OK;
+}
+
 int model_ws_create(struct dev *d, const struct model_shape *m, int max_rows,
 		    struct model_ws **out, struct err *e)
 {
+	ERR_TRY(model_ws_check_size(m, max_rows, e));
 	struct model_ws *ws = calloc(1, sizeof *ws);
 	if (!ws)
 		return ERR(e, ERR_DEVICE, "out of memory");

@@ -72,6 +72,14 @@ struct model_ws;
 /* Bytes of device memory a workspace for max_rows positions takes; *logits: of which the
  * max_rows x vocab logits (the part a large vocabulary makes dominant). */
 size_t model_ws_bytes(const struct model_shape *m, int max_rows, size_t *logits);
+
+/* The device interface counts elements in int: every count an op of a batch of up to
+ * max_rows rows gets (rows x context, rows x context x embed, rows x hidden, rows x vocab,
+ * the parameter count) must stay within INT_MAX, or it would wrap negative and the op
+ * would do nothing. ERR_CONFIG naming the product and the keys to lower if one does not;
+ * model_ws_create checks it before allocating anything. */
+int model_ws_check_size(const struct model_shape *m, int max_rows, struct err *e);
+
 int model_ws_create(struct dev *d, const struct model_shape *m, int max_rows,
 		    struct model_ws **out, struct err *e);
 void model_ws_destroy(struct model_ws *ws);

@@ -141,8 +141,14 @@ START_TEST(driver_requirement)
 	ck_assert_msg(strstr(msg, "driver 535.154.05") && strstr(msg, "CUDA up to 12.2") &&
 		      strstr(msg, "CUDA 13.0 runtime") && strstr(msg, "driver 580 or newer"), "%s",
 		      msg);
-	gpu_driver_message(msg, sizeof msg, NULL, 0, 12040);
-	ck_assert_msg(strstr(msg, "unknown release") && strstr(msg, "driver 525 or newer"), "%s",
+	gpu_driver_message(msg, sizeof msg, "535.54.03", 0, 12040);
+	ck_assert_msg(strstr(msg, "driver 535.54.03") && strstr(msg, "driver 525 or newer"), "%s",
+		      msg);
+	gpu_driver_message(msg, sizeof msg, NULL, 12020, 13000);
+	ck_assert_msg(strstr(msg, "of unknown release (supports CUDA up to 12.2)"), "%s", msg);
+	/* no driver at all gives the same runtime answer: not called too old */
+	gpu_driver_message(msg, sizeof msg, "", 0, 13000);
+	ck_assert_msg(strstr(msg, "no NVIDIA driver is loaded") && !strstr(msg, "too old"), "%s",
 		      msg);
 }
 END_TEST

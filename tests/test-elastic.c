@@ -229,6 +229,28 @@ START_TEST(another_backend_is_refused_another_machine_noted)
 }
 END_TEST
 
+/* default mode too: a resume on another machine record is noted, not refused */
+START_TEST(default_mode_notes_another_machine)
+{
+	struct run_cfg r;
+	struct train_result res;
+	struct err e;
+	char ck[FSX_PATH_MAX];
+	run_cfg(&r, 2, 0);
+	ck_assert_msg(train_into(&r, 3, NULL, "stop", NULL, &res, &e) == ERR_OK, "%s", e.msg);
+	train_result_free(&res);
+	step_dir(ck, sizeof ck, "stop", 3);
+	r.notes[0] = '\0';
+	ck_assert_msg(train_into(&r, 6, ck, "res", other_machine, &res, &e) == ERR_OK, "%s",
+		      e.msg);
+	ck_assert_msg(strstr(r.notes, "written on [cpu: another BLAS core]") &&
+			      strstr(r.notes, "bitwise continuation is not promised"),
+		      "notes: %s", r.notes);
+	train_result_free(&res);
+	cfg_free(&r.cfg);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("elastic");
@@ -238,6 +260,7 @@ int main(void)
 	tcase_add_test(tc, every_pair_of_worlds_resumes_bit_for_bit);
 	tcase_add_test(tc, default_mode_keeps_its_world);
 	tcase_add_test(tc, another_backend_is_refused_another_machine_noted);
+	tcase_add_test(tc, default_mode_notes_another_machine);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }

@@ -498,6 +498,35 @@ START_TEST(sgd_follows_pytorch_semantics)
 }
 END_TEST
 
+/* rows x vocab at the int boundary: 32767 x 65536 = 2^31 - 65536 runs, 32768 x 65536 =
+ * 2^31 would wrap negative in the ops' int count (the op would do nothing and succeed,
+ * on both backends): refused before anything is allocated, naming the product */
+START_TEST(counts_past_int_are_refused_before_allocation)
+{
+	struct model_shape m;
+	struct err e;
+	model_shape_init(&m, 65536, 2, 2, 4);
+	err_clear(&e);
+	ck_assert_int_eq(model_ws_check_size(&m, 32767, &e), ERR_OK);
+	ck_assert_int_eq(model_ws_check_size(&m, 32768, &e), ERR_CONFIG);
+	ck_assert_msg(strstr(e.msg, "rows x data.vocab = 2147483648") && strstr(e.msg, "train.batch_size"),
+		      "%s", e.msg);
+	/* model_ws_create refuses it too, without allocating 8 GiB of logits first */
+	struct dev *d = NULL;
+	struct model_ws *ws = NULL;
+	err_clear(&e);
+	ck_assert_int_eq(dev_host_create(0, &d, &e), ERR_OK);
+	ck_assert_int_eq(model_ws_create(d, &m, 32768, &ws, &e), ERR_CONFIG);
+	ck_assert_ptr_null(ws);
+	dev_destroy(d);
+	/* rows x hidden: the count tanh_backward gets */
+	model_shape_init(&m, 8, 2, 2, 1 << 20);
+	err_clear(&e);
+	ck_assert_int_eq(model_ws_check_size(&m, 2048, &e), ERR_CONFIG);
+	ck_assert_msg(strstr(e.msg, "rows x model.hidden"), "%s", e.msg);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("model");
@@ -511,6 +540,7 @@ int main(void)
 	tcase_add_test(tc, prefix_positions_are_not_targets);
 	tcase_add_test(tc, kmath_matches_libm);
 	tcase_add_test(tc, sgd_follows_pytorch_semantics);
+	tcase_add_test(tc, counts_past_int_are_refused_before_allocation);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }

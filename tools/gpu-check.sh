@@ -4,16 +4,23 @@
 #   tools/gpu-check.sh [--builddir DIR] [--windows N]
 #
 # Run from anywhere; it works in the repository it belongs to. Steps, each reported
-# PASS, FAIL or SKIP in the summary at the end:
+# PASS, FAIL or SKIP in the summary table at the end:
 #   configure   meson setup DIR -Dcuda=enabled (reconfigured when DIR exists)
-#   build       ninja -C DIR
-#   gpu tests   meson test --suite gpu: every CUDA op against the host backend, NCCL
-#               allreduce and abort over all visible GPUs (a skip = no usable GPU: FAIL)
-#   protocol    ddptok-run configs/minimum.ini --set devices.backend=cuda, the whole
-#               protocol (with a single GPU both ranks share it over the host collective)
+#   build       ninja -C DIR (CUDA warnings are errors)
+#   env check   ddptok-run configs/minimum.ini env --check on every GPU (W = the number
+#               of GPUs, up to 8, NCCL): context, kernel, GEMM, allreduce against the CPU
+#   gpu tests   meson test --suite gpu: every CUDA op against the host backend bit for
+#               bit, NCCL allreduce and abort, env --check, parity and resume on the GPUs
+#               (a skip = no usable GPU: FAIL)
+#   proto W=1   the whole protocol on GPU 0 alone (NCCL over one rank)
+#   proto W=2   the whole protocol with two ranks sharing GPU 0 (host collective)
+#   proto W=N   the whole protocol on every GPU (N = the number of GPUs, up to 8, NCCL;
+#               SKIP with one GPU)
 #   bench       ddptok-run configs/minimum.ini bench on the cpu and on the cuda backend,
 #               tokens/s side by side
-# Logs and outputs go to DIR/gpu-check/. Exit status 0 only if every step passed.
+# Every ddptok-run step forces devices.backend=cuda, so nothing passes on the CPU by
+# falling back. Logs and outputs go to DIR/gpu-check/. Exit status 0 only if every step
+# passed.
 set -uo pipefail
 
 builddir=build-gpu
@@ -24,7 +31,7 @@ while [ $# -gt 0 ]; do
 	--builddir=*) builddir=${1#*=}; shift ;;
 	--windows) windows=$2; shift 2 ;;
 	--windows=*) windows=${1#*=}; shift ;;
-	-h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,25p' "$0"; exit 0 ;;
 	*) echo "gpu-check: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -46,7 +53,7 @@ record() { # step result note
 	steps+=("$1")
 	results+=("$2")
 	notes+=("$3")
-	printf '== %-10s %s %s\n' "$1" "$2" "$3"
+	printf '== %-11s %s %s\n' "$1" "$2" "$3"
 }
 
 # run_step NAME LOG CMD...: runs CMD with its output in LOG; 0 when it succeeded
@@ -74,11 +81,11 @@ summary() {
 	echo
 	echo "gpu-check summary ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -n))"
 	for i in "${!steps[@]}"; do
-		printf '  %-10s %-4s  %s\n' "${steps[$i]}" "${results[$i]}" "${notes[$i]}"
-		[ "${results[$i]}" = PASS ] || status=1
+		printf '  %-11s %-4s  %s\n' "${steps[$i]}" "${results[$i]}" "${notes[$i]}"
+		[ "${results[$i]}" = FAIL ] && status=1
 	done
 	if [ -n "${cpu_tps:-}" ] || [ -n "${cuda_tps:-}" ]; then
-		printf '  tokens/s   cpu %-12s cuda %-12s (minimum.ini, %s windows)\n' \
+		printf '  tokens/s    cpu %-12s cuda %-12s (minimum.ini, %s windows)\n' \
 			"${cpu_tps:-n/a}" "${cuda_tps:-n/a}" "$windows"
 	fi
 	echo "  logs: $logs"
@@ -99,7 +106,7 @@ if run_step configure "$logs/configure.log" "${cfg[@]}"; then
 else
 	record configure FAIL "meson could not set up the CUDA build (nvcc, cuBLAS, NCCL?)"
 	reason="configure failed"
-	skip_rest build "gpu tests" protocol bench
+	skip_rest build "env check" "gpu tests" "proto W=1" "proto W=2" "proto W=N" bench
 	summary
 fi
 
@@ -109,14 +116,35 @@ if run_step build "$logs/build.log" ninja -C "$builddir"; then
 else
 	record build FAIL "see $logs/build.log"
 	reason="build failed"
-	skip_rest "gpu tests" protocol bench
+	skip_rest "env check" "gpu tests" "proto W=1" "proto W=2" "proto W=N" bench
 	summary
 fi
 
 run="$builddir/ddptok-run"
 [ -x "$run" ] || run="$builddir/src/ddptok-run"
 
-# 3. unit tests of the GPU side
+# how many GPUs the program sees: the "GPUs" line of `ddptok-run CONFIG env`
+gpus=0
+if (cd "$builddir" && "$run" configs/minimum.ini env) >"$logs/env.log" 2>&1; then
+	gpus=$(sed -n 's/^GPUs *\([0-9][0-9]*\)$/\1/p' "$logs/env.log" | head -n 1)
+	gpus=${gpus:-0}
+fi
+echo "== environment ($gpus GPU(s)):"
+cat "$logs/env.log"
+all=$gpus
+[ "$all" -le 8 ] || all=8
+
+# 3. env --check on every GPU
+if [ "$gpus" -lt 1 ]; then
+	record "env check" FAIL "no GPU visible to ddptok-run: $(sed -n 's/^GPUs *none: //p' "$logs/env.log")"
+elif (cd "$builddir" && run_step "env check" "$logs/env-check.log" "$run" configs/minimum.ini \
+	env --check --set devices.backend=cuda --set devices.world="$all"); then
+	record "env check" PASS "W = $all: every rank passed"
+else
+	record "env check" FAIL "exit status != 0, see $logs/env-check.log"
+fi
+
+# 4. unit and end-to-end tests of the GPU side
 if run_step "gpu tests" "$logs/gpu-tests.log" meson test -C "$builddir" --suite gpu \
 	--print-errorlogs --verbose; then
 	if grep -q '^Skipped: *[1-9]' "$logs/gpu-tests.log" ||
@@ -129,33 +157,32 @@ else
 	record "gpu tests" FAIL "see $logs/gpu-tests.log"
 fi
 
-# how many GPUs the program sees: the "GPUs" line of `ddptok-run CONFIG env`
-gpus=0
-if (cd "$builddir" && "$run" configs/minimum.ini env) >"$logs/env.log" 2>&1; then
-	gpus=$(sed -n 's/^GPUs *\([0-9][0-9]*\)$/\1/p' "$logs/env.log" | head -n 1)
-	gpus=${gpus:-0}
-fi
-echo "== environment ($gpus GPU(s)):"
-cat "$logs/env.log"
-
-# 4. the whole protocol on the cuda backend, in a directory of its own
-proto=(--set devices.backend=cuda --set run.outputs="$logs/protocol/outputs"
-	--set run.artifacts="$logs/protocol/artifacts")
-note=""
-if [ "$gpus" -eq 1 ]; then
-	proto+=(--set devices.ids=0,0 --set devices.collective=host)
-	note="(1 GPU: both ranks on GPU 0, host collective)"
-fi
-rm -rf "$logs/protocol"
-if [ "$gpus" -lt 1 ]; then
-	record protocol FAIL "no GPU visible to ddptok-run (see $logs/env.log)"
-elif (cd "$builddir" && run_step protocol "$logs/protocol.log" "$run" configs/minimum.ini "${proto[@]}"); then
-	record protocol PASS "$note"
+# 5. the whole protocol on the cuda backend, each in a directory of its own
+protocol() { # step-name dir-name note devices-settings...
+	local name=$1 dir=$2 note=$3
+	shift 3
+	rm -rf "$logs/$dir"
+	if [ "$gpus" -lt 1 ]; then
+		record "$name" FAIL "no GPU visible to ddptok-run (see $logs/env.log)"
+	elif (cd "$builddir" && run_step "$name" "$logs/$dir.log" "$run" configs/minimum.ini \
+		--set devices.backend=cuda --set run.outputs="$logs/$dir/outputs" \
+		--set run.artifacts="$logs/$dir/artifacts" "$@"); then
+		record "$name" PASS "$note"
+	else
+		record "$name" FAIL "exit status != 0, see $logs/$dir.log ($note)"
+	fi
+}
+protocol "proto W=1" protocol-w1 "GPU 0, NCCL" --set devices.world=1
+protocol "proto W=2" protocol-shared "ranks 0,1 on GPU 0, host collective" \
+	--set devices.ids=0,0 --set devices.collective=host
+if [ "$gpus" -ne 1 ]; then # none: protocol() says so
+	protocol "proto W=N" protocol-all "W = $all on GPUs 0..$((all - 1)), NCCL" \
+		--set devices.world="$all"
 else
-	record protocol FAIL "exit status != 0, see $logs/protocol.log $note"
+	record "proto W=N" SKIP "one GPU: W = 1 and W = 2 cover it"
 fi
 
-# 5. throughput, cpu then cuda
+# 6. throughput, cpu then cuda
 bench_tps() { # backend extra-args... -> prints tokens/s, returns the run's status
 	local backend=$1
 	shift

@@ -1,6 +1,7 @@
 # On a GPU: parity (global_token passes, every negative control caught) with W = 1 over
-# NCCL, W = 2 sharing one GPU over the host collective, and W = 2 over NCCL when two GPUs
-# exist; and the CUDA reference gradient against the CPU backend's on the same window.
+# NCCL, W = 2 sharing one GPU over the host collective, W = 2 over NCCL when two GPUs
+# exist and W = every GPU (sum and avg) when there are more; and the CUDA reference
+# gradient against the CPU backend's on the same window.
 set -eu
 . "$(dirname "$0")/gpu-lib.sh"
 set -x
@@ -16,6 +17,15 @@ if [ "$GPUS" -ge 2 ]; then
 		--set devices.collective=nccl > nccl2.txt
 	grep -q "global_token .* pass (expected)" nccl2.txt
 	[ "$(grep -c 'fail (caught)' nccl2.txt)" -eq 3 ]
+fi
+if [ "$GPUS" -ge 3 ]; then # every GPU (up to 8), reduce sum and avg: W need not be a power of two
+	W=$GPUS
+	[ "$W" -le 8 ] || W=8
+	for reduce in sum avg; do
+		"$DDPTOK" "$CONF/tiny.ini" parity $MID --set devices.backend=cuda --set devices.world=$W \
+			--set devices.reduce=$reduce > all-$reduce.txt
+		grep -q "global_token .* pass (expected)" all-$reduce.txt
+	done
 fi
 # CPU vs GPU: the reference gradient of the same window, within atol 1e-6 + rtol 1e-4
 "$DDPTOK" "$CONF/tiny.ini" reference $MID --set devices.backend=cpu --set run.outputs=cpu > /dev/null

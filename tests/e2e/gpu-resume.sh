@@ -1,14 +1,23 @@
-# On a GPU: a run stopped and resumed ends bit-identical to a continuous run, and an
-# injected failure on one rank ends the run (exit 6, naming the rank) instead of hanging.
+# On a GPU: a run stopped and resumed ends bit-identical to a continuous run, with reduce
+# avg and sum (NCCL's sums must repeat: NVLink SHARP is off), on W = the number of GPUs
+# over NCCL (up to 8), or W = 2 sharing one GPU over the host collective; and an injected
+# failure on one rank ends the run (exit 6, naming the rank) instead of hanging.
 set -eu
 . "$(dirname "$0")/gpu-lib.sh"
-if [ "$GPUS" -ge 2 ]; then DEV="--set devices.ids=0,1"; else DEV="--set devices.ids=0,0 --set devices.collective=host"; fi
+W=$GPUS
+[ "$W" -le 8 ] || W=8
+if [ "$W" -ge 2 ]; then DEV="--set devices.world=$W"; else DEV="--set devices.ids=0,0 --set devices.collective=host"; fi
 set -x
-"$DDPTOK" "$CONF/tiny.ini" train $MID --set devices.backend=cuda $DEV > stop.txt
-"$DDPTOK" "$CONF/tiny.ini" train --continuous $MID --set devices.backend=cuda $DEV > cont.txt
-"$DDPTOK" "$CONF/tiny.ini" train --resume artifacts/checkpoints/step-0003 $MID --set devices.backend=cuda $DEV > res.txt
-cmp artifacts/checkpoints/step-0006/params.npy artifacts/continuous/step-0006/params.npy
-cmp artifacts/checkpoints/step-0006/momentum.npy artifacts/continuous/step-0006/momentum.npy
+for reduce in avg sum; do
+	R="--set devices.reduce=$reduce --set run.outputs=out-$reduce --set run.artifacts=art-$reduce"
+	"$DDPTOK" "$CONF/tiny.ini" train $MID --set devices.backend=cuda $DEV $R > stop-$reduce.txt
+	"$DDPTOK" "$CONF/tiny.ini" train --continuous $MID --set devices.backend=cuda $DEV $R > cont-$reduce.txt
+	"$DDPTOK" "$CONF/tiny.ini" train --resume art-$reduce/checkpoints/step-0003 $MID \
+		--set devices.backend=cuda $DEV $R > res-$reduce.txt
+	cmp art-$reduce/checkpoints/step-0006/params.npy art-$reduce/continuous/step-0006/params.npy
+	cmp art-$reduce/checkpoints/step-0006/momentum.npy art-$reduce/continuous/step-0006/momentum.npy
+	grep -q '"backend":"cuda"' out-$reduce/train-continuous.jsonl
+done
 set +e
 # devices.timeout far beyond the 120 s allowed: only the abort can release the peers in time
 timeout 120 "$DDPTOK" "$CONF/tiny.ini" train $MID --set devices.backend=cuda $DEV \
