@@ -842,7 +842,7 @@ extern "C" int cuda_dev_create(int rank, int device_id, const struct cuda_dev_si
 	CREATE_BLAS_TRY(cublasCreate(&cd->blas));
 	CREATE_BLAS_TRY(cublasSetStream(cd->blas, cd->stream));
 	/* float32 stays float32: pedantic math rules out TF32 tensor cores and the emulated
-	 * float32 modes that CUBLAS_EMULATION_STRATEGY or NVIDIA_TF32_OVERRIDE could turn on;
+	 * float32 that CUBLAS_EMULATION_STRATEGY could favour;
 	 * atomics would let an accumulation order change from run to run */
 	CREATE_BLAS_TRY(cublasSetMathMode(cd->blas, CUBLAS_PEDANTIC_MATH));
 	CREATE_BLAS_TRY(cublasSetAtomicsMode(cd->blas, CUBLAS_ATOMICS_NOT_ALLOWED));

@@ -199,27 +199,44 @@ static void other_machine(void *arg, struct train_ckpt *ck)
 	snprintf(ck->machine, sizeof ck->machine, "cpu: another BLAS core");
 }
 
+/* A W = 2 run with `shards` (0: default mode) stopped at step 3; its checkpoint in ck. */
+static void stopped_run(struct run_cfg *r, int shards, char *ck, size_t cap)
+{
+	struct train_result res;
+	struct err e;
+	run_cfg(r, 2, shards);
+	ck_assert_msg(train_into(r, 3, NULL, "stop", NULL, &res, &e) == ERR_OK, "%s", e.msg);
+	train_result_free(&res);
+	step_dir(ck, cap, "stop", 3);
+}
+
+/* Resumes checkpoint ck as if it had been written on another machine: the run goes on,
+ * with a note that bitwise continuation is not promised. */
+static void expect_machine_note(struct run_cfg *r, const char *ck)
+{
+	struct train_result res;
+	struct err e;
+	r->notes[0] = '\0';
+	ck_assert_msg(train_into(r, 6, ck, "res", other_machine, &res, &e) == ERR_OK, "%s",
+		      e.msg);
+	ck_assert_msg(strstr(r->notes, "written on [cpu: another BLAS core]") &&
+			      strstr(r->notes, "bitwise continuation is not promised"),
+		      "notes: %s", r->notes);
+	train_result_free(&res);
+}
+
 START_TEST(another_backend_is_refused_another_machine_noted)
 {
 	struct run_cfg r;
 	struct train_result res;
 	struct err e;
 	char ck[FSX_PATH_MAX];
-	run_cfg(&r, 2, 4);
-	ck_assert_msg(train_into(&r, 3, NULL, "stop", NULL, &res, &e) == ERR_OK, "%s", e.msg);
-	train_result_free(&res);
-	step_dir(ck, sizeof ck, "stop", 3);
+	stopped_run(&r, 4, ck, sizeof ck);
 	ck_assert_int_eq(train_into(&r, 6, ck, "res", other_backend, &res, &e), ERR_DATA);
 	ck_assert_msg(strstr(e.msg, "written by the cuda backend and this run uses cpu"),
 		      "message: %s", e.msg);
 	ck_assert_msg(strstr(e.msg, "bitwise continuation is not possible"), "message: %s", e.msg);
-	r.notes[0] = '\0';
-	ck_assert_msg(train_into(&r, 6, ck, "res", other_machine, &res, &e) == ERR_OK, "%s",
-		      e.msg);
-	ck_assert_msg(strstr(r.notes, "written on [cpu: another BLAS core]") &&
-			      strstr(r.notes, "bitwise continuation is not promised"),
-		      "notes: %s", r.notes);
-	train_result_free(&res);
+	expect_machine_note(&r, ck);
 	/* the same machine resumes without a note */
 	r.notes[0] = '\0';
 	ck_assert_msg(train_into(&r, 6, ck, "res2", NULL, &res, &e) == ERR_OK, "%s", e.msg);
@@ -233,20 +250,9 @@ END_TEST
 START_TEST(default_mode_notes_another_machine)
 {
 	struct run_cfg r;
-	struct train_result res;
-	struct err e;
 	char ck[FSX_PATH_MAX];
-	run_cfg(&r, 2, 0);
-	ck_assert_msg(train_into(&r, 3, NULL, "stop", NULL, &res, &e) == ERR_OK, "%s", e.msg);
-	train_result_free(&res);
-	step_dir(ck, sizeof ck, "stop", 3);
-	r.notes[0] = '\0';
-	ck_assert_msg(train_into(&r, 6, ck, "res", other_machine, &res, &e) == ERR_OK, "%s",
-		      e.msg);
-	ck_assert_msg(strstr(r.notes, "written on [cpu: another BLAS core]") &&
-			      strstr(r.notes, "bitwise continuation is not promised"),
-		      "notes: %s", r.notes);
-	train_result_free(&res);
+	stopped_run(&r, 0, ck, sizeof ck);
+	expect_machine_note(&r, ck);
 	cfg_free(&r.cfg);
 }
 END_TEST
