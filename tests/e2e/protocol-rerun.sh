@@ -21,6 +21,7 @@ run() { # run LOG ARGS...: the protocol on tiny.ini; its exit status
 
 run first.txt || { tail -n 20 first.txt; fail "the first protocol run failed"; }
 evaluated 6 || fail "first run: report.json does not name step-0006"
+jcheck outputs/report.json 'd["backend"] in ("cpu", "cuda")' || fail "report.json does not name the backend"
 
 run second.txt --set train.updates=4 --set train.stop_at=2 ||
 	{ tail -n 20 second.txt; fail "the second protocol run (4 updates) failed"; }
