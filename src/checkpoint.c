@@ -428,23 +428,31 @@ static int add_vector(struct ckpt_writer *w, const char *name, const float *x, s
 }
 
 /* The resolved configuration, with [train] normalization set to the one the trainer's
- * windows were trained with (an interactive session may have switched modes): config.ini and
- * state.json of a checkpoint then always agree, and a resume needs no extra --set. */
-static int add_config(struct ckpt_writer *w, const struct cfg *c, int mode, struct err *e)
+ * windows were trained with (an interactive session may have switched modes) and, in exact
+ * mode, [train] accumulation to the one it derived: config.ini and state.json of a
+ * checkpoint then always agree, and a resume needs no extra --set. */
+static int add_config(struct ckpt_writer *w, const struct cfg *c, int mode,
+		      const struct settings *s, struct err *e)
 {
 	struct cfg copy = {0};
-	char *buf = NULL;
+	char *buf = NULL, assign[2][96];
 	size_t len = 0;
-	int rc;
+	int rc, n = 0;
 
-	if (mode != cfg_enum(c, "train", "normalization")) {
-		char assign[96];
-		snprintf(assign, sizeof assign, "train.normalization=%s", norm_mode_name(mode));
+	if (mode != cfg_enum(c, "train", "normalization"))
+		snprintf(assign[n++], sizeof assign[0], "train.normalization=%s",
+			 norm_mode_name(mode));
+	/* exact mode derives the accumulation (shards / world) when it is not given: the
+	 * checkpoint says what ran */
+	if (s->shards > 0 && cfg_int(c, "train", "accumulation") != s->accumulation)
+		snprintf(assign[n++], sizeof assign[0], "train.accumulation=%d", s->accumulation);
+	if (n > 0) {
 		if ((rc = cfg_init(&copy, c->keys, e)) != ERR_OK)
 			return rc;
 		for (int i = 0; i < c->n; i++)
 			copy.vals[i] = c->vals[i];
-		ERR_TRY_GOTO(rc, cfg_set(&copy, assign, e), out);
+		for (int k = 0; k < n; k++)
+			ERR_TRY_GOTO(rc, cfg_set(&copy, assign[k], e), out);
 		c = &copy;
 	}
 	FILE *f = open_memstream(&buf, &len);
@@ -523,7 +531,7 @@ static int add_files(struct ckpt_writer *w, const struct trainer *t, struct err 
 	const struct engine *eng = t->r.eng;
 	ERR_TRY(add_vector(w, "params.npy", t->params, eng->shape.n_params, e));
 	ERR_TRY(add_vector(w, "momentum.npy", t->momentum, eng->shape.n_params, e));
-	ERR_TRY(add_config(w, t->v->cfg, t->run_mode, e));
+	ERR_TRY(add_config(w, t->v->cfg, t->run_mode, t->v->s, e));
 	ERR_TRY(add_json(w, "data.lock", lock_json(&t->r.corpus), e));
 	ERR_TRY(add_json(w, "state.json", state_json(t), e));
 	for (int r = 0; r < eng->world; r++) {
