@@ -27,6 +27,7 @@
 #include "outputs.h"
 #include "report.h"
 #include "train.h"
+#include "world.h"
 
 /* ---- train ---------------------------------------------------------------------------- */
 
@@ -51,7 +52,8 @@ int cmd_train(struct app *a, struct err *e)
 		return ERR(e, ERR_USAGE, "train: --continuous and --resume exclude each other");
 	kind = a->o.resume_dir ? TRAIN_RESUME : a->o.continuous ? TRAIN_CONTINUOUS : TRAIN_STOP;
 	if ((rc = app_train_opts(a, kind, a->o.resume_dir, &o, e)) || (rc = env_outputs_ready(&a->env, e)) ||
-	    (kind == TRAIN_RESUME && (rc = resume_verified(a->o.resume_dir, e))))
+	    (kind == TRAIN_RESUME && world_get()->proc == 0 &&
+	     (rc = resume_verified(a->o.resume_dir, e)))) /* process 0 reads it for all */
 		return rc;
 	env_info(&a->env, "train: %s run to step %" PRId64 " (W = %d, accumulation %d, batch %d, lr %g, "
 		 "momentum %g, normalization %s)%s%s", output_run_name(kind), o.stop_at, a->s.world,

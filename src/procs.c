@@ -3,7 +3,9 @@
  */
 #include "procs.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ddptok_config.h"
@@ -60,6 +62,114 @@ int procs_checkpoint_result(int rc, char *path, size_t cap, double timeout_s, st
 			   world_proc_name(0), r.msg);
 	snprintf(path, cap, "%s", r.path);
 	return ERR_OK;
+}
+
+/* what process 0 sends first when sharing a checkpoint */
+struct share_header {
+	int rc, code;
+	char msg[sizeof(((struct err *)0)->msg)];
+	uint64_t bytes; /* of the packed files that follow */
+};
+
+/* dir's files packed as (name length u32, name, size u64, content) each, malloc'd */
+static int pack_files(const char *dir, char **out, size_t *len, struct err *e)
+{
+	char **names = NULL, path[FSX_PATH_MAX];
+	size_t count = 0, used = 0;
+	char *buf = NULL;
+	int rc = fsx_list_dir(dir, &names, &count, e);
+	for (size_t i = 0; i < count && rc == ERR_OK; i++) {
+		char *data = NULL;
+		size_t size = 0;
+		if ((rc = fsx_join(path, sizeof path, dir, names[i], e)) ||
+		    (rc = fsx_read_all(path, &data, &size, e)))
+			break;
+		uint32_t nlen = (uint32_t)strlen(names[i]);
+		uint64_t size64 = size;
+		char *grown = realloc(buf, used + 4 + nlen + 8 + size);
+		if (!grown) {
+			free(data);
+			rc = ERR(e, ERR_IO, "out of memory packing %s", path);
+			break;
+		}
+		buf = grown;
+		memcpy(buf + used, &nlen, 4);
+		memcpy(buf + used + 4, names[i], nlen);
+		memcpy(buf + used + 4 + nlen, &size64, 8);
+		memcpy(buf + used + 12 + nlen, data, size);
+		used += 12 + nlen + size;
+		free(data);
+	}
+	fsx_free_names(names, count);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	*out = buf;
+	*len = used;
+	return ERR_OK;
+}
+
+/* Writes the packed files into dir (created anew). */
+static int unpack_files(const char *dir, const char *buf, size_t len, struct err *e)
+{
+	char name[256], path[FSX_PATH_MAX];
+	ERR_TRY(fsx_remove_tree(dir, e));
+	ERR_TRY(fsx_mkdirs(dir, e));
+	for (size_t at = 0; at < len;) {
+		uint32_t nlen;
+		uint64_t size;
+		memcpy(&nlen, buf + at, 4);
+		if (nlen >= sizeof name || at + 12 + nlen > len)
+			return ERR(e, ERR_DATA, "%s: a damaged file list was received", dir);
+		memcpy(name, buf + at + 4, nlen);
+		name[nlen] = '\0';
+		memcpy(&size, buf + at + 4 + nlen, 8);
+		if (size > len - at - 12 - nlen || strchr(name, '/'))
+			return ERR(e, ERR_DATA, "%s: a damaged file list was received", dir);
+		ERR_TRY(fsx_join(path, sizeof path, dir, name, e));
+		ERR_TRY(fsx_write_durable(path, buf + at + 12 + nlen, (size_t)size, e));
+		at += 12 + nlen + (size_t)size;
+	}
+	return ERR_OK;
+}
+
+int procs_share_checkpoint(const char *dir, const char *own_root, char *local, size_t cap,
+			   double timeout_s, struct err *e)
+{
+	const struct world *wd = world_get();
+	static struct share_header h; /* large; the main thread only */
+	char *buf = NULL, resume[FSX_PATH_MAX];
+	size_t len = 0;
+	snprintf(local, cap, "%s", dir);
+	if (wd->procs == 1)
+		return ERR_OK;
+	memset(&h, 0, sizeof h);
+	if (wd->proc == 0 && (h.rc = pack_files(dir, &buf, &len, e)) != ERR_OK) {
+		h.code = e->code;
+		snprintf(h.msg, sizeof h.msg, "%s", e->msg);
+	}
+	h.bytes = len;
+	int rc = world_bcast(&h, sizeof h, 0, timeout_s, "the checkpoint to resume from", e);
+	if (rc == ERR_OK && h.rc)
+		rc = wd->proc == 0 ? h.rc : ERR(e, h.code, "%s cannot read the checkpoint to "
+						"resume from: %s", world_proc_name(0), h.msg);
+	if (rc == ERR_OK && wd->proc > 0 && !(buf = malloc(h.bytes ? h.bytes : 1)))
+		rc = ERR(e, ERR_IO, "out of memory for the checkpoint to resume from");
+	if (rc == ERR_OK)
+		rc = world_bcast(buf, h.bytes, 0, timeout_s, "the checkpoint to resume from", e);
+	if (rc == ERR_OK && wd->proc > 0) {
+		char name[256];
+		snprintf(name, sizeof name, "%s", dir);
+		for (size_t n = strlen(name); n > 1 && name[n - 1] == '/'; n--)
+			name[n - 1] = '\0';
+		const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+		if ((rc = fsx_join(resume, sizeof resume, own_root, "resume", e)) == ERR_OK &&
+		    (rc = fsx_join(local, cap, resume, base, e)) == ERR_OK)
+			rc = unpack_files(local, buf, h.bytes, e);
+	}
+	free(buf);
+	return rc;
 }
 
 void procs_report(FILE *out, const struct settings *s)

@@ -45,8 +45,11 @@ static int load_resume(struct trainer *t, const struct corpus *c, struct train_c
 	unsigned checks = TRAIN_CHECK_ALL;
 	if (o->mode == TRAIN_MODE_ANY)
 		checks |= TRAIN_CHECK_ANY_NORMALIZATION;
-	int rc = train_ckpt_load(t->v, o->resume_dir, c, checks, ck, e);
-	if (rc)
+	/* read by process 0 and handed to the others: no shared file system needed */
+	char dir[FSX_PATH_MAX];
+	int rc = procs_share_checkpoint(o->resume_dir, t->v->s->outputs, dir, sizeof dir,
+					t->v->s->timeout_s, e);
+	if (rc || (rc = train_ckpt_load(t->v, dir, c, checks, ck, e)))
 		return rc;
 	if (o->mode != TRAIN_MODE_ANY && ck->normalization != o->mode)
 		return ERR(e, ERR_DATA, "checkpoint %s was trained with normalization %s, this run "

@@ -1,7 +1,8 @@
 # Several processes under mpirun (Open MPI, --oversubscribe on one machine, CPU backend):
 # parity with every negative control caught; training with P processes x L ranks gives the
 # bits of one process with W = P x L ranks (default and exact mode); a checkpoint written
-# by one layout resumes on another and ends bit for bit where the continuous run ends; a
+# by one layout resumes on another and ends bit for bit where the continuous run ends (read
+# by process 0 alone: process 1 runs elsewhere); a
 # failure on a rank of process 1, process 1 killed or stuck, and SIGTERM to process 0 only
 # end every process promptly with the right status and message; differing data refused.
 # Skips (77) without mpirun or in a build without MPI.
@@ -60,9 +61,14 @@ mpi 2 train $S --set run.artifacts=a > /dev/null
 same a/checkpoints/step-0006 c/continuous/step-0006
 # shellcheck disable=SC2086
 "$DDPTOK" "$T" train $S --set run.artifacts=b > /dev/null
+# process 1 in another directory: the checkpoint reaches it from process 0
+mkdir elsewhere
 # shellcheck disable=SC2086
-mpi 2 train --resume b/checkpoints/step-0003 $S --set run.artifacts=b > /dev/null
+mpirun --oversubscribe -np 1 "$DDPTOK" "$T" train --resume b/checkpoints/step-0003 $S \
+	--set run.artifacts=b : -np 1 -wdir elsewhere "$DDPTOK" "$T" train \
+	--resume b/checkpoints/step-0003 $S --set run.artifacts=b > /dev/null
 same b/checkpoints/step-0006 c/continuous/step-0006
+same b/checkpoints/step-0003 elsewhere/outputs/process-1/resume/step-0003
 
 # a failure on rank 3 (process 1) at window 2: every process ends, naming it
 # shellcheck disable=SC2086
