@@ -170,9 +170,11 @@ static const struct command commands[] = {
 	 "script that met a mistake exits with the first one's status (2 for usage).",
 	 "inspect --resume artifacts/checkpoints/step-0050"},
 	{"bench", cmd_bench, OPT_WINDOWS, WRITES_OUTPUTS,
-	 "training throughput and sgemm rate [--windows N]",
+	 "training throughput, sgemm rate, size sweep [--windows N]",
 	 "Times training windows: throughput and FLOP rate against the machine's one-thread\n"
-	 "sgemm rate.",
+	 "sgemm rate, per wall-clock second and per CPU-second; then the same for hidden =\n"
+	 "512, 1024, 2048 and vocab = 128, 4096 (at most N windows, about 2 s each); last,\n"
+	 "exact mode against the default mode on the same window shape.",
 	 "bench --windows 20"},
 	{"env", cmd_env, OPT_CHECK | OPT_INJECT, 0, "backends, devices, versions [--check]",
 	 "The build, the backends and devices visible, and what the configuration would use\n"
