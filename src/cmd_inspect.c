@@ -234,7 +234,7 @@ static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
 		return rc;
 	const struct window *w = in->draw;
 	int avg = a->s.reduce == COLL_AVG;
-	double k = avg ? (double)w->world : 1.0;
+	double k = norm_divisor(avg, w->world, a->s.shards);
 	printf("plan: next window %lld (step %lld, not consumed), W = %d, M = %d microbatches "
 	       "per rank, plan %s, mode %s, reduce %s\n", (long long)w->index + 1,
 	       (long long)in->t.step + 1, w->world, w->micro, plan_name(a->s.plan),
@@ -248,8 +248,8 @@ static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
 			for (int j = 0; j < mb->n && len < sizeof ids; j++)
 				len += snprintf(ids + len, sizeof ids - len, "%s%d", j ? " " : "",
 						mb->ids[j]);
-			double c = norm_factor(in->t.mode, avg, w->world, w->micro, w->N,
-					       w->rank_tokens[r], mb->tokens);
+			double c = norm_factor_k(in->t.mode, k, w->world, w->micro, w->N,
+						 w->rank_tokens[r], mb->tokens);
 			factor_numbers(in->t.mode, k, w->world, w->micro, w->N, w->rank_tokens[r],
 				       mb->tokens, nums, sizeof nums);
 			printf("plan: rank %d microbatch %d: sequences [%s], %lld supervised tokens, "
@@ -264,7 +264,8 @@ static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
 	printf(")\n");
 	printf("plan: factor under %s: %s, with k = %g because reduce = %s %s\n",
 	       norm_mode_name(in->t.mode), factor_formula(in->t.mode), k, reduce_name(a),
-	       avg ? "divides the summed gradients by W" : "does not divide");
+	       !avg ? "does not divide" : a->s.shards > 0 ? "divides the root of exact mode's "
+	       "tree by its K shards" : "divides the summed gradients by W");
 	printf("plan: why: rank r backpropagates c * (sum of its token losses) for each "
 	       "microbatch; after the reduce a token weighs c / k\n");
 	if (w->N == 0) {
@@ -280,8 +281,8 @@ static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
 			const struct plan_micro *mb = &w->mb[r][m];
 			if (mb->tokens == 0)
 				continue;
-			double c = norm_factor(in->t.mode, avg, w->world, w->micro, w->N,
-					       w->rank_tokens[r], mb->tokens);
+			double c = norm_factor_k(in->t.mode, k, w->world, w->micro, w->N,
+						 w->rank_tokens[r], mb->tokens);
 			double ratio = c / k * (double)w->N;
 			if (fabs(ratio - 1.0) > 1e-12) {
 				printf("plan: rank %d microbatch %d: a token weighs %.6e = %.4f x 1 / N\n",

@@ -61,7 +61,7 @@ int tree_subtree(struct engine *eng, struct replica *r, const struct window *w, 
 	float *slot[ENGINE_TREE_LEVELS + 1];
 	double sum[ENGINE_TREE_LEVELS + 1];
 	int level[ENGINE_TREE_LEVELS + 1], top = 0;
-	double k = s->reduce == COLL_AVG ? (double)s->shards : 1.0;
+	double k = norm_divisor(s->reduce == COLL_AVG, s->world, s->shards);
 	if (coll_tree_levels(count) < 0 || coll_tree_levels(count) > r->tree_slots)
 		return ERR(e, ERR_CHECK, "rank %d: a subtree of %d shards needs more than its %d "
 			   "buffers", rank, count, r->tree_slots);

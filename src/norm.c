@@ -3,10 +3,17 @@
  */
 #include "norm.h"
 
+double norm_divisor(int reduce_avg, int world, int shards)
+{
+	if (!reduce_avg)
+		return 1.0;
+	return shards > 0 ? (double)shards : (double)world;
+}
+
 double norm_factor(int mode, int reduce_avg, int world, int micro, int64_t N, int64_t n_rank,
 		   int64_t n_micro)
 {
-	return norm_factor_k(mode, reduce_avg ? (double)world : 1.0, world, micro, N, n_rank,
+	return norm_factor_k(mode, norm_divisor(reduce_avg, world, 0), world, micro, N, n_rank,
 			     n_micro);
 }
 

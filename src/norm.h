@@ -30,6 +30,9 @@ double norm_factor(int mode, int reduce_avg, int world, int micro, int64_t N, in
  * k = (reduce_avg ? K : 1), the same at every W. */
 double norm_factor_k(int mode, double k, int world, int micro, int64_t N, int64_t n_rank,
 		     int64_t n_micro);
+/* k, the collective's divisor: 1 for sum; for avg W, or in exact mode (shards > 0) the K
+ * shards its tree adds. */
+double norm_divisor(int reduce_avg, int world, int shards);
 /* The factor of one token of sequence s (n_s supervised tokens) in microbatch m of rank
  * `rank`, for weighting unit `unit`: norm_factor over the counts of the unit, which are
  * the window's supervised tokens (token) or its sequences holding one (sequence: S,
