@@ -36,6 +36,7 @@ struct pool_slot {
 	atomic_int abandoned;        /* left behind by the watchdog: parks when back */
 	_Atomic(const char *) op;    /* last operation marked in this run, NULL if none */
 	atomic_int op_index;
+	atomic_int op_waits;         /* the operation waits for the peers (pool_mark_wait) */
 	_Atomic double op_since;     /* clock_now_s() when it was marked */
 };
 
@@ -203,15 +204,27 @@ void pool_set_ctx(struct pool *p, int rank, void *ctx)
 	p->slot[rank].ctx = ctx;
 }
 
-int pool_mark(struct pool *p, int rank, const char *op, int index, struct err *e)
+/* What pool_mark and pool_mark_wait publish. */
+static int mark(struct pool *p, int rank, const char *op, int index, int waits, struct err *e)
 {
 	struct pool_slot *s = &p->slot[rank];
 	if (atomic_load(&s->abandoned))
 		park_for_good();
+	atomic_store(&s->op_waits, waits);
 	atomic_store(&s->op_index, index);
 	atomic_store(&s->op, op);
 	atomic_store(&s->op_since, clock_now_s());
 	return barrier_check(p->barrier, rank, e);
+}
+
+int pool_mark(struct pool *p, int rank, const char *op, int index, struct err *e)
+{
+	return mark(p, rank, op, index, 0, e);
+}
+
+int pool_mark_wait(struct pool *p, int rank, const char *op, struct err *e)
+{
+	return mark(p, rank, op, 0, 1, e);
 }
 
 int pool_abandoned(const struct pool *p)
@@ -257,7 +270,8 @@ static unsigned late_ranks(struct pool *p, double now, int *aborted)
 	unsigned late = 0;
 	for (int r = 0; r < p->world; r++) {
 		struct pool_slot *s = &p->slot[r];
-		if (!s->running || (present & (1u << r)) || !atomic_load(&s->op))
+		if (!s->running || (present & (1u << r)) || !atomic_load(&s->op) ||
+		    atomic_load(&s->op_waits))
 			continue;
 		double since = atomic_load(&s->op_since);
 		if (now - (since > met ? since : met) > timeout)

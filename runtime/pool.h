@@ -10,7 +10,8 @@
  *
  * A watchdog bounds every run by the barrier timeout (devices.timeout): a rank is late
  * when it did not arrive while a peer waited at the barrier for the whole timeout, or
- * when it spent longer than the timeout in one operation it marked with pool_mark(). A
+ * when it spent longer than the timeout in one operation it marked with pool_mark() (not
+ * pool_mark_wait(): a wait for the peers). A
  * rank stuck where nothing can interrupt it (a BLAS or CUDA call) would otherwise hang
  * the process: pool_run() aborts the others, gives them a moment to leave, names the
  * late ranks with the operation each was last in, and returns ERR_DEVICE without
@@ -66,6 +67,11 @@ int pool_run(struct pool *p, pool_fn fn, void *arg, struct err *e);
  * ("microbatch", 2: "microbatch 2"). Returns ERR_ABORTED once the run is aborted, so
  * that a rank busy computing leaves at its next mark instead of its next barrier. */
 int pool_mark(struct pool *p, int rank, const char *op, int index, struct err *e);
+/* Like pool_mark, for an operation in which the rank waits for its peers (a collective
+ * whose waits are not the pool's barrier, such as NCCL's): it never makes the rank late
+ * however long it lasts, since the peers it waits for are the late ones (and the wait has
+ * its own timeout). */
+int pool_mark_wait(struct pool *p, int rank, const char *op, struct err *e);
 /* Threads of this pool that were abandoned. */
 int pool_abandoned(const struct pool *p);
 /* Threads abandoned by every pool of the process: non-zero means some are still running

@@ -420,7 +420,7 @@ static int window_step(struct engine *eng, struct replica *r, void *arg, struct 
 
 	/* the global count goes through the collective, like it would across processes;
 	 * each step is marked for the pool's watchdog, which names the step of a late rank */
-	ERR_TRY(pool_mark(eng->pool, r->local, "the token count allreduce", 0, e));
+	ERR_TRY(pool_mark_wait(eng->pool, r->local, "the token count allreduce", e));
 	int64_t count = w->rank_tokens[rank];
 	ERR_TRY(eng->coll->ops->allreduce(eng->coll, r->local, d, &count, 1, COLL_I64, COLL_SUM, 1,
 					  e));
@@ -457,13 +457,13 @@ static int window_step(struct engine *eng, struct replica *r, void *arg, struct 
 		ERR_TRY(o->download(d, eng->host_local[rank], r->grads, n * sizeof(float), e));
 
 	double sum = local;
-	ERR_TRY(pool_mark(eng->pool, r->local, "the gradient allreduce", 0, e));
+	ERR_TRY(pool_mark_wait(eng->pool, r->local, "the gradient allreduce", e));
 	if (s->shards > 0) {
 		ERR_TRY(tree_reduce(eng, r, &sum, e));
 	} else {
 		ERR_TRY(eng->coll->ops->allreduce(eng->coll, r->local, d, r->grads, n, COLL_F32,
 					      avg ? COLL_AVG : COLL_SUM, 0, e));
-		ERR_TRY(pool_mark(eng->pool, r->local, "the loss allreduce", 0, e));
+		ERR_TRY(pool_mark_wait(eng->pool, r->local, "the loss allreduce", e));
 		ERR_TRY(eng->coll->ops->allreduce(eng->coll, r->local, d, &sum, 1, COLL_F64, COLL_SUM,
 					      1, e));
 	}

@@ -9,8 +9,9 @@
  * The watchdog: a parked or slow rank (in a marked operation, or absent while a peer waits
  * at the barrier) makes pool_run() return within the timeout plus a small margin, naming
  * the late rank and its operation, the late thread abandoned and parked when it comes
- * back; a rank that marks its progress is never late however long the run; a rank that
- * does not leave after a peer's failure is abandoned after the grace period.
+ * back; a rank that marks its progress is never late however long the run, nor one
+ * waiting for a late peer in a collective of its own; a rank that does not leave after a
+ * peer's failure is abandoned after the grace period.
  */
 #include <check.h>
 #include <stdatomic.h>
@@ -290,6 +291,41 @@ START_TEST(an_absent_rank_is_late_without_marks)
 }
 END_TEST
 
+/* Rank 0 waits for its peer in a collective of its own (as in NCCL: no pool barrier),
+ * leaving when the run is aborted; rank 1 is parked in its microbatch. */
+static int waits_for_parked_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct pool *p = arg;
+	if (rank == 1) {
+		ERR_TRY(pool_mark(p, rank, "microbatch", 1, e));
+		for (;;)
+			sleep_s(1.0);
+	}
+	ERR_TRY(pool_mark_wait(p, rank, "the allreduce", e));
+	double t0 = clock_now_s();
+	while (!barrier_is_aborted(pool_barrier(p)) && clock_now_s() - t0 < 6 * WATCH_TIMEOUT_S)
+		sleep_s(0.01);
+	return ERR(e, ERR_ABORTED, "rank 0 released");
+}
+
+START_TEST(a_rank_waiting_for_a_late_peer_is_not_late)
+{
+	struct pool *p;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(pool_create(2, WATCH_TIMEOUT_S, &p, &e), ERR_OK);
+	double t0 = clock_now_s();
+	ck_assert_int_eq(pool_run(p, waits_for_parked_fn, p, &e), ERR_DEVICE);
+	ck_assert_double_lt(clock_now_s() - t0, WATCH_TIMEOUT_S + 2.5);
+	/* only the parked rank is named: the one waiting for it was in a wait */
+	ck_assert_msg(strncmp(e.msg, "rank 1 did not arrive within 0.5 s (devices.timeout): last "
+			      "in microbatch 1, for ", 76) == 0 && !strstr(e.msg, "rank 0"),
+		      "message: %s", e.msg);
+	ck_assert_int_eq(pool_abandoned(p), 1);
+	pool_destroy(p);
+}
+END_TEST
+
 struct progress_arg {
 	struct pool *pool;
 	int ops;
@@ -446,6 +482,7 @@ int main(void)
 	tcase_add_test(tc, a_slow_rank_is_named_not_the_one_that_waited);
 	tcase_add_test(tc, an_absent_rank_is_late_without_marks);
 	tcase_add_test(tc, a_rank_that_marks_progress_is_never_late);
+	tcase_add_test(tc, a_rank_waiting_for_a_late_peer_is_not_late);
 	tcase_add_test(tc, a_rank_that_does_not_leave_after_a_failure_is_left_behind);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
