@@ -26,6 +26,12 @@
 #endif
 
 static struct world the_world = {.procs = 1, .proc = 0, .library = "none"};
+static int failed_together;
+
+void world_failed_together(void)
+{
+	failed_together = 1;
+}
 
 const struct world *world_get(void)
 {
@@ -168,7 +174,7 @@ void world_finalize(void)
 
 void world_abort(int code)
 {
-	if (the_world.mpi && the_world.procs > 1) {
+	if (the_world.mpi && the_world.procs > 1 && !failed_together) {
 		fflush(stdout);
 		fflush(stderr);
 		MPI_Abort(MPI_COMM_WORLD, code);

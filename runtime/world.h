@@ -38,8 +38,12 @@ const struct world *world_get(void);
 /* Leaves MPI (when joined) after a run that ended together. */
 void world_finalize(void);
 /* Ends every process of the run with exit status `code` (MPI_Abort) when there are
- * several; returns (doing nothing) in a world of one. */
+ * several, unless world_failed_together() said that every process met the failure;
+ * returns (doing nothing) in a world of one. */
 void world_abort(int code);
+/* Every process has met the same failure (found by an exchange: differing data, a failed
+ * checkpoint commit): each ends by itself, none needs to end the others. */
+void world_failed_together(void);
 /* "process p (host)" for messages. */
 const char *world_proc_name(int proc);
 

@@ -517,6 +517,7 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 	for (int r = 0; r < eng->world; r++) {
 		res->rank_tokens[r] = w->rank_tokens[r];
 		res->rank_loss_sum[r] = out[r].local_loss_sum;
+		res->rank_seconds_coll[r] = out[r].seconds_coll;
 		if (out[r].rejected != out[0].rejected)
 			return ERR(e, ERR_DEVICE, "window %lld: ranks disagree on rejecting it",
 				   (long long)w->index);

@@ -59,6 +59,7 @@ struct window_result {
 	int64_t N;
 	int64_t rank_tokens[PLAN_MAX_WORLD];
 	double rank_loss_sum[PLAN_MAX_WORLD];
+	double rank_seconds_coll[PLAN_MAX_WORLD]; /* each rank's time inside collectives */
 	double loss_sum;   /* global sum of token losses */
 	double loss;       /* loss_sum / N (the global token mean) */
 	double grad_norm;  /* L2 norm of the reduced gradient (when captured) */

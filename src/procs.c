@@ -21,11 +21,13 @@ int procs_check_data_lock(const char *lock, double timeout_s, struct err *e)
 	ERR_TRY(world_allgather(mine, sizeof mine, locks, timeout_s,
 				"the comparison of data locks", e));
 	for (int p = 1; p < wd->procs; p++)
-		if (memcmp(locks[p], locks[0], sizeof mine) != 0)
+		if (memcmp(locks[p], locks[0], sizeof mine) != 0) {
+			world_failed_together(); /* every process compared the same locks */
 			return ERR(e, ERR_DATA, "the data differ between processes: %s has data "
 				   "lock %.12s..., %s has %.12s... (every host must hold the same "
 				   "data and [data] settings)", world_proc_name(p), locks[p],
 				   world_proc_name(0), locks[0]);
+		}
 	return ERR_OK;
 }
 
@@ -55,6 +57,8 @@ int procs_checkpoint_result(int rc, char *path, size_t cap, double timeout_s, st
 		snprintf(r.path, sizeof r.path, "%s", path);
 	}
 	ERR_TRY(world_bcast(&r, sizeof r, 0, timeout_s, "the checkpoint's commit result", e));
+	if (r.rc)
+		world_failed_together(); /* every process got process 0's result */
 	if (wd->proc == 0)
 		return rc;
 	if (r.rc)

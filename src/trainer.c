@@ -182,11 +182,14 @@ static json_t *metrics_line(const struct trainer *t, const struct window *w,
 			    const struct window_result *wr)
 {
 	char now[40];
-	json_t *toks = json_array();
-	for (int r = 0; r < w->world; r++)
+	json_t *toks = json_array(), *sums = json_array(), *waits = json_array();
+	for (int r = 0; r < w->world; r++) {
 		json_array_append_new(toks, json_integer(wr->rank_tokens[r]));
+		json_array_append_new(sums, json_real(wr->rank_loss_sum[r]));
+		json_array_append_new(waits, json_real(wr->rank_seconds_coll[r]));
+	}
 	utc_now(now, sizeof now);
-	return json_pack("{s:I, s:I, s:I, s:o, s:I, s:b, s:o, s:o, s:f, s:f, s:f, s:s, s:f, s:s, "
+	json_t *line = json_pack("{s:I, s:I, s:I, s:o, s:I, s:b, s:o, s:o, s:f, s:f, s:f, s:s, s:f, s:s, "
 			 "s:f}",
 			 "step", (json_int_t)t->step, "window", (json_int_t)w->index + 1,
 			 "updates_done", (json_int_t)t->r.eng->updates_done, "rank_tokens", toks,
@@ -198,6 +201,16 @@ static json_t *metrics_line(const struct trainer *t, const struct window *w,
 			 wr->seconds_coll, "backend", engine_backend_name(t->r.eng), "lr",
 			 t->v->s->lr, "time", now, "elapsed",
 			 clock_now_s() - t->opened_at);
+	/* per rank (global rank order): its loss sum and its time inside collectives,
+	 * barrier waits for slower ranks included */
+	if (line) {
+		json_object_set_new(line, "rank_loss_sum", sums);
+		json_object_set_new(line, "rank_seconds_coll", waits);
+	} else {
+		json_decref(sums);
+		json_decref(waits);
+	}
+	return line;
 }
 
 static int write_metrics(struct trainer *t, const struct window *w,

@@ -76,6 +76,22 @@ rc_of mpi 2 train --continuous $S --set devices.world=4 --inject-failure 3:2
 [ "$rc" -eq 6 ] || { cat cmd.err; fail "injected failure: exit $rc, expected 6"; }
 grep -q "process 1 (.*): device error: window 2: rank 3: injected failure" cmd.err ||
 	fail "the failure is not named: $(cat cmd.err)"
+# after a checkpoint, the failure names it as the state to resume from
+# shellcheck disable=SC2086
+rc_of mpi 2 train --continuous $S --set train.checkpoint_every=2 --inject-failure 1:4
+[ "$rc" -eq 6 ] || { cat cmd.err; fail "injected failure after a checkpoint: exit $rc"; }
+grep -q "rank 1: injected failure.*newest checkpoint: artifacts/continuous/step-0002, step 2" \
+	cmd.err || fail "the newest checkpoint is not named: $(cat cmd.err)"
+# the metrics lines: every rank's tokens, loss sum and time in collectives, on both processes
+python3 - outputs/train-continuous.jsonl outputs/process-1/train-continuous.jsonl <<'PY' ||
+import json, sys
+for path in sys.argv[1:]:
+    for line in open(path):
+        j = json.loads(line)
+        assert len(j["rank_tokens"]) == len(j["rank_loss_sum"]) == len(j["rank_seconds_coll"]) == 2, j
+        assert abs(sum(j["rank_loss_sum"]) - j["loss"] * j["N"]) < 1e-9 * j["N"], j
+PY
+	fail "per-rank metrics"
 
 # differing data: refused before the first window, naming the process that differs
 # shellcheck disable=SC2086
