@@ -7,7 +7,8 @@
  * reference is the W-device gradient exactly. The check can fail: one rank adding two of
  * its shards in each other's place changes the bits. The window is one list whatever W
  * (same ids in the same order), the length order sorts it, the balanced order evens the
- * shards' token counts. Invalid configurations are refused with clear messages.
+ * shards' token counts. Invalid configurations are refused with clear messages; an
+ * accumulation left out follows the world (shards / world).
  */
 #include <check.h>
 #include <stdlib.h>
@@ -238,6 +239,26 @@ START_TEST(invalid_configurations_are_refused)
 	struct settings s;
 	testutil_settings(&s, "train.shards=8 devices.world=2 train.accumulation=4");
 	ck_assert_int_eq(s.accumulation, 4);
+	/* one not given follows the world: shards / world */
+	char text[sizeof testutil_tiny_ini];
+	const char *line = strstr(testutil_tiny_ini, "accumulation = 2\n");
+	ck_assert_ptr_nonnull(line);
+	snprintf(text, sizeof text, "%.*s%s", (int)(line - testutil_tiny_ini), testutil_tiny_ini,
+		 line + strlen("accumulation = 2\n"));
+	for (int world = 1; world <= 8; world *= 2) {
+		struct cfg c;
+		struct err e;
+		char set[32];
+		err_clear(&e);
+		ck_assert_int_eq(cfg_init(&c, settings_keys, &e), ERR_OK);
+		ck_assert_msg(cfg_load_text(&c, text, "tiny.ini", &e) == ERR_OK, "%s", e.msg);
+		ck_assert_int_eq(cfg_set(&c, "train.shards=8", &e), ERR_OK);
+		snprintf(set, sizeof set, "devices.world=%d", world);
+		ck_assert_int_eq(cfg_set(&c, set, &e), ERR_OK);
+		ck_assert_msg(settings_from_cfg(&c, &s, &e) == ERR_OK, "%s", e.msg);
+		ck_assert_int_eq(s.accumulation, 8 / world);
+		cfg_free(&c);
+	}
 }
 END_TEST
 
