@@ -70,7 +70,7 @@ struct nccl_coll {
 	atomic_int abort_by; /* rank whose failure first aborted the collective, -1 none */
 	int mu_ready;
 	atomic_long calls[8]; /* allreduce calls each rank entered */
-	struct nccl_rank r[8];
+	struct nccl_rank r[MAX_WORLD];
 };
 
 static void pause_poll(long iteration)
@@ -569,8 +569,9 @@ int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
 	int visible = 0, cur = -1, rc = ERR_OK;
 	ncclUniqueId id;
 	*out = NULL;
-	if (world < 1 || world > 8)
-		return ERR(e, ERR_CONFIG, "devices: NCCL collective over %d ranks (1..8)", world);
+	if (world < 1 || world > MAX_WORLD)
+		return ERR(e, ERR_CONFIG, "devices: NCCL collective over %d ranks (1..%d)",
+			   world, MAX_WORLD);
 	for (int r = 0; r < world; r++)
 		for (int q = 0; q < r; q++)
 			if (device_ids[q] == device_ids[r])

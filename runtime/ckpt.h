@@ -1,6 +1,10 @@
 /*
  * ckpt: the checkpoint store, a directory of named files published atomically.
  *
+ * Naming: ckpt_* is this store (files, manifest, digests, atomic publication) and knows no
+ * content; checkpoint_* (src/checkpoint.c) is what a training checkpoint holds, written
+ * and read back through this store.
+ *
  * A checkpoint is the directory <root>/step-NNNN (NNNN = number of completed updates,
  * zero-padded to at least 4 digits; root is normally <artifacts>/checkpoints). The store
  * does not know what the files mean (parameters, optimizer state, configuration, sampler

@@ -26,6 +26,7 @@
 #include "barrier.h"
 #include "dev.h"
 #include "err.h"
+#include "ranks.h"
 
 /* The most ranks a collective adds (all processes together). */
 #define COLL_MAX_RANKS 64
@@ -57,7 +58,7 @@ struct coll {
 	int world;
 	struct barrier *barrier; /* the pool's barrier, shared */
 	void *impl;
-	double seconds[8];       /* per-rank time inside allreduce (statistics) */
+	double seconds[MAX_WORLD];       /* per-rank time inside allreduce (statistics) */
 };
 
 /* Host collective over `world` ranks synchronized by `barrier` (not owned). Device

@@ -23,8 +23,8 @@
 
 struct host_coll {
 	size_t max_count;
-	const void *src[8];
-	void *stage[8];   /* per-rank host staging for device buffers */
+	const void *src[MAX_WORLD];
+	void *stage[MAX_WORLD];   /* per-rank host staging for device buffers */
 	void *result;     /* max_count * 8 bytes */
 	/* across processes (coll_host_span_processes): procs > 1 */
 	int procs, proc;
@@ -198,7 +198,7 @@ static void host_destroy(struct coll *c)
 {
 	struct host_coll *h = c->impl;
 	if (h) {
-		for (int r = 0; r < 8; r++)
+		for (int r = 0; r < MAX_WORLD; r++)
 			free(h->stage[r]);
 		free(h->result);
 		free(h->packed);

@@ -53,7 +53,7 @@ struct pool {
 	void *arg;
 	struct barrier *barrier;
 	struct coll *coll;
-	struct pool_slot slot[POOL_MAX_WORLD];
+	struct pool_slot slot[MAX_WORLD];
 };
 
 static atomic_int abandoned_in_process;
@@ -110,8 +110,8 @@ static void *pool_main(void *p)
 
 int pool_create(int world, double barrier_timeout_s, struct pool **out, struct err *e)
 {
-	if (world < 1 || world > POOL_MAX_WORLD)
-		return ERR(e, ERR_CONFIG, "world size %d outside 1..%d", world, POOL_MAX_WORLD);
+	if (world < 1 || world > MAX_WORLD)
+		return ERR(e, ERR_CONFIG, "world size %d outside 1..%d", world, MAX_WORLD);
 	struct pool *p = calloc(1, sizeof *p);
 	if (!p)
 		return ERR(e, ERR_DEVICE, "out of memory");
@@ -243,7 +243,7 @@ int pool_abandoned_threads(void)
 struct watch {
 	double alarm_at;   /* 0: no alarm yet */
 	unsigned late;     /* ranks late at the alarm */
-	char what[POOL_MAX_WORLD][96]; /* the operation each late rank was last in */
+	char what[MAX_WORLD][96]; /* the operation each late rank was last in */
 };
 
 static unsigned running_ranks(const struct pool *p)
@@ -361,7 +361,7 @@ static unsigned wait_ranks(struct pool *p, struct watch *w)
 /* The error of the late ranks: each with the operation it was last in. */
 static int late_error(struct pool *p, const struct watch *w, unsigned left, struct err *e)
 {
-	char ranks[128], ops[POOL_MAX_WORLD * 112];
+	char ranks[128], ops[MAX_WORLD * 112];
 	size_t len = 0;
 	int n = barrier_rank_list(w->late, ranks, sizeof ranks);
 	ops[0] = '\0';

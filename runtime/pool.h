@@ -28,8 +28,8 @@
 
 #include "barrier.h"
 #include "err.h"
+#include "ranks.h"
 
-#define POOL_MAX_WORLD 8
 
 /* After an abort, how long the ranks that are not late get to leave before the pool
  * gives up on them too (they leave at their next barrier wait or pool_mark()). */
@@ -43,7 +43,7 @@ typedef int (*pool_fn)(int rank, void *ctx, void *arg, struct err *e);
 
 struct pool;
 
-/* Starts `world` threads (1..POOL_MAX_WORLD). barrier_timeout_s <= 0 waits forever (and
+/* Starts `world` threads (1..MAX_WORLD). barrier_timeout_s <= 0 waits forever (and
  * turns the watchdog off). */
 int pool_create(int world, double barrier_timeout_s, struct pool **out, struct err *e);
 /* Joins the threads and frees the pool; a pool with abandoned threads is only told to

@@ -47,7 +47,7 @@ void app_env_init(struct app *a, int tty)
 
 /* --inject-drift: the smallest change there is, which the protocol's resume check must
  * see */
-static void inject_drift(void *arg, struct train_ckpt *ck)
+static void inject_drift(void *arg, struct checkpoint *ck)
 {
 	struct app *a = arg;
 	uint32_t bits;

@@ -1,6 +1,7 @@
 /*
  * checkpoint: the content of a training checkpoint, written and read back (the format is
- * described in train.h); the atomic file store underneath is runtime/ckpt.h.
+ * described in train.h): checkpoint_write, checkpoint_load, checkpoint_free. The atomic
+ * file store underneath, which knows no content, is runtime/ckpt.h (ckpt_*).
  */
 #include "train.h"
 
@@ -29,7 +30,7 @@ static int json_text(json_t *j, char **out, size_t *len, const char *what, struc
 
 /* ---- reading a checkpoint ----------------------------------------------------------- */
 
-void train_ckpt_free(struct train_ckpt *ck)
+void checkpoint_free(struct checkpoint *ck)
 {
 	if (!ck)
 		return;
@@ -98,7 +99,7 @@ static int read_vector(const char *dir, const char *name, size_t n, float **out,
 	return ERR_OK;
 }
 
-static int parse_state(const char *dir, json_t *st, struct train_ckpt *ck, struct err *e)
+static int parse_state(const char *dir, json_t *st, struct checkpoint *ck, struct err *e)
 {
 	json_t *v, *smp, *rng;
 	int64_t world, n;
@@ -116,9 +117,9 @@ static int parse_state(const char *dir, json_t *st, struct train_ckpt *ck, struc
 	if (ck->step > TRAIN_MAX_STEP)
 		return ERR(e, ERR_DATA, "checkpoint %s: state.json: step %" PRId64 " is past any "
 			   "run's end (train.updates <= %d)", dir, ck->step, TRAIN_MAX_STEP);
-	if (world > PLAN_MAX_WORLD)
+	if (world > MAX_WORLD)
 		return ERR(e, ERR_DATA, "checkpoint %s: state.json: %" PRId64 " ranks (at most %d)",
-			   dir, world, PLAN_MAX_WORLD);
+			   dir, world, MAX_WORLD);
 	if (n > TRAIN_MAX_PARAMS)
 		return ERR(e, ERR_DATA, "checkpoint %s: state.json: %" PRId64 " parameters (at most "
 			   "%lld)", dir, n, (long long)TRAIN_MAX_PARAMS);
@@ -181,17 +182,17 @@ static int load_config(const char *dir, struct cfg *stored, struct err *e)
 }
 
 /* 2. The configuration the checkpoint was trained with (`stored`) against the current
- * one `cur`: with TRAIN_CHECK_CONFIG every math key must match, except those the key
- * table marks as allowed to differ here: KEY_MODE with TRAIN_CHECK_ANY_NORMALIZATION,
+ * one `cur`: with CHECKPOINT_CHECK_CONFIG every math key must match, except those the key
+ * table marks as allowed to differ here: KEY_MODE with CHECKPOINT_CHECK_ANY_NORMALIZATION,
  * KEY_ELASTIC between checkpoints of exact mode with the same shards. */
 static int check_config(const char *dir, const struct cfg *cur, const struct cfg *stored,
 			unsigned checks, struct err *e)
 {
 	char diff[900];
 	unsigned may_differ = 0;
-	if (!(checks & TRAIN_CHECK_CONFIG))
+	if (!(checks & CHECKPOINT_CHECK_CONFIG))
 		return ERR_OK;
-	if (checks & TRAIN_CHECK_ANY_NORMALIZATION)
+	if (checks & CHECKPOINT_CHECK_ANY_NORMALIZATION)
 		may_differ |= KEY_MODE;
 	if (elastic_resizable(cur, stored))
 		may_differ |= KEY_ELASTIC;
@@ -203,10 +204,10 @@ static int check_config(const char *dir, const struct cfg *cur, const struct cfg
 	return ERR_OK;
 }
 
-/* 3. The data it was trained on: its data lock, against corpus c's with TRAIN_CHECK_DATA
+/* 3. The data it was trained on: its data lock, against corpus c's with CHECKPOINT_CHECK_DATA
  * (the corpus lives in `outputs`). */
 static int check_data_lock(const char *dir, const struct corpus *c, const char *outputs,
-			   unsigned checks, struct train_ckpt *ck, struct err *e)
+			   unsigned checks, struct checkpoint *ck, struct err *e)
 {
 	json_t *j = NULL;
 	int rc = read_json(dir, "data.lock", &j, e);
@@ -218,7 +219,7 @@ static int check_data_lock(const char *dir, const struct corpus *c, const char *
 	else
 		memcpy(ck->lock, lk, 65);
 	json_decref(j);
-	if (rc == ERR_OK && (checks & TRAIN_CHECK_DATA) && strcmp(ck->lock, c->lock) != 0)
+	if (rc == ERR_OK && (checks & CHECKPOINT_CHECK_DATA) && strcmp(ck->lock, c->lock) != 0)
 		rc = ERR(e, ERR_DATA, "data lock mismatch: checkpoint %s was trained on data lock "
 			 "%.16s..., the corpus in %s/corpus has %.16s... (the data changed since)", dir,
 			 ck->lock, outputs, c->lock);
@@ -226,7 +227,7 @@ static int check_data_lock(const char *dir, const struct corpus *c, const char *
 }
 
 /* 4a. state.json, which must name the step of the store's manifest. */
-static int read_state(const char *dir, uint64_t manifest_step, struct train_ckpt *ck,
+static int read_state(const char *dir, uint64_t manifest_step, struct checkpoint *ck,
 		      struct err *e)
 {
 	json_t *j = NULL;
@@ -243,7 +244,7 @@ static int read_state(const char *dir, uint64_t manifest_step, struct train_ckpt
 /* The model its config.ini describes holds ck->n parameters, with its vocabulary (the
  * synthetic source's, or model.vocab's); a file source that leaves model.vocab = 0 took
  * its vocabulary from its files: then any vocabulary will do that makes the count. */
-static int own_shape(const char *dir, const struct cfg *stored, const struct train_ckpt *ck,
+static int own_shape(const char *dir, const struct cfg *stored, const struct checkpoint *ck,
 		     struct err *e)
 {
 	struct model_shape m, none, one;
@@ -280,7 +281,7 @@ static int own_shape(const char *dir, const struct cfg *stored, const struct tra
  * fewer updates than steps is all that can be checked). updates_done decides whether the
  * next update starts its momentum afresh. */
 static int check_own_config(const char *dir, const struct cfg *stored,
-			    const struct train_ckpt *ck, struct err *e)
+			    const struct checkpoint *ck, struct err *e)
 {
 	ERR_TRY(own_shape(dir, stored, ck, e));
 	if (cfg_enum(stored, "train", "empty_window") == EMPTY_ERROR &&
@@ -292,15 +293,15 @@ static int check_own_config(const char *dir, const struct cfg *stored,
 }
 
 /* 4c. The parameters are read into (and interpreted as) the current configuration's
- * model: its shape keys must be the stored ones; with TRAIN_CHECK_CONFIG the rank count
+ * model: its shape keys must be the stored ones; with CHECKPOINT_CHECK_CONFIG the rank count
  * too. */
 static int check_shape(const char *dir, const struct cfg *cur, const struct settings *s,
-		       const struct cfg *stored, unsigned checks, const struct train_ckpt *ck,
+		       const struct cfg *stored, unsigned checks, const struct checkpoint *ck,
 		       struct err *e)
 {
 	char diff[600];
 	struct model_shape shape;
-	if (checks & (TRAIN_CHECK_SHAPE | TRAIN_CHECK_CONFIG)) {
+	if (checks & (CHECKPOINT_CHECK_SHAPE | CHECKPOINT_CHECK_CONFIG)) {
 		if (cfg_diff(cur, stored, KEY_SHAPE, 0, diff, sizeof diff) > 0)
 			return ERR(e, ERR_DATA, "checkpoint %s holds a model of another shape "
 				   "(this configuration != checkpoint): %s", dir, diff);
@@ -309,7 +310,7 @@ static int check_shape(const char *dir, const struct cfg *cur, const struct sett
 			return ERR(e, ERR_DATA, "checkpoint %s: %zu parameters, the model of this "
 				   "configuration has %zu", dir, ck->n, shape.n_params);
 	}
-	if ((checks & TRAIN_CHECK_CONFIG) && !elastic_world_ok(ck, s))
+	if ((checks & CHECKPOINT_CHECK_CONFIG) && !elastic_world_ok(ck, s))
 		return ERR(e, ERR_DATA, "checkpoint %s holds %d ranks, this configuration has "
 			   "devices.world = %d", dir, ck->world, s->world);
 	return ERR_OK;
@@ -317,7 +318,7 @@ static int check_shape(const char *dir, const struct cfg *cur, const struct sett
 
 /* 4d. params.npy and momentum.npy: a run stops at its first non-finite loss, so no
  * checkpoint holds NaN or infinity. */
-static int read_tensors(const char *dir, struct train_ckpt *ck, struct err *e)
+static int read_tensors(const char *dir, struct checkpoint *ck, struct err *e)
 {
 	ERR_TRY(read_vector(dir, "params.npy", ck->n, &ck->params, e));
 	ERR_TRY(read_vector(dir, "momentum.npy", ck->n, &ck->momentum, e));
@@ -337,7 +338,7 @@ static int read_tensors(const char *dir, struct train_ckpt *ck, struct err *e)
 
 /* 5. One rank part, rank-R.json: its rank and a history that fits the steps (every rank
  * takes part in every window; what a window holds is bounded). */
-static int read_rank_part(const char *dir, int r, struct train_ckpt *ck, struct err *e)
+static int read_rank_part(const char *dir, int r, struct checkpoint *ck, struct err *e)
 {
 	char name[32];
 	int64_t rank;
@@ -362,8 +363,8 @@ static int read_rank_part(const char *dir, int r, struct train_ckpt *ck, struct 
 	return rc;
 }
 
-int train_ckpt_load(const struct env *v, const char *dir, const struct corpus *c,
-		    unsigned checks, struct train_ckpt *ck, struct err *e)
+int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c,
+		    unsigned checks, struct checkpoint *ck, struct err *e)
 {
 	struct ckpt_report rep;
 	struct cfg stored = {0};
@@ -392,7 +393,7 @@ out:
 	if (stored.vals)
 		cfg_free(&stored);
 	if (rc)
-		train_ckpt_free(ck);
+		checkpoint_free(ck);
 	return rc;
 }
 
@@ -516,7 +517,7 @@ static json_t *rank_json(const struct trainer *t, int r)
 	const struct engine *eng = t->r.eng;
 	char dev[32];
 	snprintf(dev, sizeof dev, "%s:%d", engine_backend_name(eng),
-		 eng->plan.backend == DEV_BACKEND_CUDA ? eng->plan.ids[r] : r);
+		 eng->placement.backend == DEV_BACKEND_CUDA ? eng->placement.ids[r] : r);
 	return json_pack("{s:i, s:s, s:s, s:n, s:s, s:{s:I, s:I, s:I}}", "rank", r, "device", dev,
 			 "backend", engine_backend_name(eng), "rng", "rng_note", "none: the ranks "
 			 "draw no random numbers (the sampler state in state.json is the run's only "
@@ -542,7 +543,7 @@ static int add_files(struct ckpt_writer *w, const struct trainer *t, struct err 
 	return ERR_OK;
 }
 
-int train_checkpoint_write(const struct trainer *t, const char *root, char *out, size_t cap,
+int checkpoint_write(const struct trainer *t, const char *root, char *out, size_t cap,
 			   struct err *e)
 {
 	const struct env *v = t->v;

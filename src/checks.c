@@ -9,7 +9,7 @@
 
 #include "engine.h"
 #include "norm.h"
-#include "plan.h"
+#include "sampler.h"
 #include "train.h"
 
 /* ---- check-loss --------------------------------------------------------------------- */

@@ -138,7 +138,7 @@ static int bench_windows(struct run *r, const struct settings *s, long warmup, l
 			break;
 	}
 	b->gemm = largest_gemm(s, m);
-	if (r->eng->plan.backend == DEV_BACKEND_CPU)
+	if (r->eng->placement.backend == DEV_BACKEND_CPU)
 		b->sgemm = sgemm_rate(b->gemm, 0.5, &b->sgemm_per_cpu);
 	return ERR_OK;
 }
@@ -233,7 +233,8 @@ static int other_mode(const struct settings *s, struct settings *o, char *why, s
 	*o = *s;
 	if (s->shards > 0) {
 		o->shards = 0;
-		o->plan = s->shard_order == SHARD_ORDER_BALANCED ? PLAN_BALANCED : PLAN_LENGTH_BANDS;
+		o->rank_split = s->shard_order == SHARD_ORDER_BALANCED ? RANK_SPLIT_BALANCED
+								: RANK_SPLIT_LENGTH_BANDS;
 		return 1;
 	}
 	if ((s->world & (s->world - 1)) || (k & (k - 1)) || k > SHARD_MAX) {
@@ -242,7 +243,7 @@ static int other_mode(const struct settings *s, struct settings *o, char *why, s
 		return 0;
 	}
 	o->shards = k;
-	o->shard_order = s->plan == PLAN_BALANCED ? SHARD_ORDER_BALANCED : SHARD_ORDER_LENGTH;
+	o->shard_order = s->rank_split == RANK_SPLIT_BALANCED ? SHARD_ORDER_BALANCED : SHARD_ORDER_LENGTH;
 	return 1;
 }
 
@@ -296,7 +297,7 @@ int cmd_bench(struct app *a, struct err *e)
 		return rc;
 	const char *backend = engine_backend_name(r.eng);
 	env_info(v, "bench: %s backend, W = %d, plan %s, layout %s, %ld timed windows after %ld "
-		 "warm-up", backend, s->world, s->plan == PLAN_BALANCED ? "balanced" : "length_bands",
+		 "warm-up", backend, s->world, rank_split_name(s->rank_split),
 		 s->layout == LAYOUT_PADDED ? "padded" : "packed", windows, warmup);
 	rc = bench_windows(&r, s, warmup, windows, 0.0, &b, e);
 	run_close(&r);
@@ -320,7 +321,7 @@ int cmd_bench(struct app *a, struct err *e)
 	json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o, "
 			      "s:o*}",
 			      "backend", backend, "world", s->world, "plan",
-			      s->plan == PLAN_BALANCED ? "balanced" : "length_bands", "tokens",
+			      rank_split_name(s->rank_split), "tokens",
 			      (json_int_t)b.tokens, "seconds", b.seconds, "cpu_seconds", b.cpu_seconds,
 			      "tokens_per_s", tokens_per_s(&b), "train_gflops",
 			      tokens_per_s(&b) * b.flop_per_token * 1e-9, "sgemm_gflops_one_thread",

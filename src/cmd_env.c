@@ -17,7 +17,7 @@
 #include "gpu.h"
 #endif
 
-static void print_plan(const struct settings *s, const struct device_plan *plan)
+static void print_placement(const struct settings *s, const struct placement *plan)
 {
 	printf("backend: %s\n", plan->why);
 	if (plan->backend == DEV_BACKEND_CUDA) {
@@ -58,21 +58,21 @@ int cmd_env(struct app *a, struct err *e)
 #endif
 	int gpus = 0;
 	char why[512];
-	ERR_TRY(device_plan_gpus(&a->s, &gpus, why, sizeof why, e));
-	struct device_plan plan;
+	ERR_TRY(placement_gpus(&a->s, &gpus, why, sizeof why, e));
+	struct placement plan;
 	struct err pe = {0};
 	printf("configuration %s: W = %d, reduce %s\n", a->cfg.path, a->s.world,
 	       a->s.reduce == COLL_AVG ? "avg" : "sum");
 	print_memory(&a->s);
 	procs_report(stdout, &a->s);
-	if (engine_plan_devices(&a->s, gpus, why, &plan, &pe) != ERR_OK) {
+	if (placement_decide(&a->s, gpus, why, &plan, &pe) != ERR_OK) {
 		printf("backend: this configuration does not run here: %s\n", pe.msg);
 		if (!a->o.check)
 			return ERR_OK;
 		return ERR(e, ERR_DEVCHECK, "env --check: the device plan cannot run here: %s",
 			   pe.msg);
 	}
-	print_plan(&a->s, &plan);
+	print_placement(&a->s, &plan);
 	if (!a->o.check)
 		return ERR_OK;
 	fflush(stdout);

@@ -72,7 +72,7 @@ struct inspect {
 	int64_t before_updates;
 	/* the last window's gradients (engine host buffers are reused by compare) */
 	float *last_reduced;
-	float *last_local[PLAN_MAX_WORLD];
+	float *last_local[MAX_WORLD];
 	/* scratch */
 	float *cur_p, *cur_m, *check_p, *ref, *contrib;
 	int64_t last_step;        /* the step number of the last window */
@@ -126,11 +126,6 @@ static int parse_rank(const char *s, int world, int *out, struct err *e)
 static const char *reduce_name(const struct app *a)
 {
 	return a->s.reduce == COLL_AVG ? "avg" : "sum";
-}
-
-static const char *plan_name(int plan)
-{
-	return plan == PLAN_BALANCED ? "balanced" : "length_bands";
 }
 
 static void swap_windows(struct inspect *in)
@@ -237,11 +232,11 @@ static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
 	double k = norm_divisor(avg, w->world, a->s.shards);
 	printf("plan: next window %lld (step %lld, not consumed), W = %d, M = %d microbatches "
 	       "per rank, plan %s, mode %s, reduce %s\n", (long long)w->index + 1,
-	       (long long)in->t.step + 1, w->world, w->micro, plan_name(a->s.plan),
+	       (long long)in->t.step + 1, w->world, w->micro, rank_split_name(a->s.rank_split),
 	       norm_mode_name(in->t.mode), reduce_name(a));
 	for (int r = 0; r < w->world; r++)
 		for (int m = 0; m < w->micro; m++) {
-			const struct plan_micro *mb = &w->mb[r][m];
+			const struct microbatch *mb = &w->mb[r][m];
 			char ids[1024], nums[160];
 			size_t len = 0;
 			ids[0] = '\0';
@@ -278,7 +273,7 @@ static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
 	int off = 0;
 	for (int r = 0; r < w->world; r++)
 		for (int m = 0; m < w->micro; m++) {
-			const struct plan_micro *mb = &w->mb[r][m];
+			const struct microbatch *mb = &w->mb[r][m];
 			if (mb->tokens == 0)
 				continue;
 			double c = norm_factor_k(in->t.mode, k, w->world, w->micro, w->N,
@@ -1111,7 +1106,7 @@ static void inspect_free(struct inspect *in)
 	free(in->next_p);
 	free(in->next_m);
 	free(in->last_reduced);
-	for (int r = 0; r < PLAN_MAX_WORLD; r++)
+	for (int r = 0; r < MAX_WORLD; r++)
 		free(in->last_local[r]);
 	free(in->cur_p);
 	free(in->cur_m);
@@ -1265,7 +1260,8 @@ static void session_start(struct inspect *in, struct session *ss)
 		       (long long)in->t.r.eng->updates_done);
 	printf("inspect: W = %d on the %s backend, reduce %s, plan %s, accumulation %d, mode %s, "
 	       "%zu parameters, step %lld, %lld updates done; type 'help' for the commands\n",
-	       a->s.world, engine_backend_name(in->t.r.eng), reduce_name(a), plan_name(a->s.plan),
+	       a->s.world, engine_backend_name(in->t.r.eng), reduce_name(a),
+	       rank_split_name(a->s.rank_split),
 	       a->s.accumulation, norm_mode_name(in->t.mode), in->n, (long long)in->t.step,
 	       (long long)in->t.r.eng->updates_done);
 	fflush(stdout);

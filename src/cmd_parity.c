@@ -41,7 +41,7 @@ static int dump_batches(const struct dump *d, const struct run *r, struct err *e
 	for (int q = 0; q < r->w.world && rc == ERR_OK; q++)
 		for (int m = 0; m < r->w.micro && rc == ERR_OK; m++) {
 			char path[FSX_PATH_MAX + 64];
-			const struct plan_micro *mb = &r->w.mb[q][m];
+			const struct microbatch *mb = &r->w.mb[q][m];
 			if ((rc = batch_build(&b, &r->corpus, mb->ids, mb->n, d->s->layout, e)) != ERR_OK)
 				break;
 			size_t shape[2] = {(size_t)b.rows, (size_t)b.context};
@@ -99,7 +99,7 @@ static void parity_print(const struct app *a, const struct parity_result *p)
 			 p->shard_order == SHARD_ORDER_BALANCED ? "balance" : "length");
 	else
 		snprintf(split, sizeof split, "plan %s",
-			 p->plan == PLAN_BALANCED ? "balanced" : "length_bands");
+			 rank_split_name(p->rank_split));
 	env_info(&a->env, "parity: window 1, W = %d, accumulation %d, reduce %s, %s, unit %s, "
 		 "N = %lld, S = %lld", p->world, p->accumulation, p->reduce_avg ? "avg" : "sum", split,
 		 p->unit == UNIT_SEQUENCE ? "sequence" : "token", (long long)w->N, (long long)w->S);

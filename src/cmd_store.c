@@ -189,13 +189,13 @@ static int verify_step(struct app *a, const struct ckpt_entry *en, char *status,
 	int ok = 0;
 	err_clear(&ve);
 	if (ckpt_verify(en->path, &rep, &ve) == ERR_OK) {
-		struct train_ckpt ck;
+		struct checkpoint ck;
 		*files = (long long)rep.nfiles;
 		*bytes = (long long)rep.total_bytes;
-		ok = train_ckpt_load(&a->env, en->path, NULL, 0, &ck, &ve) == ERR_OK;
+		ok = checkpoint_load(&a->env, en->path, NULL, 0, &ck, &ve) == ERR_OK;
 		snprintf(status, scap, "%s", ok ? "ok" : "unusable");
 		snprintf(detail, dcap, "%s", ok ? rep.warning : ve.msg);
-		train_ckpt_free(&ck);
+		checkpoint_free(&ck);
 	} else {
 		snprintf(status, scap, "%s", ckpt_problem_name(rep.problem));
 		snprintf(detail, dcap, "%s", ve.msg);
@@ -405,14 +405,14 @@ struct target {
 };
 
 /* What clean removes (targets) and what it leaves in the places it looks at, with why. */
-struct clean_plan {
+struct clean_list {
 	struct target *v;
 	size_t n;
 	char **left;
 	size_t nleft;
 };
 
-static int add_target(struct clean_plan *p, const char *path, struct err *e)
+static int add_target(struct clean_list *p, const char *path, struct err *e)
 {
 	struct stat st;
 	if (lstat(path, &st) != 0)
@@ -436,7 +436,7 @@ static int add_target(struct clean_plan *p, const char *path, struct err *e)
 	return ERR_OK;
 }
 
-static int add_left(struct clean_plan *p, const char *path, const char *why, struct err *e)
+static int add_left(struct clean_list *p, const char *path, const char *why, struct err *e)
 {
 	char **nv = realloc(p->left, (p->nleft + 1) * sizeof *nv);
 	if (!nv)
@@ -467,8 +467,8 @@ static int is_type(const char *path, int want_dir)
 	return want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode);
 }
 
-/* Adds a file of the program's to the plan, unless it is a temporary being written. */
-static int add_owned_file(struct clean_plan *p, const char *path, const char *name,
+/* Adds a file of the program's to the list, unless it is a temporary being written. */
+static int add_owned_file(struct clean_list *p, const char *path, const char *name,
 			  struct err *e)
 {
 	long pid = live_temporary(name);
@@ -482,7 +482,7 @@ static int add_owned_file(struct clean_plan *p, const char *path, const char *na
 
 /* An owned directory: whole when everything in it is the program's (and no temporary in
  * it is being written), else its files one by one, the rest left. */
-static int plan_owned_dir(struct clean_plan *p, const char *dir, const char *const *inside,
+static int list_owned_dir(struct clean_list *p, const char *dir, const char *const *inside,
 			  struct err *e)
 {
 	char **names = NULL;
@@ -512,7 +512,7 @@ static int plan_owned_dir(struct clean_plan *p, const char *dir, const char *con
 }
 
 /* Scope generated: the program's own names in the outputs directory. */
-static int plan_generated(const struct app *a, char roots[][FSX_PATH_MAX], struct clean_plan *p,
+static int list_generated(const struct app *a, char roots[][FSX_PATH_MAX], struct clean_list *p,
 			  struct err *e)
 {
 	char **names = NULL;
@@ -546,7 +546,7 @@ static int plan_generated(const struct app *a, char roots[][FSX_PATH_MAX], struc
 		if (!own)
 			rc = add_left(p, q, "not written by the program", e);
 		else if (own->inside)
-			rc = plan_owned_dir(p, q, own->inside, e);
+			rc = list_owned_dir(p, q, own->inside, e);
 		else
 			rc = add_owned_file(p, q, names[i], e);
 	}
@@ -559,7 +559,7 @@ static int plan_generated(const struct app *a, char roots[][FSX_PATH_MAX], struc
  * whose process is gone; whole roots when that is all they hold. Scope partial: only those
  * leftovers. Left and reported: anything else (a step directory that is not such a
  * checkpoint, a kept-aside directory, a leftover whose writer still runs, other names). */
-static int plan_checkpoints(char roots[][FSX_PATH_MAX], int partial_only, struct clean_plan *p,
+static int list_checkpoints(char roots[][FSX_PATH_MAX], int partial_only, struct clean_list *p,
 			    struct err *e)
 {
 	int rc = ERR_OK;
@@ -639,7 +639,7 @@ int cmd_clean(struct app *a, struct err *e)
 {
 	const char *scope = a->o.scope ? a->o.scope : "generated";
 	int gen = 0, ck = 0, partial = 0, rc = ERR_OK;
-	struct clean_plan p = {NULL, 0, NULL, 0};
+	struct clean_list p = {NULL, 0, NULL, 0};
 	char roots[ART_COUNT][FSX_PATH_MAX];
 
 	if (!strcmp(scope, "generated"))
@@ -661,8 +661,8 @@ int cmd_clean(struct app *a, struct err *e)
 	if ((ck || partial) && (rc = refuse_dangerous("artifacts", a->s.artifacts, e)))
 		return rc;
 
-	if ((gen && (rc = plan_generated(a, roots, &p, e))) ||
-	    ((ck || partial) && (rc = plan_checkpoints(roots, partial, &p, e))))
+	if ((gen && (rc = list_generated(a, roots, &p, e))) ||
+	    ((ck || partial) && (rc = list_checkpoints(roots, partial, &p, e))))
 		goto out;
 
 	long long files = 0, bytes = 0;

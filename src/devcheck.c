@@ -29,17 +29,17 @@ struct check_rank {
 
 struct check_run {
 	const struct settings *s;
-	const struct device_plan *p;
+	const struct placement *p;
 	struct coll *coll;
 	int corrupt_rank;
-	struct check_rank rk[PLAN_MAX_WORLD];
+	struct check_rank rk[MAX_WORLD];
 };
 
 static int open_fn(int rank, void *ctx, void *arg, struct err *e)
 {
 	struct check_run *cr = arg;
 	struct check_rank *k = &cr->rk[rank];
-	ERR_TRY(device_plan_create_dev(cr->p, rank, 0, 0, &k->dev, e));
+	ERR_TRY(placement_create_dev(cr->p, rank, 0, 0, &k->dev, e));
 	return dev_host_create(rank, &k->host, e);
 }
 
@@ -208,7 +208,7 @@ static void report(const struct check_run *cr, FILE *out)
 	}
 }
 
-int devcheck_run(const struct settings *s, const struct device_plan *p, int corrupt_rank,
+int devcheck_run(const struct settings *s, const struct placement *p, int corrupt_rank,
 		 FILE *out, struct err *e)
 {
 	struct check_run cr;
@@ -219,7 +219,7 @@ int devcheck_run(const struct settings *s, const struct device_plan *p, int corr
 	cr.corrupt_rank = corrupt_rank;
 	int rc = pool_create(s->world, s->timeout_s, &pool, e);
 	if (rc == ERR_OK && (rc = pool_run(pool, open_fn, &cr, e)) == ERR_OK &&
-	    (rc = device_plan_create_coll(p, s->world, pool_barrier(pool), SUM_COUNT, &cr.coll,
+	    (rc = placement_create_coll(p, s->world, pool_barrier(pool), SUM_COUNT, &cr.coll,
 					  e)) == ERR_OK) {
 		pool_set_coll(pool, cr.coll);
 		if ((rc = pool_run(pool, check_fn, &cr, e)) == ERR_OK)

@@ -21,7 +21,7 @@
 /* Runs the checks for plan `p` over s->world ranks, one line per rank on `out`.
  * corrupt_rank >= 0 (a testing aid) adds 1 to that rank's received allreduce result
  * before it is compared, so that the check is shown to fail. */
-int devcheck_run(const struct settings *s, const struct device_plan *p, int corrupt_rank,
+int devcheck_run(const struct settings *s, const struct placement *p, int corrupt_rank,
 		 FILE *out, struct err *e);
 
 #endif

@@ -19,7 +19,7 @@
 void elastic_history_add(struct train_history *shard_hist, const struct window *w)
 {
 	for (int s = 0; s < w->world * w->micro; s++) {
-		const struct plan_micro *mb = shard_of(w, s);
+		const struct microbatch *mb = shard_of(w, s);
 		shard_hist[s].windows++;
 		shard_hist[s].sequences += mb->n;
 		shard_hist[s].tokens += mb->tokens;
@@ -43,9 +43,9 @@ void elastic_rank_history(const struct train_history *shard_hist, int shards, in
 void elastic_machine(const struct engine *eng, char *out, size_t cap)
 {
 	char what[400] = "";
-	if (eng->plan.backend == DEV_BACKEND_CUDA) {
+	if (eng->placement.backend == DEV_BACKEND_CUDA) {
 #if DDPTOK_HAVE_CUDA
-		gpu_describe(eng->plan.ids, eng->world, what, sizeof what);
+		gpu_describe(eng->placement.ids, eng->world, what, sizeof what);
 #endif
 	} else {
 		machine_cpu_describe(what, sizeof what);
@@ -83,7 +83,7 @@ static int parse_history(json_t *h, struct train_history *out)
 	return 0;
 }
 
-int elastic_state_parse(const char *dir, void *st, struct train_ckpt *ck, struct err *e)
+int elastic_state_parse(const char *dir, void *st, struct checkpoint *ck, struct err *e)
 {
 	json_t *m = json_object_get(st, "machine"), *x = json_object_get(st, "exact");
 	snprintf(ck->machine, sizeof ck->machine, "%s",
@@ -115,12 +115,12 @@ int elastic_resizable(const struct cfg *cur, const struct cfg *stored)
 	return k > 0 && cfg_int(stored, "train", "shards") == k;
 }
 
-int elastic_world_ok(const struct train_ckpt *ck, const struct settings *s)
+int elastic_world_ok(const struct checkpoint *ck, const struct settings *s)
 {
 	return ck->world == s->world || (s->shards > 0 && ck->shards == s->shards);
 }
 
-int elastic_check_machine(const struct env *v, const struct train_ckpt *ck,
+int elastic_check_machine(const struct env *v, const struct checkpoint *ck,
 			  const struct engine *eng, struct err *e)
 {
 	char now[512];

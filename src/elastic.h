@@ -33,17 +33,17 @@ void elastic_machine(const struct engine *eng, char *out, size_t cap);
 void *elastic_state_json(const struct trainer *t);
 /* Reads state.json's "machine" and, when present, its "exact" object into ck (a checkpoint
  * of exact mode must have one that fits its steps). st is the state.json object. */
-int elastic_state_parse(const char *dir, void *st, struct train_ckpt *ck, struct err *e);
+int elastic_state_parse(const char *dir, void *st, struct checkpoint *ck, struct err *e);
 /* Whether both configurations are in exact mode with the same shards: the device count
  * may change there (the KEY_ELASTIC keys, devices.world and train.accumulation, may
  * differ between the checkpoint and the resume). */
 int elastic_resizable(const struct cfg *cur, const struct cfg *stored);
 /* Whether checkpoint ck may run on the world of settings s (always on its own world;
  * another one only in exact mode with the same shards). */
-int elastic_world_ok(const struct train_ckpt *ck, const struct settings *s);
+int elastic_world_ok(const struct checkpoint *ck, const struct settings *s);
 /* A resume: in exact mode refused on another backend; in any mode, on another machine
  * type or library versions, a note that bitwise continuation is not promised. */
-int elastic_check_machine(const struct env *v, const struct train_ckpt *ck,
+int elastic_check_machine(const struct env *v, const struct checkpoint *ck,
 			  const struct engine *eng, struct err *e);
 
 #endif

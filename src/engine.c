@@ -80,7 +80,7 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	 * context slots of its embed_backward, at most */
 	size_t rows = (size_t)max_batch_rows(&eng->s), slots = rows * eng->shape.context;
 	size_t upload = slots * sizeof(int32_t) + rows * sizeof(int32_t) + 512;
-	ERR_TRY(device_plan_create_dev(&eng->plan, r->local, upload, slots, &r->dev, e));
+	ERR_TRY(placement_create_dev(&eng->placement, r->local, upload, slots, &r->dev, e));
 	struct dev *d = r->dev;
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));
@@ -111,8 +111,8 @@ static int choose_backend(struct engine *eng, struct err *e)
 {
 	int gpus = 0;
 	char why[512];
-	ERR_TRY(device_plan_gpus(&eng->s, &gpus, why, sizeof why, e));
-	return engine_plan_devices(&eng->s, gpus, why, &eng->plan, e);
+	ERR_TRY(placement_gpus(&eng->s, &gpus, why, sizeof why, e));
+	return placement_decide(&eng->s, gpus, why, &eng->placement, e);
 }
 
 void engine_opts_init(struct engine_opts *o)
@@ -143,11 +143,11 @@ int engine_local_ranks(const struct settings *s, int *local, int *first, struct 
 static int create_coll(struct engine *eng, struct err *e)
 {
 	const struct world *wd = world_get();
-	ERR_TRY(device_plan_create_coll(&eng->plan, eng->local, pool_barrier(eng->pool),
+	ERR_TRY(placement_create_coll(&eng->placement, eng->local, pool_barrier(eng->pool),
 					eng->shape.n_params, &eng->coll, e));
 	if (wd->procs == 1)
 		return ERR_OK;
-	if (eng->plan.nccl)
+	if (eng->placement.nccl)
 		return ERR(e, ERR_CONFIG, "NCCL across processes is not supported yet: set "
 			   "devices.collective = host");
 	return coll_host_span_processes(eng->coll, wd->procs, wd->proc, eng->s.timeout_s, e);
@@ -218,14 +218,14 @@ void engine_destroy(struct engine *eng)
 		pool_destroy(eng->pool);
 	}
 	free(eng->host_reduced);
-	for (int r = 0; r < PLAN_MAX_WORLD; r++)
+	for (int r = 0; r < MAX_WORLD; r++)
 		free(eng->host_local[r]);
 	free(eng);
 }
 
 const char *engine_backend_name(const struct engine *eng)
 {
-	return eng->plan.backend == DEV_BACKEND_CUDA ? "cuda" : "cpu";
+	return eng->placement.backend == DEV_BACKEND_CUDA ? "cuda" : "cpu";
 }
 
 /* ---- state ---- */
@@ -334,10 +334,10 @@ struct rank_outcome {
 struct window_shared {
 	const struct window *w;
 	int mode, flags;
-	double loss_sum[PLAN_MAX_WORLD];
-	int rejected[PLAN_MAX_WORLD];
-	uint64_t param_digest[PLAN_MAX_WORLD];
-	struct rank_outcome out[PLAN_MAX_WORLD]; /* by global rank */
+	double loss_sum[MAX_WORLD];
+	int rejected[MAX_WORLD];
+	uint64_t param_digest[MAX_WORLD];
+	struct rank_outcome out[MAX_WORLD]; /* by global rank */
 };
 
 /* The sequence unit: each sequence of microbatch m of rank `rank` is its own step on
@@ -347,7 +347,7 @@ static int accumulate_sequences(struct engine *eng, struct replica *r, const str
 				int rank, int m, int mode, int reduce_avg, double *local,
 				struct err *e)
 {
-	const struct plan_micro *mb = &w->mb[rank][m];
+	const struct microbatch *mb = &w->mb[rank][m];
 	for (int k = 0; k < mb->n; k++) {
 		int64_t n_s = corpus_supervised(eng->corpus, mb->ids[k]);
 		double part = 0.0;
@@ -364,7 +364,7 @@ static int accumulate_sequences(struct engine *eng, struct replica *r, const str
 /* ws->out for every rank of every process: the local ranks' outcomes, gathered. */
 static int gather_outcomes(struct engine *eng, struct window_shared *ws, struct err *e)
 {
-	struct rank_outcome mine[PLAN_MAX_WORLD];
+	struct rank_outcome mine[MAX_WORLD];
 	for (int l = 0; l < eng->local; l++) {
 		int g = eng->first_rank + l;
 		mine[l] = (struct rank_outcome){ws->loss_sum[g], eng->rep[l].loss_sum,
@@ -385,7 +385,7 @@ static int accumulate_micro(struct engine *eng, struct window_shared *ws, struct
 	const struct settings *s = &eng->s;
 	int avg = s->reduce == COLL_AVG;
 	for (int m = 0; m < w->micro; m++) {
-		const struct plan_micro *mb = &w->mb[r->rank][m];
+		const struct microbatch *mb = &w->mb[r->rank][m];
 		double part = 0.0;
 		ERR_TRY(engine_micro_begin(eng, r->rank, w, m, e));
 		if (s->unit == UNIT_SEQUENCE) {
@@ -578,7 +578,7 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 	float c = (float)(1.0 / (double)w->N);
 	for (int q = 0; q < w->world; q++)
 		for (int m = 0; m < w->micro; m++) {
-			const struct plan_micro *mb = &w->mb[q][m];
+			const struct microbatch *mb = &w->mb[q][m];
 			double part = 0.0;
 			ERR_TRY(pool_mark(eng->pool, r->local, "reference microbatch",
 					  q * w->micro + m + 1, e));

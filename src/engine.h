@@ -27,7 +27,7 @@
 #include "corpus.h"
 #include "dev.h"
 #include "model.h"
-#include "plan.h"
+#include "sampler.h"
 #include "pool.h"
 #include "settings.h"
 
@@ -57,9 +57,9 @@ enum engine_flags {
 struct window_result {
 	int rejected;      /* N == 0: every rank declined the window */
 	int64_t N;
-	int64_t rank_tokens[PLAN_MAX_WORLD];
-	double rank_loss_sum[PLAN_MAX_WORLD];
-	double rank_seconds_coll[PLAN_MAX_WORLD]; /* each rank's time inside collectives */
+	int64_t rank_tokens[MAX_WORLD];
+	double rank_loss_sum[MAX_WORLD];
+	double rank_seconds_coll[MAX_WORLD]; /* each rank's time inside collectives */
 	double loss_sum;   /* global sum of token losses */
 	double loss;       /* loss_sum / N (the global token mean) */
 	double grad_norm;  /* L2 norm of the reduced gradient (when captured) */
@@ -71,10 +71,10 @@ struct window_result {
 
 /* Where the ranks run: the backend, each rank's device and the collective, decided from
  * [devices] and the GPUs visible. */
-struct device_plan {
+struct placement {
 	int backend;              /* enum dev_backend */
 	int nccl;                 /* 1: NCCL collective; 0: the host allreduce */
-	int ids[PLAN_MAX_WORLD];  /* device of each rank (cuda backend) */
+	int ids[MAX_WORLD];  /* device of each rank (cuda backend) */
 	char why[256];            /* how the backend was chosen, for the user */
 	char coll_why[160];       /* how the collective was chosen */
 };
@@ -86,22 +86,22 @@ struct device_plan {
  * collective = nccl); otherwise the run is refused with the reason. collective = auto
  * takes NCCL on the cuda backend unless ranks share a GPU. Choices that cannot run are
  * ERR_CONFIG / ERR_DEVICE naming the key. No side effect: the engine and `env` share it
- * (src/device_plan.c). */
-int engine_plan_devices(const struct settings *s, int gpus, const char *gpu_why,
-			struct device_plan *p, struct err *e);
+ * (src/placement.c). */
+int placement_decide(const struct settings *s, int gpus, const char *gpu_why,
+			struct placement *p, struct err *e);
 /* The usable GPUs for the settings (none asked of the driver when devices.backend = cpu,
  * or in a build without the CUDA backend); `why` says why there are none. */
-int device_plan_gpus(const struct settings *s, int *gpus, char *why, size_t whylen,
+int placement_gpus(const struct settings *s, int *gpus, char *why, size_t whylen,
 		     struct err *e);
 /* The device of `rank` as the plan says (call on that rank's device thread). A GPU
  * allocates what its operations need once, here: pinned staging for upload_bytes queued
  * between two waits, and the workspace of an embed_backward over embed_slots context
  * slots (0, 0: the smallest). */
-int device_plan_create_dev(const struct device_plan *p, int rank, size_t upload_bytes,
+int placement_create_dev(const struct placement *p, int rank, size_t upload_bytes,
 			   size_t embed_slots, struct dev **out, struct err *e);
 /* The plan's collective over `world` ranks meeting at `barrier` (not owned); the host
  * collective stages up to max_count elements. */
-int device_plan_create_coll(const struct device_plan *p, int world, struct barrier *barrier,
+int placement_create_coll(const struct placement *p, int world, struct barrier *barrier,
 			    size_t max_count, struct coll **out, struct err *e);
 
 struct engine {
@@ -110,14 +110,14 @@ struct engine {
 	struct model_shape shape;
 	struct pool *pool;
 	struct coll *coll;
-	struct replica rep[PLAN_MAX_WORLD]; /* this process's ranks, by local rank */
+	struct replica rep[MAX_WORLD]; /* this process's ranks, by local rank */
 	int world;      /* W, every process's ranks */
 	int local;      /* L, this process's ranks (W = processes * L) */
 	int first_rank; /* the global rank of local rank 0 */
-	struct device_plan plan; /* backend, devices and collective actually used */
+	struct placement placement; /* backend, devices and collective actually used */
 	int64_t updates_done; /* optimizer steps taken (first step: buf = g) */
 	float *host_reduced;  /* n_params, filled with ENGINE_CAPTURE_REDUCED */
-	float *host_local[PLAN_MAX_WORLD]; /* by global rank; this process's ranks only */
+	float *host_local[MAX_WORLD]; /* by global rank; this process's ranks only */
 	/* failure injection (tests): rank `inject_rank` fails at window index
 	 * `inject_window` (-1: off) */
 	int inject_rank;

@@ -44,7 +44,7 @@ static int add_gradient(struct engine *eng, struct replica *r, float *dst, const
 }
 
 /* One shard's gradient of factor x (its loss sum) into a zeroed buffer. */
-static int shard_gradient(struct engine *eng, struct replica *r, const struct plan_micro *mb,
+static int shard_gradient(struct engine *eng, struct replica *r, const struct microbatch *mb,
 			  double factor, float *grad, double *loss, struct err *e)
 {
 	const struct dev_ops *o = r->dev->ops;
@@ -73,7 +73,7 @@ int tree_subtree(struct engine *eng, struct replica *r, const struct window *w, 
 		slot[i + 1] = r->tree[i];
 	for (int j = 0; j < count; j++) {
 		int leaf = swap && (j == 1 || j == 2) ? 3 - j : j;
-		const struct plan_micro *mb = shard_of(w, first + leaf);
+		const struct microbatch *mb = shard_of(w, first + leaf);
 		ERR_TRY(engine_micro_begin(eng, r->rank, w, j, e));
 		double c = norm_factor_k(mode, k, w->world, w->micro, w->N, w->rank_tokens[rank],
 					 mb->tokens);

@@ -100,7 +100,7 @@ static int newest_checkpoint(const struct env *v, struct train_eval *ev, struct 
 
 int train_evaluate(const struct env *v, const char *dir, struct train_eval *ev, struct err *e)
 {
-	struct train_ckpt ck;
+	struct checkpoint ck;
 	struct corpus c;
 	struct run r;
 	int rc;
@@ -117,8 +117,8 @@ int train_evaluate(const struct env *v, const char *dir, struct train_eval *ev, 
 	/* evaluation needs the checkpoint's parameters shaped like this configuration's model
 	 * and the same corpus (its data lock); how they were trained does not matter, so the
 	 * optimizer and world keys may differ */
-	if ((rc = train_ckpt_load(v, ev->checkpoint, &c, TRAIN_CHECK_DATA | TRAIN_CHECK_SHAPE, &ck,
-				  e))) {
+	if ((rc = checkpoint_load(v, ev->checkpoint, &c,
+				  CHECKPOINT_CHECK_DATA | CHECKPOINT_CHECK_SHAPE, &ck, e))) {
 		corpus_free(&c);
 		return rc;
 	}
@@ -135,6 +135,6 @@ int train_evaluate(const struct env *v, const char *dir, struct train_eval *ev, 
 		rc = eval_split(r.eng, &r.corpus, SPLIT_VALIDATION, ev->const_id, &ev->validation, e);
 	run_close(&r);
 out:
-	train_ckpt_free(&ck);
+	checkpoint_free(&ck);
 	return rc;
 }

@@ -20,7 +20,7 @@
 #define CHOICES_LOG "quiet|info|debug"
 #define CHOICES_LAYOUT "packed|padded"
 #define CHOICES_NORM "global_token|mean_of_means|microbatch_mean|double_accumulation"
-#define CHOICES_PLAN "length_bands|balanced"
+#define CHOICES_RANK_SPLIT "length_bands|balanced"
 #define CHOICES_EMPTY "skip|error"
 #define CHOICES_BACKEND "auto|cpu|cuda"
 #define CHOICES_REDUCE "sum|avg"
@@ -131,7 +131,7 @@ const struct cfg_key settings_keys[] = {
 		 "what weighs the same in the window objective: token (the mean over every "
 		 "supervised token) or sequence (each sequence holding one weighs the same, its "
 		 "tokens 1 / (S n_s) each)"),
-	ENUM_KEY("train", "plan", "length_bands", CHOICES_PLAN, MATH, AT(plan),
+	ENUM_KEY("train", "plan", "length_bands", CHOICES_RANK_SPLIT, MATH, AT(rank_split),
 		 "how a window is split over ranks: length_bands (by length) or balanced "
 		 "(by token count)"),
 	ENUM_KEY("train", "empty_window", "error", CHOICES_EMPTY, MATH, AT(empty_window),
@@ -147,7 +147,8 @@ const struct cfg_key settings_keys[] = {
 		 "supervised tokens, shortest first) or balanced (even token counts)"),
 
 	/* [devices] */
-	INT_KEY("devices", "world", "2", 1, 8, MATH | KEY_ELASTIC, AT(world), "number of data-parallel ranks (devices)"),
+	INT_KEY("devices", "world", "2", 1, MAX_WORLD, MATH | KEY_ELASTIC, AT(world),
+		"number of data-parallel ranks (devices)"),
 	INT_KEY("devices", "local", "0", 0, 8, 0, AT(local),
 		"ranks (device threads) of each process under mpirun or srun: devices.world = "
 		"processes x local (0: world / processes)"),
@@ -192,6 +193,11 @@ const char *norm_mode_name(int mode)
 	if (mode < 0 || mode >= NORM_COUNT)
 		return "invalid";
 	return norm_names[mode];
+}
+
+const char *rank_split_name(int rank_split)
+{
+	return rank_split == RANK_SPLIT_BALANCED ? "balanced" : "length_bands";
 }
 
 int norm_mode_parse(const char *name)

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "plan.h"
+#include "sampler.h"
 #include "settings.h"
 
 double norm_factor(int mode, int reduce_avg, int world, int micro, int64_t N, int64_t n_rank,

@@ -116,7 +116,7 @@ static double l2(const float *x, size_t n)
 static int window_copy(struct window *dst, const struct window *src, const struct corpus *c,
 		       struct err *e)
 {
-	int counts[PLAN_MAX_WORLD * PLAN_MAX_MICRO];
+	int counts[MAX_WORLD * WINDOW_MAX_MICRO];
 	int rc = window_init(dst, src->world, src->micro, src->batch, e);
 	if (rc != ERR_OK)
 		return rc;
@@ -263,7 +263,7 @@ int parity_run(struct run *r, const struct settings *s, const struct parity_hook
 	res->accumulation = s->accumulation;
 	res->reduce_avg = s->reduce == COLL_AVG;
 	res->unit = s->unit;
-	res->plan = s->plan;
+	res->rank_split = s->rank_split;
 	res->atol = s->atol;
 	res->rtol = s->rtol;
 	res->shards = s->shards;
@@ -302,7 +302,7 @@ static int empty_rank(struct run *r, const struct settings *s, struct empty_wind
 		      struct err *e)
 {
 	int W = s->world, M = s->accumulation;
-	int counts[PLAN_MAX_WORLD * PLAN_MAX_MICRO], ids[PLAN_MAX_WORLD * PLAN_MAX_MICRO], k = 0;
+	int counts[MAX_WORLD * WINDOW_MAX_MICRO], ids[MAX_WORLD * WINDOW_MAX_MICRO], k = 0;
 	size_t n = r->eng->shape.n_params;
 	struct window_result wr;
 	double loss;
@@ -333,7 +333,7 @@ static int empty_rank(struct run *r, const struct settings *s, struct empty_wind
 int empty_window_run(struct run *r, const struct settings *s, struct empty_window_result *res,
 		     struct err *e)
 {
-	int counts[PLAN_MAX_WORLD * PLAN_MAX_MICRO];
+	int counts[MAX_WORLD * WINDOW_MAX_MICRO];
 	struct window_result wr;
 	int rc;
 	memset(res, 0, sizeof *res);

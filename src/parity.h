@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "norm.h"
-#include "plan.h"
+#include "sampler.h"
 
 struct run; /* run.h */
 
@@ -96,7 +96,7 @@ struct parity_mode_result {
 
 struct parity_result {
 	struct reference_result ref;
-	int world, accumulation, reduce_avg, plan; /* of the settings compared under */
+	int world, accumulation, reduce_avg, rank_split; /* of the settings compared under */
 	int unit;                     /* enum norm_unit: what weighs the same */
 	double atol, rtol;
 	struct parity_mode_result modes[NORM_COUNT]; /* by enum norm_mode */

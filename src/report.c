@@ -152,7 +152,7 @@ static void md_header(FILE *f, const struct app *a, const struct report *p)
 		"backend %s.\n\n",
 		a->cfg.path, s->world, s->accumulation, s->batch_size,
 		s->reduce == COLL_AVG ? "avg" : "sum",
-		s->plan == PLAN_BALANCED ? "balanced" : "length_bands",
+		rank_split_name(s->rank_split),
 		s->layout == LAYOUT_PADDED ? "padded" : "packed", norm_mode_name(s->normalization),
 		s->unit == UNIT_SEQUENCE ? "sequence (every sequence weighs 1/S)" :
 		"token (every supervised token weighs 1/N)", p->backend[0] ? p->backend : "?");

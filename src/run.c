@@ -47,8 +47,8 @@ int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct
 	/* say once per process which backend runs and why (auto may fall back to the CPU) */
 	static int told;
 	if (!told) {
-		env_info(v, "backend: %s; collective %s", r->eng->plan.why,
-			 r->eng->plan.coll_why);
+		env_info(v, "backend: %s; collective %s", r->eng->placement.why,
+			 r->eng->placement.coll_why);
 		told = 1;
 	}
 	return ERR_OK;

@@ -8,7 +8,7 @@
 
 #include "engine.h"
 #include "env.h"
-#include "plan.h"
+#include "sampler.h"
 
 struct run {
 	struct corpus corpus;

@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "err.h"
+#include "ranks.h"
 
 enum norm_mode {
 	NORM_GLOBAL_TOKEN = 0, /* correct: c = (avg ? W : 1) / N */
@@ -29,7 +30,7 @@ enum norm_mode {
  *   KEY_ELASTIC  may change between checkpoints of exact mode with the same shards. */
 enum { KEY_SHAPE = CFG_USER, KEY_MODE = CFG_USER << 1, KEY_ELASTIC = CFG_USER << 2 };
 
-enum plan_kind { PLAN_LENGTH_BANDS = 0, PLAN_BALANCED = 1 };
+enum rank_split { RANK_SPLIT_LENGTH_BANDS = 0, RANK_SPLIT_BALANCED = 1 };
 enum shard_order { SHARD_ORDER_LENGTH = 0, SHARD_ORDER_BALANCED = 1 };
 /* What weighs the same in the window objective (norm.h) */
 enum norm_unit { UNIT_TOKEN = 0, UNIT_SEQUENCE = 1 };
@@ -67,7 +68,7 @@ struct settings {
 	double lr, momentum, weight_decay;
 	int normalization; /* enum norm_mode */
 	int unit;          /* enum norm_unit */
-	int plan;          /* enum plan_kind */
+	int rank_split; /* enum rank_split */
 	int empty_window;  /* enum empty_policy */
 	int checkpoint_every; /* 0: only at stop_at / end / signal */
 	int shards;        /* exact mode: K shards per window (0: off); see shard.h */
@@ -79,7 +80,7 @@ struct settings {
 	int backend;    /* enum backend_choice */
 	int reduce;     /* enum coll_op */
 	int collective; /* enum collective_choice */
-	int ids[8];     /* GPU ordinals; n_ids == 0: the first `world` */
+	int ids[MAX_WORLD]; /* GPU ordinals; n_ids == 0: the first `world` */
 	int n_ids;
 	double timeout_s;
 
@@ -98,5 +99,7 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e);
 int settings_check_stop_at(const struct cfg *c, const struct settings *s, struct err *e);
 const char *norm_mode_name(int mode);
 int norm_mode_parse(const char *name); /* -1 if unknown */
+/* "length_bands" or "balanced", as [train] plan spells it. */
+const char *rank_split_name(int rank_split);
 
 #endif

@@ -29,7 +29,7 @@ int shard_sampler_init(struct sampler *sp, const struct corpus *c, const struct 
 	sp->world = s->world;
 	sp->micro = s->shards / s->world;
 	sp->batch = s->batch_size;
-	sp->plan = s->plan;
+	sp->rank_split = s->rank_split;
 	sp->shards = s->shards;
 	sp->shard_order = s->shard_order;
 	sp->corpus = c;
@@ -80,7 +80,7 @@ static void cut_balanced(const struct sampler *sp, const int *sorted, int n, int
 
 int shard_sampler_next(struct sampler *sp, struct window *w, struct err *e)
 {
-	int counts[PLAN_MAX_WORLD * PLAN_MAX_MICRO];
+	int counts[MAX_WORLD * WINDOW_MAX_MICRO];
 	int n = sp->pool_n[0], need = sp->shards * sp->batch, rc;
 	int *copy = sp->scratch, *drawn = copy + n, *sorted = drawn + need, *tag = sorted + need;
 

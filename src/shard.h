@@ -21,7 +21,7 @@
 #ifndef DDPTOK_SHARD_H
 #define DDPTOK_SHARD_H
 
-#include "plan.h"
+#include "sampler.h"
 
 #define SHARD_MAX 64 /* [train] shards: at most 64 */
 
@@ -33,7 +33,7 @@ int shard_sampler_init(struct sampler *sp, const struct corpus *c, const struct 
 int shard_sampler_next(struct sampler *sp, struct window *w, struct err *e);
 
 /* Shard s of window w (exact mode). */
-static inline const struct plan_micro *shard_of(const struct window *w, int s)
+static inline const struct microbatch *shard_of(const struct window *w, int s)
 {
 	return &w->mb[s / w->micro][s % w->micro];
 }

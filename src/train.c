@@ -116,7 +116,7 @@ int train_corpus(const struct env *v, int rebuild, struct corpus *c, struct err 
 	return ERR_OK;
 }
 
-int train_open(const struct env *v, struct run *r, struct corpus *c, const struct train_ckpt *ck,
+int train_open(const struct env *v, struct run *r, struct corpus *c, const struct checkpoint *ck,
 	       struct err *e)
 {
 	int rc = run_open_corpus(v, r, c, e);

@@ -55,7 +55,7 @@
 #include "engine.h"
 #include "env.h"
 #include "fsx.h"
-#include "plan.h"
+#include "sampler.h"
 #include "run.h"
 #include "shard.h"
 
@@ -75,7 +75,7 @@ enum train_kind {
 	TRAIN_RESUME,     /* checkpoint -> [train] updates into <artifacts>/checkpoints */
 };
 
-struct train_ckpt;
+struct checkpoint;
 
 #define TRAIN_MODE_ANY (-1)
 
@@ -94,7 +94,7 @@ struct train_opts {
 	void *on_window_arg;
 	/* called on the state loaded from resume_dir before the run starts from it (may be
 	 * NULL; a testing aid alters it there) */
-	void (*on_resume)(void *arg, struct train_ckpt *ck);
+	void (*on_resume)(void *arg, struct checkpoint *ck);
 	void *on_resume_arg;
 };
 
@@ -130,7 +130,7 @@ struct train_result {
 	double first_loss, last_loss; /* global token means of the first and last window */
 	int interrupted;      /* stopped early by the stop flag (or on_window) */
 	char backend[16];
-	struct train_history hist[PLAN_MAX_WORLD];
+	struct train_history hist[MAX_WORLD];
 };
 
 /* Runs the training described by o. On ERR_INTERRUPTED res is filled as for a normal end
@@ -147,7 +147,7 @@ void train_result_free(struct train_result *r);
 int train_corpus(const struct env *v, int rebuild, struct corpus *c, struct err *e);
 
 /* A checkpoint as the trainer reads it back. */
-struct train_ckpt {
+struct checkpoint {
 	char dir[FSX_PATH_MAX];
 	int64_t step, updates_done;
 	struct sampler_state sampler;
@@ -158,36 +158,36 @@ struct train_ckpt {
 	double last_loss;
 	size_t n;
 	float *params, *momentum;
-	struct train_history hist[PLAN_MAX_WORLD];
+	struct train_history hist[MAX_WORLD];
 	char machine[512];   /* what the bits depended on (elastic.h), or "unrecorded" */
 	int shards;          /* exact mode's K, 0 outside it */
 	struct train_history shard_hist[SHARD_MAX]; /* exact mode: per shard (elastic.h) */
 };
 
-enum train_ckpt_checks {
-	TRAIN_CHECK_CONFIG = 1, /* math keys of a->cfg against the stored config.ini */
-	TRAIN_CHECK_DATA = 2,   /* the stored data lock against corpus c */
-	TRAIN_CHECK_ALL = 3,
-	/* with TRAIN_CHECK_CONFIG: [train] normalization may differ (the interactive mode
+enum checkpoint_checks {
+	CHECKPOINT_CHECK_CONFIG = 1, /* math keys of a->cfg against the stored config.ini */
+	CHECKPOINT_CHECK_DATA = 2,   /* the stored data lock against corpus c */
+	CHECKPOINT_CHECK_ALL = 3,
+	/* with CHECKPOINT_CHECK_CONFIG: [train] normalization may differ (the interactive mode
 	 * continues with the checkpoint's own) */
-	TRAIN_CHECK_ANY_NORMALIZATION = 4,
+	CHECKPOINT_CHECK_ANY_NORMALIZATION = 4,
 	/* the model's shape (vocab, context, embed, hidden, parameter count) against a->cfg;
-	 * implied by TRAIN_CHECK_CONFIG */
-	TRAIN_CHECK_SHAPE = 8,
+	 * implied by CHECKPOINT_CHECK_CONFIG */
+	CHECKPOINT_CHECK_SHAPE = 8,
 };
 
 /* Verifies and reads checkpoint `dir`. Always verifies the store (manifest, sizes,
  * digests) and the content (state.json, params/momentum shaped like a->s's model, one
  * rank file per rank); `checks` adds the comparisons above (c may be NULL without
- * TRAIN_CHECK_DATA). Every refusal is ERR_DATA with a message naming the checkpoint and
- * what differs. Free with train_ckpt_free (also after a failure). */
-int train_ckpt_load(const struct env *v, const char *dir, const struct corpus *c,
-		    unsigned checks, struct train_ckpt *ck, struct err *e);
-void train_ckpt_free(struct train_ckpt *ck);
+ * CHECKPOINT_CHECK_DATA). Every refusal is ERR_DATA with a message naming the checkpoint and
+ * what differs. Free with checkpoint_free (also after a failure). */
+int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c,
+		    unsigned checks, struct checkpoint *ck, struct err *e);
+void checkpoint_free(struct checkpoint *ck);
 
 /* Opens a run on the prepared corpus and, when ck is not NULL, loads its state (params,
  * momentum, updates_done, sampler). */
-int train_open(const struct env *v, struct run *r, struct corpus *c, const struct train_ckpt *ck,
+int train_open(const struct env *v, struct run *r, struct corpus *c, const struct checkpoint *ck,
 	       struct err *e);
 
 /* ---- the trainer: one run held open, stepped by train_run's loop or by inspect ---- */
@@ -209,7 +209,7 @@ struct trainer {
 	int stop_agreed;           /* several processes: the stop reason they agreed on before
 				      the current window (0: none) */
 	double last_loss;          /* global token mean of the last accepted window (NaN: none) */
-	struct train_history hist[PLAN_MAX_WORLD];
+	struct train_history hist[MAX_WORLD];
 	struct train_history shard_hist[SHARD_MAX]; /* exact mode: per shard (elastic.h) */
 	/* since it was opened */
 	int64_t skipped;           /* empty windows skipped */
@@ -223,7 +223,7 @@ struct trainer {
 
 /* Opens the trainer: the prepared corpus (built when missing; when starting afresh also
  * rebuilt when it was prepared for other [data] settings), the checkpoint o->resume_dir
- * verified against this configuration and corpus (TRAIN_CHECK_ALL; its normalization must
+ * verified against this configuration and corpus (CHECKPOINT_CHECK_ALL; its normalization must
  * be o->mode unless that is TRAIN_MODE_ANY; its step not past a non-zero o->stop_at) and
  * handed to o->on_resume, the engine with that state (or the seeded one), the checkpoint
  * root made ready and the metrics file created. Close it with trainer_close, also after
@@ -260,7 +260,7 @@ int trainer_close(struct trainer *t, struct err *e);
 /* Writes checkpoint <root>/step-NNNN (NNNN = t->step) of t, whose t->params and
  * t->momentum hold the engine's state, through the atomic store; its directory goes to
  * out. This is the only writer of the format, so equal states give byte-identical files. */
-int train_checkpoint_write(const struct trainer *t, const char *root, char *out, size_t cap,
+int checkpoint_write(const struct trainer *t, const char *root, char *out, size_t cap,
 			   struct err *e);
 
 /* ---- evaluation ---- */

@@ -38,18 +38,18 @@
 
 /* Loads and checks the checkpoint to resume from (c: the corpus it must have been trained
  * on), and hands it to o->on_resume. */
-static int load_resume(struct trainer *t, const struct corpus *c, struct train_ckpt *ck,
+static int load_resume(struct trainer *t, const struct corpus *c, struct checkpoint *ck,
 		       struct err *e)
 {
 	const struct train_opts *o = &t->o;
-	unsigned checks = TRAIN_CHECK_ALL;
+	unsigned checks = CHECKPOINT_CHECK_ALL;
 	if (o->mode == TRAIN_MODE_ANY)
-		checks |= TRAIN_CHECK_ANY_NORMALIZATION;
+		checks |= CHECKPOINT_CHECK_ANY_NORMALIZATION;
 	/* read by process 0 and handed to the others: no shared file system needed */
 	char dir[FSX_PATH_MAX];
 	int rc = procs_share_checkpoint(o->resume_dir, t->v->s->outputs, dir, sizeof dir,
 					t->v->s->timeout_s, e);
-	if (rc || (rc = train_ckpt_load(t->v, dir, c, checks, ck, e)))
+	if (rc || (rc = checkpoint_load(t->v, dir, c, checks, ck, e)))
 		return rc;
 	if (o->mode != TRAIN_MODE_ANY && ck->normalization != o->mode)
 		return ERR(e, ERR_DATA, "checkpoint %s was trained with normalization %s, this run "
@@ -67,7 +67,7 @@ static int load_resume(struct trainer *t, const struct corpus *c, struct train_c
 }
 
 /* Takes over what the checkpoint recorded besides the engine's state. */
-static void adopt_resume(struct trainer *t, const struct train_ckpt *ck)
+static void adopt_resume(struct trainer *t, const struct checkpoint *ck)
 {
 	if (strcmp(ck->backend, engine_backend_name(t->r.eng)) != 0)
 		env_info(t->v, "train: note: checkpoint written by the %s backend, continuing on %s "
@@ -88,7 +88,7 @@ static void adopt_resume(struct trainer *t, const struct train_ckpt *ck)
 /* The engine with the seeded or resumed state. */
 static int open_run(struct trainer *t, struct err *e)
 {
-	struct train_ckpt ck;
+	struct checkpoint ck;
 	struct corpus c;
 	const char *resume = t->o.resume_dir;
 	memset(&ck, 0, sizeof ck);
@@ -101,7 +101,7 @@ static int open_run(struct trainer *t, struct err *e)
 	}
 	if (resume && (rc = load_resume(t, &c, &ck, e))) {
 		corpus_free(&c);
-		train_ckpt_free(&ck);
+		checkpoint_free(&ck);
 		return rc;
 	}
 	rc = train_open(t->v, &t->r, &c, resume ? &ck : NULL, e); /* takes c */
@@ -110,7 +110,7 @@ static int open_run(struct trainer *t, struct err *e)
 		if (resume && (rc = elastic_check_machine(t->v, &ck, t->r.eng, e)) == ERR_OK)
 			adopt_resume(t, &ck);
 	}
-	train_ckpt_free(&ck);
+	checkpoint_free(&ck);
 	return rc;
 }
 
@@ -312,7 +312,7 @@ int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t ca
 	 * its result, so that a failed write fails every process */
 	rc = engine_get_state(t->r.eng, t->params, t->momentum, e);
 	if (rc == ERR_OK && world_get()->proc == 0)
-		rc = train_checkpoint_write(t, root, t->checkpoint, sizeof t->checkpoint, e);
+		rc = checkpoint_write(t, root, t->checkpoint, sizeof t->checkpoint, e);
 	if ((rc = procs_checkpoint_result(rc, t->checkpoint, sizeof t->checkpoint,
 					  t->v->s->timeout_s, e)))
 		return rc;

@@ -23,8 +23,8 @@
 
 struct tree_arg {
 	struct coll *c;
-	float *f32[POOL_MAX_WORLD];
-	double *f64[POOL_MAX_WORLD];
+	float *f32[MAX_WORLD];
+	double *f64[MAX_WORLD];
 };
 
 static int tree_fn(int rank, void *ctx, void *arg, struct err *e)

@@ -133,7 +133,7 @@ START_TEST(defaults_load)
 	ck_assert_double_eq(s.momentum, 0.9);
 	ck_assert_double_eq(s.weight_decay, 0.0);
 	ck_assert_int_eq(s.normalization, NORM_GLOBAL_TOKEN);
-	ck_assert_int_eq(s.plan, PLAN_LENGTH_BANDS);
+	ck_assert_int_eq(s.rank_split, RANK_SPLIT_LENGTH_BANDS);
 	ck_assert_int_eq(s.empty_window, EMPTY_ERROR);
 	ck_assert_int_eq(s.checkpoint_every, 0);
 	ck_assert_int_eq(s.world, 2);
@@ -193,7 +193,7 @@ START_TEST(shipped_minimum)
 			      c.keys[i].section, c.keys[i].name, c.vals[i].text, d.vals[i].text);
 	}
 	ck_assert_int_eq(s.world, 2);
-	ck_assert_int_eq(s.plan, PLAN_LENGTH_BANDS);
+	ck_assert_int_eq(s.rank_split, RANK_SPLIT_LENGTH_BANDS);
 	ck_assert_int_eq(s.layout, LAYOUT_PACKED);
 	ck_assert_int_eq(s.updates, 100);
 	ck_assert_int_eq(s.stop_at, 50);
@@ -211,7 +211,7 @@ START_TEST(shipped_masked)
 	load_conf("masked.ini", &c, &s);
 	load_conf("minimum.ini", &m, &sm);
 	ck_assert_int_eq(s.prefix_max, 12);
-	ck_assert_int_eq(s.plan, PLAN_BALANCED);
+	ck_assert_int_eq(s.rank_split, RANK_SPLIT_BALANCED);
 	/* Exactly those two math keys differ from minimum.ini. */
 	ck_assert_int_eq(cfg_diff(&c, &m, CFG_MATH, 0, diff, sizeof diff), 2);
 	ck_assert_ptr_nonnull(strstr(diff, "data.prefix_max: 12 != 0"));
@@ -576,7 +576,7 @@ START_TEST(set_overrides)
 	ck_assert_int_eq(settings_from_cfg(&c, &s, &e), ERR_OK);
 	ck_assert_double_eq(s.lr, 0.1);
 	ck_assert_int_eq(s.hidden, 256);
-	ck_assert_int_eq(s.plan, PLAN_BALANCED);
+	ck_assert_int_eq(s.rank_split, RANK_SPLIT_BALANCED);
 	ck_assert_str_eq(s.outputs, "out dir");
 	ck_assert_int_eq(s.n_ids, 2);
 	ck_assert_int_eq(s.ids[0], 0);

@@ -70,7 +70,7 @@ static void run_cfg(struct run_cfg *r, int world, int shards)
 
 /* Trains to `stop` (from `resume` when not NULL) into root/<name>. */
 static int train_into(struct run_cfg *r, int stop, const char *resume, const char *name,
-		      void (*on_resume)(void *, struct train_ckpt *), struct train_result *res,
+		      void (*on_resume)(void *, struct checkpoint *), struct train_result *res,
 		      struct err *e)
 {
 	struct train_opts o;
@@ -189,12 +189,12 @@ START_TEST(default_mode_keeps_its_world)
 }
 END_TEST
 
-static void other_backend(void *arg, struct train_ckpt *ck)
+static void other_backend(void *arg, struct checkpoint *ck)
 {
 	snprintf(ck->backend, sizeof ck->backend, "cuda");
 }
 
-static void other_machine(void *arg, struct train_ckpt *ck)
+static void other_machine(void *arg, struct checkpoint *ck)
 {
 	snprintf(ck->machine, sizeof ck->machine, "cpu: another BLAS core");
 }

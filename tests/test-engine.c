@@ -262,7 +262,7 @@ START_TEST(plans_give_the_same_gradient)
 	float *bands = malloc(v.eng->shape.n_params * sizeof(float));
 	memcpy(bands, v.eng->host_reduced, v.eng->shape.n_params * sizeof(float));
 	int64_t spread_bands = llabs(v.w.rank_tokens[1] - v.w.rank_tokens[0]);
-	ck_assert_int_eq(window_replan(&v.w, &v.c, PLAN_BALANCED, &e), ERR_OK);
+	ck_assert_int_eq(window_resplit(&v.w, &v.c, RANK_SPLIT_BALANCED, &e), ERR_OK);
 	ck_assert_int_le(llabs(v.w.rank_tokens[1] - v.w.rank_tokens[0]), spread_bands);
 	ck_assert(env_parity(&v, NORM_GLOBAL_TOKEN).pass);
 	struct parity_stats st;

@@ -184,7 +184,7 @@ START_TEST(the_window_is_one_list_whatever_the_world)
 							 sizeof(int) * K * 3) == 0);
 				int64_t lo = INT64_MAX, hi = 0, longest = 0;
 				for (int s = 0; s < K; s++) {
-					const struct plan_micro *mb = shard_of(&x.w, s);
+					const struct microbatch *mb = shard_of(&x.w, s);
 					ck_assert_int_eq(mb->n, x.s.batch_size);
 					lo = mb->tokens < lo ? mb->tokens : lo;
 					hi = mb->tokens > hi ? mb->tokens : hi;

@@ -728,11 +728,11 @@ struct nccl_env {
 	int world;
 	struct pool *pool;
 	struct coll *coll;
-	struct dev *dev[POOL_MAX_WORLD];
+	struct dev *dev[MAX_WORLD];
 	/* per-rank outcome of the threaded parts, checked on the main thread */
-	int rc[POOL_MAX_WORLD];
-	double seconds[POOL_MAX_WORLD];
-	char msg[POOL_MAX_WORLD][sizeof E.msg];
+	int rc[MAX_WORLD];
+	double seconds[MAX_WORLD];
+	char msg[MAX_WORLD][sizeof E.msg];
 	int fail_rank;  /* abort test: the rank that fails, -1 none */
 	double fail_after_s;
 };
@@ -754,7 +754,7 @@ static int rank_fini_fn(int rank, void *ctx, void *arg, struct err *e)
 /* NCCL over the first `world` GPUs */
 static void nccl_open_world(struct nccl_env *v, int world, double timeout_s)
 {
-	int ids[POOL_MAX_WORLD];
+	int ids[MAX_WORLD];
 	memset(v, 0, sizeof *v);
 	v->world = world;
 	v->fail_rank = -1;
@@ -767,10 +767,10 @@ static void nccl_open_world(struct nccl_env *v, int world, double timeout_s)
 	pool_set_coll(v->pool, v->coll);
 }
 
-/* NCCL over every visible GPU (at most POOL_MAX_WORLD) */
+/* NCCL over every visible GPU (at most MAX_WORLD) */
 static void nccl_open(struct nccl_env *v, double timeout_s)
 {
-	nccl_open_world(v, n_gpus < POOL_MAX_WORLD ? n_gpus : POOL_MAX_WORLD, timeout_s);
+	nccl_open_world(v, n_gpus < MAX_WORLD ? n_gpus : MAX_WORLD, timeout_s);
 }
 
 static void nccl_close(struct nccl_env *v)
@@ -934,9 +934,9 @@ static int tree_fn(int rank, void *ctx, void *arg, struct err *e)
 	int W = v->world, rc;
 	size_t n = 300007; /* not a multiple of W: the slices are padded */
 	float *hx = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * n);
-	float *per[POOL_MAX_WORLD] = {NULL}, *dx = NULL;
-	double loss = 1.0 / (3.0 + rank), losses[POOL_MAX_WORLD], want_loss;
-	const void *src[POOL_MAX_WORLD] = {NULL};
+	float *per[MAX_WORLD] = {NULL}, *dx = NULL;
+	double loss = 1.0 / (3.0 + rank), losses[MAX_WORLD], want_loss;
+	const void *src[MAX_WORLD] = {NULL};
 	rc = hx && want ? ERR_OK : ERR(e, ERR_DEVICE, "out of memory");
 	for (int q = 0; q < W && rc == ERR_OK; q++) {
 		if (!(per[q] = malloc(sizeof(float) * n))) {
@@ -980,7 +980,7 @@ START_TEST(test_nccl_tree_allreduce)
 {
 	struct nccl_env v;
 	int world = 1;
-	while (world * 2 <= n_gpus && world * 2 <= POOL_MAX_WORLD)
+	while (world * 2 <= n_gpus && world * 2 <= MAX_WORLD)
 		world *= 2;
 	nccl_open_world(&v, world, 60.0);
 	printf("  nccl tree allreduce over %d GPU(s)\n", v.world);

@@ -29,7 +29,7 @@
 struct fail_arg {
 	struct pool *pool;
 	int fail_rank, fail_step, steps;
-	int reached[POOL_MAX_WORLD];
+	int reached[MAX_WORLD];
 };
 
 static int stepping_fn(int rank, void *ctx, void *arg, struct err *e)
@@ -110,8 +110,8 @@ END_TEST
 struct rounds_arg {
 	struct pool *pool;
 	int rounds;
-	volatile int slot[POOL_MAX_WORLD];
-	int bad[POOL_MAX_WORLD];
+	volatile int slot[MAX_WORLD];
+	int bad[MAX_WORLD];
 };
 
 static int rounds_fn(int rank, void *ctx, void *arg, struct err *e)
@@ -389,9 +389,9 @@ END_TEST
 struct coll_arg {
 	struct coll *c;
 	size_t n;
-	float *f32[POOL_MAX_WORLD];
-	double *f64[POOL_MAX_WORLD];
-	int64_t *i64[POOL_MAX_WORLD];
+	float *f32[MAX_WORLD];
+	double *f64[MAX_WORLD];
+	int64_t *i64[MAX_WORLD];
 	int op;
 };
 

@@ -245,7 +245,7 @@ START_TEST(test_resume_negative_controls)
 {
 	struct app a;
 	struct train_result cont, stop;
-	struct train_ckpt ck;
+	struct checkpoint ck;
 	struct corpus c;
 	struct run r;
 	struct err e;
@@ -260,7 +260,7 @@ START_TEST(test_resume_negative_controls)
 	for (int variant = 0; variant < 3; variant++) {
 		err_clear(&e);
 		ck_assert_int_eq(train_corpus(&a.env, 0, &c, &e), ERR_OK);
-		ck_assert_msg(train_ckpt_load(&a.env, dir, &c, TRAIN_CHECK_ALL, &ck, &e) == ERR_OK, "%s",
+		ck_assert_msg(checkpoint_load(&a.env, dir, &c, CHECKPOINT_CHECK_ALL, &ck, &e) == ERR_OK, "%s",
 			      e.msg);
 		ck_assert_int_eq(ck.step, 3);
 		ck_assert_int_eq(ck.updates_done, 3);
@@ -284,7 +284,7 @@ START_TEST(test_resume_negative_controls)
 			ck_assert_msg(!same, "negative control %d went unnoticed", variant);
 		free(p);
 		run_close(&r);
-		train_ckpt_free(&ck);
+		checkpoint_free(&ck);
 	}
 	train_result_free(&cont);
 	train_result_free(&stop);
@@ -302,7 +302,7 @@ START_TEST(test_resume_to_more_updates)
 {
 	struct app a6, a8, a4;
 	struct train_result cont6, cont8, stop, res;
-	struct train_ckpt ck6;
+	struct checkpoint ck6;
 	struct corpus c;
 	struct err e;
 	char c6[FSX_PATH_MAX], c8[FSX_PATH_MAX], sroot[FSX_PATH_MAX], rroot[FSX_PATH_MAX],
@@ -333,7 +333,7 @@ START_TEST(test_resume_to_more_updates)
 	ckpt_path(d, sizeof d, rroot, 6);
 	err_clear(&e);
 	ck_assert_int_eq(train_corpus(&a6.env, 0, &c, &e), ERR_OK);
-	ck_assert_msg(train_ckpt_load(&a6.env, d, &c, TRAIN_CHECK_ALL, &ck6, &e) == ERR_OK, "%s",
+	ck_assert_msg(checkpoint_load(&a6.env, d, &c, CHECKPOINT_CHECK_ALL, &ck6, &e) == ERR_OK, "%s",
 		      e.msg);
 	ck_assert_int_eq(ck6.step, 6);
 	ck_assert_int_eq(ck6.updates_done, cont6.updates_done);
@@ -353,7 +353,7 @@ START_TEST(test_resume_to_more_updates)
 		pjoin(q, sizeof q, c6dir, files[f]);
 		same_file(p, q);
 	}
-	train_ckpt_free(&ck6);
+	checkpoint_free(&ck6);
 	corpus_free(&c);
 	train_result_free(&res);
 
@@ -544,7 +544,7 @@ static int64_t hand_steps_equal_run(struct app *a, int64_t k, const char *root,
 	struct train_result run;
 	struct train_opts o;
 	struct trainer t;
-	struct train_ckpt ck;
+	struct checkpoint ck;
 	struct corpus c;
 	struct window extra;
 	struct err e;
@@ -578,7 +578,7 @@ static int64_t hand_steps_equal_run(struct app *a, int64_t k, const char *root,
 	ck_assert_int_eq(t.run_mode, a->s.normalization);
 	/* the sampler is where the run's checkpoint says it is */
 	ck_assert_int_eq(train_corpus(&a->env, 0, &c, &e), ERR_OK);
-	ck_assert_msg(train_ckpt_load(&a->env, want, &c, TRAIN_CHECK_ALL, &ck, &e) == ERR_OK, "%s",
+	ck_assert_msg(checkpoint_load(&a->env, want, &c, CHECKPOINT_CHECK_ALL, &ck, &e) == ERR_OK, "%s",
 		      e.msg);
 	struct sampler_state ss;
 	sampler_get_state(&t.r.sampler, &ss);
@@ -596,7 +596,7 @@ static int64_t hand_steps_equal_run(struct app *a, int64_t k, const char *root,
 	free(p);
 	free(m);
 	window_free(&extra);
-	train_ckpt_free(&ck);
+	checkpoint_free(&ck);
 	corpus_free(&c);
 	ck_assert_int_eq(trainer_close(&t, &e), ERR_OK);
 	train_result_free(&run);
@@ -928,12 +928,12 @@ START_TEST(test_content_refusals)
 	resealed(good, root, "config.ini", other_hidden);
 	ckpt_path(bad, sizeof bad, root, 3);
 	{
-		struct train_ckpt ck;
+		struct checkpoint ck;
 		struct err e;
 		err_clear(&e);
-		ck_assert_int_eq(train_ckpt_load(&a.env, good, NULL, 0, &ck, &e), ERR_OK);
-		train_ckpt_free(&ck);
-		ck_assert_int_eq(train_ckpt_load(&a.env, bad, NULL, 0, &ck, &e), ERR_DATA);
+		ck_assert_int_eq(checkpoint_load(&a.env, good, NULL, 0, &ck, &e), ERR_OK);
+		checkpoint_free(&ck);
+		ck_assert_int_eq(checkpoint_load(&a.env, bad, NULL, 0, &ck, &e), ERR_DATA);
 		ck_assert_msg(strstr(e.msg, "config.ini describes a model of ") &&
 			      strstr(e.msg, "hidden 9), it holds "), "message: %s", e.msg);
 	}
@@ -943,10 +943,10 @@ START_TEST(test_content_refusals)
 	resealed(good, root, "state.json", no_updates);
 	ckpt_path(bad, sizeof bad, root, 3);
 	{
-		struct train_ckpt ck;
+		struct checkpoint ck;
 		struct err e;
 		err_clear(&e);
-		ck_assert_int_eq(train_ckpt_load(&a.env, bad, NULL, 0, &ck, &e), ERR_DATA);
+		ck_assert_int_eq(checkpoint_load(&a.env, bad, NULL, 0, &ck, &e), ERR_DATA);
 		ck_assert_msg(strstr(e.msg, "0 updates in 3 steps, but with train.empty_window = "
 				     "error"), "message: %s", e.msg);
 	}

@@ -1,7 +1,7 @@
 /*
  * test-device-plan: the GPU path's decisions, checked on the CPU.
  *
- * The device plan (engine_plan_devices) for every case of [devices] against the GPUs
+ * The device plan (placement_decide) for every case of [devices] against the GPUs
  * visible, with the rule that backend = auto falls back to the CPU only when nothing
  * GPU-specific was asked for; and the rules of gpu/gpu_rules.c: the driver a CUDA
  * runtime needs and the message a too-old driver gets, the NCCL environment of the
@@ -14,11 +14,11 @@
 #include "engine.h"
 #include "gpu_rules.h"
 
-static struct device_plan plan_of(int world, int backend, int collective, const char *ids,
+static struct placement plan_of(int world, int backend, int collective, const char *ids,
 				   int gpus, int *rc, char *msg, size_t cap)
 {
 	struct settings s;
-	struct device_plan p;
+	struct placement p;
 	struct err e;
 	memset(&s, 0, sizeof s);
 	err_clear(&e);
@@ -28,16 +28,16 @@ static struct device_plan plan_of(int world, int backend, int collective, const 
 	for (const char *c = ids; c && *c; c++)
 		if (*c >= '0' && *c <= '9')
 			s.ids[s.n_ids++] = *c - '0';
-	*rc = engine_plan_devices(&s, gpus, "no GPU here", &p, &e);
+	*rc = placement_decide(&s, gpus, "no GPU here", &p, &e);
 	snprintf(msg, cap, "%s", e.msg);
 	return p;
 }
 
-START_TEST(device_plan_follows_the_gpus_visible)
+START_TEST(placement_follows_the_gpus_visible)
 {
 	int rc;
 	char msg[1024];
-	struct device_plan p;
+	struct placement p;
 	/* no GPU: auto runs on the cpu, cuda is refused, nccl needs cuda */
 	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, NULL, 0, &rc, msg, sizeof msg);
 	ck_assert_int_eq(rc, ERR_OK);
@@ -95,7 +95,7 @@ START_TEST(auto_never_falls_back_when_gpus_were_named)
 {
 	int rc;
 	char msg[1024];
-	struct device_plan p;
+	struct placement p;
 	/* devices.ids names GPUs: no GPU is a refusal with the reason, not a CPU run */
 	p = plan_of(2, BACKEND_AUTO, COLLECTIVE_AUTO, "0,0", 0, &rc, msg, sizeof msg);
 	ck_assert_int_eq(rc, ERR_DEVICE);
@@ -187,7 +187,7 @@ int main(void)
 {
 	Suite *s = suite_create("device-plan");
 	TCase *tc = tcase_create("device-plan");
-	tcase_add_test(tc, device_plan_follows_the_gpus_visible);
+	tcase_add_test(tc, placement_follows_the_gpus_visible);
 	tcase_add_test(tc, auto_never_falls_back_when_gpus_were_named);
 	tcase_add_test(tc, driver_requirement);
 	tcase_add_test(tc, nccl_environment_keeps_sums_repeatable);

@@ -1,5 +1,5 @@
 /*
- * device_plan: where the ranks run (engine_plan_devices, declared in engine.h).
+ * placement: where the ranks run (placement_decide, declared in engine.h).
  *
  * One decision shared by the engine and `env`: the backend, each rank's GPU and the
  * collective, from [devices] and what the machine offers. It is a pure function of its
@@ -42,7 +42,7 @@ static const char *gpu_request(const struct settings *s)
 
 /* The backend for `gpus` usable GPUs; fills p->backend and p->why. */
 static int plan_backend(const struct settings *s, int gpus, const char *gpu_why,
-			struct device_plan *p, struct err *e)
+			struct placement *p, struct err *e)
 {
 	const int w = s->world;
 	const char *asked = gpu_request(s);
@@ -78,8 +78,8 @@ static int plan_backend(const struct settings *s, int gpus, const char *gpu_why,
 	return ERR_OK;
 }
 
-int engine_plan_devices(const struct settings *s, int gpus, const char *gpu_why,
-			struct device_plan *p, struct err *e)
+int placement_decide(const struct settings *s, int gpus, const char *gpu_why,
+			struct placement *p, struct err *e)
 {
 	const int w = s->world;
 	memset(p, 0, sizeof *p);
@@ -115,7 +115,7 @@ int engine_plan_devices(const struct settings *s, int gpus, const char *gpu_why,
 	return ERR_OK;
 }
 
-int device_plan_create_dev(const struct device_plan *p, int rank, size_t upload_bytes,
+int placement_create_dev(const struct placement *p, int rank, size_t upload_bytes,
 			   size_t embed_slots, struct dev **out, struct err *e)
 {
 	if (p->backend != DEV_BACKEND_CUDA)
@@ -128,7 +128,7 @@ int device_plan_create_dev(const struct device_plan *p, int rank, size_t upload_
 #endif
 }
 
-int device_plan_create_coll(const struct device_plan *p, int world, struct barrier *barrier,
+int placement_create_coll(const struct placement *p, int world, struct barrier *barrier,
 			    size_t max_count, struct coll **out, struct err *e)
 {
 	if (!p->nccl)
@@ -140,7 +140,7 @@ int device_plan_create_coll(const struct device_plan *p, int world, struct barri
 #endif
 }
 
-int device_plan_gpus(const struct settings *s, int *gpus, char *why, size_t whylen,
+int placement_gpus(const struct settings *s, int *gpus, char *why, size_t whylen,
 		     struct err *e)
 {
 	*gpus = 0;

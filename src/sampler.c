@@ -8,10 +8,10 @@
  * makes a window depend only on the prng state, which is what the checkpoint stores.
  *
  * A window keeps its ids packed in storage[0, cap) with cap = world x micro x batch; the
- * same allocation holds two more cap-sized areas that window_replan works in (a sorted
+ * same allocation holds two more cap-sized areas that window_resplit works in (a sorted
  * copy and a destination tag per id), so that re-planning never allocates.
  */
-#include "plan.h"
+#include "sampler.h"
 #include "shard.h"
 
 #include <stdio.h>
@@ -20,17 +20,17 @@
 
 #define SAMPLER_STREAM 0x73616d706c6572ULL /* "sampler" */
 
-void plan_band_bounds(int max_len, int world, int r, int *lo, int *hi)
+void sampler_band_bounds(int max_len, int world, int r, int *lo, int *hi)
 {
 	*lo = (int)((int64_t)max_len * r / world);
 	*hi = (int)((int64_t)max_len * (r + 1) / world);
 }
 
-int plan_band_of(int len, int max_len, int world)
+int sampler_band_of(int len, int max_len, int world)
 {
 	for (int r = 0; r < world - 1; r++) {
 		int lo, hi;
-		plan_band_bounds(max_len, world, r, &lo, &hi);
+		sampler_band_bounds(max_len, world, r, &lo, &hi);
 		if (len <= hi)
 			return r;
 	}
@@ -44,12 +44,12 @@ int window_init(struct window *w, int world, int micro, int batch, struct err *e
 	size_t cap;
 
 	memset(w, 0, sizeof *w);
-	if (world < 1 || world > PLAN_MAX_WORLD)
+	if (world < 1 || world > MAX_WORLD)
 		return ERR(e, ERR_CONFIG, "devices.world = %d: must be in [1, %d]", world,
-			   PLAN_MAX_WORLD);
-	if (micro < 1 || micro > PLAN_MAX_MICRO)
+			   MAX_WORLD);
+	if (micro < 1 || micro > WINDOW_MAX_MICRO)
 		return ERR(e, ERR_CONFIG, "train.accumulation = %d: must be in [1, %d]", micro,
-			   PLAN_MAX_MICRO);
+			   WINDOW_MAX_MICRO);
 	if (batch < 1 || (int64_t)world * micro * batch > (1 << 24))
 		return ERR(e, ERR_CONFIG, "train.batch_size = %d: must be in [1, %d]", batch,
 			   (1 << 24) / (world * micro));
@@ -92,7 +92,7 @@ static void window_layout(struct window *w, const struct corpus *c, const int *c
 		w->rank_tokens[r] = 0;
 		w->rank_sequences[r] = 0;
 		for (int m = 0; m < w->micro; m++) {
-			struct plan_micro *mb = &w->mb[r][m];
+			struct microbatch *mb = &w->mb[r][m];
 			mb->n = counts[r * w->micro + m];
 			mb->ids = w->storage + pos;
 			mb->tokens = 0;
@@ -161,10 +161,10 @@ static void window_balance(struct window *w, const struct corpus *c)
 	size_t cap = window_cap(w);
 	int n = w->n_ids;
 	int *sorted = w->storage + cap, *tag = w->storage + 2 * cap;
-	int64_t rload[PLAN_MAX_WORLD] = { 0 }, mload[PLAN_MAX_MICRO];
-	int rfill[PLAN_MAX_WORLD] = { 0 }, mfill[PLAN_MAX_MICRO];
-	int counts[PLAN_MAX_WORLD * PLAN_MAX_MICRO] = { 0 };
-	int start[PLAN_MAX_WORLD * PLAN_MAX_MICRO];
+	int64_t rload[MAX_WORLD] = { 0 }, mload[WINDOW_MAX_MICRO];
+	int rfill[MAX_WORLD] = { 0 }, mfill[WINDOW_MAX_MICRO];
+	int counts[MAX_WORLD * WINDOW_MAX_MICRO] = { 0 };
+	int start[MAX_WORLD * WINDOW_MAX_MICRO];
 	int room_rank = (n + w->world - 1) / w->world;
 
 	memcpy(sorted, w->storage, (size_t)n * sizeof *sorted);
@@ -204,24 +204,24 @@ static void window_balance(struct window *w, const struct corpus *c)
 	window_layout(w, c, counts);
 }
 
-int window_replan(struct window *w, const struct corpus *c, int plan, struct err *e)
+int window_resplit(struct window *w, const struct corpus *c, int rank_split, struct err *e)
 {
-	int counts[PLAN_MAX_WORLD * PLAN_MAX_MICRO];
+	int counts[MAX_WORLD * WINDOW_MAX_MICRO];
 
 	if (!w->storage)
-		return ERR(e, ERR_CHECK, "window_replan: window not initialized");
-	switch (plan) {
-	case PLAN_BALANCED:
+		return ERR(e, ERR_CHECK, "window_resplit: window not initialized");
+	switch (rank_split) {
+	case RANK_SPLIT_BALANCED:
 		window_balance(w, c);
 		return ERR_OK;
-	case PLAN_LENGTH_BANDS:
+	case RANK_SPLIT_LENGTH_BANDS:
 		for (int r = 0; r < w->world; r++)
 			for (int m = 0; m < w->micro; m++)
 				counts[r * w->micro + m] = w->mb[r][m].n;
 		window_layout(w, c, counts);
 		return ERR_OK;
 	default:
-		return ERR(e, ERR_CONFIG, "train.plan: unknown plan kind %d", plan);
+		return ERR(e, ERR_CONFIG, "train.plan: unknown plan kind %d", rank_split);
 	}
 }
 
@@ -231,7 +231,7 @@ void sampler_free(struct sampler *sp)
 {
 	if (!sp)
 		return;
-	for (int r = 0; r < PLAN_MAX_WORLD; r++)
+	for (int r = 0; r < MAX_WORLD; r++)
 		free(sp->pool[r]);
 	free(sp->scratch);
 	memset(sp, 0, sizeof *sp);
@@ -245,19 +245,19 @@ int sampler_init(struct sampler *sp, const struct corpus *c, const struct settin
 	int64_t need64;
 
 	memset(sp, 0, sizeof *sp);
-	if (s->world < 1 || s->world > PLAN_MAX_WORLD)
+	if (s->world < 1 || s->world > MAX_WORLD)
 		return ERR(e, ERR_CONFIG, "devices.world = %d: must be in [1, %d]", s->world,
-			   PLAN_MAX_WORLD);
-	if (s->accumulation < 1 || s->accumulation > PLAN_MAX_MICRO)
+			   MAX_WORLD);
+	if (s->accumulation < 1 || s->accumulation > WINDOW_MAX_MICRO)
 		return ERR(e, ERR_CONFIG, "train.accumulation = %d: must be in [1, %d]",
-			   s->accumulation, PLAN_MAX_MICRO);
+			   s->accumulation, WINDOW_MAX_MICRO);
 	if (s->batch_size < 1)
 		return ERR(e, ERR_CONFIG, "train.batch_size = %d: must be at least 1",
 			   s->batch_size);
 	if (s->shards > 0)
 		return shard_sampler_init(sp, c, s, e);
-	if (s->plan != PLAN_LENGTH_BANDS && s->plan != PLAN_BALANCED)
-		return ERR(e, ERR_CONFIG, "train.plan: unknown plan kind %d", s->plan);
+	if (s->rank_split != RANK_SPLIT_LENGTH_BANDS && s->rank_split != RANK_SPLIT_BALANCED)
+		return ERR(e, ERR_CONFIG, "train.plan: unknown plan kind %d", s->rank_split);
 	need64 = (int64_t)s->accumulation * s->batch_size;
 	if (max_len <= 0)
 		for (int i = first; i < first + n_train; i++)
@@ -267,15 +267,15 @@ int sampler_init(struct sampler *sp, const struct corpus *c, const struct settin
 	sp->world = s->world;
 	sp->micro = s->accumulation;
 	sp->batch = s->batch_size;
-	sp->plan = s->plan;
+	sp->rank_split = s->rank_split;
 	sp->corpus = c;
 	for (int i = first; i < first + n_train; i++)
-		sp->pool_n[plan_band_of(corpus_len(c, i), max_len, s->world)]++;
+		sp->pool_n[sampler_band_of(corpus_len(c, i), max_len, s->world)]++;
 	for (int r = 0; r < s->world; r++) {
 		if (sp->pool_n[r] < need64) {
 			int lo, hi;
 			char range[64];
-			plan_band_bounds(max_len, s->world, r, &lo, &hi);
+			sampler_band_bounds(max_len, s->world, r, &lo, &hi);
 			if (s->world == 1)
 				snprintf(range, sizeof range, "all lengths");
 			else if (r == 0)
@@ -300,7 +300,7 @@ int sampler_init(struct sampler *sp, const struct corpus *c, const struct settin
 		sp->pool_n[r] = 0;
 	}
 	for (int i = first; i < first + n_train; i++) {
-		int r = plan_band_of(corpus_len(c, i), max_len, s->world);
+		int r = sampler_band_of(corpus_len(c, i), max_len, s->world);
 		sp->pool[r][sp->pool_n[r]++] = i;
 	}
 	need = (int)need64;
@@ -319,7 +319,7 @@ fail:
 
 int sampler_next(struct sampler *sp, struct window *w, struct err *e)
 {
-	int counts[PLAN_MAX_WORLD * PLAN_MAX_MICRO];
+	int counts[MAX_WORLD * WINDOW_MAX_MICRO];
 	int need = sp->micro * sp->batch, max_pool = 0, rc;
 	int *copy, *ids;
 
@@ -347,8 +347,8 @@ int sampler_next(struct sampler *sp, struct window *w, struct err *e)
 	for (int i = 0; i < sp->world * sp->micro; i++)
 		counts[i] = sp->batch;
 	rc = window_assign(w, sp->corpus, ids, counts, e);
-	if (!rc && sp->plan == PLAN_BALANCED)
-		rc = window_replan(w, sp->corpus, PLAN_BALANCED, e);
+	if (!rc && sp->rank_split == RANK_SPLIT_BALANCED)
+		rc = window_resplit(w, sp->corpus, RANK_SPLIT_BALANCED, e);
 	if (rc)
 		return rc;
 	w->index = sp->window_index++;

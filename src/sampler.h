@@ -1,5 +1,5 @@
 /*
- * plan: the sampler and the host-side split of a window into plan[rank][microbatch].
+ * sampler: the sampler and the host-side split of a window into mb[rank][microbatch].
  *
  * The sampler generalizes a two-rank length-band plan to W ranks: the training
  * sequences are divided into W length bands (band r holds lengths in
@@ -14,8 +14,8 @@
  * The sampler state is its prng state plus the window index: a checkpoint stores it and a
  * restored sampler continues exactly where it stopped (no replay from the start).
  */
-#ifndef DDPTOK_PLAN_H
-#define DDPTOK_PLAN_H
+#ifndef DDPTOK_SAMPLER_H
+#define DDPTOK_SAMPLER_H
 
 #include <stdint.h>
 
@@ -23,11 +23,11 @@
 #include "err.h"
 #include "prng.h"
 #include "settings.h"
+#include "ranks.h"
 
-#define PLAN_MAX_WORLD 8
-#define PLAN_MAX_MICRO 64
+#define WINDOW_MAX_MICRO 64
 
-struct plan_micro {
+struct microbatch {
 	int n;            /* sequences in this microbatch */
 	const int *ids;   /* points into window.storage */
 	int64_t tokens;   /* supervised positions */
@@ -38,10 +38,10 @@ struct window {
 	int64_t index;    /* 0-based window number in the run */
 	int world, micro;
 	int batch;        /* most sequences one microbatch may hold */
-	struct plan_micro mb[PLAN_MAX_WORLD][PLAN_MAX_MICRO];
-	int64_t rank_tokens[PLAN_MAX_WORLD];
+	struct microbatch mb[MAX_WORLD][WINDOW_MAX_MICRO];
+	int64_t rank_tokens[MAX_WORLD];
 	int64_t N;        /* sum of rank_tokens */
-	int64_t rank_sequences[PLAN_MAX_WORLD]; /* sequences holding a supervised token */
+	int64_t rank_sequences[MAX_WORLD]; /* sequences holding a supervised token */
 	int64_t S;        /* sum of rank_sequences */
 	int n_ids;
 	int *storage;     /* all ids of the window, rank-major then microbatch (packed) */
@@ -56,21 +56,21 @@ struct sampler {
 	struct prng rng;
 	int64_t window_index;
 	int world, micro, batch;
-	int plan;                 /* enum plan_kind */
+	int rank_split; /* enum rank_split */
 	int shards, shard_order;  /* exact mode (shard.h): shards > 0 */
-	int *pool[PLAN_MAX_WORLD];
-	int pool_n[PLAN_MAX_WORLD];
+	int *pool[MAX_WORLD];
+	int pool_n[MAX_WORLD];
 	int *scratch;
 	const struct corpus *corpus;
 };
 
 /* Length band r of W for sequences up to max_len: lengths in (*lo, *hi]. Band 0 also takes
  * every length <= *hi, band W-1 every length > *lo. */
-void plan_band_bounds(int max_len, int world, int r, int *lo, int *hi);
+void sampler_band_bounds(int max_len, int world, int r, int *lo, int *hi);
 /* The band (0..world-1) a sequence of length len falls into. */
-int plan_band_of(int len, int max_len, int world);
+int sampler_band_of(int len, int max_len, int world);
 
-/* Uses s->world, s->accumulation, s->batch_size, s->plan, s->seed and s->max_len (if
+/* Uses s->world, s->accumulation, s->batch_size, s->rank_split, s->seed and s->max_len (if
  * s->max_len <= 0, the longest training sequence); with s->shards > 0, exact mode's
  * sampler instead (shard.h). ERR_CONFIG when a band holds fewer
  * than accumulation x batch_size training sequences. sp keeps a pointer to c. */
@@ -93,11 +93,11 @@ void window_free(struct window *w);
  * from the packed list ids. */
 int window_assign(struct window *w, const struct corpus *c, const int *ids, const int *counts,
 		  struct err *e);
-/* Re-splits the window's sequences with the given plan kind (same sequences).
- * PLAN_BALANCED: n ids -> at most ceil(n / world) per rank, then at most
- * ceil(k_r / micro) per microbatch, greedily as described above. PLAN_LENGTH_BANDS: a
+/* Re-splits the window's sequences with the given rank split (same sequences).
+ * RANK_SPLIT_BALANCED: n ids -> at most ceil(n / world) per rank, then at most
+ * ceil(k_r / micro) per microbatch, greedily as described above. RANK_SPLIT_LENGTH_BANDS: a
  * window holds no band information, so the assignment is kept as it is and only the
  * token counts are recomputed. */
-int window_replan(struct window *w, const struct corpus *c, int plan, struct err *e);
+int window_resplit(struct window *w, const struct corpus *c, int rank_split, struct err *e);
 
 #endif

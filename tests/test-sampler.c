@@ -1,5 +1,5 @@
 /*
- * test-plan: the sampler's bands and draws, and the length_bands / balanced splits.
+ * test-sampler: the sampler's bands and draws, and the length_bands / balanced splits.
  *
  * Band membership is recomputed here from the documented integer bounds; the greedy
  * balanced split is checked on a hand-worked example and, on sampled windows, against
@@ -11,7 +11,7 @@
 
 #include "check-run.h"
 #include "corpus.h"
-#include "plan.h"
+#include "sampler.h"
 
 static void data_settings(struct settings *s)
 {
@@ -28,7 +28,7 @@ static void data_settings(struct settings *s)
 	s->world = 2;
 	s->accumulation = 2;
 	s->batch_size = 4;
-	s->plan = PLAN_LENGTH_BANDS;
+	s->rank_split = RANK_SPLIT_LENGTH_BANDS;
 }
 
 static void build_ok(const struct settings *s, struct corpus *c)
@@ -127,19 +127,19 @@ START_TEST(test_bands_seed_cutoff)
 {
 	/* W = 2 over max_len 128 gives the <= 64 / > 64 split */
 	int lo, hi;
-	plan_band_bounds(128, 2, 0, &lo, &hi);
+	sampler_band_bounds(128, 2, 0, &lo, &hi);
 	ck_assert_int_eq(lo, 0);
 	ck_assert_int_eq(hi, 64);
-	plan_band_bounds(128, 2, 1, &lo, &hi);
+	sampler_band_bounds(128, 2, 1, &lo, &hi);
 	ck_assert_int_eq(lo, 64);
 	ck_assert_int_eq(hi, 128);
-	ck_assert_int_eq(plan_band_of(64, 128, 2), 0);
-	ck_assert_int_eq(plan_band_of(65, 128, 2), 1);
-	ck_assert_int_eq(plan_band_of(1, 128, 2), 0);
-	ck_assert_int_eq(plan_band_of(500, 128, 2), 1);
-	for (int w = 1; w <= PLAN_MAX_WORLD; w++)
+	ck_assert_int_eq(sampler_band_of(64, 128, 2), 0);
+	ck_assert_int_eq(sampler_band_of(65, 128, 2), 1);
+	ck_assert_int_eq(sampler_band_of(1, 128, 2), 0);
+	ck_assert_int_eq(sampler_band_of(500, 128, 2), 1);
+	for (int w = 1; w <= MAX_WORLD; w++)
 		for (int len = 1; len <= 130; len++)
-			ck_assert_int_eq(plan_band_of(len, 128, w), band_of(len, 128, w));
+			ck_assert_int_eq(sampler_band_of(len, 128, w), band_of(len, 128, w));
 }
 END_TEST
 
@@ -244,7 +244,7 @@ START_TEST(test_balanced_same_sequences)
 	build_ok(&s, &c);
 	sampler_ok(&sl, &c, &s);
 	window_ok(&wl, &s);
-	s.plan = PLAN_BALANCED;
+	s.rank_split = RANK_SPLIT_BALANCED;
 	sampler_ok(&sb, &c, &s);
 	window_ok(&wb, &s);
 	cap = s.accumulation * s.batch_size;
@@ -271,7 +271,7 @@ START_TEST(test_balanced_same_sequences)
 		{
 			struct err e;
 			err_clear(&e);
-			ck_assert_int_eq(window_replan(&wl, &c, PLAN_BALANCED, &e), ERR_OK);
+			ck_assert_int_eq(window_resplit(&wl, &c, RANK_SPLIT_BALANCED, &e), ERR_OK);
 			ck_assert_int_eq(wl.n_ids, wb.n_ids);
 			ck_assert_mem_eq(wl.storage, wb.storage, (size_t)wb.n_ids * sizeof(int));
 		}
@@ -305,7 +305,7 @@ START_TEST(test_balanced_by_hand)
 	ck_assert_int_eq(window_init(&w, 2, 2, 2, &e), ERR_OK);
 	ck_assert_int_eq(window_assign(&w, &c, ids, counts, &e), ERR_OK);
 	ck_assert_int_eq(w.N, 48);
-	ck_assert_int_eq(window_replan(&w, &c, PLAN_BALANCED, &e), ERR_OK);
+	ck_assert_int_eq(window_resplit(&w, &c, RANK_SPLIT_BALANCED, &e), ERR_OK);
 	/* Ranks, heaviest first, to the least loaded rank with room (4 each):
 	 *   id0 10 -> r0 (0,0 tie)       r0 10  r1 0
 	 *   id1  9 -> r1                 r0 10  r1 9
@@ -363,13 +363,13 @@ START_TEST(test_assign_empty_and_replan_bands)
 	check_counts(&w, &c);
 
 	/* length_bands replan: nothing to go by, the assignment stays */
-	ck_assert_int_eq(window_replan(&w, &c, PLAN_LENGTH_BANDS, &e), ERR_OK);
+	ck_assert_int_eq(window_resplit(&w, &c, RANK_SPLIT_LENGTH_BANDS, &e), ERR_OK);
 	ck_assert_int_eq(w.mb[1][1].n, 3);
 	ck_assert_int_eq(w.mb[1][1].ids[0], 1);
 	ck_assert_int_eq(w.rank_tokens[0], 0);
 
 	/* balanced replan of 4 ids over 2 ranks: 2 per rank, 1 per microbatch */
-	ck_assert_int_eq(window_replan(&w, &c, PLAN_BALANCED, &e), ERR_OK);
+	ck_assert_int_eq(window_resplit(&w, &c, RANK_SPLIT_BALANCED, &e), ERR_OK);
 	ck_assert_int_eq(w.n_ids, 4);
 	ck_assert_int_eq(w.N, 11);
 	for (int r = 0; r < 2; r++)
@@ -398,9 +398,9 @@ START_TEST(test_state_round_trip)
 	struct sampler_state st;
 	struct window wa, wb;
 
-	for (int plan = PLAN_LENGTH_BANDS; plan <= PLAN_BALANCED; plan++) {
+	for (int plan = RANK_SPLIT_LENGTH_BANDS; plan <= RANK_SPLIT_BALANCED; plan++) {
 		data_settings(&s);
-		s.plan = plan;
+		s.rank_split = plan;
 		build_ok(&s, &c);
 		sampler_ok(&a, &c, &s);
 		window_ok(&wa, &s);
