@@ -380,7 +380,7 @@ static int tree_host_buffer(struct coll *c, int rank, cudaStream_t s, void *buf,
 		return rc;
 	void *host = malloc(bytes * w);
 	if (!host)
-		return ERR(e, ERR_DEVICE, "rank %d: out of memory for the tree allreduce", rank);
+		return ERR(e, ERR_NOMEM, "rank %d: out of memory for the tree allreduce", rank);
 	cudaError_t cs = cudaMemcpyAsync(host, all, bytes * w, cudaMemcpyDeviceToHost, s);
 	if (cs == cudaSuccess)
 		cs = cudaStreamSynchronize(s);
@@ -595,7 +595,7 @@ int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
 	if (!c || !n) {
 		free(c);
 		free(n);
-		return ERR(e, ERR_DEVICE, "out of memory");
+		return ERR(e, ERR_NOMEM, "out of memory");
 	}
 	c->ops = &nccl_coll_ops;
 	c->world = world;
@@ -614,8 +614,7 @@ int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
 	cudaGetDevice(&cur);
 	for (int r = 0; r < world; r++)
 		atomic_store(&n->calls[r], 0);
-	if ((rc = alloc_scratch(n, max_count, e)) != ERR_OK)
-		goto fail;
+	ERR_TRY_GOTO(rc, alloc_scratch(n, max_count, e), fail);
 	keep_sums_repeatable();
 	ncclResult_t st = ncclGetUniqueId(&id);
 	if (st != ncclSuccess) {

@@ -813,14 +813,13 @@ extern "C" int cuda_dev_create(int rank, int device_id, const struct cuda_dev_si
 			       device_id, count, count - 1);
 	struct cuda_dev *cd = (struct cuda_dev *)calloc(1, sizeof *cd);
 	if (!cd)
-		return err_set(e, ERR_DEVICE, __FILE__, __LINE__, "rank %d: out of memory", rank);
+		return err_set(e, ERR_NOMEM, __FILE__, __LINE__, "rank %d: out of memory", rank);
 	cd->dev.ops = &cuda_ops;
 	cd->dev.backend = DEV_BACKEND_CUDA;
 	cd->dev.rank = rank;
 	cd->dev.device_id = device_id;
 	cd->dev.impl = cd;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		goto fail;
+	ERR_TRY_GOTO(rc, enter(cd, e), fail);
 #define CREATE_TRY(call)                                                                     \
 	do {                                                                                 \
 		cudaError_t cst_ = (call);                                                   \
@@ -846,8 +845,7 @@ extern "C" int cuda_dev_create(int rank, int device_id, const struct cuda_dev_si
 	 * atomics would let an accumulation order change from run to run */
 	CREATE_BLAS_TRY(cublasSetMathMode(cd->blas, CUBLAS_PEDANTIC_MATH));
 	CREATE_BLAS_TRY(cublasSetAtomicsMode(cd->blas, CUBLAS_ATOMICS_NOT_ALLOWED));
-	if ((rc = cu_reserve(cd, sizes, e)) != ERR_OK)
-		goto fail;
+	ERR_TRY_GOTO(rc, cu_reserve(cd, sizes, e), fail);
 #undef CREATE_TRY
 #undef CREATE_BLAS_TRY
 	*out = &cd->dev;

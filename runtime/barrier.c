@@ -64,7 +64,7 @@ int barrier_create(int parties, double timeout_s, struct barrier **out, struct e
 	struct barrier *b = calloc(1, sizeof *b);
 	*out = NULL;
 	if (!b)
-		return ERR(e, ERR_DEVICE, "barrier: out of memory");
+		return ERR(e, ERR_NOMEM, "barrier: out of memory");
 	int rc = barrier_init(b, parties, timeout_s, e);
 	if (rc) {
 		free(b);

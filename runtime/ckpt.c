@@ -174,19 +174,15 @@ int ckpt_begin(const char *root, uint64_t step, struct ckpt_writer **out, struct
 	*out = NULL;
 	w = calloc(1, sizeof *w);
 	if (!w)
-		return ERR(e, ERR_IO, "checkpoint: out of memory");
+		return ERR(e, ERR_NOMEM, "checkpoint: out of memory");
 	w->step = step;
-	if ((rc = fsx_mkdirs(root, e)))
-		goto fail;
+	ERR_TRY_GOTO(rc, fsx_mkdirs(root, e), fail);
 	snprintf(w->root, sizeof w->root, "%s", root);
 	ckpt_step_name(step, name, sizeof name);
-	if ((rc = fsx_join(w->final, sizeof w->final, root, name, e)))
-		goto fail;
+	ERR_TRY_GOTO(rc, fsx_join(w->final, sizeof w->final, root, name, e), fail);
 	snprintf(name, sizeof name, ".step-%04" PRIu64 ".tmp.%ld", step, (long)getpid());
-	if ((rc = fsx_join(w->tmp, sizeof w->tmp, root, name, e)))
-		goto fail;
-	if ((rc = fsx_remove_tree(w->tmp, e)))
-		goto fail;
+	ERR_TRY_GOTO(rc, fsx_join(w->tmp, sizeof w->tmp, root, name, e), fail);
+	ERR_TRY_GOTO(rc, fsx_remove_tree(w->tmp, e), fail);
 	if (mkdir(w->tmp, 0777) != 0) {
 		rc = ERR_ERRNO(e, "cannot create checkpoint directory %s", w->tmp);
 		goto fail;
@@ -214,7 +210,7 @@ int ckpt_add(struct ckpt_writer *w, const char *name, const void *data, size_t l
 		size_t ncap = w->cap ? 2 * w->cap : 8;
 		struct ckpt_file *p = realloc(w->files, ncap * sizeof *p);
 		if (!p)
-			return ERR(e, ERR_IO, "checkpoint %s: out of memory", w->final);
+			return ERR(e, ERR_NOMEM, "checkpoint %s: out of memory", w->final);
 		w->files = p;
 		w->cap = ncap;
 	}
@@ -264,7 +260,7 @@ static int write_manifest(struct ckpt_writer *w, struct err *e)
 	size_t len = strlen(text);
 	char *t = realloc(text, len + 2);
 	if (!t) {
-		rc = ERR(e, ERR_IO, "checkpoint %s: out of memory", w->final);
+		rc = ERR(e, ERR_NOMEM, "checkpoint %s: out of memory", w->final);
 		goto out;
 	}
 	text = t;
@@ -401,8 +397,7 @@ int ckpt_commit_ex(struct ckpt_writer *w, struct ckpt_commit_info *info_out, str
 	if ((rc = write_manifest(w, e)) || (rc = fsx_fsync_dir(w->tmp, e)) ||
 	    (rc = publish(w, info, e)))
 		goto out;
-	if ((rc = fsx_fsync_dir(w->root, e)))
-		goto out;
+	ERR_TRY_GOTO(rc, fsx_fsync_dir(w->root, e), out);
 	snprintf(info->path, sizeof info->path, "%s", w->final);
 	if (w->tmp[0]) {
 		/* the replaced copy: removed now; if that fails it stays (ckpt_list reports it) */
@@ -549,7 +544,7 @@ static int load_manifest(const char *dir, struct ckpt_report *r, int look_inside
 	size_t n = json_array_size(files);
 	r->files = calloc(n ? n : 1, sizeof *r->files);
 	if (!r->files) {
-		rc = ERR(e, ERR_IO, "checkpoint %s: out of memory", dir);
+		rc = ERR(e, ERR_NOMEM, "checkpoint %s: out of memory", dir);
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -661,8 +656,7 @@ static int verify_dir(const char *dir, struct ckpt_report *r_out, int look_insid
 	int rc;
 
 	report_init(r);
-	if ((rc = load_manifest(dir, r, look_inside, e)))
-		goto out;
+	ERR_TRY_GOTO(rc, load_manifest(dir, r, look_inside, e), out);
 	base_name(dir, base, sizeof base);
 	if (ckpt_parse_step_name(base, &named_step) && named_step != r->step) {
 		r->problem = CKPT_STEP_MISMATCH;
@@ -670,14 +664,12 @@ static int verify_dir(const char *dir, struct ckpt_report *r_out, int look_insid
 		goto out;
 	}
 	for (size_t i = 0; i < r->nfiles; i++)
-		if ((rc = check_file(dir, &r->files[i], r, e)))
-			goto out;
+		ERR_TRY_GOTO(rc, check_file(dir, &r->files[i], r, e), out);
 
-	if ((rc = fsx_list_dir(dir, &names, &count, e)))
-		goto out;
+	ERR_TRY_GOTO(rc, fsx_list_dir(dir, &names, &count, e), out);
 	r->extra = calloc(count ? count : 1, sizeof *r->extra);
 	if (!r->extra) {
-		rc = ERR(e, ERR_IO, "checkpoint %s: out of memory", dir);
+		rc = ERR(e, ERR_NOMEM, "checkpoint %s: out of memory", dir);
 		goto out;
 	}
 	for (size_t i = 0; i < count; i++) {
@@ -717,29 +709,25 @@ int ckpt_read(const char *dir, const char *name, char **buf, size_t *len, struct
 	*buf = NULL;
 	*len = 0;
 	report_init(&r);
-	if ((rc = load_manifest(dir, &r, 1, e)))
-		goto out;
+	ERR_TRY_GOTO(rc, load_manifest(dir, &r, 1, e), out);
 	if (!(f = find_file(r.files, r.nfiles, name))) {
 		rc = ERR(e, ERR_DATA, "checkpoint %s: no file %s in its %s", dir, name, CKPT_MANIFEST);
 		goto out;
 	}
-	if ((rc = fsx_join(path, sizeof path, dir, name, e)))
-		goto out;
+	ERR_TRY_GOTO(rc, fsx_join(path, sizeof path, dir, name, e), out);
 	if (!fsx_exists(path)) {
 		rc = ERR(e, ERR_DATA, "checkpoint %s: missing file %s (listed in %s)", dir, name,
 			 CKPT_MANIFEST);
 		goto out;
 	}
-	if ((rc = fsx_read_all(path, buf, len, e)))
-		goto out;
+	ERR_TRY_GOTO(rc, fsx_read_all(path, buf, len, e), out);
 	if ((uint64_t)*len != f->size) {
 		rc = ERR(e, ERR_DATA, "checkpoint %s: size mismatch for %s (%s): %zu bytes, manifest "
 			 "says %" PRIu64, dir, name, (uint64_t)*len < f->size ? "truncated" : "grown",
 			 *len, f->size);
 		goto out;
 	}
-	if ((rc = digest_sha256(*buf, *len, hex, e)))
-		goto out;
+	ERR_TRY_GOTO(rc, digest_sha256(*buf, *len, hex, e), out);
 	if (strcmp(hex, f->sha256) != 0) {
 		rc = ERR(e, ERR_DATA, "checkpoint %s: digest mismatch for %s (corrupt): sha256 %s, "
 			 "manifest says %s", dir, name, hex, f->sha256);
@@ -790,7 +778,7 @@ int ckpt_list(const char *root, struct ckpt_listing *out, struct err *e)
 		return rc;
 	out->v = calloc(count ? count : 1, sizeof *out->v);
 	if (!out->v) {
-		rc = ERR(e, ERR_IO, "cannot list checkpoints in %s: out of memory", root);
+		rc = ERR(e, ERR_NOMEM, "cannot list checkpoints in %s: out of memory", root);
 		goto out;
 	}
 	for (size_t i = 0; i < count; i++) {
@@ -804,8 +792,7 @@ int ckpt_list(const char *root, struct ckpt_listing *out, struct err *e)
 			continue;
 		}
 		snprintf(en->name, sizeof en->name, "%s", names[i]);
-		if ((rc = fsx_join(en->path, sizeof en->path, root, names[i], e)))
-			goto out;
+		ERR_TRY_GOTO(rc, fsx_join(en->path, sizeof en->path, root, names[i], e), out);
 		out->n++;
 	}
 	qsort(out->v, out->n, sizeof *out->v, cmp_entries);

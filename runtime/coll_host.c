@@ -243,7 +243,7 @@ oom:
 	} else {
 		free(h);
 	}
-	return ERR(e, ERR_DEVICE, "out of memory for the host collective (%zu elements)", max_count);
+	return ERR(e, ERR_NOMEM, "out of memory for the host collective (%zu elements)", max_count);
 }
 
 int coll_host_span_processes(struct coll *c, int procs, int proc, double timeout_s,
@@ -256,7 +256,7 @@ int coll_host_span_processes(struct coll *c, int procs, int proc, double timeout
 	size_t per_rank = h->max_count * 8 + 8;
 	if (!(h->packed = malloc(per_rank * (size_t)c->world)) ||
 	    !(h->gathered = malloc(per_rank * (size_t)(c->world * procs))))
-		return ERR(e, ERR_DEVICE, "out of memory for the collective across processes");
+		return ERR(e, ERR_NOMEM, "out of memory for the collective across processes");
 	h->procs = procs;
 	h->proc = proc;
 	h->timeout_s = timeout_s;

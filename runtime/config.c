@@ -388,7 +388,7 @@ int cfg_init(struct cfg *c, const struct cfg_key *keys, struct err *e)
 	c->vals = calloc(n > 0 ? (size_t)n : 1, sizeof *c->vals);
 	if (!c->vals) {
 		c->n = 0;
-		return ERR(e, ERR_CONFIG, "configuration table: out of memory");
+		return ERR(e, ERR_NOMEM, "configuration table: out of memory");
 	}
 	for (int i = 0; i < n; i++) {
 		const struct cfg_key *k = &keys[i];
@@ -459,7 +459,7 @@ static int load(struct cfg *c, const char *path, const char *text, const char *w
 	struct staging st = {c, malloc((c->n > 0 ? (size_t)c->n : 1) * sizeof *st.vals), where};
 	int rc;
 	if (!st.vals)
-		return ERR(e, ERR_CONFIG, "%s: out of memory", where);
+		return ERR(e, ERR_NOMEM, "%s: out of memory", where);
 	memcpy(st.vals, c->vals, (size_t)c->n * sizeof *st.vals);
 	rc = path ? ini_read_file(path, where, stage_entry, &st, e)
 		  : ini_read_text(text, where, stage_entry, &st, e);

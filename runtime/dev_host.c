@@ -133,7 +133,7 @@ int dev_host_create(int rank, struct dev **out, struct err *e)
 {
 	struct dev *d = calloc(1, sizeof *d);
 	if (!d)
-		return ERR(e, ERR_DEVICE, "rank %d: out of memory", rank);
+		return ERR(e, ERR_NOMEM, "rank %d: out of memory", rank);
 	d->ops = host_ops();
 	d->backend = DEV_BACKEND_CPU;
 	d->rank = rank;

@@ -30,7 +30,7 @@ int digest_init(struct digest **out, struct err *e)
 	struct digest *d = malloc(sizeof *d);
 	*out = NULL;
 	if (!d)
-		return ERR(e, ERR_DEVICE, "sha256: out of memory");
+		return ERR(e, ERR_NOMEM, "sha256: out of memory");
 	d->ctx = EVP_MD_CTX_new();
 	if (!d->ctx || EVP_DigestInit_ex(d->ctx, EVP_sha256(), NULL) != 1) {
 		digest_free(d);
@@ -96,8 +96,7 @@ int digest_file(const char *path, char hex[DIGEST_HEX_SIZE], uint64_t *size, str
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return ERR_ERRNO(e, "cannot open %s", path);
-	if ((rc = digest_init(&d, e)))
-		goto out;
+	ERR_TRY_GOTO(rc, digest_init(&d, e), out);
 	for (;;) {
 		ssize_t n = read(fd, buf, sizeof buf);
 		if (n < 0) {
@@ -108,8 +107,7 @@ int digest_file(const char *path, char hex[DIGEST_HEX_SIZE], uint64_t *size, str
 		}
 		if (n == 0)
 			break;
-		if ((rc = digest_update(d, buf, (size_t)n, e)))
-			goto out;
+		ERR_TRY_GOTO(rc, digest_update(d, buf, (size_t)n, e), out);
 		total += (uint64_t)n;
 	}
 	rc = digest_final(d, hex, e);

@@ -81,6 +81,7 @@ const char *err_code_name(int code)
 	case ERR_INTERRUPTED: return "interrupted";
 	case ERR_ABORTED: return "aborted";
 	case ERR_DEVCHECK: return "device check";
+	case ERR_NOMEM: return "out of memory";
 	default: return "error";
 	}
 }

@@ -20,12 +20,13 @@ enum err_code {
 	ERR_CONFIG = 3,      /* bad configuration file, key or value */
 	ERR_IO = 4,          /* file system: unreadable, unwritable, short write */
 	ERR_DATA = 5,        /* data lock, checkpoint or corpus mismatch; refused resume */
-	ERR_DEVICE = 6,      /* device, thread, collective or memory failure */
+	ERR_DEVICE = 6,      /* device, thread or collective failure */
 	ERR_EMPTY = 7,       /* window without any supervised token, empty_window = error */
 	ERR_INTERRUPTED = 8, /* stopped by a signal after checkpointing */
 	ERR_ABORTED = 9,     /* released because another rank failed (never the root cause) */
 	ERR_DEVCHECK = 10,   /* env --check: a device, kernel, GEMM or collective gave a wrong
 				or no result */
+	ERR_NOMEM = 11,      /* out of memory (host or device allocation) */
 };
 
 struct err {

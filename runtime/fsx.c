@@ -213,8 +213,7 @@ int fsx_writer_commit(struct fsx_writer *w, struct err *e)
 	if (fd < 0)
 		return ERR(e, ERR_IO, "cannot commit %s: writer not open", w->path);
 	w->fd = -1;
-	if ((rc = fsync_close(fd, w->tmp, e)))
-		goto fail;
+	ERR_TRY_GOTO(rc, fsync_close(fd, w->tmp, e), fail);
 	if (rename(w->tmp, w->path) != 0) {
 		rc = ERR_ERRNO(e, "cannot rename %s to %s", w->tmp, w->path);
 		goto fail;
@@ -276,7 +275,7 @@ int fsx_read_all(const char *path, char **buf, size_t *len, struct err *e)
 	cap = (S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size : 4096) + 1;
 	data = malloc(cap);
 	if (!data) {
-		rc = ERR(e, ERR_IO, "cannot read %s: out of memory (%zu bytes)", path, cap);
+		rc = ERR(e, ERR_NOMEM, "cannot read %s: out of memory (%zu bytes)", path, cap);
 		goto out;
 	}
 	for (;;) {
@@ -284,7 +283,7 @@ int fsx_read_all(const char *path, char **buf, size_t *len, struct err *e)
 			size_t ncap = cap * 2;
 			char *p = realloc(data, ncap);
 			if (!p) {
-				rc = ERR(e, ERR_IO, "cannot read %s: out of memory (%zu bytes)", path, ncap);
+				rc = ERR(e, ERR_NOMEM, "cannot read %s: out of memory (%zu bytes)", path, ncap);
 				goto out;
 			}
 			data = p;
@@ -433,14 +432,14 @@ int fsx_list_dir(const char *path, char ***names, size_t *count, struct err *e)
 			size_t ncap = cap ? cap * 2 : 16;
 			char **p = realloc(v, ncap * sizeof *v);
 			if (!p) {
-				rc = ERR(e, ERR_IO, "cannot list directory %s: out of memory", path);
+				rc = ERR(e, ERR_NOMEM, "cannot list directory %s: out of memory", path);
 				break;
 			}
 			v = p;
 			cap = ncap;
 		}
 		if (!(v[n] = strdup(de->d_name))) {
-			rc = ERR(e, ERR_IO, "cannot list directory %s: out of memory", path);
+			rc = ERR(e, ERR_NOMEM, "cannot list directory %s: out of memory", path);
 			break;
 		}
 		n++;

@@ -106,7 +106,7 @@ static int refuse_duplicate_keys(const char *file, const char *where, struct err
 		if (n == cap) {
 			struct seen *ns = realloc(seen, (cap ? 2 * cap : 64) * sizeof *ns);
 			if (!ns) {
-				rc = ERR(e, ERR_CONFIG, "%s: out of memory", where);
+				rc = ERR(e, ERR_NOMEM, "%s: out of memory", where);
 				break;
 			}
 			seen = ns;
@@ -198,7 +198,7 @@ static int visit_dict(dictionary *d, const char *where, ini_visit_fn visit, void
 			continue;
 		free(names);
 		if (!(names = calloc((size_t)nkeys, sizeof *names)))
-			rc = ERR(e, ERR_CONFIG, "%s: out of memory", where);
+			rc = ERR(e, ERR_NOMEM, "%s: out of memory", where);
 		else if (!iniparser_getseckeys(d, sec, names))
 			rc = ERR(e, ERR_CONFIG, "%s: [%s]: cannot list keys", where, sec);
 		size_t sl = strlen(sec);

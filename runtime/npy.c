@@ -146,7 +146,7 @@ int npy_write_to_memory(enum npy_dtype dt, const size_t *shape, int ndim, const 
 		return ERR(e, ERR_DATA, "npy buffer: tensor too large");
 	char *buf = malloc(hlen + nbytes);
 	if (!buf)
-		return ERR(e, ERR_DEVICE, "npy buffer: out of memory (%zu bytes)", hlen + nbytes);
+		return ERR(e, ERR_NOMEM, "npy buffer: out of memory (%zu bytes)", hlen + nbytes);
 	memcpy(buf, hdr, hlen);
 	if (nbytes)
 		memcpy(buf + hlen, data, nbytes);
@@ -167,8 +167,7 @@ int npy_write(const char *path, enum npy_dtype dt, const size_t *shape, int ndim
 		return rc;
 	if (nbytes && !data)
 		return ERR(e, ERR_DATA, "%s: no data for %zu bytes", path, nbytes);
-	if ((rc = fsx_writer_open(&w, path, e)))
-		goto fail;
+	ERR_TRY_GOTO(rc, fsx_writer_open(&w, path, e), fail);
 	if ((rc = fsx_writer_write(&w, hdr, hlen, e)) || (rc = fsx_writer_write(&w, data, nbytes, e)))
 		goto fail;
 	return fsx_writer_commit(&w, e);
@@ -394,7 +393,7 @@ int npy_read_from_memory(const void *buf, size_t len, const char *name, enum npy
 	size_t nbytes = count * npy_dtype_size(*dt);
 	void *v = malloc(nbytes ? nbytes : 1);
 	if (!v)
-		return ERR(e, ERR_DEVICE, "%s: out of memory (%zu bytes)", name, nbytes);
+		return ERR(e, ERR_NOMEM, "%s: out of memory (%zu bytes)", name, nbytes);
 	if (nbytes)
 		memcpy(v, (const char *)buf + off, nbytes);
 	*data = v;

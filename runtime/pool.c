@@ -114,7 +114,7 @@ int pool_create(int world, double barrier_timeout_s, struct pool **out, struct e
 		return ERR(e, ERR_CONFIG, "world size %d outside 1..%d", world, MAX_WORLD);
 	struct pool *p = calloc(1, sizeof *p);
 	if (!p)
-		return ERR(e, ERR_DEVICE, "out of memory");
+		return ERR(e, ERR_NOMEM, "out of memory");
 	p->world = world;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv_start, NULL);

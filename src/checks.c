@@ -40,7 +40,7 @@ static int case_corpus(const struct corpus *full, int short_len, int long_id, in
 	int32_t *tok = malloc(sizeof(int32_t) * (size_t)(short_len + long_len));
 	memset(c, 0, sizeof *c);
 	if (!tok)
-		return ERR(e, ERR_DEVICE, "out of memory");
+		return ERR(e, ERR_NOMEM, "out of memory");
 	memcpy(tok, full->tokens + full->offset[0], sizeof(int32_t) * short_len);
 	memcpy(tok + short_len, full->tokens + full->offset[long_id], sizeof(int32_t) * long_len);
 	int rc = corpus_from_arrays(2, lengths, prefix, tok, full->vocab, c, e);
@@ -58,7 +58,7 @@ static int case_gradients(struct engine *eng, const struct window *w, const floa
 	float *g_glob = malloc(n * sizeof(float));
 	int rc;
 	if (!g_glob)
-		return ERR(e, ERR_DEVICE, "out of memory");
+		return ERR(e, ERR_NOMEM, "out of memory");
 	for (int pass = 0; pass < 2; pass++) {
 		int mode = pass == 0 ? NORM_GLOBAL_TOKEN : NORM_MEAN_OF_MEANS;
 		if ((rc = engine_set_state(eng, params, NULL, 0, e)) != ERR_OK ||
@@ -112,15 +112,13 @@ static int run_case(const struct settings *settings, const struct corpus *full, 
 	    (rc = window_init(&w, 2, 1, 1, e)) != ERR_OK)
 		goto out;
 	int ids[2] = {0, 1}, counts[2] = {1, 1};
-	if ((rc = window_assign(&w, &c, ids, counts, e)) != ERR_OK)
-		goto out;
+	ERR_TRY_GOTO(rc, window_assign(&w, &c, ids, counts, e), out);
 	if (!(params = malloc(eng->shape.n_params * sizeof(float)))) {
-		rc = ERR(e, ERR_DEVICE, "out of memory");
+		rc = ERR(e, ERR_NOMEM, "out of memory");
 		goto out;
 	}
 	model_init_params(&eng->shape, settings->seed, params);
-	if ((rc = case_gradients(eng, &w, params, out, e)) != ERR_OK)
-		goto out;
+	ERR_TRY_GOTO(rc, case_gradients(eng, &w, params, out, e), out);
 	out->long_len = long_len;
 	/* the two scalar summaries, through the trainer's normalization function */
 	out->mean_of_means = norm_window_loss(NORM_MEAN_OF_MEANS, 1, 2, out->sums, out->tokens);

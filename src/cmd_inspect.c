@@ -790,8 +790,7 @@ static int do_dump(struct inspect *in, int argc, char **argv, struct err *e)
 	for (int r = 0; r < eng->world; r++) {
 		snprintf(name, sizeof name, "rank%d-local.npy", r);
 		json_array_append_new(locals, json_string(name));
-		if ((rc = dump_vec(dir, name, in->last_local[r], in->n, e)) != ERR_OK)
-			goto out;
+		ERR_TRY_GOTO(rc, dump_vec(dir, name, in->last_local[r], in->n, e), out);
 	}
 	if ((rc = dump_vec(dir, "params-before.npy", in->before_p, in->n, e)) != ERR_OK ||
 	    (rc = dump_vec(dir, "params.npy", in->cur_p, in->n, e)) != ERR_OK)
@@ -1146,10 +1145,10 @@ static int inspect_open(struct app *a, struct inspect *in, struct err *e)
 			  &in->contrib};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		if (!(*bufs[i] = malloc(bytes)))
-			return ERR(e, ERR_DEVICE, "out of memory");
+			return ERR(e, ERR_NOMEM, "out of memory");
 	for (int r = 0; r < a->s.world; r++)
 		if (!(in->last_local[r] = malloc(bytes)))
-			return ERR(e, ERR_DEVICE, "out of memory");
+			return ERR(e, ERR_NOMEM, "out of memory");
 	return ERR_OK;
 }
 

@@ -383,8 +383,7 @@ int cmd_protocol(struct app *a, struct err *e)
 	    (rc = step(&p, a, "evaluate", do_evaluate, e)) ||
 	    (rc = step(&p, a, "figure", do_figure, e)))
 		goto out;
-	if ((rc = report_write(a, &p.rep, e)) != ERR_OK)
-		goto out;
+	ERR_TRY_GOTO(rc, report_write(a, &p.rep, e), out);
 	env_info(&a->env, "== report: %s/%s and %s", a->s.outputs, output_name(OUT_REPORT_MD),
 		 output_name(OUT_REPORT_JSON));
 	if (p.rep.failed_checks)

@@ -49,7 +49,7 @@ static int add_root(struct ckpt_roots *rs, const char *path, const char *label, 
 			return ERR_OK; /* one of the program's roots, met again by the walk */
 	struct ckpt_root *nv = realloc(rs->v, (rs->n + 1) * sizeof *nv);
 	if (!nv)
-		return ERR(e, ERR_IO, "checkpoints: out of memory");
+		return ERR(e, ERR_NOMEM, "checkpoints: out of memory");
 	rs->v = nv;
 	snprintf(nv[rs->n].path, sizeof nv[rs->n].path, "%s", path);
 	snprintf(nv[rs->n].label, sizeof nv[rs->n].label, "%s", label);
@@ -269,26 +269,22 @@ int cmd_checkpoints(struct app *a, struct err *e)
 	struct ckpt_roots rs = {NULL, 0};
 	int rc;
 
-	if ((rc = all_roots(a, &rs, e)))
-		goto out;
+	ERR_TRY_GOTO(rc, all_roots(a, &rs, e), out);
 	printf("checkpoints under %s:\n", a->s.artifacts);
 	printf("  %-32s %8s %6s %12s  %s\n", "directory", "step", "files", "bytes", "status");
 	for (size_t k = 0; k < rs.n; k++) {
 		struct ckpt_listing l;
-		if ((rc = ckpt_list(rs.v[k].path, &l, e)))
-			goto out;
+		ERR_TRY_GOTO(rc, ckpt_list(rs.v[k].path, &l, e), out);
 		for (size_t i = 0; i < l.n; i++)
 			list_entry(a, &rs.v[k], k < ART_COUNT, &l.v[i], &t);
 		ckpt_listing_free(&l);
 	}
 	print_tally(&t);
-	if ((rc = env_outputs_ready(&a->env, e)))
-		goto out;
+	ERR_TRY_GOTO(rc, env_outputs_ready(&a->env, e), out);
 	json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:O}", "artifacts", a->s.artifacts, "valid",
 			      t.ok, "corrupt", t.bad, "partial", t.partial, "kept", t.kept, "entries",
 			      t.rows);
-	if ((rc = report_write_json(a, OUT_CHECKPOINTS, j, e)))
-		goto out;
+	ERR_TRY_GOTO(rc, report_write_json(a, OUT_CHECKPOINTS, j, e), out);
 	if (t.bad)
 		rc = ERR(e, ERR_CHECK, "%d checkpoint%s under %s failed verification (first: %s)", t.bad,
 			 t.bad == 1 ? "" : "s", a->s.artifacts, t.first_bad);
@@ -419,7 +415,7 @@ static int add_target(struct clean_list *p, const char *path, struct err *e)
 		return ERR_OK;
 	struct target *nv = realloc(p->v, (p->n + 1) * sizeof *nv);
 	if (!nv)
-		return ERR(e, ERR_IO, "clean: out of memory");
+		return ERR(e, ERR_NOMEM, "clean: out of memory");
 	p->v = nv;
 	struct target *t = &nv[p->n++];
 	snprintf(t->path, sizeof t->path, "%s", path);
@@ -440,11 +436,11 @@ static int add_left(struct clean_list *p, const char *path, const char *why, str
 {
 	char **nv = realloc(p->left, (p->nleft + 1) * sizeof *nv);
 	if (!nv)
-		return ERR(e, ERR_IO, "clean: out of memory");
+		return ERR(e, ERR_NOMEM, "clean: out of memory");
 	p->left = nv;
 	size_t len = strlen(path) + strlen(why) + 4;
 	if (!(nv[p->nleft] = malloc(len)))
-		return ERR(e, ERR_IO, "clean: out of memory");
+		return ERR(e, ERR_NOMEM, "clean: out of memory");
 	snprintf(nv[p->nleft++], len, "%s (%s)", path, why);
 	return ERR_OK;
 }
@@ -583,7 +579,7 @@ static int list_checkpoints(char roots[][FSX_PATH_MAX], int partial_only, struct
 		char (*why)[1100] = calloc(l.n ? l.n : 1, sizeof *why);
 		take = calloc(l.n ? l.n : 1, sizeof *take);
 		if (!why || !take) {
-			rc = ERR(e, ERR_IO, "clean: out of memory");
+			rc = ERR(e, ERR_NOMEM, "clean: out of memory");
 			goto next;
 		}
 		for (size_t i = 0; i < l.n; i++) {

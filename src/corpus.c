@@ -196,7 +196,7 @@ int corpus_compute_lock(const struct corpus *c, char lock[65], struct err *e)
 	lock[0] = '\0';
 	h = calloc(1, sizeof *h);
 	if (!h)
-		return ERR(e, ERR_DEVICE, "data lock: out of memory");
+		return ERR(e, ERR_NOMEM, "data lock: out of memory");
 	h->e = e;
 	rc = digest_init(&h->d, e);
 	if (rc) {
@@ -255,7 +255,7 @@ int corpus_alloc(struct corpus *c, int n, int64_t total, struct err *e)
 	c->split = calloc(n > 0 ? (size_t)n : 1, 1);
 	if (!c->offset || !c->tokens || !c->prefix || !c->supervised || !c->split) {
 		corpus_free(c);
-		return ERR(e, ERR_DEVICE, "corpus: out of memory (%d sequences, %" PRId64
+		return ERR(e, ERR_NOMEM, "corpus: out of memory (%d sequences, %" PRId64
 			   " tokens)", n, total);
 	}
 	return ERR_OK;
@@ -390,7 +390,7 @@ static int markov_build(struct prng *r, uint32_t usable, int b, struct markov *m
 	m->succ = malloc((size_t)usable * b * sizeof *m->succ);
 	if (!m->succ || !perm) {
 		free(perm);
-		return ERR(e, ERR_DEVICE, "corpus: out of memory for the transition table");
+		return ERR(e, ERR_NOMEM, "corpus: out of memory for the transition table");
 	}
 	/* every threshold step is at least 200 wide for b <= 64: each successor stays
 	 * reachable */
@@ -424,7 +424,7 @@ static int draw_layout(struct prng *r, const struct settings *s, int n, struct c
 	int64_t total = 0;
 	int rc = ERR_OK;
 	if (!len || !pre)
-		rc = ERR(e, ERR_DEVICE, "corpus: out of memory");
+		rc = ERR(e, ERR_NOMEM, "corpus: out of memory");
 	for (int i = 0; i < n && rc == ERR_OK; i++) {
 		len[i] = prng_range(r, s->min_len, s->max_len);
 		pre[i] = prng_range(r, 0, s->prefix_max < len[i] - 1 ? s->prefix_max : len[i] - 1);
@@ -608,7 +608,7 @@ static int save_bin(const struct corpus *c, const char *path, struct err *e)
 	int rc;
 
 	if (!buf)
-		return ERR(e, ERR_DEVICE, "%s: out of memory", path);
+		return ERR(e, ERR_NOMEM, "%s: out of memory", path);
 	memset(buf, 0, CORPUS_HEADER);
 	memcpy(buf, CORPUS_MAGIC, 8);
 	memcpy(buf + 8, c->lock, 64);
@@ -708,7 +708,7 @@ static int save_lock(const struct corpus *c, const char *path, struct err *e)
 		char *withnl = malloc(len + 2);
 		if (!withnl) {
 			free(text);
-			return ERR(e, ERR_DEVICE, "%s: out of memory", path);
+			return ERR(e, ERR_NOMEM, "%s: out of memory", path);
 		}
 		memcpy(withnl, text, len);
 		withnl[len] = '\n';
@@ -821,7 +821,7 @@ static int decode_corpus(const char *path, const char *buf, size_t size, char st
 	params_from_words(&c->params, w);
 	ERR_TRY(load_file_params(p, path, &c->params, e));
 	if (has_mask && !(c->mask = malloc(total > 0 ? (size_t)total : 1)))
-		return ERR(e, ERR_DEVICE, "%s: out of memory", path);
+		return ERR(e, ERR_NOMEM, "%s: out of memory", path);
 	p += CORPUS_HEADER;
 	for (int64_t i = 0; i <= n; i++, p += 4)
 		c->offset[i] = (int32_t)get_u32(p);

@@ -100,7 +100,7 @@ static int lay_out(const struct settings *s, const struct data_set *d, struct co
 	if ((rc = corpus_alloc(c, (int)d->n, total, e)))
 		return rc;
 	if (!(c->mask = malloc(total > 0 ? (size_t)total : 1)))
-		return ERR(e, ERR_DEVICE, "%s: out of memory", s->data_path);
+		return ERR(e, ERR_NOMEM, "%s: out of memory", s->data_path);
 	c->vocab = vocab;
 	memcpy(c->mask, d->mask, (size_t)total);
 	for (int64_t t = 0; t < total; t++)

@@ -54,7 +54,7 @@ int data_init(struct data_set *d, const struct data_shape *shape, struct err *e)
 			   shape->split_rule[2]);
 	d->offset = calloc(1, sizeof *d->offset);
 	if (!d->offset)
-		return ERR(e, ERR_DEVICE, "data: out of memory");
+		return ERR(e, ERR_NOMEM, "data: out of memory");
 	return digest_init(&d->files, e);
 }
 
@@ -207,7 +207,7 @@ static int reserve(struct data_set *d, int64_t len, struct err *e)
 	}
 	return ERR_OK;
 oom:
-	return ERR(e, ERR_DEVICE, "data: out of memory after %" PRId64 " sequences and %" PRId64
+	return ERR(e, ERR_NOMEM, "data: out of memory after %" PRId64 " sequences and %" PRId64
 		   " tokens", d->n, ntok);
 }
 
@@ -326,7 +326,7 @@ static int order_by_split(struct data_set *d, struct err *e)
 		free(tokens);
 		free(mask);
 		free(split);
-		return ERR(e, ERR_DEVICE, "data: out of memory ordering %" PRId64 " sequences", n);
+		return ERR(e, ERR_NOMEM, "data: out of memory ordering %" PRId64 " sequences", n);
 	}
 	data_split_counts(d, count);
 	first[1] = count[0];

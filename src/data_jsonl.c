@@ -68,7 +68,7 @@ static int parse_arrays(const json_t *obj, const char *file, int64_t line,
 		return ERR(e, ERR_DATA, "%s:%" PRId64 ": \"mask\" must be an array as long as "
 			   "\"tokens\" (%zu)", file, line, n);
 	if (buf_reserve(b, n + 1))
-		return ERR(e, ERR_DEVICE, "%s:%" PRId64 ": out of memory for %zu tokens", file,
+		return ERR(e, ERR_NOMEM, "%s:%" PRId64 ": out of memory for %zu tokens", file,
 			   line, n);
 	for (size_t k = 0; k < n; k++) {
 		const json_t *t = json_array_get(tok, k);

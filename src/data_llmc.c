@@ -80,7 +80,7 @@ static int add_stream(struct data_set *d, const char *path, const struct data_in
 		if (end - start > *mask_cap) {
 			uint8_t *m = realloc(*mask, (size_t)(end - start));
 			if (!m)
-				return ERR(e, ERR_DEVICE, "%s: out of memory for a document of %" PRId64
+				return ERR(e, ERR_NOMEM, "%s: out of memory for a document of %" PRId64
 					   " tokens", path, end - start);
 			memset(m, 1, (size_t)(end - start));
 			*mask = m;

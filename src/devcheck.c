@@ -165,7 +165,7 @@ static int check_fn(int rank, void *ctx, void *arg, struct err *e)
 	const size_t nc = (size_t)GEMM_M * GEMM_N;
 	float *mem = malloc((nx + 2 * nz + na + nb + 2 * nc + SUM_COUNT) * sizeof(float));
 	if (!mem)
-		return ERR(e, ERR_DEVICE, "rank %d: out of memory", rank);
+		return ERR(e, ERR_NOMEM, "rank %d: out of memory", rank);
 	float *x = mem, *z = x + nx, *z_ref = z + nz, *a = z_ref + nz, *b = a + na, *c = b + nb;
 	float *c_ref = c + nc, *sum = c_ref + nc;
 	struct prng r;

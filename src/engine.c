@@ -159,7 +159,7 @@ int engine_create(const struct settings *s, const struct corpus *c,
 	struct engine *eng = calloc(1, sizeof *eng);
 	int rc;
 	if (!eng)
-		return ERR(e, ERR_DEVICE, "out of memory");
+		return ERR(e, ERR_NOMEM, "out of memory");
 	eng->s = *s;
 	eng->corpus = c;
 	eng->world = s->world;
@@ -184,12 +184,12 @@ int engine_create(const struct settings *s, const struct corpus *c,
 	pool_set_coll(eng->pool, eng->coll);
 	size_t bytes = eng->shape.n_params * sizeof(float);
 	if (!(eng->host_reduced = malloc(bytes))) {
-		rc = ERR(e, ERR_DEVICE, "out of memory");
+		rc = ERR(e, ERR_NOMEM, "out of memory");
 		goto fail;
 	}
 	for (int r = 0; r < s->world; r++)
 		if (!(eng->host_local[r] = malloc(bytes))) {
-			rc = ERR(e, ERR_DEVICE, "out of memory");
+			rc = ERR(e, ERR_NOMEM, "out of memory");
 			goto fail;
 		}
 	*out = eng;

@@ -93,7 +93,7 @@ int env_json_text(const void *json, int sort_keys, char **out, size_t *len, cons
 {
 	*out = NULL;
 	if (!json)
-		return ERR(e, ERR_IO, "%s: cannot build JSON (out of memory)", what);
+		return ERR(e, ERR_NOMEM, "%s: cannot build JSON (out of memory)", what);
 	size_t flags = JSON_INDENT(2) | (sort_keys ? JSON_SORT_KEYS : 0);
 	char *t = jsonx_dumps((const json_t *)json, flags);
 	if (!t)
@@ -102,7 +102,7 @@ int env_json_text(const void *json, int sort_keys, char **out, size_t *len, cons
 	char *b = realloc(t, n + 2);
 	if (!b) {
 		free(t);
-		return ERR(e, ERR_IO, "%s: out of memory", what);
+		return ERR(e, ERR_NOMEM, "%s: out of memory", what);
 	}
 	b[n] = '\n';
 	b[n + 1] = '\0';

@@ -123,12 +123,11 @@ int train_evaluate(const struct env *v, const char *dir, struct train_eval *ev, 
 		return rc;
 	}
 	ev->step = ck.step;
-	if ((rc = train_open(v, &r, &c, &ck, e)))
-		goto out;
+	ERR_TRY_GOTO(rc, train_open(v, &r, &c, &ck, e), out);
 	snprintf(ev->backend, sizeof ev->backend, "%s", engine_backend_name(r.eng));
 	ev->const_id = train_const_guess(&r.corpus, SPLIT_TRAIN, SPLIT_TEST, &unused);
 	if (ev->const_id < 0)
-		rc = ERR(e, ERR_DEVICE, "out of memory");
+		rc = ERR(e, ERR_NOMEM, "out of memory");
 	if (!rc)
 		rc = eval_split(r.eng, &r.corpus, SPLIT_TEST, ev->const_id, &ev->test, e);
 	if (!rc)

@@ -242,7 +242,7 @@ static void usage(FILE *f)
 		"exit codes: 0 ok, 1 check failed, 2 usage, 3 configuration, 4 i/o, 5 data or\n"
 		"checkpoint refused, 6 device/runtime, 7 empty window, 8 interrupted (checkpointed),\n"
 		"9 released because another rank failed, 10 env --check found a device that does\n"
-		"not work\n"
+		"not work, 11 out of memory\n"
 		"\n"
 		"ddptok-run help COMMAND (or CONFIG COMMAND --help) describes one command.\n");
 }

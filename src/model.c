@@ -85,7 +85,7 @@ int batch_alloc(struct batch *b, int cap_rows, int context, struct err *e)
 	b->target = malloc(sizeof(int32_t) * (size_t)(cap_rows > 0 ? cap_rows : 1));
 	if (!b->ctx || !b->target) {
 		batch_free(b);
-		return ERR(e, ERR_DEVICE, "out of memory for a batch of %d rows", cap_rows);
+		return ERR(e, ERR_NOMEM, "out of memory for a batch of %d rows", cap_rows);
 	}
 	return ERR_OK;
 }
@@ -214,7 +214,7 @@ int model_ws_create(struct dev *d, const struct model_shape *m, int max_rows,
 	ERR_TRY(model_ws_check_size(m, max_rows, e));
 	struct model_ws *ws = calloc(1, sizeof *ws);
 	if (!ws)
-		return ERR(e, ERR_DEVICE, "out of memory");
+		return ERR(e, ERR_NOMEM, "out of memory");
 	ws->dev = d;
 	ws->shape = *m;
 	ws->max_rows = max_rows;

@@ -135,7 +135,7 @@ int reference_run(struct run *r, struct reference_result *res, struct err *e)
 	res->n = r->eng->shape.n_params;
 	snprintf(res->backend, sizeof res->backend, "%s", engine_backend_name(r->eng));
 	if (!(res->grad = malloc(res->n * sizeof(float))))
-		return ERR(e, ERR_DEVICE, "out of memory");
+		return ERR(e, ERR_NOMEM, "out of memory");
 	if ((rc = sampler_next(&r->sampler, &r->w, e)) != ERR_OK ||
 	    (rc = engine_reference(r->eng, &r->w, res->grad, &res->loss, e)) != ERR_OK ||
 	    (rc = window_copy(&res->w, &r->w, &r->corpus, e)) != ERR_OK)
@@ -273,7 +273,7 @@ int parity_run(struct run *r, const struct settings *s, const struct parity_hook
 	if (h && h->reference && (rc = h->reference(h->arg, r, res->ref.grad, e)) != ERR_OK)
 		return rc;
 	if (!(global = malloc(res->ref.n * sizeof(float))))
-		return ERR(e, ERR_DEVICE, "out of memory");
+		return ERR(e, ERR_NOMEM, "out of memory");
 	res->ok = 1;
 	/* global_token first: the controls are measured against it */
 	_Static_assert(NORM_GLOBAL_TOKEN == 0, "global_token comes first");
@@ -317,7 +317,7 @@ static int empty_rank(struct run *r, const struct settings *s, struct empty_wind
 		return rc;
 	float *ref = malloc(n * sizeof(float));
 	if (!ref)
-		return ERR(e, ERR_DEVICE, "out of memory");
+		return ERR(e, ERR_NOMEM, "out of memory");
 	if ((rc = engine_set_state(r->eng, r->init_params, NULL, 0, e)) == ERR_OK &&
 	    (rc = engine_reference(r->eng, &r->w, ref, &loss, e)) == ERR_OK &&
 	    (rc = engine_window(r->eng, &r->w, NORM_GLOBAL_TOKEN, ENGINE_CAPTURE_REDUCED, &wr,

@@ -93,7 +93,7 @@ static int pack_files(const char *dir, char **out, size_t *len, struct err *e)
 		char *grown = realloc(buf, used + 4 + nlen + 8 + size);
 		if (!grown) {
 			free(data);
-			rc = ERR(e, ERR_IO, "out of memory packing %s", path);
+			rc = ERR(e, ERR_NOMEM, "out of memory packing %s", path);
 			break;
 		}
 		buf = grown;
@@ -159,7 +159,7 @@ int procs_share_checkpoint(const char *dir, const char *own_root, char *local, s
 		rc = wd->proc == 0 ? h.rc : ERR(e, h.code, "%s cannot read the checkpoint to "
 						"resume from: %s", world_proc_name(0), h.msg);
 	if (rc == ERR_OK && wd->proc > 0 && !(buf = malloc(h.bytes ? h.bytes : 1)))
-		rc = ERR(e, ERR_IO, "out of memory for the checkpoint to resume from");
+		rc = ERR(e, ERR_NOMEM, "out of memory for the checkpoint to resume from");
 	if (rc == ERR_OK)
 		rc = world_bcast(buf, h.bytes, 0, timeout_s, "the checkpoint to resume from", e);
 	if (rc == ERR_OK && wd->proc > 0) {

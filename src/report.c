@@ -324,7 +324,7 @@ static int write_md(struct app *a, const struct report *p, struct err *e)
 	md_timing(f, p);
 	if (fclose(f) != 0) {
 		free(md);
-		return ERR(e, ERR_IO, "report.md: out of memory");
+		return ERR(e, ERR_NOMEM, "report.md: out of memory");
 	}
 	int rc = fsx_join(path, sizeof path, a->s.outputs, output_name(OUT_REPORT_MD), e);
 	if (rc == ERR_OK)

@@ -31,19 +31,16 @@ int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct
 		goto fail;
 	}
 	r->have_sampler = 1;
-	if ((rc = window_init(&r->w, v->s->world, v->s->accumulation, v->s->batch_size, e)) != ERR_OK)
-		goto fail;
+	ERR_TRY_GOTO(rc, window_init(&r->w, v->s->world, v->s->accumulation, v->s->batch_size, e), fail);
 	r->have_window = 1;
-	if ((rc = engine_create(v->s, &r->corpus, &v->engine, &r->eng, e)) != ERR_OK)
-		goto fail;
+	ERR_TRY_GOTO(rc, engine_create(v->s, &r->corpus, &v->engine, &r->eng, e), fail);
 	r->init_params = malloc(r->eng->shape.n_params * sizeof(float));
 	if (!r->init_params) {
-		rc = ERR(e, ERR_DEVICE, "out of memory");
+		rc = ERR(e, ERR_NOMEM, "out of memory");
 		goto fail;
 	}
 	model_init_params(&r->eng->shape, v->s->seed, r->init_params);
-	if ((rc = engine_set_state(r->eng, r->init_params, NULL, 0, e)) != ERR_OK)
-		goto fail;
+	ERR_TRY_GOTO(rc, engine_set_state(r->eng, r->init_params, NULL, 0, e), fail);
 	/* say once per process which backend runs and why (auto may fall back to the CPU) */
 	static int told;
 	if (!told) {

@@ -56,7 +56,7 @@ int window_init(struct window *w, int world, int micro, int batch, struct err *e
 	cap = (size_t)world * micro * batch;
 	w->storage = calloc(3 * cap, sizeof *w->storage);
 	if (!w->storage)
-		return ERR(e, ERR_DEVICE, "window: out of memory for %zu ids", cap);
+		return ERR(e, ERR_NOMEM, "window: out of memory for %zu ids", cap);
 	w->world = world;
 	w->micro = micro;
 	w->batch = batch;
@@ -294,7 +294,7 @@ int sampler_init(struct sampler *sp, const struct corpus *c, const struct settin
 			max_pool = sp->pool_n[r];
 		sp->pool[r] = malloc((size_t)sp->pool_n[r] * sizeof *sp->pool[r]);
 		if (!sp->pool[r]) {
-			rc = ERR(e, ERR_DEVICE, "sampler: out of memory");
+			rc = ERR(e, ERR_NOMEM, "sampler: out of memory");
 			goto fail;
 		}
 		sp->pool_n[r] = 0;
@@ -306,7 +306,7 @@ int sampler_init(struct sampler *sp, const struct corpus *c, const struct settin
 	need = (int)need64;
 	sp->scratch = malloc(((size_t)max_pool + (size_t)s->world * need) * sizeof *sp->scratch);
 	if (!sp->scratch) {
-		rc = ERR(e, ERR_DEVICE, "sampler: out of memory");
+		rc = ERR(e, ERR_NOMEM, "sampler: out of memory");
 		goto fail;
 	}
 	prng_seed(&sp->rng, s->seed, SAMPLER_STREAM);

@@ -37,7 +37,7 @@ int shard_sampler_init(struct sampler *sp, const struct corpus *c, const struct 
 	sp->scratch = malloc(((size_t)n_train + 3 * (size_t)need) * sizeof *sp->scratch);
 	if (!sp->pool[0] || !sp->scratch) {
 		sampler_free(sp);
-		return ERR(e, ERR_DEVICE, "sampler: out of memory");
+		return ERR(e, ERR_NOMEM, "sampler: out of memory");
 	}
 	for (int i = 0; i < n_train; i++)
 		sp->pool[0][i] = first + i;

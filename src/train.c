@@ -223,7 +223,7 @@ static int fill_result(const struct trainer *t, struct train_result *res, struct
 	res->params = malloc(res->n * sizeof(float));
 	res->momentum = malloc(res->n * sizeof(float));
 	if (!res->params || !res->momentum)
-		return ERR(e, ERR_DEVICE, "out of memory");
+		return ERR(e, ERR_NOMEM, "out of memory");
 	return engine_get_state(t->r.eng, res->params, res->momentum, e);
 }
 

@@ -131,7 +131,7 @@ int trainer_open(struct trainer *t, const struct env *v, const struct train_opts
 	t->params = malloc(n * sizeof(float));
 	t->momentum = malloc(n * sizeof(float));
 	if (!t->params || !t->momentum)
-		return ERR(e, ERR_DEVICE, "out of memory");
+		return ERR(e, ERR_NOMEM, "out of memory");
 	/* the checkpoint root must be usable before any window is spent: a bad
 	 * run.artifacts found at the first checkpoint would lose the work done so far */
 	if (o->ckpt_root[0] && (rc = env_dir_ready(o->ckpt_root, "[run] artifacts", e)))

@@ -937,10 +937,10 @@ static int tree_fn(int rank, void *ctx, void *arg, struct err *e)
 	float *per[MAX_WORLD] = {NULL}, *dx = NULL;
 	double loss = 1.0 / (3.0 + rank), losses[MAX_WORLD], want_loss;
 	const void *src[MAX_WORLD] = {NULL};
-	rc = hx && want ? ERR_OK : ERR(e, ERR_DEVICE, "out of memory");
+	rc = hx && want ? ERR_OK : ERR(e, ERR_NOMEM, "out of memory");
 	for (int q = 0; q < W && rc == ERR_OK; q++) {
 		if (!(per[q] = malloc(sizeof(float) * n))) {
-			rc = ERR(e, ERR_DEVICE, "out of memory");
+			rc = ERR(e, ERR_NOMEM, "out of memory");
 			break;
 		}
 		for (size_t i = 0; i < n; i++)

@@ -80,6 +80,18 @@ if [ -e outputs ]; then echo "FAIL: a failed run left outputs/"; ls -R outputs; 
 "$DDPTOK" --set run.log_level=quiet -- ok.ini check-loss > /dev/null ||
 	{ echo "FAIL: -- CONFIG COMMAND"; fail=1; }
 rm -rf outputs
+# out of memory: 11, whatever was being allocated (here the corpus, ~1.6 GB of tokens under a
+# 400 MB address-space limit; not under AddressSanitizer, which reserves far more than that)
+if ! ldd "$DDPTOK" 2>/dev/null | grep -q libasan; then
+	(ulimit -v 400000 && "$DDPTOK" ok.ini prepare --set run.outputs=oom --set data.train=100000 \
+		--set data.min_len=4000 --set data.max_len=4096 >out.txt 2>err.txt)
+	got=$?
+	if [ "$got" -ne 11 ] || ! grep -q "ddptok-run: out of memory: corpus: out of memory" err.txt
+	then
+		echo "FAIL: an allocation that fails exited $got:"; cat err.txt; fail=1
+	fi
+	rm -rf oom
+fi
 # --help and --version succeed
 "$DDPTOK" --help | grep -q "usage: ddptok-run" || { echo "FAIL: --help"; fail=1; }
 # help: the global help, or one command's (usage, its options and no other's, an example);
