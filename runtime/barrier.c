@@ -83,7 +83,7 @@ void barrier_destroy(struct barrier *b)
 	free(b);
 }
 
-int barrier_rank_list(unsigned mask, char *out, size_t outlen)
+int barrier_rank_list(unsigned mask, int first, char *out, size_t outlen)
 {
 	size_t len = 0;
 	int n = 0;
@@ -91,7 +91,7 @@ int barrier_rank_list(unsigned mask, char *out, size_t outlen)
 	for (int r = 0; r < 32; r++) {
 		if (!(mask & (1u << r)))
 			continue;
-		int w = snprintf(out + len, outlen - len, "%s%d", n ? ", " : "", r);
+		int w = snprintf(out + len, outlen - len, "%s%d", n ? ", " : "", first + r);
 		if (w < 0 || (size_t)w >= outlen - len)
 			break;
 		len += (size_t)w;
@@ -117,7 +117,7 @@ static int timed_out(struct barrier *b, int rank, struct err *e)
 	atomic_store(&b->aborted, 1);
 	b->abort_rank = rank;
 	pthread_cond_broadcast(&b->cv);
-	int n = barrier_rank_list(b->missing, late, sizeof late);
+	int n = barrier_rank_list(b->missing, 0, late, sizeof late);
 	return ERR(e, ERR_DEVICE, "rank %d: barrier timed out after %g s waiting for %s %s "
 		   "(devices.timeout)", rank, b->timeout_s, n == 1 ? "rank" : "ranks", late);
 }

@@ -36,8 +36,9 @@ int barrier_check(struct barrier *b, int rank, struct err *e);
  * last met (clock_now_s(); each rank was at the barrier then); returns whether the
  * barrier is aborted (then ranks have left it without meeting). */
 int barrier_arrivals(struct barrier *b, unsigned *present, unsigned *missing, double *met_at);
-/* Writes the ranks of `mask` as "1, 3" into out; returns how many there are. */
-int barrier_rank_list(unsigned mask, char *out, size_t outlen);
+/* Writes the ranks of `mask` (bit r: rank first + r) as "1, 3" into out; returns how
+ * many there are. */
+int barrier_rank_list(unsigned mask, int first, char *out, size_t outlen);
 /* The first rank that aborted the barrier (or timed out in it); -1 if none. */
 int barrier_abort_rank(struct barrier *b);
 /* Seconds a wait gives up after (<= 0: forever). */

@@ -363,14 +363,14 @@ static int late_error(struct pool *p, const struct watch *w, unsigned left, stru
 {
 	char ranks[128], ops[MAX_WORLD * 112];
 	size_t len = 0;
-	int n = barrier_rank_list(w->late, ranks, sizeof ranks);
+	int n = barrier_rank_list(w->late, p->first_rank, ranks, sizeof ranks);
 	ops[0] = '\0';
 	for (int r = 0; r < p->world; r++) {
 		if (!(w->late & (1u << r)))
 			continue;
 		int k = n == 1 ? snprintf(ops, sizeof ops, "%s", w->what[r])
 			       : snprintf(ops + len, sizeof ops - len, "%srank %d %s", len ? "; " : "",
-					  r, w->what[r]);
+					  p->first_rank + r, w->what[r]);
 		if (k > 0 && (size_t)k < sizeof ops - len)
 			len += (size_t)k;
 	}
@@ -444,7 +444,7 @@ int pool_run(struct pool *p, pool_fn fn, void *arg, struct err *e)
 		ERR(e, ERR_DEVICE, "the run was aborted");
 	if (left) {
 		char ranks[128];
-		int n = barrier_rank_list(left, ranks, sizeof ranks);
+		int n = barrier_rank_list(left, p->first_rank, ranks, sizeof ranks);
 		size_t len = strlen(e->msg);
 		snprintf(e->msg + len, sizeof e->msg - len, "; %s %s did not return within %g s "
 			 "after the failure: %s left behind", n == 1 ? "rank" : "ranks", ranks,

@@ -308,6 +308,26 @@ static int waits_for_parked_fn(int rank, void *ctx, void *arg, struct err *e)
 	return ERR(e, ERR_ABORTED, "rank 0 released");
 }
 
+START_TEST(a_late_rank_is_named_by_its_global_rank)
+{
+	/* the threads of a process whose first rank is 4 (several processes) */
+	struct pool *p;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(pool_create(2, WATCH_TIMEOUT_S, &p, &e), ERR_OK);
+	pool_set_first_rank(p, 4);
+	struct late_arg *a = calloc(1, sizeof *a); /* left allocated: the late thread holds it */
+	a->pool = p;
+	a->late_rank = 1;
+	a->late_s = -1.0;
+	a->marks = 1;
+	ck_assert_int_eq(pool_run(p, late_fn, a, &e), ERR_DEVICE);
+	ck_assert_msg(strncmp(e.msg, "rank 5 did not arrive within 0.5 s", 34) == 0, "message: %s",
+		      e.msg);
+	pool_destroy(p);
+}
+END_TEST
+
 START_TEST(a_rank_waiting_for_a_late_peer_is_not_late)
 {
 	struct pool *p;
@@ -483,6 +503,7 @@ int main(void)
 	tcase_add_test(tc, an_absent_rank_is_late_without_marks);
 	tcase_add_test(tc, a_rank_that_marks_progress_is_never_late);
 	tcase_add_test(tc, a_rank_waiting_for_a_late_peer_is_not_late);
+	tcase_add_test(tc, a_late_rank_is_named_by_its_global_rank);
 	tcase_add_test(tc, a_rank_that_does_not_leave_after_a_failure_is_left_behind);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
