@@ -41,6 +41,20 @@ static int resume_verified(const char *dir, struct err *e)
 	return rc;
 }
 
+/* Which rank spent the most time in collectives, i.e. waited most for the others. */
+static void show_waits(const struct app *a, const struct train_result *res)
+{
+	int most = 0;
+	double mean = 0.0;
+	for (int r = 0; r < a->s.world; r++) {
+		mean += res->rank_seconds_coll[r] / a->s.world;
+		if (res->rank_seconds_coll[r] > res->rank_seconds_coll[most])
+			most = r;
+	}
+	env_info(&a->env, "train: collectives: rank %d waited most (%.3f s in collectives; "
+		 "mean over ranks %.3f s)", most, res->rank_seconds_coll[most], mean);
+}
+
 int cmd_train(struct app *a, struct err *e)
 {
 	struct train_opts o;
@@ -72,6 +86,8 @@ int cmd_train(struct app *a, struct err *e)
 		 "(%.0f tokens/s, %s)", res.start_step, res.step, res.updates_done, res.skipped,
 		 res.first_loss, res.last_loss, res.tokens, res.seconds, res.tokens_per_s,
 		 res.backend);
+	if (res.step > res.start_step)
+		show_waits(a, &res);
 	if (res.checkpoint[0])
 		env_info(&a->env, "train: checkpoint %s", res.checkpoint);
 	if (o.metrics_path[0] && res.step > res.start_step)

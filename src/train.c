@@ -219,6 +219,7 @@ static int fill_result(const struct trainer *t, struct train_result *res, struct
 	res->first_loss = t->first_loss;
 	res->last_loss = isnan(t->first_loss) ? NAN : t->last_loss;
 	memcpy(res->hist, t->hist, sizeof t->hist);
+	memcpy(res->rank_seconds_coll, t->rank_seconds_coll, sizeof t->rank_seconds_coll);
 	snprintf(res->backend, sizeof res->backend, "%s", engine_backend_name(t->r.eng));
 	res->params = malloc(res->n * sizeof(float));
 	res->momentum = malloc(res->n * sizeof(float));

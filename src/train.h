@@ -131,6 +131,8 @@ struct train_result {
 	int interrupted;      /* stopped early by the stop flag (or on_window) */
 	char backend[16];
 	struct train_history hist[MAX_WORLD];
+	double rank_seconds_coll[MAX_WORLD]; /* each rank's time inside collectives in this
+						run's windows (waits included) */
 };
 
 /* Runs the training described by o. On ERR_INTERRUPTED res is filled as for a normal end
@@ -213,6 +215,7 @@ struct trainer {
 	struct train_history shard_hist[SHARD_MAX]; /* exact mode: per shard (elastic.h) */
 	/* since it was opened */
 	int64_t skipped;           /* empty windows skipped */
+	double rank_seconds_coll[MAX_WORLD]; /* each rank's time inside collectives */
 	int64_t tokens;            /* supervised tokens */
 	double seconds;            /* wall time inside the windows */
 	double first_loss;         /* loss of the first accepted window (NaN: none) */

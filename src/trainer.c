@@ -243,6 +243,8 @@ static void count_step(struct trainer *t, const struct window *w,
 	if (t->v->s->shards > 0)
 		elastic_history_add(t->shard_hist, w);
 	t->seconds += wr->seconds;
+	for (int r = 0; r < w->world; r++)
+		t->rank_seconds_coll[r] += wr->rank_seconds_coll[r];
 	t->tokens += wr->N;
 	if (wr->rejected)
 		t->skipped++;
