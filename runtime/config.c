@@ -224,7 +224,10 @@ static int parse_float(const char *s, double *out)
 	double v = strtod(s, &end);
 	if (end == s || *end != '\0')
 		return -1;
-	if (errno == ERANGE || !isfinite(v))
+	/* strtod flags a subnormal result with ERANGE too, but it is the number written;
+	 * what is refused is a number that overflows, or a non-zero one that underflows
+	 * to zero (its value would silently not be the one written) */
+	if (!isfinite(v) || (errno == ERANGE && v == 0))
 		return -2;
 	*out = v == 0 ? 0 : v;
 	return 0;
@@ -299,7 +302,8 @@ static int parse_number(const struct cfg_key *k, const char *s, const char *wher
 		rc = parse_float(s, &f);
 		if (rc == -2)
 			return ERR(e, ERR_CONFIG, "%s: [%s] %s = %s: not a finite number in double "
-				   "range", where, k->section, k->name, s);
+				   "range (a non-zero magnitude from 4.9e-324 to 1.8e308)", where,
+				   k->section, k->name, s);
 		if (rc < 0)
 			return ERR(e, ERR_CONFIG, "%s: [%s] %s = '%s': not a decimal number", where,
 				   k->section, k->name, s);

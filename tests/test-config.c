@@ -361,6 +361,23 @@ START_TEST(strict_floats)
 }
 END_TEST
 
+/* A subnormal is a number in double range (strtod's ERANGE for it is no overflow); one
+ * that underflows to zero is refused, naming the range. */
+START_TEST(subnormal_floats)
+{
+	struct cfg c;
+	struct err e;
+	init_defaults(&c);
+	err_clear(&e);
+	ck_assert_int_eq(cfg_load_text(&c, "[train]\nlr = 1e-320\n[parity]\natol = 4.9e-324\n",
+				       "t", &e), ERR_OK);
+	ck_assert(cfg_float(&c, "train", "lr") == 1e-320);
+	ck_assert(cfg_float(&c, "parity", "atol") == 4.9e-324);
+	cfg_free(&c);
+	expect_text_error("[train]\nlr = 1e-400\n", "[train] lr", "1e-400", "4.9e-324", NULL);
+}
+END_TEST
+
 START_TEST(out_of_range)
 {
 	expect_text_error("[train]\nupdates = 0\n", "[train] updates", "0", "[1, 1000000]", NULL);
@@ -800,6 +817,7 @@ static Suite *config_suite(void)
 	Suite *s = suite_create("config");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, defaults_load);
+	tcase_add_test(tc, subnormal_floats);
 	tcase_add_test(tc, every_key_documented);
 	tcase_add_test(tc, shipped_minimum);
 	tcase_add_test(tc, shipped_masked);
