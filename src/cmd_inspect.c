@@ -50,7 +50,7 @@
 #endif
 
 #define INSPECT_PROMPT "ddptok> "
-#define INSPECT_LINE_MAX 4096
+#define INSPECT_LINE_MAX 4095 /* characters in a line, its newline not counted */
 #define INSPECT_MAX_ARGS 16
 #define INSPECT_MAX_STEPS 1000000L
 #define INSPECT_WORST 5
@@ -1038,7 +1038,7 @@ static char **complete(const char *text, int start, int end)
 
 struct reader {
 	int edit; /* libedit on a terminal */
-	char buf[INSPECT_LINE_MAX];
+	char buf[INSPECT_LINE_MAX + 1];
 	char *owned;
 };
 
@@ -1057,6 +1057,8 @@ static int read_line(struct reader *rd, char **line, int *too_long)
 			add_history(l);
 		rd->owned = l;
 		*line = l;
+		if (strlen(l) > INSPECT_LINE_MAX) /* the same limit as a scripted line */
+			*too_long = 1;
 		return 1;
 	}
 #endif
@@ -1185,7 +1187,7 @@ static int run_line(struct inspect *in, struct session *ss, char *line, int too_
 			snprintf(msg, sizeof msg, "line holds a NUL byte, ignored");
 		else
 			snprintf(msg, sizeof msg, "line longer than %d characters, ignored",
-				 INSPECT_LINE_MAX - 2);
+				 INSPECT_LINE_MAX);
 		session_error(ss, ERR_USAGE, msg);
 		return 0;
 	}

@@ -111,4 +111,14 @@ printf 'plan\n\000x\nhelp\nquit\n' | "$DDPTOK" "$CONF/tiny.ini" inspect > nul.tx
 [ "$rc" -eq 2 ] || fail "session with a NUL byte exited with $rc, expected 2"
 grep -q 'error: line holds a NUL byte, ignored' nul.txt || fail "NUL byte not reported"
 grep -q 'commands (help CMD for details):' nul.txt || fail "the line after a NUL byte was lost"
+
+# the line limit and its message agree: a line of 4,095 characters runs, one of 4,096 is
+# refused naming 4,095 (the newline is not counted)
+rc=0
+python3 -c 'import sys; sys.stdout.write("mode global_token" + " " * 4078 + "\nmode mean_of_means" + " " * 4078 + "\nquit\n")' \
+	| "$DDPTOK" "$CONF/tiny.ini" inspect > long.txt 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "session with a long line exited with $rc, expected 2"
+grep -q 'mode: global_token for the next windows' long.txt || fail "a line of 4,095 characters did not run: $(cat long.txt)"
+grep -q 'error: line longer than 4095 characters, ignored' long.txt || fail "a line of 4,096 characters is not refused as longer than 4,095: $(cat long.txt)"
+if grep -q 'mode: mean_of_means' long.txt; then fail "a line of 4,096 characters ran"; fi
 echo ok
