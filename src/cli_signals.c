@@ -45,6 +45,14 @@ void cli_signals_hold(void)
 		sigaction(SIGINT, &saved.old_int, NULL);
 		saved.installed = 0;
 	}
+	/* a mask inherited blocked (from the launcher) would keep the stop request pending
+	 * until the end of the run; one already pending is taken now, like a later one */
+	sigset_t stop_signals;
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGTERM);
+	if (saved.installed)
+		sigprocmask(SIG_UNBLOCK, &stop_signals, NULL);
 }
 
 void cli_signals_release(void)

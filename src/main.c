@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "app.h"
+#include "cli_signals.h"
 #include "ddptok_config.h"
 #include "dirlock.h"
 #include "pool.h"
@@ -103,6 +104,7 @@ struct command {
 	const char *summary; /* one line of the global help */
 	const char *about;   /* what it does, for its own help */
 	const char *example; /* arguments after CONFIG */
+	int stoppable;       /* a signal stops it at a boundary: handled from the start */
 };
 
 static const struct command commands[] = {
@@ -113,76 +115,76 @@ static const struct command commands[] = {
 	 "report",
 	 "Runs every step in order and writes report.md and report.json into [run] outputs;\n"
 	 "exits 1 when a check fails. A signal stops it after the current step (exit 8).",
-	 "protocol"},
+	 "protocol", 1},
 	{"prepare", cmd_prepare, 0, WRITES_OUTPUTS,
 	 "build the corpus and write it with its data lock",
 	 "Builds the corpus from [data] and [run] seed and writes it, with its data lock,\n"
 	 "under [run] outputs (corpus/).",
-	 "prepare"},
+	 "prepare", 0},
 	{"check-loss", cmd_check_loss, 0, WRITES_OUTPUTS,
 	 "the 12/36 counterexample: mean of means 2, global mean 2.5",
 	 "Two ranks with 12 and 36 supervised tokens: the mean of the rank means is 2, the\n"
 	 "global token mean 2.5; exits 1 if the program computes other values.",
-	 "check-loss"},
+	 "check-loss", 0},
 	{"reference", cmd_reference, 0, WRITES_OUTPUTS,
 	 "single-device gradient of window 1 (.npy + JSON summary)",
 	 "The gradient of window 1's global token mean computed by one device over every\n"
 	 "sequence of the window; writes it as .npy with a JSON summary (N, loss, L2 norm).",
-	 "reference"},
+	 "reference", 0},
 	{"parity", cmd_parity, OPT_DUMP | OPT_INJECT | OPT_SWAP | OPT_HANG, WRITES_OUTPUTS,
 	 "W-device gradient per normalization against the reference [--dump DIR]",
 	 "The W-device gradient of window 1 under each normalization against the\n"
 	 "single-device reference, within [parity] atol and rtol: global_token must agree,\n"
 	 "the negative controls must not; in exact mode ([train] shards) global_token must\n"
 	 "also equal the reference in every bit; exits 1 otherwise.",
-	 "parity --dump parity-dump"},
+	 "parity --dump parity-dump", 0},
 	{"exercise", cmd_exercise, 0, WRITES_OUTPUTS,
 	 "rank 1 goes from 12 to 36 tokens: both means and gradients",
 	 "Rank 0 keeps [exercise] short supervised tokens while rank 1 goes from long_before\n"
 	 "to long_after: both means and both gradients on the model.",
-	 "exercise"},
+	 "exercise", 0},
 	{"train", cmd_train, OPT_RESUME | OPT_CONTINUOUS | OPT_INJECT | OPT_DRIFT | OPT_HANG,
 	 WRITES_OUTPUTS | WRITES_ARTIFACTS,
 	 "train to stop_at and checkpoint [--continuous | --resume DIR]",
 	 "Trains from step 0 to [train] stop_at and checkpoints into [run] artifacts\n"
 	 "(checkpoints/); --continuous trains 0 -> updates into continuous/; --resume DIR\n"
 	 "continues a checkpoint to updates. SIGINT/SIGTERM checkpoint and exit 8.",
-	 "train --resume artifacts/checkpoints/step-0050"},
+	 "train --resume artifacts/checkpoints/step-0050", 1},
 	{"evaluate", cmd_evaluate, OPT_CHECKPOINT, 0,
 	 "test and validation loss/accuracy of a checkpoint [--checkpoint DIR]",
 	 "Test and validation loss (global token mean) and token accuracy of a checkpoint,\n"
 	 "printed and written to evaluate.json.",
-	 "evaluate --checkpoint artifacts/continuous/step-0100"},
+	 "evaluate --checkpoint artifacts/continuous/step-0100", 0},
 	{"checkpoints", cmd_checkpoints, 0, 0,
 	 "verify every checkpoint under the artifacts directory",
 	 "Verifies every checkpoint under [run] artifacts (manifest, sizes, digests, then its\n"
 	 "content as a resume reads it); exits 1 if one is corrupt or unusable.",
-	 "checkpoints"},
+	 "checkpoints", 0},
 	{"clean", cmd_clean, OPT_SCOPE | OPT_DRY_RUN, WRITES_OUTPUTS | WRITES_ARTIFACTS,
 	 "remove what the program wrote [--scope generated|checkpoints|partial|all] [--dry-run]",
 	 "Removes what the program wrote, and nothing else: generated outputs (default),\n"
 	 "checkpoints, partial (interrupted writes) or all.",
-	 "clean --scope all --dry-run"},
+	 "clean --scope all --dry-run", 0},
 	{"inspect", cmd_inspect, OPT_RESUME, WRITES_OUTPUTS | WRITES_ARTIFACTS,
 	 "interactive step-by-step gradient inspection [--resume DIR]",
 	 "Opens a ddptok> prompt to step through windows and look at the gradients (type\n"
 	 "help there); reads commands from stdin when it is not a terminal, and such a\n"
 	 "script that met a mistake exits with the first one's status (2 for usage).",
-	 "inspect --resume artifacts/checkpoints/step-0050"},
+	 "inspect --resume artifacts/checkpoints/step-0050", 0},
 	{"bench", cmd_bench, OPT_WINDOWS, WRITES_OUTPUTS,
 	 "training throughput, sgemm rate, size sweep [--windows N]",
 	 "Times training windows: throughput and FLOP rate against the machine's one-thread\n"
 	 "sgemm rate, per wall-clock second and per CPU-second; then the same for hidden =\n"
 	 "512, 1024, 2048 and vocab = 128, 4096 (at most N windows, about 2 s each); last,\n"
 	 "exact mode against the default mode on the same window shape.",
-	 "bench --windows 20"},
+	 "bench --windows 20", 0},
 	{"env", cmd_env, OPT_CHECK | OPT_INJECT, 0, "backends, devices, versions [--check]",
 	 "The build, the backends and devices visible, and what the configuration would use\n"
 	 "(exit 0 even when it cannot run here). --check runs the configuration's device\n"
 	 "plan: every rank's device, a kernel and a GEMM compared with the CPU, an allreduce\n"
 	 "over the plan's collective; exit 10 naming the rank and the step that failed.",
-	 "env --check"},
-	{NULL, NULL, 0, 0, NULL, NULL, NULL},
+	 "env --check", 0},
+	{NULL, NULL, 0, 0, NULL, NULL, NULL, 0},
 };
 
 static const struct command *find_command(const char *name)
@@ -642,6 +644,10 @@ int main(int argc, char **argv)
 	}
 	if (!(cmd = chosen_command(&cli)))
 		return ERR_USAGE;
+	/* before any work: a signal while the configuration is read, the locks taken or a
+	 * checkpoint verified stops the command as one during its run does */
+	if (cmd->stoppable)
+		cli_signals_hold();
 	if ((rc = world_init(&argc, &argv, &e)) == ERR_OK &&
 	    (rc = load_configuration(&cli, &e)) == ERR_OK &&
 	    (rc = process_outputs(a, &e)) == ERR_OK &&
@@ -658,6 +664,8 @@ int main(int argc, char **argv)
 		report_failure(a, &e);
 	}
 	world_finalize();
+	if (cmd->stoppable)
+		cli_signals_release();
 	cfg_free(&a->cfg);
 	dirlock_release(&locks);
 	int status = rc == ERR_OK ? 0 : e.code;

@@ -89,3 +89,17 @@ grep -q "interrupted by SIGTERM" proto.err || fail "no interruption message: $(c
 [ ! -e o3/report.md ] || fail "an interrupted protocol wrote a report"
 if grep -q "^== evaluate" proto.out; then fail "the protocol ran on after the signal"; fi
 echo "ok: the protocol stops on SIGTERM between its steps"
+
+# a SIGTERM that arrives before any work (here: already pending, under a mask the launcher
+# left blocked) stops train as a later one does, before its first window with exit 8,
+# instead of waiting blocked until the run is over
+rc=0
+python3 -c '
+import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+os.kill(os.getpid(), signal.SIGTERM)
+os.execv(sys.argv[1], sys.argv[1:])' "$DDPTOK" "$CONF/tiny.ini" train --set devices.backend=cpu \
+	--set run.outputs=o4 --set run.artifacts=a4 > early.out 2> early.err || rc=$?
+[ "$rc" -eq 8 ] || { cat early.out early.err; fail "exit $rc for a SIGTERM pending at the start, expected 8"; }
+grep -q "interrupted by SIGTERM before the first step" early.err || fail "no interruption message: $(cat early.err)"
+echo "ok: a SIGTERM pending at the start stops train before its first window"
