@@ -23,6 +23,7 @@ struct saved_signals {
 };
 
 static struct saved_signals saved; /* what the outermost hold replaced */
+static struct sigaction hold_action; /* on_signal, as installed by the outermost hold */
 static int depth;                  /* nesting of cli_signals_hold() */
 
 void cli_signals_hold(void)
@@ -40,6 +41,7 @@ void cli_signals_hold(void)
 	sigaddset(&sa.sa_mask, SIGTERM);
 	sa.sa_flags = SA_RESTART; /* no EINTR in the middle of a checkpoint write */
 	received = 0;
+	hold_action = sa;
 	saved.installed = sigaction(SIGINT, &sa, &saved.old_int) == 0;
 	if (saved.installed && sigaction(SIGTERM, &sa, &saved.old_term) != 0) {
 		sigaction(SIGINT, &saved.old_int, NULL);
@@ -62,6 +64,15 @@ void cli_signals_release(void)
 	sigaction(SIGINT, &saved.old_int, NULL);
 	sigaction(SIGTERM, &saved.old_term, NULL);
 	saved.installed = 0;
+}
+
+void cli_signals_rearm(void)
+{
+	if (depth == 0 || !saved.installed)
+		return;
+	received = 0;
+	sigaction(SIGINT, &hold_action, NULL);
+	sigaction(SIGTERM, &hold_action, NULL);
 }
 
 int cli_signal_received(void)

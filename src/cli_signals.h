@@ -14,6 +14,9 @@
 
 void cli_signals_hold(void);
 void cli_signals_release(void);
+/* Forgets the signal received, and makes the next one a first one again (a session
+ * that goes on after honouring it). */
+void cli_signals_rearm(void);
 /* The first signal received while held (SIGINT or SIGTERM), or 0. */
 int cli_signal_received(void);
 /* The flag itself, for env.stop. */

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "app.h"
+#include "cli_signals.h"
 #include "ddptok_config.h"
 #include "fsx.h"
 #include "jsonx.h"
@@ -361,6 +362,14 @@ static int do_step(struct inspect *in, int argc, char **argv, struct err *e)
 		if (rc != ERR_OK)
 			return rc;
 		fflush(stdout);
+		if (i + 1 < k && cli_signal_received()) {
+			/* at a window boundary: back to the prompt, where SIGINT lets the session
+			 * go on and SIGTERM ends it (run_session) */
+			printf("step: interrupted by %s after %ld of %ld windows (step %lld)\n",
+			       env_stop_name(cli_signal_received()), i + 1, k,
+			       (long long)in->t.step);
+			return ERR_OK;
+		}
 	}
 	return ERR_OK;
 }
@@ -1223,6 +1232,19 @@ static int run_line(struct inspect *in, struct session *ss, char *line, int too_
 	return 0;
 }
 
+/* After a line: SIGINT (which stopped a step, or met the prompt) is honoured and the
+ * session goes on; SIGTERM ends it. */
+static int take_signal(struct err *e)
+{
+	int sig = cli_signal_received();
+	if (sig == SIGINT)
+		cli_signals_rearm();
+	else if (sig)
+		return ERR(e, ERR_INTERRUPTED, "inspect: interrupted by %s; the session ends",
+			   env_stop_name(sig));
+	return ERR_OK;
+}
+
 /* Reads and runs lines until quit or the end of input. */
 static int run_session(struct inspect *in, struct session *ss, struct err *e)
 {
@@ -1239,6 +1261,8 @@ static int run_session(struct inspect *in, struct session *ss, struct err *e)
 		}
 		ss->line_no++;
 		int rc = run_line(in, ss, line, too_long, e);
+		if (rc == ERR_OK && (rc = take_signal(e)) != ERR_OK)
+			return rc;
 		if (rc == 1) {
 			if (!ss->rd.edit) /* piped input is not echoed: end the prompt's line */
 				printf("\n");

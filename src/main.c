@@ -170,7 +170,7 @@ static const struct command commands[] = {
 	 "Opens a ddptok> prompt to step through windows and look at the gradients (type\n"
 	 "help there); reads commands from stdin when it is not a terminal, and such a\n"
 	 "script that met a mistake exits with the first one's status (2 for usage).",
-	 "inspect --resume artifacts/checkpoints/step-0050", 0},
+	 "inspect --resume artifacts/checkpoints/step-0050", 1},
 	{"bench", cmd_bench, OPT_WINDOWS, WRITES_OUTPUTS,
 	 "training throughput, sgemm rate, size sweep [--windows N]",
 	 "Times training windows: throughput and FLOP rate against the machine's one-thread\n"
