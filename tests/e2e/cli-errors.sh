@@ -80,15 +80,26 @@ if [ -e outputs ]; then echo "FAIL: a failed run left outputs/"; ls -R outputs; 
 "$DDPTOK" --set run.log_level=quiet -- ok.ini check-loss > /dev/null ||
 	{ echo "FAIL: -- CONFIG COMMAND"; fail=1; }
 rm -rf outputs
-# out of memory: 11, whatever was being allocated (here the corpus, ~1.6 GB of tokens under a
-# 400 MB address-space limit; not under AddressSanitizer, which reserves far more than that)
+# out of memory: 11, whatever was being allocated (here the corpus, ~1.6 GB of tokens), under
+# an address-space limit 300 MB above what the program needs to start: the CUDA libraries of a
+# CUDA build alone map about a gigabyte. One BLAS thread, because a BLAS thread pool that
+# cannot get its memory spins instead of failing; every run under the limit has a timeout.
+# Not under AddressSanitizer, which reserves far more address space than that.
 if ! ldd "$DDPTOK" 2>/dev/null | grep -q libasan; then
-	(ulimit -v 400000 && "$DDPTOK" ok.ini prepare --set run.outputs=oom --set data.train=100000 \
-		--set data.min_len=4000 --set data.max_len=4096 >out.txt 2>err.txt)
+	start_kb=250000
+	while [ "$start_kb" -lt 8000000 ] && ! (ulimit -v "$start_kb" &&
+		OPENBLAS_NUM_THREADS=1 timeout 10 "$DDPTOK" --version) >/dev/null 2>&1
+	do
+		start_kb=$((start_kb + 250000))
+	done
+	(ulimit -v $((start_kb + 300000)) && OPENBLAS_NUM_THREADS=1 timeout 60 "$DDPTOK" ok.ini \
+		prepare --set run.outputs=oom --set data.train=100000 --set data.min_len=4000 \
+		--set data.max_len=4096 >out.txt 2>err.txt)
 	got=$?
 	if [ "$got" -ne 11 ] || ! grep -q "ddptok-run: out of memory: corpus: out of memory" err.txt
 	then
-		echo "FAIL: an allocation that fails exited $got:"; cat err.txt; fail=1
+		echo "FAIL: an allocation that fails (limit $((start_kb + 300000)) KB) exited $got:"
+		cat err.txt; fail=1
 	fi
 	rm -rf oom
 fi
