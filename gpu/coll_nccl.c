@@ -146,10 +146,13 @@ static int is_aborted(struct coll *c, struct nccl_coll *n)
 	return atomic_load(&n->aborting) || (c->barrier && barrier_is_aborted(c->barrier));
 }
 
-/* Polls until the allreduce enqueued on stream s has completed. */
-static int wait_done(struct coll *c, int rank, cudaStream_t s, double t0, struct err *e)
+/* Polls until the allreduce enqueued on stream s (dev's) has completed: a wait for the
+ * device, counted on dev like the backend's own (dev.h). */
+static int wait_done(struct coll *c, int rank, struct dev *dev, cudaStream_t s, double t0,
+		     struct err *e)
 {
 	struct nccl_coll *n = c->impl;
+	dev_count(dev, 0, 0, 1);
 	struct nccl_rank *nr = &n->r[rank];
 	double timeout = c->barrier ? barrier_timeout(c->barrier) : 0.0;
 	for (long it = 0;; it++) {
@@ -255,6 +258,7 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 	if (host_buf) {
 		CU_CHECK(cudaMemcpyAsync(nr->scratch, buf, bytes, cudaMemcpyHostToDevice, s), rank,
 			 device);
+		dev_count(dev, 0, 1, 0);
 		dbuf = nr->scratch;
 	}
 	pthread_mutex_lock(&nr->mu);
@@ -270,7 +274,8 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 		abort_all(n, rank);
 		return rc;
 	}
-	if ((rc = wait_done(c, rank, s, t0, e)) != ERR_OK)
+	dev_count(dev, 1, 0, 0);
+	if ((rc = wait_done(c, rank, dev, s, t0, e)) != ERR_OK)
 		return rc;
 	/* queued behind the sum on the same stream: whatever reads the buffer next waits */
 	if (op == COLL_AVG && (rc = cuda_dev_divide(dev, dbuf, count, (int)type, n->world, e)))
@@ -278,6 +283,7 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 	if (host_buf) {
 		CU_CHECK(cudaMemcpyAsync(buf, nr->scratch, bytes, cudaMemcpyDeviceToHost, s), rank,
 			 device);
+		dev_count(dev, 0, 1, 1);
 		CU_CHECK(cudaStreamSynchronize(s), rank, device);
 	}
 	c->seconds[rank] += clock_now_s() - t0;
@@ -315,9 +321,9 @@ static int tree_prologue(struct coll *c, int rank, struct dev *dev, cudaStream_t
  * it. send/recv: the reduce-scatter exchange (slice q of `out` to rank q, rank q's
  * contribution into slice q of `in`); otherwise an all-gather of `in` (slice elements)
  * into `out`. */
-static int tree_nccl_step(struct coll *c, int rank, cudaStream_t s, int exchange, void *in,
-			  void *out, size_t slice, ncclDataType_t type, size_t elem, double t0,
-			  struct err *e)
+static int tree_nccl_step(struct coll *c, int rank, struct dev *dev, cudaStream_t s,
+			  int exchange, void *in, void *out, size_t slice, ncclDataType_t type,
+			  size_t elem, double t0, struct err *e)
 {
 	struct nccl_coll *n = c->impl;
 	struct nccl_rank *nr = &n->r[rank];
@@ -348,7 +354,8 @@ static int tree_nccl_step(struct coll *c, int rank, cudaStream_t s, int exchange
 		abort_all(n, rank);
 		return rc;
 	}
-	return wait_done(c, rank, s, t0, e);
+	dev_count(dev, 1, 0, 0);
+	return wait_done(c, rank, dev, s, t0, e);
 }
 
 /* The W contributions to one slice, at slices[q * slice], added in the pairwise tree's
@@ -364,8 +371,8 @@ static int tree_add_slices(struct dev *dev, int world, float *slices, size_t sli
 }
 
 /* A small host buffer: all-gathered to every rank, added on the host in the tree. */
-static int tree_host_buffer(struct coll *c, int rank, cudaStream_t s, void *buf, size_t count,
-			    enum coll_dtype type, double t0, struct err *e)
+static int tree_host_buffer(struct coll *c, int rank, struct dev *dev, cudaStream_t s, void *buf,
+			    size_t count, enum coll_dtype type, double t0, struct err *e)
 {
 	struct nccl_coll *n = c->impl;
 	struct nccl_rank *nr = &n->r[rank];
@@ -376,12 +383,15 @@ static int tree_host_buffer(struct coll *c, int rank, cudaStream_t s, void *buf,
 		return rc;
 	char *mine = nr->tree, *all = (char *)nr->tree + bytes;
 	CU_CHECK(cudaMemcpyAsync(mine, buf, bytes, cudaMemcpyHostToDevice, s), rank, device);
-	if ((rc = tree_nccl_step(c, rank, s, 0, mine, all, count, nccl_dtype(type), elem, t0, e)))
+	dev_count(dev, 0, 1, 0);
+	if ((rc = tree_nccl_step(c, rank, dev, s, 0, mine, all, count, nccl_dtype(type), elem, t0,
+				 e)))
 		return rc;
 	void *host = malloc(bytes * w);
 	if (!host)
 		return ERR(e, ERR_NOMEM, "rank %d: out of memory for the tree allreduce", rank);
 	cudaError_t cs = cudaMemcpyAsync(host, all, bytes * w, cudaMemcpyDeviceToHost, s);
+	dev_count(dev, 0, 1, 1);
 	if (cs == cudaSuccess)
 		cs = cudaStreamSynchronize(s);
 	if (cs != cudaSuccess) {
@@ -416,14 +426,16 @@ static int tree_device_f32(struct coll *c, int rank, struct dev *dev, cudaStream
 		 rank, device);
 	CU_CHECK(cudaMemsetAsync(whole + count, 0, (padded - count) * sizeof(float), s), rank,
 		 device);
-	if ((rc = tree_nccl_step(c, rank, s, 1, slices, whole, slice, ncclFloat32, sizeof(float),
-				 t0, e)) ||
+	dev_count(dev, 0, 2, 0);
+	if ((rc = tree_nccl_step(c, rank, dev, s, 1, slices, whole, slice, ncclFloat32,
+				 sizeof(float), t0, e)) ||
 	    (rc = tree_add_slices(dev, w, slices, slice, e)) ||
-	    (rc = tree_nccl_step(c, rank, s, 0, slices, whole, slice, ncclFloat32, sizeof(float),
-				 t0, e)))
+	    (rc = tree_nccl_step(c, rank, dev, s, 0, slices, whole, slice, ncclFloat32,
+				 sizeof(float), t0, e)))
 		return rc;
 	CU_CHECK(cudaMemcpyAsync(buf, whole, count * sizeof(float), cudaMemcpyDeviceToDevice, s),
 		 rank, device);
+	dev_count(dev, 0, 1, 1);
 	CU_CHECK(cudaStreamSynchronize(s), rank, device);
 	return ERR_OK;
 }
@@ -441,7 +453,7 @@ static int nccl_allreduce_tree(struct coll *c, int rank, struct dev *dev, void *
 	if (count == 0)
 		return ERR_OK; /* every rank has the same count: all skip together */
 	if (host_buf)
-		rc = tree_host_buffer(c, rank, s, buf, count, type, t0, e);
+		rc = tree_host_buffer(c, rank, dev, s, buf, count, type, t0, e);
 	else if (type != COLL_F32)
 		rc = ERR(e, ERR_DEVICE, "the tree allreduce of a device buffer adds float32 only");
 	else

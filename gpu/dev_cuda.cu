@@ -90,6 +90,14 @@ static struct cuda_dev *cdev(struct dev *d)
 			return gpu_cuda_error((e), __FILE__, __LINE__, (int)st_,             \
 					      "launch of " what, (cd)->dev.rank,             \
 					      (cd)->dev.device_id);                          \
+		dev_count(&(cd)->dev, 1, 0, 0);                                              \
+	} while (0)
+
+/* a copy or fill queued on the stream: issued as `call`, then counted */
+#define COPY_TRY(cd, call, e)                                                                \
+	do {                                                                                 \
+		CU_TRY(cd, call, e);                                                         \
+		dev_count(&(cd)->dev, 0, 1, 0);                                              \
 	} while (0)
 
 static int blas_error(struct cuda_dev *cd, cublasStatus_t st, const char *call, const char *file,
@@ -120,9 +128,11 @@ static int enter(struct cuda_dev *cd, struct err *e)
 	return ERR_OK;
 }
 
-/* Waits for everything queued on the stream; the upload arena is free again. */
+/* Waits for everything queued on the stream; the upload arena is free again. Every wait
+ * of the backend for its stream comes through here, and is counted here. */
 static int drain(struct cuda_dev *cd, struct err *e)
 {
+	dev_count(&cd->dev, 0, 0, 1);
 	CU_TRY(cd, cudaStreamSynchronize(cd->stream), e);
 	cd->stage_off = 0;
 	return ERR_OK;
@@ -403,6 +413,7 @@ static int cu_alloc(struct dev *d, size_t bytes, void **out, struct err *e)
 			       d->rank, d->device_id, bytes, cudaGetErrorString(st));
 	}
 	/* zeroed, like the host backend's memory */
+	dev_count(d, 0, 1, 0);
 	st = cudaMemsetAsync(p, 0, n, cd->stream);
 	if (st != cudaSuccess) {
 		cudaFree(p);
@@ -420,6 +431,7 @@ static void cu_release(struct dev *d, void *p)
 		return;
 	/* nothing queued may still use it; release has no error channel */
 	cudaSetDevice(d->device_id);
+	dev_count(d, 0, 0, 1);
 	cudaStreamSynchronize(cd->stream);
 	cudaFree(p);
 }
@@ -435,7 +447,7 @@ static int cu_upload(struct dev *d, void *dst, const void *host, size_t bytes, s
 	size_t need = align_up(bytes, 256);
 	if (need > cd->stage_cap) {
 		/* larger than the arena sized at creation: copy directly and wait */
-		CU_TRY(cd, cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, cd->stream), e);
+		COPY_TRY(cd, cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, cd->stream), e);
 		return drain(cd, e);
 	}
 	if (cd->stage_off + need > cd->stage_cap) {
@@ -445,7 +457,7 @@ static int cu_upload(struct dev *d, void *dst, const void *host, size_t bytes, s
 	}
 	unsigned char *slot = cd->stage + cd->stage_off;
 	memcpy(slot, host, bytes);
-	CU_TRY(cd, cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, cd->stream), e);
+	COPY_TRY(cd, cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, cd->stream), e);
 	cd->stage_off += need;
 	return ERR_OK;
 }
@@ -458,7 +470,7 @@ static int cu_download(struct dev *d, void *host, const void *src, size_t bytes,
 		return ERR_OK;
 	if ((rc = enter(cd, e)) != ERR_OK)
 		return rc;
-	CU_TRY(cd, cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, cd->stream), e);
+	COPY_TRY(cd, cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, cd->stream), e);
 	return drain(cd, e);
 }
 
@@ -470,7 +482,7 @@ static int cu_copy(struct dev *d, void *dst, const void *src, size_t bytes, stru
 		return ERR_OK;
 	if ((rc = enter(cd, e)) != ERR_OK)
 		return rc;
-	CU_TRY(cd, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cd->stream), e);
+	COPY_TRY(cd, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cd->stream), e);
 	return ERR_OK;
 }
 
@@ -482,7 +494,7 @@ static int cu_zero(struct dev *d, void *p, size_t bytes, struct err *e)
 		return ERR_OK;
 	if ((rc = enter(cd, e)) != ERR_OK)
 		return rc;
-	CU_TRY(cd, cudaMemsetAsync(p, 0, bytes, cd->stream), e);
+	COPY_TRY(cd, cudaMemsetAsync(p, 0, bytes, cd->stream), e);
 	return ERR_OK;
 }
 
@@ -512,6 +524,7 @@ static int cu_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int k,
 		LAUNCH_TRY(cd, "k_gemm_beta", e);
 		return ERR_OK;
 	}
+	dev_count(d, 1, 0, 0);
 	BLAS_TRY(cd,
 		 cublasSgemm(cd->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
 			     trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a, lda,
@@ -566,7 +579,7 @@ static int cu_xent(struct dev *d, int rows, int cols, const float *bias, const i
 /* Copies `bytes` of the reduction result at red[slot] to the host and waits. */
 static int fetch_result(struct cuda_dev *cd, int slot, void *host, size_t bytes, struct err *e)
 {
-	CU_TRY(cd,
+	COPY_TRY(cd,
 	       cudaMemcpyAsync(cd->host_res, (char *)cd->red + (size_t)slot * 8, bytes,
 			       cudaMemcpyDeviceToHost, cd->stream),
 	       e);
@@ -655,6 +668,14 @@ static int sort_bytes(struct cuda_dev *cd, int slots, size_t *total, size_t *tem
 	return ERR_OK;
 }
 
+/* Counts what CUB's radix sort over `bits` key bits queues on its onesweep path (cccl's
+ * dispatch_radix_sort.cuh): two fills, a histogram and a scan kernel, and one kernel per
+ * 8-bit digit. A short input sorted as one tile queues less: the count is a bound. */
+static void count_sort(struct cuda_dev *cd, int bits)
+{
+	dev_count(&cd->dev, 2 + (unsigned)(bits + 7) / 8, 2, 0);
+}
+
 static int cu_embed_backward(struct dev *d, int rows, int width, int dim, const int32_t *ctx,
 			     const float *dx, float *table_grad, struct err *e)
 {
@@ -690,6 +711,7 @@ static int cu_embed_backward(struct dev *d, int rows, int width, int dim, const 
 	       cub::DeviceRadixSort::SortPairs(temp, temp_bytes, ctx, keys, idx_in, idx, slots, 0, 32,
 					       cd->stream),
 	       e);
+	count_sort(cd, 32);
 	k_embed_backward<<<ew_blocks((size_t)slots * dim), EW_THREADS, 0, cd->stream>>>(
 		slots, dim, keys, idx, dx, table_grad);
 	LAUNCH_TRY(cd, "k_embed_backward", e);
@@ -737,7 +759,7 @@ static int cu_argmax_hits(struct dev *d, int rows, int cols, const float *bias,
 	if ((rc = enter(cd, e)) != ERR_OK)
 		return rc;
 	unsigned long long *counter = (unsigned long long *)cd->red + RED_BLOCKS;
-	CU_TRY(cd, cudaMemsetAsync(counter, 0, sizeof *counter, cd->stream), e);
+	COPY_TRY(cd, cudaMemsetAsync(counter, 0, sizeof *counter, cd->stream), e);
 	k_argmax_hits<<<rows, ROW_THREADS, 0, cd->stream>>>(cols, bias, logits, target, counter);
 	LAUNCH_TRY(cd, "k_argmax_hits", e);
 	if ((rc = fetch_result(cd, RED_BLOCKS, &hits, sizeof hits, e)) != ERR_OK)

@@ -14,6 +14,12 @@
  *
  * Each compute operation mirrors a host function of the same name and argument order;
  * their per-element formulas live in runtime/kmath.h, shared by both backends.
+ *
+ * Costs a GPU pays in latency are counted on every backend (struct dev_counts), so that
+ * the CPU tests can bound them: the backend counts where it makes the host wait for the
+ * device and what it queues, and the CPU backend counts the same operations at the
+ * same places of the interface, so a window's counts on the CPU are those the CUDA
+ * backend's interface calls would make.
  */
 #ifndef DDPTOK_DEV_H
 #define DDPTOK_DEV_H
@@ -26,6 +32,19 @@
 enum dev_backend { DEV_BACKEND_CPU = 0, DEV_BACKEND_CUDA = 1 };
 
 struct dev;
+
+/* What a device has issued since it was created (differences give a window's). */
+struct dev_counts {
+	/* operations that made the host wait for the device: a drained stream, a result
+	 * read back, a collective waited for; on the CPU backend the interface's waiting
+	 * operations (download, sum, argmax_hits, count_nonfinite, sync) */
+	uint64_t syncs;
+	/* kernels and library calls queued (a cuBLAS GEMM, each kernel of a CUB sort); on
+	 * the CPU backend one per compute operation (gemm and the element operations) */
+	uint64_t launches;
+	/* copies and fills queued on the device (upload, download, copy, zero) */
+	uint64_t copies;
+};
 
 struct dev_ops {
 	const char *name; /* "cpu" or "cuda" */
@@ -95,7 +114,19 @@ struct dev {
 	int rank;      /* rank of the device thread that owns it */
 	int device_id; /* CPU: rank; CUDA: the GPU ordinal */
 	void *impl;    /* backend state */
+	struct dev_counts counts; /* filled by the backend, read by anyone on its thread */
 };
+
+/* Counts what a backend (or a collective on the device's behalf) issued; d may be NULL
+ * (a kernel called without a device, in tests). */
+static inline void dev_count(struct dev *d, unsigned launches, unsigned copies, unsigned syncs)
+{
+	if (d) {
+		d->counts.launches += launches;
+		d->counts.copies += copies;
+		d->counts.syncs += syncs;
+	}
+}
 
 /* Host backend: one OpenBLAS thread per device thread; call from the owning thread. */
 int dev_host_create(int rank, struct dev **out, struct err *e);

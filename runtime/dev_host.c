@@ -41,21 +41,38 @@ static void host_release(struct dev *d, void *p)
 	free(p);
 }
 
-static int host_copy(struct dev *d, void *dst, const void *src, size_t bytes, struct err *e)
+static void host_move(void *dst, const void *src, size_t bytes)
 {
 	if (bytes)
 		memmove(dst, src, bytes);
+}
+
+/* upload and copy queue a copy on a GPU; download also waits for it */
+static int host_upload(struct dev *d, void *dst, const void *src, size_t bytes, struct err *e)
+{
+	dev_count(d, 0, bytes > 0, 0);
+	host_move(dst, src, bytes);
+	return ERR_OK;
+}
+
+static int host_download(struct dev *d, void *dst, const void *src, size_t bytes,
+			 struct err *e)
+{
+	dev_count(d, 0, bytes > 0, bytes > 0);
+	host_move(dst, src, bytes);
 	return ERR_OK;
 }
 
 static int host_zero(struct dev *d, void *p, size_t bytes, struct err *e)
 {
+	dev_count(d, 0, bytes > 0, 0);
 	memset(p, 0, bytes);
 	return ERR_OK;
 }
 
 static int host_sync(struct dev *d, struct err *e)
 {
+	dev_count(d, 0, 0, 1);
 	return ERR_OK;
 }
 
@@ -65,6 +82,7 @@ static int host_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int 
 {
 	if (m <= 0 || n <= 0)
 		return ERR_OK;
+	dev_count(d, 1, 0, 0);
 	if (k <= 0) {
 		/* C = beta * C: BLAS implementations disagree on k == 0, do it here */
 		for (int i = 0; i < m; i++)
@@ -84,9 +102,9 @@ static void host_fill_common(struct dev_ops *o)
 	o->destroy = host_destroy;
 	o->alloc = host_alloc;
 	o->release = host_release;
-	o->upload = host_copy;
-	o->download = host_copy;
-	o->copy = host_copy;
+	o->upload = host_upload;
+	o->download = host_download;
+	o->copy = host_upload;
 	o->zero = host_zero;
 	o->sync = host_sync;
 	o->gemm = host_gemm;

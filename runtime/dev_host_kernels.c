@@ -24,6 +24,7 @@
 static int host_embed_gather(struct dev *d, int rows, int width, int dim, const int32_t *ctx,
 			  const float *table, float *x, struct err *e)
 {
+	dev_count(d, 1, 0, 0);
 	for (int p = 0; p < rows; p++)
 		for (int j = 0; j < width; j++)
 			memcpy(x + ((size_t)p * width + j) * dim,
@@ -34,6 +35,7 @@ static int host_embed_gather(struct dev *d, int rows, int width, int dim, const 
 static int host_bias_tanh(struct dev *d, int rows, int cols, const float *bias, float *z,
 		       struct err *e)
 {
+	dev_count(d, 1, 0, 0);
 	for (int p = 0; p < rows; p++) {
 		float *row = z + (size_t)p * cols;
 		for (int j = 0; j < cols; j++) /* vectorized: bias_tanh */
@@ -45,6 +47,7 @@ static int host_bias_tanh(struct dev *d, int rows, int cols, const float *bias, 
 static int host_xent(struct dev *d, int rows, int cols, const float *bias, const int32_t *target,
 		  float scale, float *logits, float *loss, struct err *e)
 {
+	dev_count(d, 1, 0, 0);
 	for (int p = 0; p < rows; p++) {
 		float *row = logits + (size_t)p * cols;
 		int t = target[p];
@@ -70,6 +73,7 @@ static int host_xent(struct dev *d, int rows, int cols, const float *bias, const
 
 static int host_sum(struct dev *d, int n, const float *x, double *host_out, struct err *e)
 {
+	dev_count(d, 1, 0, 1);
 	double s = 0.0;
 	for (int i = 0; i < n; i++)
 		s += x[i];
@@ -80,6 +84,7 @@ static int host_sum(struct dev *d, int n, const float *x, double *host_out, stru
 static int host_col_sum_acc(struct dev *d, int rows, int cols, const float *x, float *out,
 			 struct err *e)
 {
+	dev_count(d, 1, 0, 0);
 	for (int p = 0; p < rows; p++) {
 		const float *row = x + (size_t)p * cols;
 		for (int j = 0; j < cols; j++) /* vectorized: col_sum_acc */
@@ -90,6 +95,7 @@ static int host_col_sum_acc(struct dev *d, int rows, int cols, const float *x, f
 
 static int host_tanh_backward(struct dev *d, int n, const float *h, float *dh, struct err *e)
 {
+	dev_count(d, 1, 0, 0);
 	for (int i = 0; i < n; i++) /* vectorized: tanh_backward */
 		dh[i] = km_tanh_backward(h[i], dh[i]);
 	return ERR_OK;
@@ -98,6 +104,7 @@ static int host_tanh_backward(struct dev *d, int n, const float *h, float *dh, s
 static int host_embed_backward(struct dev *d, int rows, int width, int dim, const int32_t *ctx,
 			    const float *dx, float *table_grad, struct err *e)
 {
+	dev_count(d, 1, 0, 0);
 	/* positions ascending, then context slots ascending: for any table row the additions
 	 * happen in that order, which is the order the CUDA kernel follows too */
 	for (int p = 0; p < rows; p++)
@@ -112,6 +119,7 @@ static int host_embed_backward(struct dev *d, int rows, int width, int dim, cons
 
 static int host_scale(struct dev *d, int n, float alpha, float *x, struct err *e)
 {
+	dev_count(d, 1, 0, 0);
 	for (int i = 0; i < n; i++) /* vectorized: scale */
 		x[i] *= alpha;
 	return ERR_OK;
@@ -120,6 +128,7 @@ static int host_scale(struct dev *d, int n, float alpha, float *x, struct err *e
 static int host_sgd(struct dev *d, int n, float lr, float momentum, float weight_decay, int first,
 		 float *p, const float *g, float *buf, struct err *e)
 {
+	dev_count(d, 1, 0, 0);
 	for (int i = 0; i < n; i++) /* vectorized: sgd */
 		km_sgd(&p[i], g[i], &buf[i], lr, momentum, weight_decay, first);
 	return ERR_OK;
@@ -129,6 +138,7 @@ static int host_argmax_hits(struct dev *d, int rows, int cols, const float *bias
 			 const float *logits, const int32_t *target, int64_t *host_hits,
 			 struct err *e)
 {
+	dev_count(d, 1, 0, 1);
 	int64_t hits = 0;
 	for (int p = 0; p < rows; p++) {
 		int arg;
@@ -143,6 +153,7 @@ static int host_argmax_hits(struct dev *d, int rows, int cols, const float *bias
 
 static int host_count_nonfinite(struct dev *d, int n, const float *x, int64_t *bad, struct err *e)
 {
+	dev_count(d, 1, 0, 1);
 	int64_t b = 0;
 	for (int i = 0; i < n; i++) /* vectorized: count_nonfinite */
 		b += !km_isfinite(x[i]);

@@ -11,7 +11,9 @@
  * against the sgemm thread's): on a machine shared with other work the wall-clock
  * figures drop with the load, the CPU-time one much less. It also reports the share of
  * window time spent in collectives (which includes waiting for the slowest rank at their
- * barriers).
+ * barriers), and what a window costs a GPU in latency whichever backend runs: the
+ * device's host waits (synchronisations), kernel launches and queued copies per window
+ * (dev.h's counts, on the rank that issues most).
  *
  * Then a size sweep, the configuration with hidden = 512, 1024, 2048 and vocab = 128 and
  * 4096 (on the synthetic source), a short run each (at most --windows windows, about two
@@ -110,7 +112,30 @@ struct bench_result {
 	double flop_per_token;
 	struct gemm_shape gemm;
 	double sgemm, sgemm_per_cpu; /* one-thread sgemm GFLOP/s (0: not measured) */
+	struct dev_counts counts;    /* summed over the timed windows: the busiest rank's */
 };
+
+/* Adds the window's counts of the rank that issued most of each kind to *sum. */
+static void add_window_counts(const struct window_result *res, int world,
+			      struct dev_counts *sum)
+{
+	struct dev_counts most = {0, 0, 0};
+	for (int r = 0; r < world; r++) {
+		const struct dev_counts *c = &res->rank_counts[r];
+		most.syncs = c->syncs > most.syncs ? c->syncs : most.syncs;
+		most.launches = c->launches > most.launches ? c->launches : most.launches;
+		most.copies = c->copies > most.copies ? c->copies : most.copies;
+	}
+	sum->syncs += most.syncs;
+	sum->launches += most.launches;
+	sum->copies += most.copies;
+}
+
+/* per window, of a count summed over b->windows */
+static double per_window(const struct bench_result *b, uint64_t total)
+{
+	return b->windows > 0 ? (double)total / b->windows : 0.0;
+}
 
 /* `warmup` windows, then timed ones until `windows` of them or max_s seconds of window
  * time (max_s <= 0: no time bound) */
@@ -134,6 +159,7 @@ static int bench_windows(struct run *r, const struct settings *s, long warmup, l
 		b->seconds += res.seconds;
 		b->coll += res.seconds_coll;
 		b->coll_mean += res.seconds_coll_mean;
+		add_window_counts(&res, s->world, &b->counts);
 		if (max_s > 0.0 && b->seconds >= max_s)
 			break;
 	}
@@ -181,6 +207,9 @@ static void report_main(const struct env *v, const struct bench_result *b, int w
 	env_info(v, "bench: time inside collectives (their barriers included, so waiting for the "
 		 "slowest rank too): %.1f%% of window time on the rank that waits most, %.1f%% on "
 		 "average over ranks", 100.0 * b->coll / b->seconds, 100.0 * b->coll_mean / b->seconds);
+	env_info(v, "bench: per window (the rank that issues most): %.1f host synchronisations, "
+		 "%.1f launches, %.1f device copies", per_window(b, b->counts.syncs),
+		 per_window(b, b->counts.launches), per_window(b, b->counts.copies));
 }
 
 /* the sweep's large vocabulary: tokenizer-sized, yet every point stays within a few
@@ -318,8 +347,8 @@ int cmd_bench(struct app *a, struct err *e)
 		json_decref(points);
 		return rc;
 	}
-	json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o, "
-			      "s:o*}",
+	json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
+			      "s:f, s:f, s:o, s:o*}",
 			      "backend", backend, "world", s->world, "plan",
 			      rank_split_name(s->rank_split), "tokens",
 			      (json_int_t)b.tokens, "seconds", b.seconds, "cpu_seconds", b.cpu_seconds,
@@ -328,7 +357,9 @@ int cmd_bench(struct app *a, struct err *e)
 			      b.sgemm, "fraction_of_w_sgemm", of_sgemm(&b, s->world),
 			      "fraction_of_sgemm_per_cpu_s", of_sgemm_cpu(&b), "collective_share",
 			      b.coll / b.seconds, "collective_share_mean", b.coll_mean / b.seconds,
-			      "sweep", points, "exact_vs_default", exact);
+			      "syncs_per_window", per_window(&b, b.counts.syncs), "launches_per_window",
+			      per_window(&b, b.counts.launches), "copies_per_window",
+			      per_window(&b, b.counts.copies), "sweep", points, "exact_vs_default", exact);
 	rc = env_write_json(v, output_name(OUT_BENCH), j, e);
 	json_decref(j);
 	return rc;

@@ -329,6 +329,7 @@ struct rank_outcome {
 	double seconds_coll;   /* its time inside the collective */
 	int64_t rejected;
 	uint64_t param_digest;
+	struct dev_counts counts; /* what its device issued in the window */
 };
 
 struct window_shared {
@@ -337,6 +338,7 @@ struct window_shared {
 	double loss_sum[MAX_WORLD];
 	int rejected[MAX_WORLD];
 	uint64_t param_digest[MAX_WORLD];
+	struct dev_counts counts[MAX_WORLD];
 	struct rank_outcome out[MAX_WORLD]; /* by global rank */
 };
 
@@ -369,7 +371,7 @@ static int gather_outcomes(struct engine *eng, struct window_shared *ws, struct 
 		int g = eng->first_rank + l;
 		mine[l] = (struct rank_outcome){ws->loss_sum[g], eng->rep[l].loss_sum,
 						eng->coll->seconds[l], ws->rejected[g],
-						ws->param_digest[g]};
+						ws->param_digest[g], ws->counts[g]};
 	}
 	return world_allgather(mine, sizeof mine[0] * (size_t)eng->local, ws->out,
 			       eng->s.timeout_s, "the exchange of window outcomes", e);
@@ -400,9 +402,9 @@ static int accumulate_micro(struct engine *eng, struct window_shared *ws, struct
 	return ERR_OK;
 }
 
-static int window_step(struct engine *eng, struct replica *r, void *arg, struct err *e)
+static int window_work(struct engine *eng, struct replica *r, struct window_shared *ws,
+		       struct err *e)
 {
-	struct window_shared *ws = arg;
 	const int rank = r->rank;
 	struct dev *d = r->dev;
 	const struct dev_ops *o = d->ops;
@@ -484,6 +486,19 @@ static int window_step(struct engine *eng, struct replica *r, void *arg, struct 
 	return o->sync(d, e);
 }
 
+/* The rank's window, and what its device issued in it (the collectives' waits included). */
+static int window_step(struct engine *eng, struct replica *r, void *arg, struct err *e)
+{
+	struct window_shared *ws = arg;
+	const struct dev_counts before = r->dev->counts;
+	int rc = window_work(eng, r, ws, e);
+	const struct dev_counts *now = &r->dev->counts;
+	ws->counts[r->rank] = (struct dev_counts){now->syncs - before.syncs,
+						  now->launches - before.launches,
+						  now->copies - before.copies};
+	return rc;
+}
+
 int engine_window(struct engine *eng, const struct window *w, int mode, int flags,
 		  struct window_result *res, struct err *e)
 {
@@ -518,6 +533,7 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 		res->rank_tokens[r] = w->rank_tokens[r];
 		res->rank_loss_sum[r] = out[r].local_loss_sum;
 		res->rank_seconds_coll[r] = out[r].seconds_coll;
+		res->rank_counts[r] = out[r].counts;
 		if (out[r].rejected != out[0].rejected)
 			return ERR(e, ERR_DEVICE, "window %lld: ranks disagree on rejecting it",
 				   (long long)w->index);

@@ -67,6 +67,8 @@ struct window_result {
 	double seconds_coll;    /* max over ranks of the time inside collectives (their
 				   barrier waits, i.e. waiting for the slowest rank, included) */
 	double seconds_coll_mean; /* mean over ranks of the same */
+	/* what each rank's device issued in the window (dev.h): host waits, launches, copies */
+	struct dev_counts rank_counts[MAX_WORLD];
 };
 
 /* Where the ranks run: the backend, each rank's device and the collective, decided from

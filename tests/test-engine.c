@@ -461,6 +461,32 @@ START_TEST(a_diverged_replica_is_detected)
 }
 END_TEST
 
+/* Each rank's device counts of a window come back with it: the replica check, which
+ * downloads the parameters, is one more host wait on every rank. */
+START_TEST(windows_report_their_device_counts)
+{
+	struct env v;
+	struct err e;
+	struct window_result plain, checked;
+	err_clear(&e);
+	env_open(&v, 2, 2, 0, LAYOUT_PACKED, 0);
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	ck_assert_msg(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &plain, &e) ==
+		      ERR_OK, "%s", e.msg);
+	ck_assert_msg(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN,
+				    ENGINE_UPDATE | ENGINE_CHECK_REPLICAS, &checked, &e) == ERR_OK,
+		      "%s", e.msg);
+	for (int r = 0; r < 2; r++) {
+		/* six GEMMs and six element operations per non-empty microbatch at least */
+		ck_assert_uint_ge(plain.rank_counts[r].launches, 12);
+		ck_assert_uint_ge(plain.rank_counts[r].syncs, 1);
+		ck_assert_uint_eq(checked.rank_counts[r].syncs, plain.rank_counts[r].syncs + 1);
+		ck_assert_uint_eq(checked.rank_counts[r].launches, plain.rank_counts[r].launches);
+	}
+	env_close(&v);
+}
+END_TEST
+
 START_TEST(runs_are_reproducible_bit_for_bit)
 {
 	float *first = NULL;
@@ -776,6 +802,7 @@ int main(void)
 	tcase_add_test(tc, a_count_unlike_the_schedulers_stops_every_rank);
 	tcase_add_test(tc, replicas_stay_identical);
 	tcase_add_test(tc, runs_are_reproducible_bit_for_bit);
+	tcase_add_test(tc, windows_report_their_device_counts);
 	tcase_add_test(tc, a_diverged_replica_is_detected);
 	tcase_add_test(tc, sequence_unit_parity_and_controls);
 	tcase_add_test(tc, units_agree_on_equal_lengths_only);

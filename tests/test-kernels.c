@@ -309,6 +309,38 @@ START_TEST(backend_picks_the_widest_build)
 }
 END_TEST
 
+/* The host backend counts what the interface makes a GPU do: a wait for each operation
+ * that returns a result to the host, none for what is only queued. */
+START_TEST(host_backend_counts_waits_launches_and_copies)
+{
+	struct dev *d;
+	struct err e;
+	float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8];
+	double s;
+	int64_t bad;
+	ck_assert_int_eq(dev_host_create(0, &d, &e), ERR_OK);
+	const struct dev_ops *o = d->ops;
+	ck_assert_uint_eq(d->counts.syncs + d->counts.launches + d->counts.copies, 0);
+	/* queued only: copies and launches, no wait */
+	ck_assert_int_eq(o->upload(d, y, x, sizeof x, &e), ERR_OK);
+	ck_assert_int_eq(o->zero(d, y, sizeof y, &e), ERR_OK);
+	ck_assert_int_eq(o->scale(d, 8, 2.0f, x, &e), ERR_OK);
+	ck_assert_int_eq(o->gemm(d, 0, 0, 2, 2, 2, 1.0f, x, 2, x, 2, 0.0f, y, 2, &e), ERR_OK);
+	ck_assert_uint_eq(d->counts.syncs, 0);
+	ck_assert_uint_eq(d->counts.copies, 2);
+	ck_assert_uint_eq(d->counts.launches, 2);
+	/* each of these makes the host wait */
+	ck_assert_int_eq(o->sum(d, 8, x, &s, &e), ERR_OK);
+	ck_assert_int_eq(o->count_nonfinite(d, 8, x, &bad, &e), ERR_OK);
+	ck_assert_int_eq(o->download(d, y, x, sizeof x, &e), ERR_OK);
+	ck_assert_int_eq(o->sync(d, &e), ERR_OK);
+	ck_assert_uint_eq(d->counts.syncs, 4);
+	ck_assert_uint_eq(d->counts.launches, 4);
+	ck_assert_uint_eq(d->counts.copies, 3);
+	dev_destroy(d);
+}
+END_TEST
+
 int main(void)
 {
 	variants_init();
@@ -322,6 +354,7 @@ int main(void)
 	tcase_add_test(tc, reductions_agree);
 	tcase_add_test(tc, comparison_sees_one_ulp);
 	tcase_add_test(tc, backend_picks_the_widest_build);
+	tcase_add_test(tc, host_backend_counts_waits_launches_and_copies);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }
