@@ -111,9 +111,6 @@ static int parse_state(const char *dir, json_t *st, struct checkpoint *ck, struc
 	    get_int(st, "world", 1, &world) || get_int(st, "n_params", 1, &n))
 		return ERR(e, ERR_DATA, "checkpoint %s: state.json lacks a valid step, updates_done, "
 			   "world or n_params", dir);
-	if (ck->updates_done > ck->step)
-		return ERR(e, ERR_DATA, "checkpoint %s: state.json: %" PRId64 " updates in %" PRId64
-			   " steps", dir, ck->updates_done, ck->step);
 	if (ck->step > TRAIN_MAX_STEP)
 		return ERR(e, ERR_DATA, "checkpoint %s: state.json: step %" PRId64 " is past any "
 			   "run's end (train.updates <= %d)", dir, ck->step, TRAIN_MAX_STEP);
@@ -241,11 +238,14 @@ static int read_state(const char *dir, uint64_t manifest_step, struct checkpoint
 	return rc;
 }
 
-/* The model its config.ini describes holds ck->n parameters, with its vocabulary (the
- * synthetic source's, or model.vocab's); a file source that leaves model.vocab = 0 took
- * its vocabulary from its files: then any vocabulary will do that makes the count. */
-static int own_shape(const char *dir, const struct cfg *stored, const struct checkpoint *ck,
-		     struct err *e)
+/* 4b. The checkpoint must agree with its own config.ini (its keys as written, not the
+ * relations this program checks between them), whatever the current configuration:
+ * nothing could load one that does not (its updates_done: 6. below). The model its
+ * config.ini describes holds ck->n parameters, with its vocabulary (the synthetic
+ * source's, or model.vocab's); a file source that leaves model.vocab = 0 took its
+ * vocabulary from its files: then any vocabulary will do that makes the count. */
+static int check_own_shape(const char *dir, const struct cfg *stored,
+			   const struct checkpoint *ck, struct err *e)
 {
 	struct model_shape m, none, one;
 	int context = (int)cfg_int(stored, "model", "context");
@@ -271,25 +271,6 @@ static int own_shape(const char *dir, const struct cfg *stored, const struct che
 	return ERR(e, ERR_DATA, "checkpoint %s: no vocabulary makes a model of context %d, embed "
 		   "%d, hidden %d (its config.ini) hold its %zu parameters", dir, context, embed,
 		   hidden, ck->n);
-}
-
-/* 4b. The checkpoint must agree with its own config.ini (its keys as written, not the
- * relations this program checks between them), whatever the current configuration:
- * nothing could load one that does not. It holds the parameters of the model its
- * config.ini describes, and under train.empty_window = error, where every step is an
- * update, updates_done is its step (under skip the declined windows are not recorded:
- * fewer updates than steps is all that can be checked). updates_done decides whether the
- * next update starts its momentum afresh. */
-static int check_own_config(const char *dir, const struct cfg *stored,
-			    const struct checkpoint *ck, struct err *e)
-{
-	ERR_TRY(own_shape(dir, stored, ck, e));
-	if (cfg_enum(stored, "train", "empty_window") == EMPTY_ERROR &&
-	    ck->updates_done != ck->step)
-		return ERR(e, ERR_DATA, "checkpoint %s: state.json: %" PRId64 " updates in %" PRId64
-			   " steps, but with train.empty_window = error (its config.ini) every step "
-			   "is an update", dir, ck->updates_done, ck->step);
-	return ERR_OK;
 }
 
 /* 4c. The parameters are read into (and interpreted as) the current configuration's
@@ -336,31 +317,72 @@ static int read_tensors(const char *dir, struct checkpoint *ck, struct err *e)
 	return ERR_OK;
 }
 
-/* 5. One rank part, rank-R.json: its rank and a history that fits the steps (every rank
- * takes part in every window; what a window holds is bounded). */
+int train_history_parse(const void *json_obj, struct train_history *out)
+{
+	json_t *h = (json_t *)json_obj;
+	if (!json_is_object(h) || get_int(h, "windows", 0, &out->windows) ||
+	    get_int(h, "sequences", 0, &out->sequences) || get_int(h, "tokens", 0, &out->tokens) ||
+	    get_int(h, "declined", 0, &out->declined) || out->declined > out->windows)
+		return -1;
+	return 0;
+}
+
+int train_history_fits(const struct train_history *h, int64_t step)
+{
+	return h->windows == step && h->sequences <= step * (int64_t)TRAIN_MAX_WINDOW_SEQUENCES &&
+	       h->tokens <= step * (int64_t)TRAIN_MAX_WINDOW_TOKENS;
+}
+
+/* 5. One rank part, rank-R.json: its rank and a history that fits the steps. */
 static int read_rank_part(const char *dir, int r, struct checkpoint *ck, struct err *e)
 {
 	char name[32];
 	int64_t rank;
-	json_t *j = NULL, *h;
+	json_t *j = NULL;
 	struct train_history *rh = &ck->hist[r];
 	int rc;
 	snprintf(name, sizeof name, "rank-%d.json", r);
 	if ((rc = read_json(dir, name, &j, e)))
 		return rc;
-	h = json_object_get(j, "history");
-	if (get_int(j, "rank", 0, &rank) || rank != r || !json_is_object(h) ||
-	    get_int(h, "windows", 0, &rh->windows) || get_int(h, "sequences", 0, &rh->sequences) ||
-	    get_int(h, "tokens", 0, &rh->tokens))
+	if (get_int(j, "rank", 0, &rank) || rank != r ||
+	    train_history_parse(json_object_get(j, "history"), rh))
 		rc = ERR(e, ERR_DATA, "checkpoint %s: %s lacks a valid rank or history", dir, name);
-	else if (rh->windows != ck->step ||
-		 rh->sequences > ck->step * (int64_t)TRAIN_MAX_WINDOW_SEQUENCES ||
-		 rh->tokens > ck->step * (int64_t)TRAIN_MAX_WINDOW_TOKENS)
+	else if (!train_history_fits(rh, ck->step))
 		rc = ERR(e, ERR_DATA, "checkpoint %s: %s: a history of %" PRId64 " windows, %" PRId64
 			 " sequences, %" PRId64 " tokens does not fit %" PRId64 " steps", dir, name,
 			 rh->windows, rh->sequences, rh->tokens, ck->step);
 	json_decref(j);
 	return rc;
+}
+
+/* 6. updates_done decides whether the next update starts its momentum afresh, so it must
+ * be what the history says: every step is an update except the windows declined for want
+ * of a token, which every rank (and in exact mode every shard) counts alike; under
+ * train.empty_window = error (the checkpoint's own config.ini) no window is declined. */
+static int check_updates(const char *dir, const struct cfg *stored, const struct checkpoint *ck,
+			 struct err *e)
+{
+	int64_t declined = ck->hist[0].declined;
+	for (int r = 1; r < ck->world; r++)
+		if (ck->hist[r].declined != declined)
+			return ERR(e, ERR_DATA, "checkpoint %s: rank-%d.json's history declares %" PRId64
+				   " declined windows, rank-0.json's %" PRId64 " (every rank declines "
+				   "a window together)", dir, r, ck->hist[r].declined, declined);
+	for (int s = 0; s < ck->shards; s++)
+		if (ck->shard_hist[s].declined != declined)
+			return ERR(e, ERR_DATA, "checkpoint %s: state.json: the history of shard %d "
+				   "declares %" PRId64 " declined windows, rank-0.json's %" PRId64, dir,
+				   s, ck->shard_hist[s].declined, declined);
+	if (declined > 0 && cfg_enum(stored, "train", "empty_window") == EMPTY_ERROR)
+		return ERR(e, ERR_DATA, "checkpoint %s: rank-0.json's history declares %" PRId64
+			   " declined windows, but with train.empty_window = error (its config.ini) "
+			   "no window is declined", dir, declined);
+	if (ck->updates_done != ck->step - declined)
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: updates_done = %" PRId64 ", but "
+			   "step %" PRId64 " minus the %" PRId64 " declined windows of rank-0.json's "
+			   "history makes %" PRId64, dir, ck->updates_done, ck->step, declined,
+			   ck->step - declined);
+	return ERR_OK;
 }
 
 int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c,
@@ -378,17 +400,19 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 	ckpt_report_free(&rep);
 	if (rc)
 		return rc;
-	/* 2. the configuration, 3. the data, 4. the state, 5. the rank parts */
+	/* 2. the configuration, 3. the data, 4. the state, 5. the rank parts, 6. the updates */
 	if ((rc = load_config(dir, &stored, e)) ||
 	    (rc = check_config(dir, v->cfg, &stored, checks, e)) ||
 	    (rc = check_data_lock(dir, c, v->s->outputs, checks, ck, e)) ||
 	    (rc = read_state(dir, manifest_step, ck, e)) ||
-	    (rc = check_own_config(dir, &stored, ck, e)) ||
+	    (rc = check_own_shape(dir, &stored, ck, e)) ||
 	    (rc = check_shape(dir, v->cfg, v->s, &stored, checks, ck, e)) ||
 	    (rc = read_tensors(dir, ck, e)))
 		goto out;
 	for (int r = 0; r < ck->world && rc == ERR_OK; r++)
 		rc = read_rank_part(dir, r, ck, e);
+	if (rc == ERR_OK)
+		rc = check_updates(dir, &stored, ck, e);
 out:
 	if (stored.vals)
 		cfg_free(&stored);
@@ -518,12 +542,12 @@ static json_t *rank_json(const struct trainer *t, int r)
 	char dev[32];
 	snprintf(dev, sizeof dev, "%s:%d", engine_backend_name(eng),
 		 eng->placement.backend == DEV_BACKEND_CUDA ? eng->placement.ids[r] : r);
-	return json_pack("{s:i, s:s, s:s, s:n, s:s, s:{s:I, s:I, s:I}}", "rank", r, "device", dev,
+	return json_pack("{s:i, s:s, s:s, s:n, s:s, s:{s:I, s:I, s:I, s:I}}", "rank", r, "device", dev,
 			 "backend", engine_backend_name(eng), "rng", "rng_note", "none: the ranks "
 			 "draw no random numbers (the sampler state in state.json is the run's only "
 			 "generator)", "history", "windows", (json_int_t)t->hist[r].windows,
 			 "sequences", (json_int_t)t->hist[r].sequences, "tokens",
-			 (json_int_t)t->hist[r].tokens);
+			 (json_int_t)t->hist[r].tokens, "declined", (json_int_t)t->hist[r].declined);
 }
 
 /* Every file of the checkpoint, into the open writer w. */

@@ -16,11 +16,13 @@
 #include "gpu.h"
 #endif
 
-void elastic_history_add(struct train_history *shard_hist, const struct window *w)
+void elastic_history_add(struct train_history *shard_hist, const struct window *w,
+			 int declined)
 {
 	for (int s = 0; s < w->world * w->micro; s++) {
 		const struct microbatch *mb = shard_of(w, s);
 		shard_hist[s].windows++;
+		shard_hist[s].declined += declined != 0;
 		shard_hist[s].sequences += mb->n;
 		shard_hist[s].tokens += mb->tokens;
 	}
@@ -33,6 +35,7 @@ void elastic_rank_history(const struct train_history *shard_hist, int shards, in
 	for (int r = 0; r < world; r++) {
 		memset(&hist[r], 0, sizeof hist[r]);
 		hist[r].windows = step;
+		hist[r].declined = shard_hist[0].declined; /* a window is declined by all */
 		for (int s = r * per; s < (r + 1) * per; s++) {
 			hist[r].sequences += shard_hist[s].sequences;
 			hist[r].tokens += shard_hist[s].tokens;
@@ -60,27 +63,15 @@ void *elastic_state_json(const struct trainer *t)
 		return NULL;
 	json_t *hist = json_array();
 	for (int k = 0; k < s->shards; k++)
-		json_array_append_new(hist, json_pack("{s:I, s:I, s:I}", "windows",
+		json_array_append_new(hist, json_pack("{s:I, s:I, s:I, s:I}", "windows",
 						      (json_int_t)t->shard_hist[k].windows,
 						      "sequences",
 						      (json_int_t)t->shard_hist[k].sequences, "tokens",
-						      (json_int_t)t->shard_hist[k].tokens));
+						      (json_int_t)t->shard_hist[k].tokens, "declined",
+						      (json_int_t)t->shard_hist[k].declined));
 	return json_pack("{s:i, s:s, s:o}", "shards", s->shards, "shard_order",
 			 s->shard_order == SHARD_ORDER_BALANCED ? "balanced" : "length", "history",
 			 hist);
-}
-
-static int parse_history(json_t *h, struct train_history *out)
-{
-	json_t *w = json_object_get(h, "windows"), *q = json_object_get(h, "sequences"),
-	       *t = json_object_get(h, "tokens");
-	if (!json_is_integer(w) || !json_is_integer(q) || !json_is_integer(t) ||
-	    json_integer_value(w) < 0 || json_integer_value(q) < 0 || json_integer_value(t) < 0)
-		return -1;
-	out->windows = json_integer_value(w);
-	out->sequences = json_integer_value(q);
-	out->tokens = json_integer_value(t);
-	return 0;
 }
 
 int elastic_state_parse(const char *dir, void *st, struct checkpoint *ck, struct err *e)
@@ -99,9 +90,8 @@ int elastic_state_parse(const char *dir, void *st, struct checkpoint *ck, struct
 			   "count and history", dir);
 	for (int s = 0; s < shards; s++) {
 		struct train_history *h = &ck->shard_hist[s];
-		if (parse_history(json_array_get(hist, (size_t)s), h) || h->windows != ck->step ||
-		    h->sequences > ck->step * (int64_t)TRAIN_MAX_WINDOW_SEQUENCES ||
-		    h->tokens > ck->step * (int64_t)TRAIN_MAX_WINDOW_TOKENS)
+		if (train_history_parse(json_array_get(hist, (size_t)s), h) ||
+		    !train_history_fits(h, ck->step))
 			return ERR(e, ERR_DATA, "checkpoint %s: state.json: the history of shard %d "
 				   "does not fit %" PRId64 " steps", dir, s, ck->step);
 	}

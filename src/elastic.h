@@ -23,7 +23,8 @@
 #include "train.h"
 
 /* Adds one window to the per-shard histories (exact mode: shard_hist[0..K)). */
-void elastic_history_add(struct train_history *shard_hist, const struct window *w);
+void elastic_history_add(struct train_history *shard_hist, const struct window *w,
+			 int declined);
 /* The per-rank histories hist[0..world) at `step` from the K per-shard ones. */
 void elastic_rank_history(const struct train_history *shard_hist, int shards, int world,
 			  int64_t step, struct train_history *hist);

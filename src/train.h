@@ -28,7 +28,9 @@
  *                              history per shard (elastic.h)
  *   rank-R.json                one per rank: rank, device, backend, rng (null: the ranks
  *                              draw no random numbers in this model), history (windows,
- *                              sequences and supervised tokens that rank processed)
+ *                              sequences and supervised tokens that rank processed, and
+ *                              the windows declined for want of a token: updates_done is
+ *                              step minus those)
  *
  * Nothing in a checkpoint depends on the time or the machine beyond the backend and the
  * machine record, so the final checkpoints of a continuous and of a stopped-and-resumed
@@ -59,7 +61,7 @@
 #include "run.h"
 #include "shard.h"
 
-#define TRAIN_STATE_FORMAT "ddptok-train-state-1"
+#define TRAIN_STATE_FORMAT "ddptok-train-state-2"
 /* Bounds a checkpoint's numbers must respect (the configuration's own limits: train.updates,
  * train.accumulation x train.batch_size, data.max_len; the largest model): anything past them
  * is damage, refused before it can overflow a count. */
@@ -108,11 +110,21 @@ struct train_history {
 	int64_t windows;   /* windows this rank took part in (rejected ones included) */
 	int64_t sequences; /* sequences it computed */
 	int64_t tokens;    /* supervised tokens it computed */
+	int64_t declined;  /* of those windows, the ones without a token on any rank, declined
+			    * by every rank together (no update): the same count on every rank */
 };
 
 /* Adds one window to the per-rank histories (hist[0..w->world-1]): the trainer counts
- * every window that is a step, rejected (empty) ones included. */
-void train_history_add(struct train_history *hist, const struct window *w);
+ * every window that is a step, rejected (empty) ones included (declined: it was one). */
+void train_history_add(struct train_history *hist, const struct window *w, int declined);
+
+/* A history as a checkpoint stores it (a JSON object: windows, sequences, tokens,
+ * declined) into out; -1 if a count is missing, negative, or declined > windows. */
+int train_history_parse(const void *json_obj, struct train_history *out);
+
+/* Whether a history fits a checkpoint of `step` steps: every rank (and shard) takes part
+ * in every window, and what a window holds is bounded. */
+int train_history_fits(const struct train_history *h, int64_t step);
 
 struct train_result {
 	int64_t start_step;   /* 0, or the step of the checkpoint resumed from */

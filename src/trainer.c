@@ -157,10 +157,11 @@ int trainer_close(struct trainer *t, struct err *e)
 	return rc;
 }
 
-void train_history_add(struct train_history *hist, const struct window *w)
+void train_history_add(struct train_history *hist, const struct window *w, int declined)
 {
 	for (int r = 0; r < w->world; r++) {
 		hist[r].windows++;
+		hist[r].declined += declined != 0;
 		hist[r].tokens += w->rank_tokens[r];
 		for (int m = 0; m < w->micro; m++)
 			hist[r].sequences += w->mb[r][m].n;
@@ -239,9 +240,9 @@ static void count_step(struct trainer *t, const struct window *w,
 		       const struct window_result *wr)
 {
 	t->step++;
-	train_history_add(t->hist, w);
+	train_history_add(t->hist, w, wr->rejected);
 	if (t->v->s->shards > 0)
-		elastic_history_add(t->shard_hist, w);
+		elastic_history_add(t->shard_hist, w, wr->rejected);
 	t->seconds += wr->seconds;
 	for (int r = 0; r < w->world; r++)
 		t->rank_seconds_coll[r] += wr->rank_seconds_coll[r];

@@ -947,8 +947,9 @@ START_TEST(test_content_refusals)
 		struct err e;
 		err_clear(&e);
 		ck_assert_int_eq(checkpoint_load(&a.env, bad, NULL, 0, &ck, &e), ERR_DATA);
-		ck_assert_msg(strstr(e.msg, "0 updates in 3 steps, but with train.empty_window = "
-				     "error"), "message: %s", e.msg);
+		ck_assert_msg(strstr(e.msg, "state.json: updates_done = 0, but step 3 minus the 0 "
+				     "declined windows of rank-0.json's history makes 3"), "message: %s",
+			      e.msg);
 	}
 	/* the state of step 3 sealed as step 4: the manifest and state.json disagree */
 	sub(root, sizeof root, "moved");
@@ -956,6 +957,88 @@ START_TEST(test_content_refusals)
 	ckpt_path(bad, sizeof bad, root, 4);
 	expect_refused(&a, bad, 4, "state.json says step 3, its manifest step 4", NULL);
 	train_result_free(&stop);
+	app_drop(&a);
+	remove_tmp();
+}
+END_TEST
+
+/* ---- updates_done against the history under empty_window = skip ---- */
+
+static char edit_from[64], edit_to[64];
+static void swap_edit(char **buf, size_t *len)
+{
+	replace_text(buf, len, edit_from, edit_to);
+}
+
+/* Reseals the checkpoint `good` of step `step` under root with edit_from -> edit_to in
+ * file `name`, and expects every load of it (as resume, evaluate and checkpoints load it)
+ * refused with a message holding want. */
+static void expect_edit_refused(struct app *a, const char *good, int64_t step,
+				const char *root, const char *name, const char *want)
+{
+	struct checkpoint ck;
+	struct err e;
+	char bad[FSX_PATH_MAX];
+	err_clear(&e);
+	resealed_at(good, root, (uint64_t)step, name, swap_edit);
+	ckpt_path(bad, sizeof bad, root, step);
+	ck_assert_int_eq(checkpoint_load(&a->env, bad, NULL, 0, &ck, &e), ERR_DATA);
+	ck_assert_msg(strstr(e.msg, want), "message '%s' lacks '%s'", e.msg, want);
+}
+
+START_TEST(test_updates_against_history)
+{
+	struct app a;
+	struct train_result cont;
+	struct checkpoint ck;
+	struct err e;
+	char croot[FSX_PATH_MAX], good[FSX_PATH_MAX], root[FSX_PATH_MAX], want[200];
+	make_tmp();
+	err_clear(&e);
+	app_make(&a, "skipped", "devices.world=2", "train.accumulation=1", "train.batch_size=1",
+		 "train.empty_window=skip", "train.updates=12", NULL);
+	write_hollow_corpus(&a);
+	sub(croot, sizeof croot, "cont");
+	must_train(&a, 12, NULL, croot, &cont);
+	ckpt_path(good, sizeof good, croot, 12);
+	/* the history records the declined windows; the checkpoint as written loads */
+	ck_assert_msg(checkpoint_load(&a.env, good, NULL, 0, &ck, &e) == ERR_OK, "%s", e.msg);
+	int64_t updates = ck.updates_done, declined = ck.hist[1].declined;
+	ck_assert_msg(declined > 0 && declined < 12, "declined %lld", (long long)declined);
+	ck_assert_int_eq(declined, cont.skipped);
+	ck_assert_int_eq(updates, 12 - declined);
+	checkpoint_free(&ck);
+	/* updates_done edited to the step (as if nothing had been declined) */
+	snprintf(edit_from, sizeof edit_from, "\"updates_done\": %lld", (long long)updates);
+	snprintf(edit_to, sizeof edit_to, "\"updates_done\": 12");
+	snprintf(want, sizeof want, "state.json: updates_done = 12, but step 12 minus the %lld "
+		 "declined windows of rank-0.json's history makes %lld", (long long)declined,
+		 (long long)updates);
+	sub(root, sizeof root, "all-updates");
+	expect_edit_refused(&a, good, 12, root, "state.json", want);
+	/* and a resume from it is refused before it writes anything */
+	{
+		struct train_result res;
+		char bad[FSX_PATH_MAX], out[FSX_PATH_MAX];
+		ckpt_path(bad, sizeof bad, root, 12);
+		sub(out, sizeof out, "refused-out");
+		ck_assert_int_eq(train_to(&a, 14, bad, out, &res, &e), ERR_DATA);
+		ck_assert_msg(strstr(e.msg, want), "%s", e.msg);
+		ck_assert(!fsx_exists(out));
+	}
+	/* updates_done edited to 0, which would restart the momentum */
+	snprintf(edit_to, sizeof edit_to, "\"updates_done\": 0");
+	snprintf(want, sizeof want, "updates_done = 0, but step 12 minus the %lld declined",
+		 (long long)declined);
+	sub(root, sizeof root, "no-updates");
+	expect_edit_refused(&a, good, 12, root, "state.json", want);
+	/* one rank's declined count edited: the ranks disagree */
+	snprintf(edit_from, sizeof edit_from, "\"declined\": %lld", (long long)declined);
+	snprintf(edit_to, sizeof edit_to, "\"declined\": 0");
+	sub(root, sizeof root, "rank-declined");
+	expect_edit_refused(&a, good, 12, root, "rank-1.json",
+			    "rank-1.json's history declares 0 declined windows, rank-0.json's");
+	train_result_free(&cont);
 	app_drop(&a);
 	remove_tmp();
 }
@@ -1150,6 +1233,7 @@ static Suite *train_suite(void)
 	tcase_set_timeout(tr, 240);
 	tcase_add_test(tr, test_refusals);
 	tcase_add_test(tr, test_content_refusals);
+	tcase_add_test(tr, test_updates_against_history);
 	tcase_add_test(tr, test_partial_never_latest);
 	suite_add_tcase(s, tr);
 	TCase *te = tcase_create("evaluate");
