@@ -4,14 +4,24 @@
  */
 #include "cli_signals.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t received; /* 0, or the first signal received */
 static struct sigaction dfl_action;    /* SIG_DFL, prepared before installing */
+static int wake[2] = {-1, -1};         /* the wake pipe (read end, write end) */
 
 static void on_signal(int sig)
 {
+	int saved_errno = errno;
 	received = sig;
+	if (wake[1] >= 0) { /* non-blocking: a full pipe already wakes its reader */
+		ssize_t n = write(wake[1], "", 1);
+		(void)n;
+	}
+	errno = saved_errno;
 	/* the next SIGINT or SIGTERM kills at once (sigaction is async-signal-safe) */
 	sigaction(SIGINT, &dfl_action, NULL);
 	sigaction(SIGTERM, &dfl_action, NULL);
@@ -41,6 +51,8 @@ void cli_signals_hold(void)
 	sigaddset(&sa.sa_mask, SIGTERM);
 	sa.sa_flags = SA_RESTART; /* no EINTR in the middle of a checkpoint write */
 	received = 0;
+	if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0)
+		wake[0] = wake[1] = -1;
 	hold_action = sa;
 	saved.installed = sigaction(SIGINT, &sa, &saved.old_int) == 0;
 	if (saved.installed && sigaction(SIGTERM, &sa, &saved.old_term) != 0) {
@@ -59,11 +71,25 @@ void cli_signals_hold(void)
 
 void cli_signals_release(void)
 {
-	if (depth == 0 || --depth > 0 || !saved.installed)
+	if (depth == 0 || --depth > 0)
 		return;
-	sigaction(SIGINT, &saved.old_int, NULL);
-	sigaction(SIGTERM, &saved.old_term, NULL);
-	saved.installed = 0;
+	if (saved.installed) {
+		sigaction(SIGINT, &saved.old_int, NULL);
+		sigaction(SIGTERM, &saved.old_term, NULL);
+		saved.installed = 0;
+	}
+	for (int i = 0; i < 2; i++)
+		if (wake[i] >= 0)
+			close(wake[i]);
+	wake[0] = wake[1] = -1;
+}
+
+/* Empties the wake pipe (non-blocking). */
+static void drain_wake(void)
+{
+	char buf[64];
+	while (wake[0] >= 0 && read(wake[0], buf, sizeof buf) > 0)
+		;
 }
 
 void cli_signals_rearm(void)
@@ -71,6 +97,7 @@ void cli_signals_rearm(void)
 	if (depth == 0 || !saved.installed)
 		return;
 	received = 0;
+	drain_wake();
 	sigaction(SIGINT, &hold_action, NULL);
 	sigaction(SIGTERM, &hold_action, NULL);
 }
@@ -78,6 +105,11 @@ void cli_signals_rearm(void)
 int cli_signal_received(void)
 {
 	return received;
+}
+
+int cli_signal_wake_fd(void)
+{
+	return wake[0];
 }
 
 const volatile sig_atomic_t *cli_signal_flag(void)

@@ -21,7 +21,9 @@
  * to prove it is unchanged).
  *
  * On a terminal the prompt has line editing and history (libedit); otherwise lines are
- * read plainly so the session can be scripted. A mistake in a command prints a message
+ * read plainly so the session can be scripted. Either way the wait for input also ends
+ * on a signal: SIGINT drops the line (a second within a second ends the session), SIGTERM
+ * ends it (ERR_INTERRUPTED, as a stopped train). A mistake in a command prints a message
  * and the session goes on; a failure to read the input or a device/runtime failure ends
  * it with an error. A scripted session (stdin not a terminal) that met a mistake ends
  * with the first one's code (the exit status is not 0), so that a script can serve as a
@@ -29,6 +31,7 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <poll.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +39,7 @@
 
 #include "app.h"
 #include "cli_signals.h"
+#include "clock.h"
 #include "ddptok_config.h"
 #include "fsx.h"
 #include "jsonx.h"
@@ -56,6 +60,7 @@
 #define INSPECT_MAX_STEPS 1000000L
 #define INSPECT_WORST 5
 #define INSPECT_FIRST_VALUES 4
+#define INSPECT_SIGINT_TWICE_S 1.0 /* a second SIGINT this soon after one ends the session */
 
 struct inspect {
 	struct app *a;
@@ -1049,35 +1054,110 @@ struct reader {
 	int edit; /* libedit on a terminal */
 	char buf[INSPECT_LINE_MAX + 1];
 	char *owned;
+	char in[4096]; /* scripted: what was read from stdin and not yet taken */
+	size_t in_pos, in_len;
 };
 
-/* 1: a line in *line; 0: end of input; -1: read error (errno kept). */
+enum { READ_ERROR = -1, READ_END = 0, READ_LINE = 1, READ_SIGNAL = 2 };
+
+/* Waits until standard input has something (or its end) or a signal arrives, whichever
+ * thread took it: READ_LINE (input ready), READ_END (a terminal hung up), READ_SIGNAL, or
+ * READ_ERROR (errno kept). */
+static int wait_input(int edit)
+{
+	for (;;) {
+		struct pollfd p[2] = {{.fd = STDIN_FILENO, .events = POLLIN},
+				      {.fd = cli_signal_wake_fd(), .events = POLLIN}};
+		if (cli_signal_received())
+			return READ_SIGNAL;
+		int n = poll(p, 2, -1);
+		if (n < 0 && errno != EINTR)
+			return READ_ERROR;
+		if (cli_signal_received())
+			return READ_SIGNAL;
+		if (n <= 0 || (p[1].revents && !p[0].revents))
+			continue; /* interrupted by another signal, or a byte of an earlier one */
+		/* a hung-up terminal stays readable for ever: libedit would read nothing */
+		if (edit && (p[0].revents & (POLLHUP | POLLERR | POLLNVAL)))
+			return READ_END;
+		return READ_LINE;
+	}
+}
+
+/* Scripted: the next byte of standard input into *ch; READ_LINE, READ_END, READ_SIGNAL
+ * (before the byte) or READ_ERROR. */
+static int next_byte(struct reader *rd, int *ch)
+{
+	if (rd->in_pos == rd->in_len) {
+		int w = wait_input(0);
+		if (w != READ_LINE)
+			return w;
+		ssize_t n = read(STDIN_FILENO, rd->in, sizeof rd->in);
+		if (n < 0)
+			return READ_ERROR;
+		if (n == 0)
+			return READ_END;
+		rd->in_pos = 0;
+		rd->in_len = (size_t)n;
+	}
+	*ch = (unsigned char)rd->in[rd->in_pos++];
+	return READ_LINE;
+}
+
+#if DDPTOK_HAVE_LIBEDIT
+static char *edited_line; /* what libedit's callback handed over */
+static int edited;        /* a line (or the end of input: edited_line NULL) came */
+
+static void on_edited_line(char *line)
+{
+	edited_line = line;
+	edited = 1;
+}
+
+/* On a terminal: one line through libedit's callback interface, so that the wait for
+ * a key can end on a signal too; installing the handler starts an empty line and shows
+ * the prompt, removing it gives the terminal back. */
+static int read_edited(struct reader *rd, char **line, int *too_long)
+{
+	int got = READ_LINE;
+	edited = 0;
+	edited_line = NULL;
+	rl_callback_handler_install(INSPECT_PROMPT, on_edited_line);
+	while (!edited && (got = wait_input(1)) == READ_LINE)
+		rl_callback_read_char();
+	rl_callback_handler_remove();
+	if (!edited)
+		return got;
+	if (!edited_line)
+		return READ_END;
+	if (*edited_line)
+		add_history(edited_line);
+	rd->owned = edited_line;
+	*line = edited_line;
+	if (strlen(edited_line) > INSPECT_LINE_MAX) /* the same limit as a scripted line */
+		*too_long = 1;
+	return READ_LINE;
+}
+#endif
+
+/* One line into *line: READ_LINE, READ_END, READ_SIGNAL (what was typed of the line is
+ * dropped) or READ_ERROR (errno kept). */
 static int read_line(struct reader *rd, char **line, int *too_long)
 {
 	*too_long = 0;
 	free(rd->owned);
 	rd->owned = NULL;
 #if DDPTOK_HAVE_LIBEDIT
-	if (rd->edit) {
-		char *l = readline(INSPECT_PROMPT);
-		if (!l)
-			return 0;
-		if (*l)
-			add_history(l);
-		rd->owned = l;
-		*line = l;
-		if (strlen(l) > INSPECT_LINE_MAX) /* the same limit as a scripted line */
-			*too_long = 1;
-		return 1;
-	}
+	if (rd->edit)
+		return read_edited(rd, line, too_long);
 #endif
 	fputs(INSPECT_PROMPT, stdout);
 	fflush(stdout);
 	/* one line, byte by byte: a NUL inside it or a line past the buffer is reported as
 	 * such, and the reading always ends at the newline (the next line stays whole) */
 	size_t len = 0;
-	int ch, any = 0;
-	while ((ch = getchar()) != EOF && ch != '\n') {
+	int ch = 0, any = 0, got;
+	while ((got = next_byte(rd, &ch)) == READ_LINE && ch != '\n') {
 		any = 1;
 		if (ch == '\0')
 			*too_long = *too_long ? *too_long : 2;
@@ -1086,13 +1166,11 @@ static int read_line(struct reader *rd, char **line, int *too_long)
 		else
 			*too_long = 1;
 	}
-	if (ch == EOF && ferror(stdin))
-		return -1;
-	if (ch == EOF && !any)
-		return 0;
+	if (got == READ_ERROR || got == READ_SIGNAL || (got == READ_END && !any))
+		return got;
 	rd->buf[len] = '\0';
 	*line = rd->buf;
-	return 1;
+	return READ_LINE;
 }
 
 static int split_args(char *line, char **argv, int max)
@@ -1167,6 +1245,7 @@ static int inspect_open(struct app *a, struct inspect *in, struct err *e)
 struct session {
 	struct reader rd;
 	int scripted;             /* stdin is not a terminal */
+	double last_sigint;       /* when the last SIGINT was honoured (monotonic s), or 0 */
 	long line_no;
 	int errors;
 	int first_code;           /* the first error's code, line and message */
@@ -1232,16 +1311,23 @@ static int run_line(struct inspect *in, struct session *ss, char *line, int too_
 	return 0;
 }
 
-/* After a line: SIGINT (which stopped a step, or met the prompt) is honoured and the
- * session goes on; SIGTERM ends it. */
-static int take_signal(struct err *e)
+/* Between commands: SIGINT (which stopped a step, or cleared the line at the prompt) is
+ * honoured and the session goes on, unless it comes within a second of the previous one;
+ * SIGTERM ends the session. Both ends are ERR_INTERRUPTED, as a stopped train's. */
+static int take_signal(struct session *ss, struct err *e)
 {
 	int sig = cli_signal_received();
-	if (sig == SIGINT)
-		cli_signals_rearm();
-	else if (sig)
+	if (!sig)
+		return ERR_OK;
+	if (sig != SIGINT)
 		return ERR(e, ERR_INTERRUPTED, "inspect: interrupted by %s; the session ends",
 			   env_stop_name(sig));
+	double now = clock_now_s(), previous = ss->last_sigint;
+	ss->last_sigint = now;
+	if (previous > 0 && now - previous <= INSPECT_SIGINT_TWICE_S)
+		return ERR(e, ERR_INTERRUPTED, "inspect: SIGINT twice within a second; the session "
+			   "ends");
+	cli_signals_rearm();
 	return ERR_OK;
 }
 
@@ -1249,19 +1335,26 @@ static int take_signal(struct err *e)
 static int run_session(struct inspect *in, struct session *ss, struct err *e)
 {
 	for (;;) {
-		char *line;
-		int too_long;
+		char *line = NULL;
+		int too_long, rc;
 		int got = read_line(&ss->rd, &line, &too_long);
-		if (got < 0)
+		if (got == READ_ERROR)
 			return ERR(e, ERR_IO, "inspect: cannot read standard input: %s",
 				   strerror(errno));
-		if (got == 0 || (!ss->rd.edit && feof(stdin) && !*line)) {
+		if (got == READ_END) {
 			printf("\n");
 			return ERR_OK;
 		}
+		if (got == READ_SIGNAL) { /* at the prompt: the line is dropped */
+			printf("^C\n");
+			fflush(stdout);
+			if ((rc = take_signal(ss, e)) != ERR_OK)
+				return rc;
+			continue;
+		}
 		ss->line_no++;
-		int rc = run_line(in, ss, line, too_long, e);
-		if (rc == ERR_OK && (rc = take_signal(e)) != ERR_OK)
+		rc = run_line(in, ss, line, too_long, e);
+		if (rc == ERR_OK && (rc = take_signal(ss, e)) != ERR_OK)
 			return rc;
 		if (rc == 1) {
 			if (!ss->rd.edit) /* piped input is not echoed: end the prompt's line */
@@ -1294,6 +1387,9 @@ static void session_start(struct inspect *in, struct session *ss)
 	ss->rd.edit = !ss->scripted;
 	if (ss->rd.edit) {
 		rl_readline_name = "ddptok";
+		/* the session's own handlers (cli_signals) stay in place while a line is
+		 * edited: libedit would re-raise SIGINT to the whole process group */
+		rl_catch_signals = 0;
 		rl_attempted_completion_function = complete;
 		using_history();
 	}

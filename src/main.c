@@ -169,7 +169,10 @@ static const struct command commands[] = {
 	 "interactive step-by-step gradient inspection [--resume DIR]",
 	 "Opens a ddptok> prompt to step through windows and look at the gradients (type\n"
 	 "help there); reads commands from stdin when it is not a terminal, and such a\n"
-	 "script that met a mistake exits with the first one's status (2 for usage).",
+	 "script that met a mistake exits with the first one's status (2 for usage).\n"
+	 "SIGINT (Ctrl-C) stops a running step at the next window and, at the prompt,\n"
+	 "drops the line typed so far; the session goes on. A second SIGINT within a\n"
+	 "second, or SIGTERM, ends the session with exit status 8.",
 	 "inspect --resume artifacts/checkpoints/step-0050", 1},
 	{"bench", cmd_bench, OPT_WINDOWS, WRITES_OUTPUTS,
 	 "training throughput, sgemm rate, size sweep [--windows N]",
@@ -242,9 +245,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"\n"
 		"exit codes: 0 ok, 1 check failed, 2 usage, 3 configuration, 4 i/o, 5 data or\n"
-		"checkpoint refused, 6 device/runtime, 7 empty window, 8 interrupted (checkpointed),\n"
-		"9 released because another rank failed, 10 env --check found a device that does\n"
-		"not work, 11 out of memory\n"
+		"checkpoint refused, 6 device/runtime, 7 empty window, 8 interrupted (a training\n"
+		"run checkpoints first), 9 released because another rank failed, 10 env --check\n"
+		"found a device that does not work, 11 out of memory\n"
 		"\n"
 		"ddptok-run help COMMAND (or CONFIG COMMAND --help) describes one command.\n");
 }

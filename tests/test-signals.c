@@ -7,6 +7,7 @@
  *   - holds nest: an inner release keeps the handler and the first signal.
  */
 #include <check.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 
@@ -50,6 +51,34 @@ START_TEST(test_signal_raises_the_flag_and_rearms_the_default)
 }
 END_TEST
 
+static int readable(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+/* A prompt waits in poll(): the signal must wake it through the pipe, once per signal
+ * received, and rearming empties it. */
+START_TEST(test_signal_wakes_a_poll)
+{
+	ck_assert_int_eq(cli_signal_wake_fd(), -1);
+	cli_signals_hold();
+	int fd = cli_signal_wake_fd();
+	ck_assert_int_ge(fd, 0);
+	ck_assert(!readable(fd));
+	raise(SIGINT);
+	ck_assert_int_eq(cli_signal_received(), SIGINT);
+	ck_assert(readable(fd));
+	cli_signals_rearm();
+	ck_assert_int_eq(cli_signal_received(), 0);
+	ck_assert(!readable(fd));
+	raise(SIGTERM);
+	ck_assert(readable(fd));
+	cli_signals_release();
+	ck_assert_int_eq(cli_signal_wake_fd(), -1);
+}
+END_TEST
+
 START_TEST(test_holds_nest)
 {
 	void (*before)(int) = handler_of(SIGINT);
@@ -74,6 +103,7 @@ static Suite *signals_suite(void)
 	TCase *tc = tcase_create("hold");
 	tcase_add_test(tc, test_signal_raises_the_flag_and_rearms_the_default);
 	tcase_add_test(tc, test_holds_nest);
+	tcase_add_test(tc, test_signal_wakes_a_poll);
 	suite_add_tcase(s, tc);
 	return s;
 }
