@@ -264,8 +264,9 @@ template <class R> __global__ void k_reduce_partial(size_t n, const float *x, ty
 		part[blockIdx.x] = sh[0];
 }
 
-/* pass 2: one block folds the partials the same way; result in out[0] */
-template <typename T> __global__ void k_reduce_final(int parts, const T *part, T *out)
+/* pass 2: one block folds the partials the same way; result in out[0], or with `divisor`
+ * non-zero out[0] += result / divisor (sum_acc, in the host's operation order) */
+template <typename T> __global__ void k_reduce_final(int parts, const T *part, T *out, T divisor)
 {
 	__shared__ T sh[RED_THREADS];
 	T acc = 0;
@@ -274,7 +275,7 @@ template <typename T> __global__ void k_reduce_final(int parts, const T *part, T
 	sh[threadIdx.x] = acc;
 	block_tree_sum(sh);
 	if (threadIdx.x == 0)
-		out[0] = sh[0];
+		out[0] = divisor != 0 ? out[0] + sh[0] / divisor : sh[0];
 }
 
 /* out[j] += x[p*cols + j] for p ascending, accumulated in out's float like the host */
@@ -590,6 +591,23 @@ static int fetch_result(struct cuda_dev *cd, int slot, void *host, size_t bytes,
 	return ERR_OK;
 }
 
+/* Queues the two passes of the reduction of x[0..n) (n > 0) into `out` (device): the
+ * result, or out += result / divisor when divisor is non-zero. */
+template <class R>
+static int queue_reduce(struct cuda_dev *cd, int n, const float *x, typename R::acc *out,
+			typename R::acc divisor, struct err *e)
+{
+	typedef typename R::acc T;
+	size_t blocks = ((size_t)n + RED_THREADS - 1) / RED_THREADS;
+	int parts = (int)(blocks < RED_BLOCKS ? blocks : RED_BLOCKS);
+	T *part = (T *)cd->red;
+	k_reduce_partial<R><<<parts, RED_THREADS, 0, cd->stream>>>((size_t)n, x, part);
+	LAUNCH_TRY(cd, "k_reduce_partial", e);
+	k_reduce_final<T><<<1, RED_THREADS, 0, cd->stream>>>(parts, part, out, divisor);
+	LAUNCH_TRY(cd, "k_reduce_final", e);
+	return ERR_OK;
+}
+
 template <class R>
 static int reduce(struct cuda_dev *cd, int n, const float *x, void *host_out, struct err *e)
 {
@@ -602,19 +620,26 @@ static int reduce(struct cuda_dev *cd, int n, const float *x, void *host_out, st
 		memcpy(host_out, &zero, sizeof zero);
 		return ERR_OK;
 	}
-	size_t blocks = ((size_t)n + RED_THREADS - 1) / RED_THREADS;
-	int parts = (int)(blocks < RED_BLOCKS ? blocks : RED_BLOCKS);
-	T *part = (T *)cd->red;
-	k_reduce_partial<R><<<parts, RED_THREADS, 0, cd->stream>>>((size_t)n, x, part);
-	LAUNCH_TRY(cd, "k_reduce_partial", e);
-	k_reduce_final<T><<<1, RED_THREADS, 0, cd->stream>>>(parts, part, part + RED_BLOCKS);
-	LAUNCH_TRY(cd, "k_reduce_final", e);
+	if ((rc = queue_reduce<R>(cd, n, x, (T *)cd->red + RED_BLOCKS, 0, e)) != ERR_OK)
+		return rc;
 	return fetch_result(cd, RED_BLOCKS, host_out, sizeof(T), e);
 }
 
 static int cu_sum(struct dev *d, int n, const float *x, double *host_out, struct err *e)
 {
 	return reduce<red_sum>(cdev(d), n, x, host_out, e);
+}
+
+static int cu_sum_acc(struct dev *d, int n, const float *x, double divisor, double *acc,
+		      struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if (n <= 0)
+		return ERR_OK; /* the host adds 0 / divisor: acc keeps its bits unless -0.0 */
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	return queue_reduce<red_sum>(cd, n, x, acc, divisor, e);
 }
 
 static int cu_count_nonfinite(struct dev *d, int n, const float *x, int64_t *bad, struct err *e)
@@ -783,6 +808,7 @@ static const struct dev_ops cuda_ops = {
 	.bias_tanh = cu_bias_tanh,
 	.xent = cu_xent,
 	.sum = cu_sum,
+	.sum_acc = cu_sum_acc,
 	.col_sum_acc = cu_col_sum_acc,
 	.tanh_backward = cu_tanh_backward,
 	.embed_backward = cu_embed_backward,

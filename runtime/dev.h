@@ -82,6 +82,11 @@ struct dev_ops {
 	/* *host_out = sum of x[0..n) accumulated in double in a fixed order (the same every
 	 * call); waits for the result */
 	int (*sum)(struct dev *d, int n, const float *x, double *host_out, struct err *e);
+	/* *acc += (the same sum of x[0..n)) / divisor, in double, with acc in device memory;
+	 * does not wait (a divisor of 1 adds the sum itself, exactly); divisor != 0, and
+	 * nothing happens for n <= 0 */
+	int (*sum_acc)(struct dev *d, int n, const float *x, double divisor, double *acc,
+		       struct err *e);
 	/* out[j] += sum over p < rows of x[p*cols + j], p ascending */
 	int (*col_sum_acc)(struct dev *d, int rows, int cols, const float *x, float *out,
 			   struct err *e);

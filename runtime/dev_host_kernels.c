@@ -71,13 +71,29 @@ static int host_xent(struct dev *d, int rows, int cols, const float *bias, const
 	return ERR_OK;
 }
 
-static int host_sum(struct dev *d, int n, const float *x, double *host_out, struct err *e)
+/* the double sum of sum and sum_acc, i ascending */
+static double sum_in_order(int n, const float *x)
 {
-	dev_count(d, 1, 0, 1);
 	double s = 0.0;
 	for (int i = 0; i < n; i++)
 		s += x[i];
-	*host_out = s;
+	return s;
+}
+
+static int host_sum(struct dev *d, int n, const float *x, double *host_out, struct err *e)
+{
+	dev_count(d, 1, 0, 1);
+	*host_out = sum_in_order(n, x);
+	return ERR_OK;
+}
+
+static int host_sum_acc(struct dev *d, int n, const float *x, double divisor, double *acc,
+			struct err *e)
+{
+	if (n <= 0)
+		return ERR_OK; /* as on a GPU: nothing queued */
+	dev_count(d, 1, 0, 0);
+	*acc += sum_in_order(n, x) / divisor;
 	return ERR_OK;
 }
 
@@ -167,6 +183,7 @@ void HK_JOIN(host_kernels_fill, HOST_KERNELS_VARIANT)(struct dev_ops *o)
 	o->bias_tanh = host_bias_tanh;
 	o->xent = host_xent;
 	o->sum = host_sum;
+	o->sum_acc = host_sum_acc;
 	o->col_sum_acc = host_col_sum_acc;
 	o->tanh_backward = host_tanh_backward;
 	o->embed_backward = host_embed_backward;

@@ -76,15 +76,21 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 {
 	size_t bytes = eng->shape.n_params * sizeof(float);
 	(void)arg;
-	/* one microbatch's uploads (token ids and targets, each padded to 256 bytes), and the
-	 * context slots of its embed_backward, at most */
+	/* a window's uploads (each microbatch's token ids and targets, or each sequence's
+	 * with the sequence unit, padded to 256 bytes), which nothing waits for in between;
+	 * rank 0 runs all K shards for exact mode's reference; and the context slots of one
+	 * embed_backward, at most */
 	size_t rows = (size_t)max_batch_rows(&eng->s), slots = rows * eng->shape.context;
-	size_t upload = slots * sizeof(int32_t) + rows * sizeof(int32_t) + 512;
+	size_t steps = eng->s.unit == UNIT_SEQUENCE ? (size_t)eng->s.batch_size : 1;
+	size_t micro = (size_t)(eng->s.shards > eng->s.accumulation ? eng->s.shards
+								       : eng->s.accumulation);
+	size_t upload = (slots * sizeof(int32_t) + rows * sizeof(int32_t) + 512 * steps) * micro;
 	ERR_TRY(placement_create_dev(&eng->placement, r->local, upload, slots, &r->dev, e));
 	struct dev *d = r->dev;
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->momentum, e));
+	ERR_TRY(d->ops->alloc(d, sizeof(double) * ENGINE_LOSS_SLOTS, (void **)&r->loss_slots, e));
 	ERR_TRY(model_ws_create(d, &eng->shape, max_batch_rows(&eng->s), &r->ws, e));
 	ERR_TRY(batch_alloc(&r->batch, max_batch_rows(&eng->s), eng->shape.context, e));
 	return tree_replica_alloc(eng, r, e);
@@ -98,8 +104,8 @@ static int replica_destroy(struct engine *eng, struct replica *r, void *arg, str
 	model_ws_destroy(r->ws);
 	batch_free(&r->batch);
 	tree_replica_release(r);
-	void *bufs[] = {r->params, r->grads, r->momentum};
-	for (int i = 0; i < 3; i++)
+	void *bufs[] = {r->params, r->grads, r->momentum, r->loss_slots};
+	for (int i = 0; i < 4; i++)
 		if (bufs[i])
 			r->dev->ops->release(r->dev, bufs[i]);
 	dev_destroy(r->dev);
@@ -343,23 +349,38 @@ struct window_shared {
 };
 
 /* The sequence unit: each sequence of microbatch m of rank `rank` is its own step on
- * replica r, with its own factor (1 / n_s of its unit's); *local gets the sum of the
- * sequences' mean losses. */
+ * replica r, with its own factor (1 / n_s of its unit's); the sequences' mean losses are
+ * added to r's loss slot 0 (device). */
 static int accumulate_sequences(struct engine *eng, struct replica *r, const struct window *w,
-				int rank, int m, int mode, int reduce_avg, double *local,
-				struct err *e)
+				int rank, int m, int mode, int reduce_avg, struct err *e)
 {
 	const struct microbatch *mb = &w->mb[rank][m];
 	for (int k = 0; k < mb->n; k++) {
 		int64_t n_s = corpus_supervised(eng->corpus, mb->ids[k]);
-		double part = 0.0;
 		if (n_s == 0)
 			continue;
 		double c = norm_unit_factor(UNIT_SEQUENCE, mode, reduce_avg, w, rank, m, n_s);
 		ERR_TRY(batch_build(&r->batch, eng->corpus, &mb->ids[k], 1, eng->s.layout, e));
-		ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, &part, e));
-		*local += part / (double)n_s;
+		ERR_TRY(model_step_acc(r->ws, r->params, r->grads, &r->batch, (float)c, (double)n_s,
+				       r->loss_slots, e));
 	}
+	return ERR_OK;
+}
+
+int engine_loss_read(struct engine *eng, struct replica *r, int count, double *loss,
+		     struct err *e)
+{
+	double *v = r->loss_host;
+	(void)eng;
+	if (count < 1 || count > ENGINE_LOSS_SLOTS)
+		return ERR(e, ERR_CHECK, "rank %d: %d loss slots, it has %d", r->rank, count,
+			   ENGINE_LOSS_SLOTS);
+	ERR_TRY(r->dev->ops->download(r->dev, v, r->loss_slots, sizeof(double) * count, e));
+	/* the pairwise tree: (0 + 1), (2 + 3), ..., then the pairs, up to the root in v[0] */
+	for (int step = 1; step < count; step *= 2)
+		for (int q = 0; q + step < count; q += 2 * step)
+			v[q] += v[q + step];
+	*loss = v[0];
 	return ERR_OK;
 }
 
@@ -379,27 +400,71 @@ static int gather_outcomes(struct engine *eng, struct window_shared *ws, struct 
 
 /* Default mode: the rank's microbatches accumulate into its gradient, each with its
  * normalization factor; the unscaled loss sum (the sequence unit: the sum of the
- * sequences' mean losses) goes to *local. */
+ * sequences' mean losses) is added to its loss slot 0 on the device. */
 static int accumulate_micro(struct engine *eng, struct window_shared *ws, struct replica *r,
-			    double *local, struct err *e)
+			    struct err *e)
 {
 	const struct window *w = ws->w;
 	const struct settings *s = &eng->s;
 	int avg = s->reduce == COLL_AVG;
 	for (int m = 0; m < w->micro; m++) {
 		const struct microbatch *mb = &w->mb[r->rank][m];
-		double part = 0.0;
 		ERR_TRY(engine_micro_begin(eng, r->rank, w, m, e));
 		if (s->unit == UNIT_SEQUENCE) {
-			ERR_TRY(accumulate_sequences(eng, r, w, r->rank, m, ws->mode, avg, local, e));
+			ERR_TRY(accumulate_sequences(eng, r, w, r->rank, m, ws->mode, avg, e));
 			continue;
 		}
 		double c = norm_unit_factor(UNIT_TOKEN, ws->mode, avg, w, r->rank, m, 0);
 		ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, s->layout, e));
-		ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, &part, e));
-		*local += part;
+		ERR_TRY(model_step_acc(r->ws, r->params, r->grads, &r->batch, (float)c, 1.0,
+				       r->loss_slots, e));
 	}
 	return ERR_OK;
+}
+
+/* The window's counts and loss sums in one collective (sum, in double: the counts are
+ * exact), after this rank's loss sum was read back: *count, *seqs and *sum get the
+ * totals; ERR_DEVICE when a count differs from the scheduler's. Every rank decides from
+ * the same totals. Exact mode adds the loss sums in its tree. */
+static int window_totals(struct engine *eng, struct replica *r, const struct window *w,
+			 double local, int64_t *count, double *sum, struct err *e)
+{
+	struct coll *c = eng->coll;
+	double totals[3] = {(double)w->rank_tokens[r->rank], (double)w->rank_sequences[r->rank],
+			    local};
+	ERR_TRY(pool_mark_wait(eng->pool, r->local, "the count and loss allreduce", e));
+	if (eng->s.shards > 0)
+		ERR_TRY(c->ops->allreduce_tree(c, r->local, r->dev, totals, 3, COLL_F64, 1, e));
+	else
+		ERR_TRY(c->ops->allreduce(c, r->local, r->dev, totals, 3, COLL_F64, COLL_SUM, 1,
+					  e));
+	*count = (int64_t)totals[0];
+	*sum = totals[2];
+	if (*count != w->N)
+		return ERR(e, ERR_DEVICE, "the collective counted %lld supervised tokens, the "
+			   "scheduler %lld", (long long)*count, (long long)w->N);
+	if (eng->s.unit == UNIT_SEQUENCE && (int64_t)totals[1] != w->S)
+		return ERR(e, ERR_DEVICE, "the collective counted %lld sequences, the scheduler "
+			   "%lld", (long long)totals[1], (long long)w->S);
+	return ERR_OK;
+}
+
+/* This rank's microbatches (or subtree of shards) into its gradient; *local: its loss
+ * sum, read back from the device (the window's one wait for it). Nothing to do in a
+ * window without a supervised token. */
+static int window_accumulate(struct engine *eng, struct replica *r, struct window_shared *ws,
+			     double *local, struct err *e)
+{
+	const struct window *w = ws->w;
+	*local = 0.0;
+	if (w->N == 0)
+		return ERR_OK;
+	if (eng->s.shards > 0)
+		return tree_subtree(eng, r, w, r->rank, r->rank * w->micro, w->micro, ws->mode,
+				    r->rank == eng->inject_swap_rank, local, e);
+	ERR_TRY(r->dev->ops->zero(r->dev, r->loss_slots, sizeof(double), e));
+	ERR_TRY(accumulate_micro(eng, ws, r, e));
+	return engine_loss_read(eng, r, 1, local, e);
 }
 
 static int window_work(struct engine *eng, struct replica *r, struct window_shared *ws,
@@ -420,56 +485,33 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 	ERR_TRY(o->zero(d, r->grads, n * sizeof(float), e));
 	r->loss_sum = 0.0; /* a declined window reports no stale sum of the previous one */
 
-	/* the global count goes through the collective, like it would across processes;
+	double local = 0.0, sum = 0.0;
+	int64_t count = 0;
+	ERR_TRY(window_accumulate(eng, r, ws, &local, e));
+	if (!isfinite(local))
+		return ERR(e, ERR_CHECK, "non-finite loss sum (the training diverged, or its "
+			   "parameters were not finite)");
+	/* the global counts go through the collective, like they would across processes;
 	 * each step is marked for the pool's watchdog, which names the step of a late rank */
-	ERR_TRY(pool_mark_wait(eng->pool, r->local, "the token count allreduce", e));
-	int64_t count = w->rank_tokens[rank];
-	ERR_TRY(eng->coll->ops->allreduce(eng->coll, r->local, d, &count, 1, COLL_I64, COLL_SUM, 1,
-					  e));
-	if (count != w->N)
-		return ERR(e, ERR_DEVICE, "the collective counted %lld supervised tokens, the "
-			   "scheduler %lld", (long long)count, (long long)w->N);
-	if (s->unit == UNIT_SEQUENCE) { /* S, the sequence unit's count, the same way */
-		int64_t seqs = w->rank_sequences[rank];
-		ERR_TRY(eng->coll->ops->allreduce(eng->coll, r->local, d, &seqs, 1, COLL_I64,
-						  COLL_SUM, 1, e));
-		if (seqs != w->S)
-			return ERR(e, ERR_DEVICE, "the collective counted %lld sequences, the "
-				   "scheduler %lld", (long long)seqs, (long long)w->S);
-	}
+	ERR_TRY(window_totals(eng, r, w, local, &count, &sum, e));
 	if (count == 0) {
 		/* every rank reaches this branch from the same number: nobody enters the
 		 * gradient collective that the others would skip */
 		ws->rejected[rank] = 1;
 		return ERR_OK;
 	}
-
-	double local = 0.0;
-	if (s->shards > 0)
-		ERR_TRY(tree_subtree(eng, r, w, rank, rank * w->micro, w->micro, ws->mode,
-				     rank == eng->inject_swap_rank, &local, e));
-	else
-		ERR_TRY(accumulate_micro(eng, ws, r, &local, e));
-	if (!isfinite(local))
-		return ERR(e, ERR_CHECK, "non-finite loss sum (the training diverged, or its "
-			   "parameters were not finite)");
 	r->loss_sum = local;
+	ws->loss_sum[rank] = sum;
 
 	if (ws->flags & ENGINE_CAPTURE_LOCAL)
 		ERR_TRY(o->download(d, eng->host_local[rank], r->grads, n * sizeof(float), e));
 
-	double sum = local;
 	ERR_TRY(pool_mark_wait(eng->pool, r->local, "the gradient allreduce", e));
-	if (s->shards > 0) {
-		ERR_TRY(tree_reduce(eng, r, &sum, e));
-	} else {
+	if (s->shards > 0)
+		ERR_TRY(tree_reduce(eng, r, e));
+	else
 		ERR_TRY(eng->coll->ops->allreduce(eng->coll, r->local, d, r->grads, n, COLL_F32,
 					      avg ? COLL_AVG : COLL_SUM, 0, e));
-		ERR_TRY(pool_mark_wait(eng->pool, r->local, "the loss allreduce", e));
-		ERR_TRY(eng->coll->ops->allreduce(eng->coll, r->local, d, &sum, 1, COLL_F64, COLL_SUM,
-					      1, e));
-	}
-	ws->loss_sum[rank] = sum;
 
 	if (r->local == 0 && (ws->flags & ENGINE_CAPTURE_REDUCED))
 		ERR_TRY(o->download(d, eng->host_reduced, r->grads, n * sizeof(float), e));
@@ -483,7 +525,7 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 		ERR_TRY(o->download(d, eng->host_local[rank], r->params, n * sizeof(float), e));
 		ws->param_digest[rank] = digest_floats(eng->host_local[rank], n);
 	}
-	return o->sync(d, e);
+	return ERR_OK;
 }
 
 /* The rank's window, and what its device issued in it (the collectives' waits included). */
@@ -583,31 +625,30 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 	const struct window *w = a->w;
 	struct dev *d = r->dev;
 	size_t n = eng->shape.n_params;
-	double total = 0.0;
 	if (eng->s.shards > 0) { /* the whole tree on one device: the 1-device run */
-		ERR_TRY(tree_subtree(eng, r, w, 0, 0, eng->s.shards, NORM_GLOBAL_TOKEN, 0, &total, e));
+		ERR_TRY(tree_subtree(eng, r, w, 0, 0, eng->s.shards, NORM_GLOBAL_TOKEN, 0,
+				     &a->loss_sum, e));
 		ERR_TRY(tree_finish(eng, r, e));
-		a->loss_sum = total;
 		return d->ops->download(d, a->host_grad, r->grads, n * sizeof(float), e);
 	}
 	ERR_TRY(d->ops->zero(d, r->grads, n * sizeof(float), e));
+	ERR_TRY(d->ops->zero(d, r->loss_slots, sizeof(double), e));
 	float c = (float)(1.0 / (double)w->N);
 	for (int q = 0; q < w->world; q++)
 		for (int m = 0; m < w->micro; m++) {
 			const struct microbatch *mb = &w->mb[q][m];
-			double part = 0.0;
 			ERR_TRY(pool_mark(eng->pool, r->local, "reference microbatch",
 					  q * w->micro + m + 1, e));
 			if (eng->s.unit == UNIT_SEQUENCE) { /* 1 / (S n_s) per token */
 				ERR_TRY(accumulate_sequences(eng, r, w, q, m, NORM_GLOBAL_TOKEN, 0,
-							     &total, e));
+							     e));
 				continue;
 			}
 			ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, eng->s.layout, e));
-			ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, c, &part, e));
-			total += part;
+			ERR_TRY(model_step_acc(r->ws, r->params, r->grads, &r->batch, c, 1.0,
+					       r->loss_slots, e));
 		}
-	a->loss_sum = total;
+	ERR_TRY(engine_loss_read(eng, r, 1, &a->loss_sum, e));
 	return d->ops->download(d, a->host_grad, r->grads, n * sizeof(float), e);
 }
 

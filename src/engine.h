@@ -6,15 +6,20 @@
  * host-side scheduler (the caller) draws a window and hands it here; engine_window()
  * then runs, on every device thread:
  *   1. zero the gradients;
- *   2. the token count through the collective (int64 sum) and a check that it equals
- *      the scheduler's N; if N == 0 every rank takes the same decision from that same
- *      number and leaves before any other collective (the window is rejected);
- *   3. for each microbatch: build the batch, forward, loss sum, backward of c * sum with
- *      c = norm_factor(...) (gradients accumulate locally, nothing is reduced);
- *   4. one allreduce of the flat gradient (sum or avg), one of the loss sums;
- *      in exact mode ([train] shards > 0) steps 3-4 follow one fixed tree over the
+ *   2. for each microbatch: build the batch, forward, loss sum, backward of c * sum with
+ *      c = norm_factor(...) from the scheduler's counts (gradients accumulate locally,
+ *      nothing is reduced; the loss sum is added to a double on the device, so the
+ *      microbatches never wait for the device);
+ *   3. the rank's loss sum read back (the window's one wait for the device), then one
+ *      collective of (token count, sequence count, loss sum) in double (counts are exact
+ *      below 2^53): every rank checks the counts against the scheduler's N and S, and if
+ *      N == 0 every rank takes the same decision from that same number and leaves before
+ *      the gradient collective (the window is rejected; its microbatches were empty);
+ *   4. one allreduce of the flat gradient (sum or avg);
+ *      in exact mode ([train] shards > 0) steps 2-4 follow one fixed tree over the
  *      window's shards instead (engine_tree.h), whatever the number of ranks;
- *   5. optionally the optimizer step, identical on every replica.
+ *   5. optionally the optimizer step, identical on every replica (queued: the window does
+ *      not wait for it; whatever reads the parameters next does).
  * Results the caller may inspect: the per-rank local gradients (when captured) and the
  * reduced gradient, on the host.
  */
@@ -33,6 +38,8 @@
 
 /* Exact mode's subtree buffers per rank: log2 of the most shards one rank adds (64). */
 #define ENGINE_TREE_LEVELS 6
+/* The loss sums a rank keeps on its device in a window: one per shard of its subtree. */
+#define ENGINE_LOSS_SLOTS (1 << ENGINE_TREE_LEVELS)
 
 struct replica {
 	int rank;                         /* global rank: process * local + local rank */
@@ -41,6 +48,10 @@ struct replica {
 	float *params, *grads, *momentum; /* device */
 	float *tree[ENGINE_TREE_LEVELS];  /* exact mode: the subtree stack (engine_tree.h) */
 	int tree_slots;
+	/* device doubles the microbatches add their loss sums to (slot 0; exact mode: one
+	 * per shard), read back once per window */
+	double *loss_slots;
+	double loss_host[ENGINE_LOSS_SLOTS]; /* where they are read back to */
 	struct model_ws *ws;
 	struct batch batch;               /* host */
 	/* per-window output */

@@ -43,15 +43,15 @@ static int add_gradient(struct engine *eng, struct replica *r, float *dst, const
 	return r->dev->ops->col_sum_acc(r->dev, 1, (int)eng->shape.n_params, src, dst, e);
 }
 
-/* One shard's gradient of factor x (its loss sum) into a zeroed buffer. */
+/* One shard's gradient of factor x (its loss sum) into a zeroed buffer; its loss sum
+ * into the zeroed device double *loss. */
 static int shard_gradient(struct engine *eng, struct replica *r, const struct microbatch *mb,
 			  double factor, float *grad, double *loss, struct err *e)
 {
 	const struct dev_ops *o = r->dev->ops;
-	*loss = 0.0;
 	ERR_TRY(o->zero(r->dev, grad, eng->shape.n_params * sizeof(float), e));
 	ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, eng->s.layout, e));
-	return model_step(r->ws, r->params, grad, &r->batch, (float)factor, loss, e);
+	return model_step_acc(r->ws, r->params, grad, &r->batch, (float)factor, 1.0, loss, e);
 }
 
 int tree_subtree(struct engine *eng, struct replica *r, const struct window *w, int rank,
@@ -59,7 +59,6 @@ int tree_subtree(struct engine *eng, struct replica *r, const struct window *w, 
 {
 	const struct settings *s = &eng->s;
 	float *slot[ENGINE_TREE_LEVELS + 1];
-	double sum[ENGINE_TREE_LEVELS + 1];
 	int level[ENGINE_TREE_LEVELS + 1], top = 0;
 	double k = norm_divisor(s->reduce == COLL_AVG, s->world, s->shards);
 	if (coll_tree_levels(count) < 0 || coll_tree_levels(count) > r->tree_slots)
@@ -68,6 +67,7 @@ int tree_subtree(struct engine *eng, struct replica *r, const struct window *w, 
 	if (swap && count < 4)
 		return ERR(e, ERR_CHECK, "rank %d: swapping shards in the tree needs at least 4 "
 			   "shards per rank (it has %d)", rank, count);
+	ERR_TRY(r->dev->ops->zero(r->dev, r->loss_slots, sizeof(double) * count, e));
 	slot[0] = r->grads; /* the leftmost leaf's buffer ends up holding the root */
 	for (int i = 0; i < r->tree_slots; i++)
 		slot[i + 1] = r->tree[i];
@@ -77,18 +77,16 @@ int tree_subtree(struct engine *eng, struct replica *r, const struct window *w, 
 		ERR_TRY(engine_micro_begin(eng, r->rank, w, j, e));
 		double c = norm_factor_k(mode, k, w->world, w->micro, w->N, w->rank_tokens[rank],
 					 mb->tokens);
-		ERR_TRY(shard_gradient(eng, r, mb, c, slot[top], &sum[top], e));
+		ERR_TRY(shard_gradient(eng, r, mb, c, slot[top], r->loss_slots + j, e));
 		level[top++] = 0;
 		/* two subtrees of one level make one of the next: (left) + (right) */
 		while (top >= 2 && level[top - 1] == level[top - 2]) {
 			ERR_TRY(add_gradient(eng, r, slot[top - 2], slot[top - 1], e));
-			sum[top - 2] += sum[top - 1];
 			level[top - 2]++;
 			top--;
 		}
 	}
-	*loss = sum[0];
-	return ERR_OK;
+	return engine_loss_read(eng, r, count, loss, e);
 }
 
 int tree_finish(struct engine *eng, struct replica *r, struct err *e)
@@ -99,11 +97,10 @@ int tree_finish(struct engine *eng, struct replica *r, struct err *e)
 				  1.0f / (float)eng->s.shards, r->grads, e);
 }
 
-int tree_reduce(struct engine *eng, struct replica *r, double *loss, struct err *e)
+int tree_reduce(struct engine *eng, struct replica *r, struct err *e)
 {
 	struct coll *c = eng->coll;
 	ERR_TRY(c->ops->allreduce_tree(c, r->local, r->dev, r->grads, eng->shape.n_params,
 				       COLL_F32, 0, e));
-	ERR_TRY(c->ops->allreduce_tree(c, r->local, r->dev, loss, 1, COLL_F64, 1, e));
 	return tree_finish(eng, r, e);
 }

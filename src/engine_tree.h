@@ -23,17 +23,24 @@ int tree_replica_alloc(struct engine *eng, struct replica *r, struct err *e);
 void tree_replica_release(struct replica *r);
 
 /* Shards first .. first+count-1 of w (count a power of two) into r->grads and *loss: each
- * shard's gradient of factor * (its loss sum), added in the tree's order. `mode` picks the
+ * shard's gradient of factor * (its loss sum), added in the tree's order; the shards'
+ * loss sums stay on the device (a slot each) until they are read back at the end and
+ * added in the same tree. `mode` picks the
  * factor (norm_factor_k with k = K for avg, 1 for sum; rank tokens of `rank`). `swap`
  * (a testing aid) exchanges the second and third shard, which changes the tree. */
 int tree_subtree(struct engine *eng, struct replica *r, const struct window *w, int rank,
 		 int first, int count, int mode, int swap, double *loss, struct err *e);
-/* The upper levels: the tree allreduce of r->grads and of *loss (in place, the same bits
- * on every rank), then the avg division by K. */
-int tree_reduce(struct engine *eng, struct replica *r, double *loss, struct err *e);
+/* The upper levels of the gradient: the tree allreduce of r->grads (in place, the same
+ * bits on every rank), then the avg division by K. (The loss sums take the same tree in
+ * the window's collective of counts and losses.) */
+int tree_reduce(struct engine *eng, struct replica *r, struct err *e);
 /* The avg division of a whole tree's root by K (nothing for sum). */
 int tree_finish(struct engine *eng, struct replica *r, struct err *e);
 
+/* (engine.c) Reads r's first `count` loss slots back from the device (one wait) and adds
+ * them in the pairwise tree (count a power of two; 1: the slot itself) into *loss. */
+int engine_loss_read(struct engine *eng, struct replica *r, int count, double *loss,
+		     struct err *e);
 /* (engine.c) Marks microbatch or shard m (from 0) of window w as rank's operation for
  * the pool's watchdog, and runs the hang injection where it is the chosen one. */
 int engine_micro_begin(struct engine *eng, int rank, const struct window *w, int m,

@@ -461,6 +461,48 @@ START_TEST(a_diverged_replica_is_detected)
 }
 END_TEST
 
+/* 1 when no rank waited for its device more than `limit` times in the window */
+static int syncs_at_most(const struct window_result *res, int world, uint64_t limit)
+{
+	for (int r = 0; r < world; r++)
+		if (res->rank_counts[r].syncs > limit)
+			return 0;
+	return 1;
+}
+
+/* A training window makes each rank wait for its device once (its loss sum read back),
+ * whatever the accumulation, the unit or exact mode; the same check catches a window with
+ * one wait more (the replica check's download of the parameters). */
+START_TEST(a_training_window_waits_for_the_device_once)
+{
+	const char *setups[] = {"", "train.unit=sequence", "train.shards=8"};
+	for (int i = 0; i < 3; i++) {
+		struct env v;
+		struct err e;
+		struct window_result res, checked;
+		err_clear(&e);
+		env_extra = setups[i];
+		env_open(&v, 2, 4, 1, LAYOUT_PACKED, 0);
+		env_extra = "";
+		for (int k = 0; k < 2; k++) {
+			ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+			ck_assert_msg(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res,
+						    &e) == ERR_OK, "%s", e.msg);
+			ck_assert_msg(syncs_at_most(&res, 2, 1), "'%s': rank 0 waited %llu times, "
+				      "rank 1 %llu", setups[i],
+				      (unsigned long long)res.rank_counts[0].syncs,
+				      (unsigned long long)res.rank_counts[1].syncs);
+			ck_assert_uint_eq(res.rank_counts[0].syncs, 1);
+		}
+		ck_assert_msg(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN,
+					    ENGINE_UPDATE | ENGINE_CHECK_REPLICAS, &checked, &e) ==
+			      ERR_OK, "%s", e.msg);
+		ck_assert(!syncs_at_most(&checked, 2, 1));
+		env_close(&v);
+	}
+}
+END_TEST
+
 /* Each rank's device counts of a window come back with it: the replica check, which
  * downloads the parameters, is one more host wait on every rank. */
 START_TEST(windows_report_their_device_counts)
@@ -803,6 +845,7 @@ int main(void)
 	tcase_add_test(tc, replicas_stay_identical);
 	tcase_add_test(tc, runs_are_reproducible_bit_for_bit);
 	tcase_add_test(tc, windows_report_their_device_counts);
+	tcase_add_test(tc, a_training_window_waits_for_the_device_once);
 	tcase_add_test(tc, a_diverged_replica_is_detected);
 	tcase_add_test(tc, sequence_unit_parity_and_controls);
 	tcase_add_test(tc, units_agree_on_equal_lengths_only);
