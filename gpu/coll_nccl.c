@@ -1,5 +1,13 @@
 /*
- * coll_nccl: the NCCL collective, one communicator per rank inside one process.
+ * coll_nccl: the NCCL collective, one communicator per rank of this process.
+ *
+ * The ranks of one process form a clique of their own, or are part of one spanning
+ * several processes (nccl_coll_create_span): process 0 makes the clique's unique id, the
+ * caller carries it to the others (MPI lives above this layer), and each process creates
+ * its communicators with ncclCommInitRankConfig in one group, as clique ranks first ..
+ * first + local - 1. Everything below is written over the clique's ranks where NCCL
+ * needs them (the tree's peers, the divisor of avg) and over the local communicators
+ * everywhere else.
  *
  * The communicators are created together from one thread, non-blocking
  * (ncclConfig_t.blocking = 0): no NCCL call ever waits for a peer on the host, so a
@@ -65,11 +73,13 @@ struct nccl_rank {
 };
 
 struct nccl_coll {
-	int world;
+	int world;  /* ranks of the clique, every process's (NCCL's nranks) */
+	int local;  /* communicators of this process: r[0..local) */
+	int first;  /* the clique rank of r[0]: r[l] is rank first + l */
 	atomic_int aborting;
 	atomic_int abort_by; /* rank whose failure first aborted the collective, -1 none */
 	int mu_ready;
-	atomic_long calls[8]; /* allreduce calls each rank entered */
+	atomic_long calls[MAX_WORLD]; /* allreduce calls each local rank entered */
 	struct nccl_rank r[MAX_WORLD];
 };
 
@@ -88,9 +98,12 @@ static int nccl_error(struct err *e, const char *file, int line, ncclResult_t st
 		      const char *call, int rank, int device)
 {
 	const char *detail = ncclGetLastError(NULL);
-	return err_set(e, ERR_DEVICE, file, line, "rank %d device %d: %s failed at %s:%d: %s%s%s",
-		       rank, device, call, file, line, ncclGetErrorString(st),
-		       detail && *detail ? ": " : "", detail ? detail : "");
+	char who[48] = "";
+	if (rank >= 0)
+		snprintf(who, sizeof who, "rank %d device %d: ", rank, device);
+	return err_set(e, ERR_DEVICE, file, line, "%s%s failed at %s:%d: %s%s%s", who, call, file,
+		       line, ncclGetErrorString(st), detail && *detail ? ": " : "",
+		       detail ? detail : "");
 }
 
 #define CU_CHECK(call, rank, device)                                                         \
@@ -112,7 +125,7 @@ static void abort_all(struct nccl_coll *n, int by)
 		atomic_compare_exchange_strong(&n->abort_by, &none, by);
 	atomic_store(&n->aborting, 1);
 	cudaGetDevice(&cur);
-	for (int r = 0; r < n->world; r++) {
+	for (int r = 0; r < n->local; r++) {
 		struct nccl_rank *nr = &n->r[r];
 		pthread_mutex_lock(&nr->mu);
 		if (!nr->dead && nr->comm)
@@ -134,16 +147,41 @@ static int aborted_error(struct coll *c, int rank, int device, const char *when,
 	int by = atomic_load(&n->abort_by);
 	if (by < 0 && c->barrier)
 		by = barrier_abort_rank(c->barrier);
+	/* local ranks here; messages name the clique's (global) ranks */
 	if (by >= 0 && by != rank)
 		return ERR(e, ERR_ABORTED, "rank %d device %d: allreduce %s: rank %d failed (the "
-			   "NCCL communicators are aborted for good)", rank, device, when, by);
+			   "NCCL communicators are aborted for good)", n->first + rank, device, when,
+			   n->first + by);
 	return ERR(e, ERR_ABORTED, "rank %d device %d: allreduce %s: the NCCL communicators "
-		   "were aborted for good (a new collective is needed)", rank, device, when);
+		   "were aborted for good (a new collective is needed)", n->first + rank, device,
+		   when);
 }
 
 static int is_aborted(struct coll *c, struct nccl_coll *n)
 {
 	return atomic_load(&n->aborting) || (c->barrier && barrier_is_aborted(c->barrier));
+}
+
+/* The error of local rank `rank` whose collective did not end within timeout_s. In one
+ * process the message says which ranks reached the call; the ranks of other processes
+ * are not seen from here, so across processes it names the call only. */
+static void timeout_message(struct nccl_coll *n, int rank, double timeout_s, struct err *e)
+{
+	int arrived[MAX_WORLD];
+	char msg[512];
+	long mine = atomic_load(&n->calls[rank]);
+	if (n->local < n->world) {
+		ERR(e, ERR_DEVICE, "rank %d device %d: allreduce timed out after %g s "
+		    "(devices.timeout): a rank of this process or of another one failed or hangs "
+		    "before the collective, or the transport between the GPUs hangs (NCCL_DEBUG=INFO "
+		    "shows which path NCCL takes)", n->first + rank, n->r[rank].device, timeout_s);
+		return;
+	}
+	for (int q = 0; q < n->local; q++)
+		arrived[q] = atomic_load(&n->calls[q]) >= mine;
+	gpu_coll_timeout_message(msg, sizeof msg, rank, n->r[rank].device, timeout_s, arrived,
+				 n->local);
+	ERR(e, ERR_DEVICE, "%s", msg);
 }
 
 /* Polls until the allreduce enqueued on stream s (dev's) has completed: a wait for the
@@ -166,7 +204,8 @@ static int wait_done(struct coll *c, int rank, struct dev *dev, cudaStream_t s, 
 			return aborted_error(c, rank, nr->device, "abandoned", e);
 		if (q != ncclSuccess || (state != ncclSuccess && state != ncclInProgress)) {
 			int rc = nccl_error(e, __FILE__, __LINE__, q != ncclSuccess ? q : state,
-					    "ncclAllReduce (asynchronous)", rank, nr->device);
+					    "ncclAllReduce (asynchronous)", n->first + rank,
+					    nr->device);
 			abort_all(n, rank);
 			return rc;
 		}
@@ -192,14 +231,7 @@ static int wait_done(struct coll *c, int rank, struct dev *dev, cudaStream_t s, 
 			return aborted_error(c, rank, nr->device, "abandoned", e);
 		}
 		if (timeout > 0 && clock_now_s() - t0 > timeout) {
-			int arrived[8];
-			char msg[512];
-			long mine = atomic_load(&n->calls[rank]);
-			for (int q = 0; q < n->world; q++)
-				arrived[q] = atomic_load(&n->calls[q]) >= mine;
-			gpu_coll_timeout_message(msg, sizeof msg, rank, nr->device, timeout, arrived,
-						 n->world);
-			ERR(e, ERR_DEVICE, "%s", msg);
+			timeout_message(n, rank, timeout, e);
 			abort_all(n, rank);
 			if (c->barrier)
 				barrier_abort(c->barrier, rank);
@@ -234,8 +266,9 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 {
 	struct nccl_coll *n = c->impl;
 	double t0 = clock_now_s();
-	if (rank < 0 || rank >= n->world)
-		return ERR(e, ERR_DEVICE, "allreduce: rank %d outside 0..%d", rank, n->world - 1);
+	if (rank < 0 || rank >= n->local)
+		return ERR(e, ERR_DEVICE, "allreduce: local rank %d outside 0..%d", rank,
+			   n->local - 1);
 	struct nccl_rank *nr = &n->r[rank];
 	int device = nr->device, rc;
 	cudaStream_t s = cuda_dev_stream(dev);
@@ -270,7 +303,8 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 	if (dead)
 		return aborted_error(c, rank, device, "not started", e);
 	if (st != ncclSuccess && st != ncclInProgress) {
-		rc = nccl_error(e, __FILE__, __LINE__, st, "ncclAllReduce", rank, device);
+		rc = nccl_error(e, __FILE__, __LINE__, st, "ncclAllReduce", n->first + rank,
+				 device);
 		abort_all(n, rank);
 		return rc;
 	}
@@ -298,8 +332,9 @@ static int tree_prologue(struct coll *c, int rank, struct dev *dev, cudaStream_t
 			 struct err *e)
 {
 	struct nccl_coll *n = c->impl;
-	if (rank < 0 || rank >= n->world)
-		return ERR(e, ERR_DEVICE, "allreduce: rank %d outside 0..%d", rank, n->world - 1);
+	if (rank < 0 || rank >= n->local)
+		return ERR(e, ERR_DEVICE, "allreduce: local rank %d outside 0..%d", rank,
+			   n->local - 1);
 	int device = n->r[rank].device;
 	*s = cuda_dev_stream(dev);
 	if (!*s)
@@ -350,7 +385,8 @@ static int tree_nccl_step(struct coll *c, int rank, struct dev *dev, cudaStream_
 	if (dead)
 		return aborted_error(c, rank, nr->device, "not started", e);
 	if (st != ncclSuccess && st != ncclInProgress) {
-		int rc = nccl_error(e, __FILE__, __LINE__, st, call, rank, nr->device);
+		int rc = nccl_error(e, __FILE__, __LINE__, st, call, n->first + rank,
+				    nr->device);
 		abort_all(n, rank);
 		return rc;
 	}
@@ -473,7 +509,7 @@ static void nccl_abort(struct coll *c, int rank)
 static int settle_all(struct nccl_coll *n, double timeout_s)
 {
 	double t0 = clock_now_s();
-	for (int r = 0; r < n->world; r++) {
+	for (int r = 0; r < n->local; r++) {
 		for (long it = 0;; it++) {
 			ncclResult_t state = ncclInProgress;
 			if (ncclCommGetAsyncError(n->r[r].comm, &state) != ncclSuccess)
@@ -503,7 +539,7 @@ static void nccl_destroy(struct coll *c)
 		/* orderly: finalize all (grouped: one thread drives every rank), then free */
 		int ok = 1;
 		ncclGroupStart();
-		for (int r = 0; r < n->world; r++) {
+		for (int r = 0; r < n->local; r++) {
 			ncclResult_t f = ncclCommFinalize(n->r[r].comm);
 			if (f != ncclSuccess && f != ncclInProgress)
 				ok = 0;
@@ -512,14 +548,14 @@ static void nccl_destroy(struct coll *c)
 		if (g != ncclSuccess && g != ncclInProgress)
 			ok = 0;
 		if (ok && settle_all(n, 60.0) == 0) {
-			for (int r = 0; r < n->world; r++) {
+			for (int r = 0; r < n->local; r++) {
 				ncclCommDestroy(n->r[r].comm);
 				n->r[r].dead = 1;
 			}
 		}
 	}
 	abort_all(n, -1); /* whatever is left (a failed run, a failed finalize) */
-	for (int r = 0; r < n->world; r++) {
+	for (int r = 0; r < n->local; r++) {
 		if (n->r[r].scratch || n->r[r].tree) {
 			cudaSetDevice(n->r[r].device);
 			cudaFree(n->r[r].scratch);
@@ -527,7 +563,7 @@ static void nccl_destroy(struct coll *c)
 		}
 	}
 	if (n->mu_ready)
-		for (int r = 0; r < n->world; r++)
+		for (int r = 0; r < n->local; r++)
 			pthread_mutex_destroy(&n->r[r].mu);
 	if (cur >= 0)
 		cudaSetDevice(cur);
@@ -562,29 +598,35 @@ static int alloc_scratch(struct nccl_coll *n, size_t max_count, struct err *e)
 	size_t cap = count * 8, tree = 2 * ((count + w - 1) / w * w) * sizeof(float);
 	if (tree < 8 * (w + 1))
 		tree = 8 * (w + 1);
-	for (int r = 0; r < n->world; r++) {
+	for (int r = 0; r < n->local; r++) {
 		int device = n->r[r].device;
-		CU_CHECK(cudaSetDevice(device), r, device);
-		CU_CHECK(cudaMalloc(&n->r[r].scratch, cap), r, device);
+		CU_CHECK(cudaSetDevice(device), n->first + r, device);
+		CU_CHECK(cudaMalloc(&n->r[r].scratch, cap), n->first + r, device);
 		n->r[r].scratch_cap = cap;
-		CU_CHECK(cudaMalloc(&n->r[r].tree, tree), r, device);
+		CU_CHECK(cudaMalloc(&n->r[r].tree, tree), n->first + r, device);
 		n->r[r].tree_cap = tree;
 	}
 	return ERR_OK;
 }
 
-int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
-		     size_t max_count, struct coll **out, struct err *e)
+_Static_assert(sizeof(ncclUniqueId) == GPU_NCCL_ID_BYTES, "GPU_NCCL_ID_BYTES is not NCCL's");
+
+int nccl_unique_id(unsigned char id[GPU_NCCL_ID_BYTES], struct err *e)
 {
-	struct coll *c = NULL;
-	struct nccl_coll *n = NULL;
-	int visible = 0, cur = -1, rc = ERR_OK;
-	ncclUniqueId id;
-	*out = NULL;
-	if (world < 1 || world > MAX_WORLD)
-		return ERR(e, ERR_CONFIG, "devices: NCCL collective over %d ranks (1..%d)",
-			   world, MAX_WORLD);
-	for (int r = 0; r < world; r++)
+	ncclUniqueId u;
+	keep_sums_repeatable(); /* before NCCL reads its environment */
+	ncclResult_t st = ncclGetUniqueId(&u);
+	if (st != ncclSuccess)
+		return nccl_error(e, __FILE__, __LINE__, st, "ncclGetUniqueId", -1, -1);
+	memcpy(id, u.internal, GPU_NCCL_ID_BYTES);
+	return ERR_OK;
+}
+
+/* This process's GPUs device_ids[0..local): each used once, each visible. */
+static int check_devices(int local, const int *device_ids, struct err *e)
+{
+	int visible = 0;
+	for (int r = 0; r < local; r++)
 		for (int q = 0; q < r; q++)
 			if (device_ids[q] == device_ids[r])
 				return ERR(e, ERR_CONFIG,
@@ -597,104 +639,151 @@ int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
 		cudaGetLastError();
 		return gpu_cuda_error(e, __FILE__, __LINE__, (int)cst, "cudaGetDeviceCount", -1, -1);
 	}
-	for (int r = 0; r < world; r++)
+	for (int r = 0; r < local; r++)
 		if (device_ids[r] < 0 || device_ids[r] >= visible)
 			return ERR(e, ERR_CONFIG, "devices: rank %d: GPU %d does not exist (%d visible)",
 				   r, device_ids[r], visible);
+	return ERR_OK;
+}
 
-	c = calloc(1, sizeof *c);
-	n = calloc(1, sizeof *n);
+/* The collective's structures for `local` communicators of a clique of span->world ranks,
+ * none created yet (each marked dead until it is). */
+static int new_coll(int local, const int *device_ids, const struct nccl_span *span,
+		    struct barrier *barrier, struct coll **out, struct err *e)
+{
+	struct coll *c = calloc(1, sizeof *c);
+	struct nccl_coll *n = calloc(1, sizeof *n);
 	if (!c || !n) {
 		free(c);
 		free(n);
 		return ERR(e, ERR_NOMEM, "out of memory");
 	}
 	c->ops = &nccl_coll_ops;
-	c->world = world;
+	c->world = local;
 	c->barrier = barrier;
 	c->impl = n;
-	n->world = world;
+	n->world = span->world;
+	n->local = local;
+	n->first = span->first;
 	atomic_store(&n->aborting, 0);
 	atomic_store(&n->abort_by, -1);
-	for (int r = 0; r < world; r++) {
+	for (int r = 0; r < local; r++) {
 		pthread_mutex_init(&n->r[r].mu, NULL);
 		n->r[r].device = device_ids[r];
 		n->r[r].dead = 1; /* until its communicator exists */
+		atomic_store(&n->calls[r], 0);
 	}
 	n->mu_ready = 1;
+	*out = c;
+	return ERR_OK;
+}
 
-	cudaGetDevice(&cur);
-	for (int r = 0; r < world; r++)
-		atomic_store(&n->calls[r], 0);
-	ERR_TRY_GOTO(rc, alloc_scratch(n, max_count, e), fail);
-	keep_sums_repeatable();
-	ncclResult_t st = ncclGetUniqueId(&id);
-	if (st != ncclSuccess) {
-		rc = nccl_error(e, __FILE__, __LINE__, st, "ncclGetUniqueId", 0, device_ids[0]);
-		goto fail;
-	}
+/* Starts every local communicator of the clique `id`, non-blocking, in one group (one
+ * thread drives several GPUs: NCCL needs the group to create them together). */
+static int init_comms(struct nccl_coll *n, const unsigned char *id_bytes, struct err *e)
+{
+	ncclUniqueId id;
 	ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+	int rc = ERR_OK;
+	memcpy(id.internal, id_bytes, GPU_NCCL_ID_BYTES);
 	config.blocking = 0;
-	st = ncclGroupStart();
-	for (int r = 0; r < world && st == ncclSuccess; r++) {
-		cst = cudaSetDevice(device_ids[r]);
+	ncclResult_t st = ncclGroupStart();
+	for (int r = 0; r < n->local && st == ncclSuccess; r++) {
+		int rank = n->first + r;
+		cudaError_t cst = cudaSetDevice(n->r[r].device);
 		if (cst != cudaSuccess) {
-			ncclGroupEnd();
-			rc = gpu_cuda_error(e, __FILE__, __LINE__, (int)cst, "cudaSetDevice", r,
-					    device_ids[r]);
-			goto fail;
+			rc = gpu_cuda_error(e, __FILE__, __LINE__, (int)cst, "cudaSetDevice", rank,
+					    n->r[r].device);
+			break;
 		}
-		st = ncclCommInitRankConfig(&n->r[r].comm, world, id, r, &config);
+		st = ncclCommInitRankConfig(&n->r[r].comm, n->world, id, rank, &config);
 		if (st == ncclSuccess || st == ncclInProgress) {
 			n->r[r].dead = 0;
 			st = ncclSuccess;
 		} else {
-			rc = nccl_error(e, __FILE__, __LINE__, st, "ncclCommInitRankConfig", r,
-					device_ids[r]);
+			rc = nccl_error(e, __FILE__, __LINE__, st, "ncclCommInitRankConfig", rank,
+					n->r[r].device);
 		}
 	}
 	ncclResult_t g = ncclGroupEnd();
 	if (rc != ERR_OK)
-		goto fail;
-	if (g != ncclSuccess && g != ncclInProgress) {
-		rc = nccl_error(e, __FILE__, __LINE__, g, "ncclGroupEnd (communicator creation)", 0,
-				device_ids[0]);
-		goto fail;
-	}
-	/* non-blocking creation: wait until every communicator is ready (setting up many
-	 * GPUs can take a while: the barrier's timeout, but at least two minutes) */
+		return rc;
+	if (g != ncclSuccess && g != ncclInProgress)
+		return nccl_error(e, __FILE__, __LINE__, g, "ncclGroupEnd (communicator creation)",
+				  n->first, n->r[0].device);
+	return ERR_OK;
+}
+
+/* Non-blocking creation: waits until every local communicator is ready. Setting up many
+ * GPUs (and waiting for the other processes to join) can take a while: the barrier's
+ * timeout, but at least two minutes. */
+static int wait_ready(struct nccl_coll *n, struct barrier *barrier, struct err *e)
+{
 	double timeout = barrier && barrier_timeout(barrier) > 0 ? barrier_timeout(barrier) : 0.0;
 	if (timeout > 0 && timeout < 120.0)
 		timeout = 120.0;
 	double t0 = clock_now_s();
-	for (int r = 0; r < world; r++) {
+	for (int r = 0; r < n->local; r++) {
+		int rank = n->first + r, device = n->r[r].device;
 		for (long it = 0;; it++) {
 			ncclResult_t state = ncclInProgress;
-			st = ncclCommGetAsyncError(n->r[r].comm, &state);
-			if (st != ncclSuccess || (state != ncclSuccess && state != ncclInProgress)) {
-				rc = nccl_error(e, __FILE__, __LINE__, st != ncclSuccess ? st : state,
-						"ncclCommInitRankConfig (asynchronous)", r,
-						device_ids[r]);
-				goto fail;
-			}
+			ncclResult_t st = ncclCommGetAsyncError(n->r[r].comm, &state);
+			if (st != ncclSuccess || (state != ncclSuccess && state != ncclInProgress))
+				return nccl_error(e, __FILE__, __LINE__, st != ncclSuccess ? st : state,
+						  "ncclCommInitRankConfig (asynchronous)", rank, device);
 			if (state == ncclSuccess)
 				break;
-			if (timeout > 0 && clock_now_s() - t0 > timeout) {
-				rc = ERR(e, ERR_DEVICE, "rank %d device %d: NCCL communicator not ready "
-					 "after %.1f s (devices.timeout)", r, device_ids[r], timeout);
-				goto fail;
-			}
+			if (timeout > 0 && clock_now_s() - t0 > timeout)
+				return ERR(e, ERR_DEVICE, "rank %d device %d: NCCL communicator not ready "
+					   "after %.1f s (devices.timeout)%s", rank, device, timeout,
+					   n->local < n->world ? ": another process did not join" : "");
 			pause_poll(it);
 		}
+	}
+	return ERR_OK;
+}
+
+int nccl_coll_create_span(int local, const int *device_ids, const struct nccl_span *span,
+			  struct barrier *barrier, size_t max_count, struct coll **out,
+			  struct err *e)
+{
+	struct coll *c = NULL;
+	struct nccl_span one = {local, 0, {0}};
+	int cur = -1, rc;
+	*out = NULL;
+	if (local < 1 || local > MAX_WORLD)
+		return ERR(e, ERR_CONFIG, "devices: NCCL collective over %d ranks (1..%d)", local,
+			   MAX_WORLD);
+	if (span && (span->world > MAX_WORLD || span->first < 0 ||
+		     span->first + local > span->world))
+		return ERR(e, ERR_CONFIG, "devices: ranks %d..%d of an NCCL collective over %d "
+			   "(at most %d)", span->first, span->first + local - 1, span->world,
+			   MAX_WORLD);
+	ERR_TRY(check_devices(local, device_ids, e));
+	if (!span) { /* one process: its own clique */
+		ERR_TRY(nccl_unique_id(one.id, e));
+		span = &one;
+	}
+	keep_sums_repeatable();
+	ERR_TRY(new_coll(local, device_ids, span, barrier, &c, e));
+	struct nccl_coll *n = c->impl;
+	cudaGetDevice(&cur);
+	if ((rc = alloc_scratch(n, max_count, e)) == ERR_OK &&
+	    (rc = init_comms(n, span->id, e)) == ERR_OK)
+		rc = wait_ready(n, barrier, e);
+	if (rc != ERR_OK) {
+		atomic_store(&n->aborting, 1); /* destroy aborts what was created */
+		nccl_destroy(c);
+		c = NULL;
 	}
 	if (cur >= 0)
 		cudaSetDevice(cur);
 	*out = c;
-	return ERR_OK;
-fail:
-	atomic_store(&n->aborting, 1); /* destroy aborts what was created */
-	nccl_destroy(c);
-	if (cur >= 0)
-		cudaSetDevice(cur);
 	return rc;
+}
+
+int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
+		     size_t max_count, struct coll **out, struct err *e)
+{
+	return nccl_coll_create_span(world, device_ids, NULL, barrier, max_count, out, e);
 }

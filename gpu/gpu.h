@@ -12,9 +12,12 @@
  *                      (runtime/dev_host_kernels.c); every buffer it needs is allocated here,
  *                      sized by `struct cuda_dev_sizes`, never during a window
  *   nccl_coll_create   a `struct coll` over one NCCL communicator per rank, in one
- *                      process; waits by polling so that an aborted peer or the barrier
- *                      timeout releases every rank; avg is the sum divided by W, as the
- *                      host collective computes it
+ *                      process (nccl_coll_create_span: this process's ranks of a clique
+ *                      spanning several, whose unique id process 0 made with
+ *                      nccl_unique_id and the caller carried to the others); waits by
+ *                      polling so that an aborted peer or the barrier timeout releases
+ *                      every rank; avg is the sum divided by W, as the host collective
+ *                      computes it
  *   gpu_env_report     driver, runtime, NCCL versions and the visible devices
  *
  * Every CUDA, cuBLAS and NCCL failure becomes ERR_DEVICE with the call, the library's
@@ -73,6 +76,30 @@ struct CUstream_st *cuda_dev_stream(struct dev *d);
  * tree allreduce, is allocated here; nothing is allocated later). */
 int nccl_coll_create(int world, const int *device_ids, struct barrier *barrier,
 		     size_t max_count, struct coll **out, struct err *e);
+
+/* The bytes of an NCCL unique id (ncclUniqueId), which names one clique of
+ * communicators: made once, by one process, and handed to every process of the clique. */
+#define GPU_NCCL_ID_BYTES 128
+
+/* A new unique id (process 0 of a run makes it; the caller sends it to the others). */
+int nccl_unique_id(unsigned char id[GPU_NCCL_ID_BYTES], struct err *e);
+
+/* Where one process's communicators sit in a clique spanning several processes. */
+struct nccl_span {
+	int world; /* ranks of the clique, all processes together (at most MAX_WORLD) */
+	int first; /* the clique rank of this process's first communicator */
+	unsigned char id[GPU_NCCL_ID_BYTES]; /* the clique's id, the same in every process */
+};
+
+/* nccl_coll_create for `local` ranks of this process, clique ranks span->first .. +
+ * local - 1 of span->world (span NULL: a clique of this process alone, as
+ * nccl_coll_create). Every process of the clique must call it: the communicators are
+ * created non-blocking and wait (the barrier's timeout, at least two minutes) for the
+ * others to join. The collective's rank arguments stay local (0..local-1); its messages
+ * name clique ranks. Averages divide by span->world. */
+int nccl_coll_create_span(int local, const int *device_ids, const struct nccl_span *span,
+			  struct barrier *barrier, size_t max_count, struct coll **out,
+			  struct err *e);
 
 /* Human-readable report of the CUDA/NCCL environment; a machine without GPU or driver
  * gets a line saying so (not an error). */

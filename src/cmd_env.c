@@ -65,7 +65,9 @@ int cmd_env(struct app *a, struct err *e)
 	       a->s.reduce == COLL_AVG ? "avg" : "sum");
 	print_memory(&a->s);
 	procs_report(stdout, &a->s);
-	if (placement_decide(&a->s, gpus, why, &plan, &pe) != ERR_OK) {
+	struct rank_hosts hosts;
+	if (placement_rank_hosts(&a->s, &hosts, &pe) != ERR_OK ||
+	    placement_decide(&a->s, &hosts, gpus, why, &plan, &pe) != ERR_OK) {
 		printf("backend: this configuration does not run here: %s\n", pe.msg);
 		if (!a->o.check)
 			return ERR_OK;

@@ -85,7 +85,7 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	size_t micro = (size_t)(eng->s.shards > eng->s.accumulation ? eng->s.shards
 								       : eng->s.accumulation);
 	size_t upload = (slots * sizeof(int32_t) + rows * sizeof(int32_t) + 512 * steps) * micro;
-	ERR_TRY(placement_create_dev(&eng->placement, r->local, upload, slots, &r->dev, e));
+	ERR_TRY(placement_create_dev(&eng->placement, r->rank, upload, slots, &r->dev, e));
 	struct dev *d = r->dev;
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));
@@ -117,8 +117,10 @@ static int choose_backend(struct engine *eng, struct err *e)
 {
 	int gpus = 0;
 	char why[512];
+	struct rank_hosts hosts;
 	ERR_TRY(placement_gpus(&eng->s, &gpus, why, sizeof why, e));
-	return placement_decide(&eng->s, gpus, why, &eng->placement, e);
+	ERR_TRY(placement_rank_hosts(&eng->s, &hosts, e));
+	return placement_decide(&eng->s, &hosts, gpus, why, &eng->placement, e);
 }
 
 void engine_opts_init(struct engine_opts *o)
@@ -145,18 +147,12 @@ int engine_local_ranks(const struct settings *s, int *local, int *first, struct 
 }
 
 /* The collective of this process's ranks, spanning the other processes when there are
- * any (the host collective only, for now). */
+ * any. */
 static int create_coll(struct engine *eng, struct err *e)
 {
-	const struct world *wd = world_get();
-	ERR_TRY(placement_create_coll(&eng->placement, eng->local, pool_barrier(eng->pool),
-					eng->shape.n_params, &eng->coll, e));
-	if (wd->procs == 1)
-		return ERR_OK;
-	if (eng->placement.nccl)
-		return ERR(e, ERR_CONFIG, "NCCL across processes is not supported yet: set "
-			   "devices.collective = host");
-	return coll_host_span_processes(eng->coll, wd->procs, wd->proc, eng->s.timeout_s, e);
+	return placement_create_coll_procs(&eng->placement, eng->local, eng->first_rank,
+					   pool_barrier(eng->pool), eng->shape.n_params,
+					   eng->s.timeout_s, &eng->coll, e);
 }
 
 int engine_create(const struct settings *s, const struct corpus *c,

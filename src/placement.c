@@ -15,17 +15,62 @@
 
 #include "ddptok_config.h"
 #include "engine.h"
+#include "procs.h"
+#include "world.h"
 #if DDPTOK_HAVE_CUDA
 #include "gpu.h"
 #endif
 
-static int ids_repeat(const int *ids, int n)
+/* Whether ranks q and r run on the same host (NULL hosts: one host). */
+static int same_host(const struct rank_hosts *h, int q, int r)
+{
+	return !h || h->host[q] == h->host[r];
+}
+
+static int on_this_host(const struct rank_hosts *h, int r)
+{
+	return !h || h->host[r] == h->here;
+}
+
+/* Whether two ranks of one host are given the same GPU. */
+static int ids_repeat(const int *ids, int n, const struct rank_hosts *h)
 {
 	for (int r = 0; r < n; r++)
 		for (int q = 0; q < r; q++)
-			if (ids[q] == ids[r])
+			if (ids[q] == ids[r] && same_host(h, q, r))
 				return 1;
 	return 0;
+}
+
+/* The default GPU of rank r: the ranks of its host numbered in rank order (rank r with
+ * one process; with several, each host's processes take its GPUs in turn). */
+static int host_slot(const struct rank_hosts *h, int r)
+{
+	int slot = 0;
+	for (int q = 0; q < r; q++)
+		slot += same_host(h, q, r);
+	return slot;
+}
+
+int placement_rank_hosts(const struct settings *s, struct rank_hosts *h, struct err *e)
+{
+	const struct world *wd = world_get();
+	int local, first;
+	ERR_TRY(engine_local_ranks(s, &local, &first, e));
+	memset(h, 0, sizeof *h);
+	for (int p = 0; p < wd->procs; p++) {
+		int host = p; /* the first process on the same host names it */
+		for (int q = 0; q < p; q++)
+			if (strcmp(wd->hosts[q], wd->hosts[p]) == 0) {
+				host = q;
+				break;
+			}
+		for (int l = 0; l < local; l++)
+			h->host[p * local + l] = host;
+		if (p == wd->proc)
+			h->here = host;
+	}
+	return ERR_OK;
 }
 
 /* What in the settings asks for GPUs (NULL: nothing), for the messages of a refusal. */
@@ -41,11 +86,19 @@ static const char *gpu_request(const struct settings *s)
 }
 
 /* The backend for `gpus` usable GPUs; fills p->backend and p->why. */
-static int plan_backend(const struct settings *s, int gpus, const char *gpu_why,
-			struct placement *p, struct err *e)
+static int plan_backend(const struct settings *s, const struct rank_hosts *h, int gpus,
+			const char *gpu_why, struct placement *p, struct err *e)
 {
 	const int w = s->world;
 	const char *asked = gpu_request(s);
+	int here = 0; /* ranks on this host: those that need its GPUs */
+	char ranks[64];
+	for (int r = 0; r < w; r++)
+		here += on_this_host(h, r);
+	if (here == w)
+		snprintf(ranks, sizeof ranks, "W = %d ranks", w);
+	else
+		snprintf(ranks, sizeof ranks, "%d of the W = %d ranks on this host", here, w);
 	if (s->backend == BACKEND_CPU) {
 		snprintf(p->why, sizeof p->why, "cpu (requested by devices.backend)");
 		return ERR_OK;
@@ -58,18 +111,18 @@ static int plan_backend(const struct settings *s, int gpus, const char *gpu_why,
 		return ERR_OK;
 	}
 	for (int r = 0; r < w && s->n_ids; r++)
-		if (p->ids[r] >= gpus)
+		if (on_this_host(h, r) && p->ids[r] >= gpus)
 			return ERR(e, ERR_CONFIG, "devices.ids: rank %d is given GPU %d but %d GPU%s "
 				   "visible (ids 0..%d)", r, p->ids[r], gpus,
 				   gpus == 1 ? " is" : "s are", gpus - 1);
-	if (!s->n_ids && w > gpus) {
+	if (!s->n_ids && here > gpus) {
 		if (asked)
-			return ERR(e, ERR_CONFIG, "%s: W = %d ranks but only %d GPU%s visible; give "
+			return ERR(e, ERR_CONFIG, "%s: %s but only %d GPU%s visible; give "
 				   "each rank a device with devices.ids (ranks may share one, e.g. "
-				   "0,0, with devices.collective = host)", asked, w, gpus,
+				   "0,0, with devices.collective = host)", asked, ranks, gpus,
 				   gpus == 1 ? " is" : "s are");
-		snprintf(p->why, sizeof p->why, "cpu (auto: W = %d ranks, %d GPU%s visible; to "
-			 "share GPUs set devices.ids, e.g. 0,0)", w, gpus, gpus == 1 ? "" : "s");
+		snprintf(p->why, sizeof p->why, "cpu (auto: %s, %d GPU%s visible; to "
+			 "share GPUs set devices.ids, e.g. 0,0)", ranks, gpus, gpus == 1 ? "" : "s");
 		return ERR_OK;
 	}
 	p->backend = DEV_BACKEND_CUDA;
@@ -78,17 +131,17 @@ static int plan_backend(const struct settings *s, int gpus, const char *gpu_why,
 	return ERR_OK;
 }
 
-int placement_decide(const struct settings *s, int gpus, const char *gpu_why,
-			struct placement *p, struct err *e)
+int placement_decide(const struct settings *s, const struct rank_hosts *hosts, int gpus,
+		     const char *gpu_why, struct placement *p, struct err *e)
 {
 	const int w = s->world;
 	memset(p, 0, sizeof *p);
 	p->backend = DEV_BACKEND_CPU;
 	for (int r = 0; r < w; r++)
-		p->ids[r] = s->n_ids ? s->ids[r] : r;
+		p->ids[r] = s->n_ids ? s->ids[r] : host_slot(hosts, r);
 	if (!gpu_why || !*gpu_why)
 		gpu_why = "no GPU visible";
-	ERR_TRY(plan_backend(s, gpus, gpu_why, p, e));
+	ERR_TRY(plan_backend(s, hosts, gpus, gpu_why, p, e));
 
 	if (p->backend != DEV_BACKEND_CUDA) {
 		if (s->collective == COLLECTIVE_NCCL)
@@ -97,7 +150,7 @@ int placement_decide(const struct settings *s, int gpus, const char *gpu_why,
 		snprintf(p->coll_why, sizeof p->coll_why, "host (the cpu backend's)");
 		return ERR_OK;
 	}
-	int shared = ids_repeat(p->ids, w);
+	int shared = ids_repeat(p->ids, w, hosts);
 	if (s->collective == COLLECTIVE_HOST) {
 		snprintf(p->coll_why, sizeof p->coll_why, "host (requested by devices.collective)");
 	} else if (shared) {
@@ -138,6 +191,44 @@ int placement_create_coll(const struct placement *p, int world, struct barrier *
 #else
 	return ERR(e, ERR_DEVICE, "this build has no CUDA backend");
 #endif
+}
+
+/* NCCL over this process's ranks of a clique spanning every process: process 0 makes
+ * the clique's unique id and the others receive it. */
+static int create_nccl_span(const struct placement *p, int local, int first,
+			    struct barrier *barrier, size_t max_count, double timeout_s,
+			    struct coll **out, struct err *e)
+{
+#if DDPTOK_HAVE_CUDA
+	const struct world *wd = world_get();
+	static struct nccl_span span; /* the main thread only */
+	memset(&span, 0, sizeof span);
+	span.world = local * wd->procs;
+	span.first = first;
+	int rc = wd->proc == 0 ? nccl_unique_id(span.id, e) : ERR_OK;
+	ERR_TRY(procs_from_process0(rc, span.id, sizeof span.id, "the NCCL unique id", timeout_s,
+				    e));
+	return nccl_coll_create_span(local, p->ids + first, &span, barrier, max_count, out, e);
+#else
+	(void)p, (void)local, (void)first, (void)barrier, (void)max_count, (void)timeout_s;
+	(void)out;
+	return ERR(e, ERR_DEVICE, "this build has no CUDA backend");
+#endif
+}
+
+int placement_create_coll_procs(const struct placement *p, int local, int first,
+				struct barrier *barrier, size_t max_count, double timeout_s,
+				struct coll **out, struct err *e)
+{
+	const struct world *wd = world_get();
+	if (wd->procs == 1)
+		return placement_create_coll(p, local, barrier, max_count, out, e);
+	/* a process that chose otherwise would wait in another collective */
+	ERR_TRY(procs_agree_placement(p, timeout_s, e));
+	if (p->nccl)
+		return create_nccl_span(p, local, first, barrier, max_count, timeout_s, out, e);
+	ERR_TRY(coll_host_create(local, barrier, max_count, out, e));
+	return coll_host_span_processes(*out, wd->procs, wd->proc, timeout_s, e);
 }
 
 int placement_gpus(const struct settings *s, int *gpus, char *why, size_t whylen,

@@ -36,35 +36,84 @@ int procs_agree_stop(int *reason, double timeout_s, struct err *e)
 	return world_max_int(reason, timeout_s, "the agreement on stopping", e);
 }
 
-/* what process 0 tells the others after writing a checkpoint */
-struct commit_result {
+/* what process 0 tells the others of something it did alone */
+struct proc0_result {
 	int rc, code;
 	char msg[sizeof(((struct err *)0)->msg)];
-	char path[FSX_PATH_MAX];
 };
 
-int procs_checkpoint_result(int rc, char *path, size_t cap, double timeout_s, struct err *e)
+/* Process 0's result `rc` (e's message when it failed) on every process, exchanged as
+ * `what`: ERR_OK, or the failure on every process (process 0 keeps its own error, the
+ * others get "<process 0> could not <doing>: <message>"), which they all met together. */
+static int result_of_process0(int rc, const char *what, const char *doing, double timeout_s,
+			      struct err *e)
 {
 	const struct world *wd = world_get();
-	static struct commit_result r; /* one thread (the main one) at a time; large */
-	if (wd->procs == 1)
-		return rc;
+	static struct proc0_result r; /* one thread (the main one) at a time; large */
 	memset(&r, 0, sizeof r);
 	if (wd->proc == 0) {
 		r.rc = rc;
 		r.code = rc ? e->code : 0;
 		snprintf(r.msg, sizeof r.msg, "%s", rc ? e->msg : "");
-		snprintf(r.path, sizeof r.path, "%s", path);
 	}
-	ERR_TRY(world_bcast(&r, sizeof r, 0, timeout_s, "the checkpoint's commit result", e));
-	if (r.rc)
-		world_failed_together(); /* every process got process 0's result */
+	ERR_TRY(world_bcast(&r, sizeof r, 0, timeout_s, what, e));
+	if (!r.rc)
+		return ERR_OK;
+	world_failed_together(); /* every process got process 0's result */
 	if (wd->proc == 0)
 		return rc;
-	if (r.rc)
-		return ERR(e, r.code ? r.code : r.rc, "%s could not write the checkpoint: %s",
-			   world_proc_name(0), r.msg);
-	snprintf(path, cap, "%s", r.path);
+	return ERR(e, r.code ? r.code : r.rc, "%s could not %s: %s", world_proc_name(0), doing,
+		   r.msg);
+}
+
+int procs_checkpoint_result(int rc, char *path, size_t cap, double timeout_s, struct err *e)
+{
+	static char sent[FSX_PATH_MAX];
+	if (world_get()->procs == 1)
+		return rc;
+	ERR_TRY(result_of_process0(rc, "the checkpoint's commit result", "write the checkpoint",
+				   timeout_s, e));
+	snprintf(sent, sizeof sent, "%s", path);
+	ERR_TRY(world_bcast(sent, sizeof sent, 0, timeout_s, "the checkpoint's commit result", e));
+	snprintf(path, cap, "%s", sent);
+	return ERR_OK;
+}
+
+int procs_from_process0(int rc, void *buf, size_t bytes, const char *what, double timeout_s,
+			struct err *e)
+{
+	char doing[160];
+	if (world_get()->procs == 1)
+		return rc;
+	snprintf(doing, sizeof doing, "make %s", what);
+	ERR_TRY(result_of_process0(rc, what, doing, timeout_s, e));
+	return world_bcast(buf, bytes, 0, timeout_s, what, e);
+}
+
+/* what each process says of its placement, compared across processes */
+struct placement_view {
+	int backend, nccl;
+	char why[448]; /* the backend and collective, and why */
+};
+
+int procs_agree_placement(const struct placement *p, double timeout_s, struct err *e)
+{
+	const struct world *wd = world_get();
+	struct placement_view mine, all[WORLD_MAX_PROCS];
+	memset(&mine, 0, sizeof mine);
+	mine.backend = p->backend;
+	mine.nccl = p->nccl;
+	snprintf(mine.why, sizeof mine.why, "%s, collective %s", p->why, p->coll_why);
+	ERR_TRY(world_allgather(&mine, sizeof mine, all, timeout_s,
+				"the comparison of the device plans", e));
+	for (int q = 1; q < wd->procs; q++)
+		if (all[q].backend != all[0].backend || all[q].nccl != all[0].nccl) {
+			world_failed_together(); /* every process compared the same plans */
+			return ERR(e, ERR_CONFIG, "the processes would run on different devices: %s "
+				   "runs %s; %s runs %s (every process must take the same backend "
+				   "and collective: set devices.backend and devices.collective)",
+				   world_proc_name(0), all[0].why, world_proc_name(q), all[q].why);
+		}
 	return ERR_OK;
 }
 

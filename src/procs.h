@@ -13,6 +13,8 @@
 #include "err.h"
 #include "settings.h"
 
+struct placement;
+
 /* Every process's data lock equals process 0's; ERR_DATA naming the first process (and
  * its host) that differs otherwise, on every process. */
 int procs_check_data_lock(const char *lock, double timeout_s, struct err *e);
@@ -21,6 +23,15 @@ int procs_agree_stop(int *reason, double timeout_s, struct err *e);
 /* Process 0's result of writing a checkpoint (rc, and e's message when it failed, path[]
  * the directory written otherwise) on every process. Returns that result. */
 int procs_checkpoint_result(int rc, char *path, size_t cap, double timeout_s, struct err *e);
+/* Process 0's buf[0..bytes) on every process (exchanged as `what`), or, when making it
+ * failed on process 0 (rc != 0 there, its message in e), that failure on every process.
+ * Returns rc in a world of one. */
+int procs_from_process0(int rc, void *buf, size_t bytes, const char *what, double timeout_s,
+			struct err *e);
+/* Every process decided the same backend and collective as process 0 (GPUs differ
+ * between hosts, or some have none); ERR_CONFIG naming a process that differs and both
+ * plans otherwise, on every process. */
+int procs_agree_placement(const struct placement *p, double timeout_s, struct err *e);
 /* The checkpoint directory `dir` as process 0 reads it, on every process, so that no
  * shared file system is needed to resume: process 0 sends its files, the others write
  * them into <own_root>/resume/<name of dir> (replacing what was there) and get that path

@@ -14,8 +14,10 @@
 #include "engine.h"
 #include "gpu_rules.h"
 
-static struct placement plan_of(int world, int backend, int collective, const char *ids,
-				   int gpus, int *rc, char *msg, size_t cap)
+/* The plan for ranks on the hosts h (NULL: all on this one). */
+static struct placement plan_for(int world, int backend, int collective, const char *ids,
+				 const struct rank_hosts *h, int gpus, int *rc, char *msg,
+				 size_t cap)
 {
 	struct settings s;
 	struct placement p;
@@ -28,9 +30,15 @@ static struct placement plan_of(int world, int backend, int collective, const ch
 	for (const char *c = ids; c && *c; c++)
 		if (*c >= '0' && *c <= '9')
 			s.ids[s.n_ids++] = *c - '0';
-	*rc = placement_decide(&s, gpus, "no GPU here", &p, &e);
+	*rc = placement_decide(&s, h, gpus, "no GPU here", &p, &e);
 	snprintf(msg, cap, "%s", e.msg);
 	return p;
+}
+
+static struct placement plan_of(int world, int backend, int collective, const char *ids,
+				   int gpus, int *rc, char *msg, size_t cap)
+{
+	return plan_for(world, backend, collective, ids, NULL, gpus, rc, msg, cap);
 }
 
 START_TEST(placement_follows_the_gpus_visible)
@@ -114,6 +122,58 @@ START_TEST(auto_never_falls_back_when_gpus_were_named)
 }
 END_TEST
 
+/* One rank per process, the processes on the hosts `hosts` ("00": one host, "01": two);
+ * this process is on host `here`. */
+static struct placement plan_on_hosts(const char *hosts, int here, int collective,
+				      const char *ids, int gpus, int *rc, char *msg, size_t cap)
+{
+	struct rank_hosts h;
+	memset(&h, 0, sizeof h);
+	for (int r = 0; hosts[r]; r++)
+		h.host[r] = hosts[r] - '0';
+	h.here = here;
+	return plan_for((int)strlen(hosts), BACKEND_AUTO, collective, ids, &h, gpus, rc, msg,
+			cap);
+}
+
+START_TEST(ranks_of_several_hosts_number_each_hosts_gpus)
+{
+	int rc;
+	char msg[1024];
+	struct placement p;
+	/* two processes on one host with 2 GPUs: GPUs 0 and 1, over NCCL */
+	p = plan_on_hosts("00", 0, COLLECTIVE_AUTO, NULL, 2, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.backend, DEV_BACKEND_CUDA);
+	ck_assert(p.nccl && p.ids[0] == 0 && p.ids[1] == 1);
+	/* two hosts with one GPU each: GPU 0 on each, NCCL (nothing is shared) */
+	p = plan_on_hosts("01", 1, COLLECTIVE_AUTO, NULL, 1, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.backend, DEV_BACKEND_CUDA);
+	ck_assert(p.nccl && p.ids[0] == 0 && p.ids[1] == 0);
+	/* explicit ids 0,0: shared on one host (the host collective), not on two */
+	p = plan_on_hosts("00", 0, COLLECTIVE_AUTO, "0,0", 1, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.nccl, 0);
+	p = plan_on_hosts("01", 0, COLLECTIVE_NCCL, "0,0", 1, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert_int_eq(p.nccl, 1);
+	/* only this host's ranks need its GPUs: 3 ranks here, 1 elsewhere, 2 GPUs */
+	p = plan_on_hosts("0001", 0, COLLECTIVE_NCCL, NULL, 2, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_CONFIG);
+	ck_assert_msg(strstr(msg, "3 of the W = 4 ranks on this host"), "%s", msg);
+	p = plan_on_hosts("0001", 1, COLLECTIVE_NCCL, NULL, 2, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	ck_assert(p.ids[2] == 2 && p.ids[3] == 0);
+	/* an explicit id past this host's GPUs is refused; another host's is not checked */
+	p = plan_on_hosts("01", 0, COLLECTIVE_AUTO, "0,3", 1, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_OK);
+	p = plan_on_hosts("01", 1, COLLECTIVE_AUTO, "0,3", 1, &rc, msg, sizeof msg);
+	ck_assert_int_eq(rc, ERR_CONFIG);
+	ck_assert_msg(strstr(msg, "rank 1 is given GPU 3"), "%s", msg);
+}
+END_TEST
+
 START_TEST(driver_requirement)
 {
 	ck_assert_int_eq(gpu_driver_branch_needed(13000), 580);
@@ -189,6 +249,7 @@ int main(void)
 	TCase *tc = tcase_create("device-plan");
 	tcase_add_test(tc, placement_follows_the_gpus_visible);
 	tcase_add_test(tc, auto_never_falls_back_when_gpus_were_named);
+	tcase_add_test(tc, ranks_of_several_hosts_number_each_hosts_gpus);
 	tcase_add_test(tc, driver_requirement);
 	tcase_add_test(tc, nccl_environment_keeps_sums_repeatable);
 	tcase_add_test(tc, timeout_message_says_who_arrived);
