@@ -15,6 +15,8 @@
 #include "ckpt.h"
 #include "coll.h"
 #include "npy.h"
+#include "procs.h"
+#include "world.h"
 
 /* How many targets of split are token id (all of them: counts[] of vocab entries). */
 static int64_t split_targets(const struct corpus *c, int split, int id, int64_t *counts)
@@ -106,18 +108,24 @@ int train_evaluate(const struct env *v, const char *dir, struct train_eval *ev, 
 	int rc;
 	int64_t unused;
 
+	char local[FSX_PATH_MAX];
 	memset(ev, 0, sizeof *ev);
 	memset(&ck, 0, sizeof ck);
-	if (!dir && (rc = newest_checkpoint(v, ev, e)))
-		return rc;
+	/* with several processes, process 0 chooses the checkpoint and sends it to the others
+	 * (no shared file system needed): every process evaluates the same state */
+	rc = dir || world_get()->proc > 0 ? ERR_OK : newest_checkpoint(v, ev, e);
 	if (dir)
 		snprintf(ev->checkpoint, sizeof ev->checkpoint, "%s", dir);
-	if ((rc = train_corpus(v, 0, &c, e)))
+	if ((rc = procs_from_process0(rc, ev->checkpoint, sizeof ev->checkpoint,
+				      "the newest checkpoint", v->s->timeout_s, e)) ||
+	    (rc = procs_share_checkpoint(ev->checkpoint, v->s->outputs, "evaluate", local,
+					 sizeof local, v->s->timeout_s, e)) ||
+	    (rc = train_corpus(v, 0, &c, e)))
 		return rc;
 	/* evaluation needs the checkpoint's parameters shaped like this configuration's model
 	 * and the same corpus (its data lock); how they were trained does not matter, so the
 	 * optimizer and world keys may differ */
-	if ((rc = checkpoint_load(v, ev->checkpoint, &c,
+	if ((rc = checkpoint_load(v, local, &c,
 				  CHECKPOINT_CHECK_DATA | CHECKPOINT_CHECK_SHAPE, &ck, e))) {
 		corpus_free(&c);
 		return rc;

@@ -44,7 +44,7 @@ struct proc0_result {
 
 /* Process 0's result `rc` (e's message when it failed) on every process, exchanged as
  * `what`: ERR_OK, or the failure on every process (process 0 keeps its own error, the
- * others get "<process 0> could not <doing>: <message>"), which they all met together. */
+ * others get "<process 0> <doing>: <message>"), which they all met together. */
 static int result_of_process0(int rc, const char *what, const char *doing, double timeout_s,
 			      struct err *e)
 {
@@ -62,8 +62,7 @@ static int result_of_process0(int rc, const char *what, const char *doing, doubl
 	world_failed_together(); /* every process got process 0's result */
 	if (wd->proc == 0)
 		return rc;
-	return ERR(e, r.code ? r.code : r.rc, "%s could not %s: %s", world_proc_name(0), doing,
-		   r.msg);
+	return ERR(e, r.code ? r.code : r.rc, "%s %s: %s", world_proc_name(0), doing, r.msg);
 }
 
 int procs_checkpoint_result(int rc, char *path, size_t cap, double timeout_s, struct err *e)
@@ -71,7 +70,8 @@ int procs_checkpoint_result(int rc, char *path, size_t cap, double timeout_s, st
 	static char sent[FSX_PATH_MAX];
 	if (world_get()->procs == 1)
 		return rc;
-	ERR_TRY(result_of_process0(rc, "the checkpoint's commit result", "write the checkpoint",
+	ERR_TRY(result_of_process0(rc, "the checkpoint's commit result",
+				   "could not write the checkpoint",
 				   timeout_s, e));
 	snprintf(sent, sizeof sent, "%s", path);
 	ERR_TRY(world_bcast(sent, sizeof sent, 0, timeout_s, "the checkpoint's commit result", e));
@@ -85,7 +85,7 @@ int procs_from_process0(int rc, void *buf, size_t bytes, const char *what, doubl
 	char doing[160];
 	if (world_get()->procs == 1)
 		return rc;
-	snprintf(doing, sizeof doing, "make %s", what);
+	snprintf(doing, sizeof doing, "failed on %s", what);
 	ERR_TRY(result_of_process0(rc, what, doing, timeout_s, e));
 	return world_bcast(buf, bytes, 0, timeout_s, what, e);
 }
@@ -187,12 +187,12 @@ static int unpack_files(const char *dir, const char *buf, size_t len, struct err
 	return ERR_OK;
 }
 
-int procs_share_checkpoint(const char *dir, const char *own_root, char *local, size_t cap,
-			   double timeout_s, struct err *e)
+int procs_share_checkpoint(const char *dir, const char *own_root, const char *purpose,
+			   char *local, size_t cap, double timeout_s, struct err *e)
 {
 	const struct world *wd = world_get();
 	static struct share_header h; /* large; the main thread only */
-	char *buf = NULL, resume[FSX_PATH_MAX];
+	char *buf = NULL, into[FSX_PATH_MAX], what[64];
 	size_t len = 0;
 	snprintf(local, cap, "%s", dir);
 	if (wd->procs == 1)
@@ -203,22 +203,23 @@ int procs_share_checkpoint(const char *dir, const char *own_root, char *local, s
 		snprintf(h.msg, sizeof h.msg, "%s", e->msg);
 	}
 	h.bytes = len;
-	int rc = world_bcast(&h, sizeof h, 0, timeout_s, "the checkpoint to resume from", e);
+	snprintf(what, sizeof what, "the checkpoint to %s", purpose);
+	int rc = world_bcast(&h, sizeof h, 0, timeout_s, what, e);
 	if (rc == ERR_OK && h.rc)
-		rc = wd->proc == 0 ? h.rc : ERR(e, h.code, "%s cannot read the checkpoint to "
-						"resume from: %s", world_proc_name(0), h.msg);
+		rc = wd->proc == 0 ? h.rc : ERR(e, h.code, "%s cannot read %s: %s",
+						world_proc_name(0), what, h.msg);
 	if (rc == ERR_OK && wd->proc > 0 && !(buf = malloc(h.bytes ? h.bytes : 1)))
-		rc = ERR(e, ERR_NOMEM, "out of memory for the checkpoint to resume from");
+		rc = ERR(e, ERR_NOMEM, "out of memory for %s", what);
 	if (rc == ERR_OK)
-		rc = world_bcast(buf, h.bytes, 0, timeout_s, "the checkpoint to resume from", e);
+		rc = world_bcast(buf, h.bytes, 0, timeout_s, what, e);
 	if (rc == ERR_OK && wd->proc > 0) {
 		char name[256];
 		snprintf(name, sizeof name, "%s", dir);
 		for (size_t n = strlen(name); n > 1 && name[n - 1] == '/'; n--)
 			name[n - 1] = '\0';
 		const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
-		if ((rc = fsx_join(resume, sizeof resume, own_root, "resume", e)) == ERR_OK &&
-		    (rc = fsx_join(local, cap, resume, base, e)) == ERR_OK)
+		if ((rc = fsx_join(into, sizeof into, own_root, purpose, e)) == ERR_OK &&
+		    (rc = fsx_join(local, cap, into, base, e)) == ERR_OK)
 			rc = unpack_files(local, buf, h.bytes, e);
 	}
 	free(buf);

@@ -24,7 +24,8 @@ int procs_agree_stop(int *reason, double timeout_s, struct err *e);
  * the directory written otherwise) on every process. Returns that result. */
 int procs_checkpoint_result(int rc, char *path, size_t cap, double timeout_s, struct err *e);
 /* Process 0's buf[0..bytes) on every process (exchanged as `what`), or, when making it
- * failed on process 0 (rc != 0 there, its message in e), that failure on every process.
+ * failed on process 0 (rc != 0 there, its message in e), that failure on every process
+ * ("<process 0> failed on <what>: <message>").
  * Returns rc in a world of one. */
 int procs_from_process0(int rc, void *buf, size_t bytes, const char *what, double timeout_s,
 			struct err *e);
@@ -33,12 +34,13 @@ int procs_from_process0(int rc, void *buf, size_t bytes, const char *what, doubl
  * plans otherwise, on every process. */
 int procs_agree_placement(const struct placement *p, double timeout_s, struct err *e);
 /* The checkpoint directory `dir` as process 0 reads it, on every process, so that no
- * shared file system is needed to resume: process 0 sends its files, the others write
- * them into <own_root>/resume/<name of dir> (replacing what was there) and get that path
- * in local[]; process 0 (and a world of one) gets dir itself. A failure to read dir on
+ * shared file system is needed to resume from it or evaluate it (`purpose`: "resume",
+ * "evaluate"): process 0 sends its files, the others write them into
+ * <own_root>/<purpose>/<name of dir> (replacing what was there) and get that path in
+ * local[]; process 0 (and a world of one) gets dir itself. A failure to read dir on
  * process 0 fails every process with its message. */
-int procs_share_checkpoint(const char *dir, const char *own_root, char *local, size_t cap,
-			   double timeout_s, struct err *e);
+int procs_share_checkpoint(const char *dir, const char *own_root, const char *purpose,
+			   char *local, size_t cap, double timeout_s, struct err *e);
 /* `env`'s lines about the processes: the MPI library, P, L, W and the hosts (or why
  * devices.world does not divide among the processes). */
 void procs_report(FILE *out, const struct settings *s);

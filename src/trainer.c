@@ -47,8 +47,8 @@ static int load_resume(struct trainer *t, const struct corpus *c, struct checkpo
 		checks |= CHECKPOINT_CHECK_ANY_NORMALIZATION;
 	/* read by process 0 and handed to the others: no shared file system needed */
 	char dir[FSX_PATH_MAX];
-	int rc = procs_share_checkpoint(o->resume_dir, t->v->s->outputs, dir, sizeof dir,
-					t->v->s->timeout_s, e);
+	int rc = procs_share_checkpoint(o->resume_dir, t->v->s->outputs, "resume", dir,
+					sizeof dir, t->v->s->timeout_s, e);
 	if (rc || (rc = checkpoint_load(t->v, dir, c, checks, ck, e)))
 		return rc;
 	if (o->mode != TRAIN_MODE_ANY && ck->normalization != o->mode)

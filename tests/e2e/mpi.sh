@@ -4,7 +4,8 @@
 # by one layout resumes on another and ends bit for bit where the continuous run ends (read
 # by process 0 alone: process 1 runs elsewhere); a
 # failure on a rank of process 1, process 1 killed or stuck, and SIGTERM to process 0 only
-# end every process promptly with the right status and message; differing data refused.
+# end every process promptly with the right status and message; differing data refused;
+# evaluate reads process 0's checkpoint on every process and reports once; inspect refused.
 # Skips (77) without mpirun or in a build without MPI.
 set -eu
 fail() { echo "FAIL: $*"; exit 1; }
@@ -75,6 +76,25 @@ mpirun_ -np 1 "$DDPTOK" "$T" train --resume b/checkpoints/step-0003 $S \
 	--resume b/checkpoints/step-0003 $S --set run.artifacts=b > /dev/null
 same b/checkpoints/step-0006 c/continuous/step-0006
 same b/checkpoints/step-0003 elsewhere/outputs/process-1/resume/step-0003
+
+# evaluate: process 0 finds the newest checkpoint and sends it to process 1 (elsewhere,
+# without artifacts); one report, the one process's
+# shellcheck disable=SC2086
+"$DDPTOK" "$T" evaluate $S --set run.artifacts=b --set run.outputs=ev1 > /dev/null
+# shellcheck disable=SC2086
+mpirun_ -np 1 "$DDPTOK" "$T" evaluate $S --set run.artifacts=b --set run.outputs=ev2 : \
+	-np 1 -wdir elsewhere "$DDPTOK" "$T" evaluate $S --set run.artifacts=b \
+	--set run.outputs=ev2 > ev.out || fail "evaluate with P = 2"
+cmp ev1/evaluate.json ev2/evaluate.json || fail "evaluate.json of P = 2 differs from P = 1's"
+[ "$(grep -c '^evaluate: test ' ev.out)" -eq 1 ] || fail "evaluate reported twice: $(cat ev.out)"
+[ ! -e elsewhere/ev2/process-1/evaluate.json ] || fail "process 1 wrote evaluate.json"
+same b/checkpoints/step-0006 elsewhere/ev2/process-1/evaluate/step-0006
+# inspect (interactive) is refused with P > 1 at once, by every process
+# shellcheck disable=SC2086
+rc_of mpi 2 inspect $S < /dev/null
+[ "$rc" -eq 2 ] || { cat cmd.err; fail "inspect with P = 2: exit $rc, expected 2"; }
+[ "$(grep -c 'inspect is interactive and runs in one process (here one of 2)' cmd.err)" -eq 2 ] ||
+	fail "inspect with P = 2: $(cat cmd.err)"
 
 # a failure on rank 3 (process 1) at window 2: every process ends, naming it
 # shellcheck disable=SC2086
