@@ -646,12 +646,13 @@ static int json_set_new(json_t *obj, const char *key, json_t *v, int *bad)
 	return *bad;
 }
 
-static int save_lock(const struct corpus *c, const char *path, struct err *e)
+/* The canonical text of data.lock for c (with its final newline) into *out. */
+static int lock_text(const struct corpus *c, const char *path, char **out, struct err *e)
 {
 	json_t *root = json_object(), *par = json_object(), *spl = json_object();
 	char seed[32];
 	char *text = NULL;
-	int bad = !root || !par || !spl, rc;
+	int bad = !root || !par || !spl;
 
 	snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->params.seed);
 	json_set_new(root, "format", json_integer(CORPUS_FORMAT), &bad);
@@ -703,20 +704,82 @@ static int save_lock(const struct corpus *c, const char *path, struct err *e)
 	json_decref(root);
 	if (!text)
 		return ERR(e, ERR_DEVICE, "%s: cannot serialize the data lock", path);
-	{
-		size_t len = strlen(text);
-		char *withnl = malloc(len + 2);
-		if (!withnl) {
-			free(text);
-			return ERR(e, ERR_NOMEM, "%s: out of memory", path);
-		}
-		memcpy(withnl, text, len);
-		withnl[len] = '\n';
-		withnl[len + 1] = '\0';
-		rc = fsx_write_atomic(path, withnl, len + 1, e);
-		free(withnl);
+	size_t len = strlen(text);
+	*out = malloc(len + 2);
+	if (!*out) {
+		free(text);
+		return ERR(e, ERR_NOMEM, "%s: out of memory", path);
 	}
+	memcpy(*out, text, len);
+	memcpy(*out + len, "\n", 2);
 	free(text);
+	return ERR_OK;
+}
+
+static int save_lock(const struct corpus *c, const char *path, struct err *e)
+{
+	char *text = NULL;
+	ERR_TRY(lock_text(c, path, &text, e));
+	int rc = fsx_write_atomic(path, text, strlen(text), e);
+	free(text);
+	return rc;
+}
+
+int corpus_save_lock(const struct corpus *c, const char *dir, struct err *e)
+{
+	char path[FSX_PATH_MAX];
+	ERR_TRY(fsx_join(path, sizeof path, dir, OUTPUT_DATA_LOCK, e));
+	return save_lock(c, path, e);
+}
+
+/* The first key (parameters.KEY, splits.KEY) where the JSON `got` differs from `want`. */
+static void first_difference(json_t *want, json_t *got, const char *prefix, char *why,
+			     size_t cap)
+{
+	const char *key;
+	json_t *w;
+	json_object_foreach(want, key, w) {
+		json_t *g = json_object_get(got, key);
+		if (json_equal(w, g))
+			continue;
+		if (json_is_object(w) && json_is_object(g) && !prefix[0])
+			return first_difference(w, g, key, why, cap);
+		snprintf(why, cap, "its %s%s%s differs", prefix, prefix[0] ? "." : "", key);
+		return;
+	}
+	json_object_foreach(got, key, w)
+		if (!json_object_get(want, key)) {
+			snprintf(why, cap, "it holds %s%s%s, which corpus.bin does not describe", prefix,
+				 prefix[0] ? "." : "", key);
+			return;
+		}
+	snprintf(why, cap, "its text is not the canonical one");
+}
+
+int corpus_lock_file_check(const char *dir, const struct corpus *c, char *why, size_t cap,
+			   struct err *e)
+{
+	char path[FSX_PATH_MAX], *want = NULL, *got = NULL;
+	size_t len;
+	why[0] = '\0';
+	ERR_TRY(fsx_join(path, sizeof path, dir, OUTPUT_DATA_LOCK, e));
+	if (!fsx_exists(path)) {
+		snprintf(why, cap, "it is missing");
+		return ERR_OK;
+	}
+	ERR_TRY(lock_text(c, path, &want, e));
+	int rc = fsx_read_all(path, &got, &len, e);
+	if (rc == ERR_OK && (len != strlen(want) || memcmp(got, want, len) != 0)) {
+		json_t *w = json_loads(want, 0, NULL), *g = json_loadb(got, len, 0, NULL);
+		if (!json_is_object(g))
+			snprintf(why, cap, "it is not a JSON object");
+		else
+			first_difference(w, g, "", why, cap);
+		json_decref(w);
+		json_decref(g);
+	}
+	free(want);
+	free(got);
 	return rc;
 }
 
@@ -838,21 +901,14 @@ static int decode_corpus(const char *path, const char *buf, size_t size, char st
 	return ERR_OK;
 }
 
-/* The content of c against the lock stored in corpus.bin and, when present, data.lock. */
-static int check_locks(const char *dir, const char *path, const char *stored,
-		       const struct corpus *c, struct err *e)
+/* The content of c against the lock stored in corpus.bin (data.lock only describes it:
+ * corpus_lock_file_check). */
+static int check_stored_lock(const char *path, const char *stored, const struct corpus *c,
+			     struct err *e)
 {
-	char lpath[FSX_PATH_MAX], onfile[65];
 	if (strcmp(c->lock, stored) != 0)
 		return ERR(e, ERR_DATA, "%s: content does not match its data lock (stored %.12s..., "
 			   "computed %.12s...): the file is corrupt", path, stored, c->lock);
-	ERR_TRY(fsx_join(lpath, sizeof lpath, dir, OUTPUT_DATA_LOCK, e));
-	if (!fsx_exists(lpath))
-		return ERR_OK;
-	ERR_TRY(corpus_read_lock(dir, onfile, e));
-	if (strcmp(onfile, c->lock) != 0)
-		return ERR(e, ERR_DATA, "%s: lock %.12s... does not match %s (%.12s...)", lpath,
-			   onfile, path, c->lock);
 	return ERR_OK;
 }
 
@@ -873,7 +929,7 @@ int corpus_load(const char *dir, struct corpus *c, struct err *e)
 	if (rc == ERR_OK)
 		rc = corpus_compute_lock(c, c->lock, e);
 	if (rc == ERR_OK)
-		rc = check_locks(dir, path, stored, c, e);
+		rc = check_stored_lock(path, stored, c, e);
 	if (rc)
 		corpus_free(c);
 	return rc;

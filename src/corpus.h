@@ -129,11 +129,18 @@ void corpus_summarize(const struct corpus *c, struct corpus_summary *out);
  * settings must be the ones the corpus was built with (ERR_DATA if not). */
 int corpus_save(const struct corpus *c, const struct settings *s, const char *dir,
 		struct err *e);
+/* corpus.bin is the authority: its content is checked against the lock stored inside
+ * it. dir/data.lock is its description in JSON, derived from it: corpus_lock_file_check
+ * reads all of it and, when it is missing or says anything else than c, names what in
+ * why[cap] (empty when it describes c); corpus_save_lock writes it again. */
+int corpus_lock_file_check(const char *dir, const struct corpus *c, char *why, size_t cap,
+			   struct err *e);
+int corpus_save_lock(const struct corpus *c, const char *dir, struct err *e);
 /* Reads the lock stored in dir/data.lock into lock[65] (ERR_DATA / ERR_IO). */
 int corpus_read_lock(const char *dir, char lock[65], struct err *e);
 /* Reads dir/corpus.bin back into c, checks its structure, recomputes the lock and checks
- * it against the lock stored in corpus.bin and, when present, in dir/data.lock. Any
- * mismatch is ERR_DATA naming the file; an unreadable file is ERR_IO. */
+ * it against the lock stored in corpus.bin (not data.lock: see above). Any mismatch is
+ * ERR_DATA naming the file; an unreadable file is ERR_IO. */
 int corpus_load(const char *dir, struct corpus *c, struct err *e);
 /* Computes the data lock of c from c->params and its arrays into lock[65]. */
 int corpus_compute_lock(const struct corpus *c, char lock[65], struct err *e);

@@ -45,7 +45,7 @@
  * checkpoint of another backend is refused too (elastic.h).
  *
  * The corpus used for training is the prepared one in <outputs>/corpus (corpus_save /
- * corpus_load); train_corpus() builds and saves it first when it is missing.
+ * corpus_load); train_corpus() builds and saves it first when it is missing (see there).
  */
 #ifndef DDPTOK_TRAIN_H
 #define DDPTOK_TRAIN_H
@@ -154,10 +154,12 @@ int train_run(const struct env *v, const struct train_opts *o, struct train_resu
 	      struct err *e);
 void train_result_free(struct train_result *r);
 
-/* The corpus for training: <outputs>/corpus loaded (and checked against its lock). When
- * it is missing it is built from the configuration and saved first. When its [data]
- * parameters are not those of the configuration: rebuilt and saved if `rebuild` is set,
- * otherwise used as it is (a resume then refuses it through the data lock). */
+/* The corpus for training: <outputs>/corpus loaded (and checked against its lock), its
+ * data.lock written again when missing or not describing corpus.bin. When corpus.bin is
+ * missing it is built from the configuration and saved first, except, without `rebuild`
+ * (a resume, evaluate), from the user's files (ERR_DATA: they may have changed). When its
+ * [data] parameters are not those of the configuration: rebuilt and saved if `rebuild` is
+ * set, otherwise refused (a checkpoint needs the corpus it was trained on). */
 int train_corpus(const struct env *v, int rebuild, struct corpus *c, struct err *e);
 
 /* A checkpoint as the trainer reads it back. */
