@@ -6,8 +6,9 @@ fail() { echo "FAIL: $*"; exit 1; }
 run() { "$DDPTOK" "$CONF/tiny.ini" "$@"; }
 
 run train > first.txt                  # a checkpoint for the readers below
-# a train held in its first window for 3 s (a slow rank; the watchdog is off)
-"$DDPTOK" "$CONF/tiny.ini" train --continuous --inject-hang 0:1:3 --set devices.timeout=0 \
+# a train held in its first window for 12 s (a slow rank; the watchdog is off): long enough
+# for the commands below to run beside it on a loaded machine
+"$DDPTOK" "$CONF/tiny.ini" train --continuous --inject-hang 0:1:12 --set devices.timeout=0 \
 	> held.txt 2>&1 &
 held=$!
 for i in $(seq 100); do
