@@ -83,12 +83,13 @@ struct nccl_coll {
 	struct nccl_rank r[MAX_WORLD];
 };
 
-static void pause_poll(long iteration)
+/* One pause of a poll loop whose wait began at `started` (clock_now_s): gpu_rules.h */
+static void pause_poll(double started)
 {
-	/* spin briefly (a small allreduce takes tens of microseconds), then back off */
-	if (iteration < 64)
+	long ns = gpu_poll_pause_ns(clock_now_s() - started);
+	if (ns == 0)
 		return;
-	struct timespec ts = {0, iteration < 1000 ? 20000L : 500000L};
+	struct timespec ts = {0, ns};
 	nanosleep(&ts, NULL);
 }
 
@@ -193,7 +194,7 @@ static int wait_done(struct coll *c, int rank, struct dev *dev, cudaStream_t s, 
 	dev_count(dev, 0, 0, 1);
 	struct nccl_rank *nr = &n->r[rank];
 	double timeout = c->barrier ? barrier_timeout(c->barrier) : 0.0;
-	for (long it = 0;; it++) {
+	for (double started = clock_now_s();;) {
 		ncclResult_t state = ncclSuccess, q = ncclSuccess;
 		pthread_mutex_lock(&nr->mu);
 		int dead = nr->dead;
@@ -237,7 +238,7 @@ static int wait_done(struct coll *c, int rank, struct dev *dev, cudaStream_t s, 
 				barrier_abort(c->barrier, rank);
 			return ERR_DEVICE;
 		}
-		pause_poll(it);
+		pause_poll(started);
 	}
 }
 
@@ -510,7 +511,7 @@ static int settle_all(struct nccl_coll *n, double timeout_s)
 {
 	double t0 = clock_now_s();
 	for (int r = 0; r < n->local; r++) {
-		for (long it = 0;; it++) {
+		for (double started = clock_now_s();;) {
 			ncclResult_t state = ncclInProgress;
 			if (ncclCommGetAsyncError(n->r[r].comm, &state) != ncclSuccess)
 				return -1;
@@ -520,7 +521,7 @@ static int settle_all(struct nccl_coll *n, double timeout_s)
 				return -1;
 			if (timeout_s > 0 && clock_now_s() - t0 > timeout_s)
 				return -1;
-			pause_poll(it);
+			pause_poll(started);
 		}
 	}
 	return 0;
@@ -725,7 +726,7 @@ static int wait_ready(struct nccl_coll *n, struct barrier *barrier, struct err *
 	double t0 = clock_now_s();
 	for (int r = 0; r < n->local; r++) {
 		int rank = n->first + r, device = n->r[r].device;
-		for (long it = 0;; it++) {
+		for (double started = clock_now_s();;) {
 			ncclResult_t state = ncclInProgress;
 			ncclResult_t st = ncclCommGetAsyncError(n->r[r].comm, &state);
 			if (st != ncclSuccess || (state != ncclSuccess && state != ncclInProgress))
@@ -737,7 +738,7 @@ static int wait_ready(struct nccl_coll *n, struct barrier *barrier, struct err *
 				return ERR(e, ERR_DEVICE, "rank %d device %d: NCCL communicator not ready "
 					   "after %.1f s (devices.timeout)%s", rank, device, timeout,
 					   n->local < n->world ? ": another process did not join" : "");
-			pause_poll(it);
+			pause_poll(started);
 		}
 	}
 	return ERR_OK;

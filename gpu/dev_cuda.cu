@@ -19,8 +19,14 @@
  *                in the host's order j = 0..cols-1, so losses and gradients equal the
  *                host's bit for bit up to the last ulp of log()
  *   sum          two passes in double with a fixed grid and fixed trees
- *   col_sum_acc  one thread per column adding rows 0..rows-1 into out[j], as the host
- *   embed_backward  a stable radix sort (CUB) of the context slots by token id; one
+ *   col_sum_acc  up to COLSUM_MIN_CHUNK rows: one thread per column adding rows in order
+ *                into out[j], as the host (bit for bit; the exact-mode tree's element
+ *                add is this case); more rows: two levels, each of up to COLSUM_GROUPS
+ *                threads of a column adds a contiguous chunk of rows in order (the
+ *                first chunk starting from out[j]), then the chunks' sums are added in
+ *                chunk order: the same bits every run, not the host's
+ *   embed_backward  a stable radix sort (CUB) of the context slots by token id, over
+ *                the ceil(log2 V) bits that ids below the table's V rows use; one
  *                thread per (table row, t) adds its slots in ascending slot order, i.e.
  *                positions ascending then j ascending, exactly the host's additions;
  *                no float atomics anywhere (integer counters only in argmax_hits)
@@ -47,6 +53,9 @@ extern "C" {
 #define ROW_THREADS 128       /* xent / argmax: one block per row */
 #define RED_THREADS 256       /* reductions */
 #define RED_BLOCKS 256        /* at most this many partial results */
+#define COLSUM_COLS 32        /* col_sum_acc: columns of a block (one warp wide) */
+#define COLSUM_GROUPS 16      /* row chunks of a block, one thread row each */
+#define COLSUM_MIN_CHUNK 64   /* the fewest rows a chunk adds (and the one-level limit) */
 #define STAGE_INIT (1u << 20) /* pinned upload arena: smallest size */
 #define STAGE_MAX (16u << 20) /* and largest (larger uploads are copied directly) */
 
@@ -65,6 +74,7 @@ struct cuda_dev {
 	void *sort_ws;
 	size_t sort_cap;
 	size_t sort_slots; /* the slots it was sized for */
+	int sort_bits;     /* key bits the sort orders: ids are below 2^sort_bits */
 };
 
 static struct cuda_dev *cdev(struct dev *d)
@@ -286,6 +296,32 @@ __global__ void k_col_sum_acc(int rows, int cols, const float *x, float *out)
 		for (int p = 0; p < rows; p++)
 			acc += x[(size_t)p * cols + j];
 		out[j] = acc;
+	}
+}
+
+/* The two-level column sum: block (COLSUM_COLS x COLSUM_GROUPS) threads; thread (c, g)
+ * adds rows [g*chunk, (g+1)*chunk) of column j in order (group 0 from out[j]), then
+ * group 0 adds the groups' sums in group order. The order depends on rows alone. */
+__global__ void k_col_sum_acc_chunks(int rows, int cols, int chunk, const float *x, float *out)
+{
+	__shared__ float part[COLSUM_GROUPS][COLSUM_COLS];
+	const int c = threadIdx.x, g = threadIdx.y;
+	const size_t j = (size_t)blockIdx.x * COLSUM_COLS + c;
+	const int lo = g * chunk, hi = min(rows, lo + chunk);
+	float acc = 0.0f;
+	if (j < (size_t)cols) {
+		acc = g == 0 ? out[j] : 0.0f;
+		for (int p = lo; p < hi; p++)
+			acc += x[(size_t)p * cols + j];
+	}
+	part[g][c] = acc;
+	__syncthreads();
+	if (g == 0 && j < (size_t)cols) {
+		const int groups = (rows + chunk - 1) / chunk;
+		float s = part[0][c];
+		for (int q = 1; q < groups; q++)
+			s += part[q][c];
+		out[j] = s;
 	}
 }
 
@@ -660,8 +696,18 @@ static int cu_col_sum_acc(struct dev *d, int rows, int cols, const float *x, flo
 		return ERR_OK;
 	if ((rc = enter(cd, e)) != ERR_OK)
 		return rc;
-	k_col_sum_acc<<<ew_blocks((size_t)cols), EW_THREADS, 0, cd->stream>>>(rows, cols, x, out);
-	LAUNCH_TRY(cd, "k_col_sum_acc", e);
+	if (rows <= COLSUM_MIN_CHUNK) {
+		k_col_sum_acc<<<ew_blocks((size_t)cols), EW_THREADS, 0, cd->stream>>>(rows, cols, x,
+										      out);
+		LAUNCH_TRY(cd, "k_col_sum_acc", e);
+		return ERR_OK;
+	}
+	int chunk = (rows + COLSUM_GROUPS - 1) / COLSUM_GROUPS;
+	chunk = chunk < COLSUM_MIN_CHUNK ? COLSUM_MIN_CHUNK : chunk;
+	unsigned int blocks = (unsigned int)(((size_t)cols + COLSUM_COLS - 1) / COLSUM_COLS);
+	k_col_sum_acc_chunks<<<blocks, dim3(COLSUM_COLS, COLSUM_GROUPS), 0, cd->stream>>>(
+		rows, cols, chunk, x, out);
+	LAUNCH_TRY(cd, "k_col_sum_acc_chunks", e);
 	return ERR_OK;
 }
 
@@ -678,6 +724,18 @@ static int cu_tanh_backward(struct dev *d, int n, const float *h, float *dh, str
 	return ERR_OK;
 }
 
+/* The key bits that order ids below `ids`: ceil(log2(ids)), at least 1; 31 (every
+ * non-negative int32) when ids is 0 or past 2^31. */
+static int sort_key_bits(size_t ids)
+{
+	int bits = 1;
+	if (ids == 0 || ids > ((size_t)1 << 31))
+		return 31;
+	while (((size_t)1 << bits) < ids)
+		bits++;
+	return bits;
+}
+
 /* Bytes of the embed_backward workspace for `slots` context slots: sorted keys, the
  * slot indices before and after the sort, then CUB's temporary storage (*temp_bytes). */
 static int sort_bytes(struct cuda_dev *cd, int slots, size_t *total, size_t *temp_bytes,
@@ -687,7 +745,7 @@ static int sort_bytes(struct cuda_dev *cd, int slots, size_t *total, size_t *tem
 	CU_TRY(cd,
 	       cub::DeviceRadixSort::SortPairs(NULL, *temp_bytes, (const int32_t *)NULL,
 					       (int32_t *)NULL, (const int32_t *)NULL,
-					       (int32_t *)NULL, slots, 0, 32, cd->stream),
+					       (int32_t *)NULL, slots, 0, cd->sort_bits, cd->stream),
 	       e);
 	*total = 3 * align_up((size_t)slots * sizeof(int32_t), 256) + *temp_bytes;
 	return ERR_OK;
@@ -733,10 +791,10 @@ static int cu_embed_backward(struct dev *d, int rows, int width, int dim, const 
 	LAUNCH_TRY(cd, "k_iota", e);
 	/* stable: slots of one id stay in ascending order */
 	CU_TRY(cd,
-	       cub::DeviceRadixSort::SortPairs(temp, temp_bytes, ctx, keys, idx_in, idx, slots, 0, 32,
-					       cd->stream),
+	       cub::DeviceRadixSort::SortPairs(temp, temp_bytes, ctx, keys, idx_in, idx, slots, 0,
+					       cd->sort_bits, cd->stream),
 	       e);
-	count_sort(cd, 32);
+	count_sort(cd, cd->sort_bits);
 	k_embed_backward<<<ew_blocks((size_t)slots * dim), EW_THREADS, 0, cd->stream>>>(
 		slots, dim, keys, idx, dx, table_grad);
 	LAUNCH_TRY(cd, "k_embed_backward", e);
@@ -832,6 +890,7 @@ static int cu_reserve(struct cuda_dev *cd, const struct cuda_dev_sizes *sizes, s
 		return err_set(e, ERR_DEVICE, __FILE__, __LINE__,
 			       "rank %d device %d: embed_backward over %zu context slots exceeds "
 			       "the kernel's limit", cd->dev.rank, cd->dev.device_id, slots);
+	cd->sort_bits = sort_key_bits(sizes ? sizes->embed_ids : 0);
 	size_t temp = 0;
 	int rc = sort_bytes(cd, (int)slots, &cd->sort_cap, &temp, e);
 	if (rc != ERR_OK)

@@ -54,6 +54,9 @@ struct cuda_dev_sizes {
 				not fit is copied directly and waited for */
 	size_t embed_slots;  /* the most context slots (rows x width) of one embed_backward;
 				a larger call is refused */
+	size_t embed_ids;    /* the table's rows: every token id is below it, so the sort of
+				embed_backward orders ceil(log2(embed_ids)) key bits only
+				(0: all 31 bits of a non-negative int32) */
 };
 
 /* Creates the device of `rank` on GPU `device_id`. Meant for the device thread of that

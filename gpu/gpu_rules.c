@@ -141,3 +141,10 @@ void gpu_coll_timeout_message(char *out, size_t outlen, int rank, int device, do
 			 "GPUs hangs; try NCCL_P2P_DISABLE=1, and NCCL_DEBUG=INFO to see which path "
 			 "NCCL takes", rank, device, timeout_s, here);
 }
+
+long gpu_poll_pause_ns(double waited_s)
+{
+	if (waited_s < 1.5e-3)
+		return 0;
+	return waited_s < 20e-3 ? 20000L : 500000L;
+}

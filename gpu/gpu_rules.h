@@ -9,6 +9,7 @@
  *                      bit-exact from call to call (no NVLink SHARP unless asked for)
  *   gpu_coll_timeout_message  what a collective that timed out knows: which ranks
  *                      reached it, and what to try when all of them did
+ *   gpu_poll_pause_ns  how the collective's poll loops pace themselves
  * None of these functions touches CUDA or NCCL; their callers pass in what the
  * libraries answered.
  */
@@ -53,6 +54,11 @@ int gpu_nccl_env_disable_nvls(const char *nccl_algo, const char *nccl_nvls_enabl
  * present: the transport hangs; NCCL_P2P_DISABLE=1 and NCCL_DEBUG=INFO are named. */
 void gpu_coll_timeout_message(char *out, size_t outlen, int rank, int device, double timeout_s,
 			      const int *arrived, int world);
+
+/* How long a poll loop sleeps after a wait of `waited_s` seconds so far: 0 (spin) for
+ * the first 1.5 ms, since a small allreduce ends in tens of microseconds and a sleeping
+ * thread wakes some 50-100 us late; then 20 us per poll up to 20 ms; then 0.5 ms. */
+long gpu_poll_pause_ns(double waited_s);
 
 #ifdef __cplusplus
 }

@@ -85,7 +85,8 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	size_t micro = (size_t)(eng->s.shards > eng->s.accumulation ? eng->s.shards
 								       : eng->s.accumulation);
 	size_t upload = (slots * sizeof(int32_t) + rows * sizeof(int32_t) + 512 * steps) * micro;
-	ERR_TRY(placement_create_dev(&eng->placement, r->rank, upload, slots, &r->dev, e));
+	ERR_TRY(placement_create_dev(&eng->placement, r->rank, upload, slots,
+				     (size_t)eng->shape.vocab, &r->dev, e));
 	struct dev *d = r->dev;
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));

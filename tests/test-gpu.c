@@ -6,8 +6,9 @@
  * hint to `collective = host`), then the program exits 77 (skipped). With a GPU, every
  * op of the CUDA device is run on random inputs next to the host backend and compared:
  * gemm within 1e-5 of the magnitude sum_k |a||b| (+ |beta c|); the element-wise ops that
- * share their formulas with the host (bias_tanh, tanh_backward, scale, sgd, col_sum_acc,
- * embed_backward, xent gradients) bit for bit, also past one launch's grid (16.7 M
+ * share their formulas with the host (bias_tanh, tanh_backward, scale, sgd, col_sum_acc up
+ * to 64 rows, embed_backward over 31 and over 6 key bits, xent gradients) bit for bit
+ * (col_sum_acc over more rows: repeatable, within rounding), also past one launch's grid (16.7 M
  * elements); xent losses within 1e-6 (log differs in its last ulp), sums within 1e-6
  * relative, gathers, counts and hits exactly. sum and embed_backward must repeat bit for
  * bit on the GPU; a device allocates at creation only. Then NCCL allreduce over every
@@ -479,33 +480,51 @@ START_TEST(test_sum)
 }
 END_TEST
 
+/* col_sum_acc twice (rows, then rows / 2: it accumulates) on device d into out */
+static void col_sum_twice(struct dev *d, int rows, int cols, const float *x, const float *out0,
+			  float *out)
+{
+	float *dx = dput(d, x, sizeof(float) * rows * cols), *dout = dput(d, out0, sizeof(float) * cols);
+	OK(d->ops->col_sum_acc(d, rows, cols, dx, dout, &E));
+	OK(d->ops->col_sum_acc(d, rows / 2, cols, dx, dout, &E));
+	dget(d, out, dout, sizeof(float) * cols);
+	dfree(d, dx);
+	dfree(d, dout);
+}
+
+/* Up to 64 rows the GPU adds each column in the host's order (bit for bit); more rows go
+ * through the fixed two-level order: the same bits every run, the host's sum within
+ * float rounding, a 300-row (one chunk of 64 and more) and a 5,000-row (16 chunks) case. */
 START_TEST(test_col_sum_acc)
 {
-	struct prng r;
-	prng_seed(&r, 7, 7);
-	int rows = 300, cols = 77;
-	float *x = frand(&r, (size_t)rows * cols, -1, 1), *out0 = frand(&r, (size_t)cols, -3, 3);
-	float *og = malloc(sizeof(float) * cols), *oh = malloc(sizeof(float) * cols);
-	struct dev *devs[2] = {G, H};
-	float *outs[2] = {og, oh};
-	for (int v = 0; v < 2; v++) {
-		struct dev *d = devs[v];
-		float *dx = dput(d, x, sizeof(float) * rows * cols), *dout = dput(d, out0, sizeof(float) * cols);
-		OK(d->ops->col_sum_acc(d, rows, cols, dx, dout, &E));
-		OK(d->ops->col_sum_acc(d, rows / 2, cols, dx, dout, &E)); /* accumulates */
-		dget(d, outs[v], dout, sizeof(float) * cols);
-		dfree(d, dx);
-		dfree(d, dout);
+	const int sizes[] = {60, 300, 5000};
+	for (int i = 0; i < 3; i++) {
+		struct prng r;
+		prng_seed(&r, 7, 7 + i);
+		int rows = sizes[i], cols = 77;
+		float *x = frand(&r, (size_t)rows * cols, -1, 1), *out0 = frand(&r, (size_t)cols, -3, 3);
+		float *og = malloc(sizeof(float) * cols), *og2 = malloc(sizeof(float) * cols);
+		float *oh = malloc(sizeof(float) * cols);
+		col_sum_twice(G, rows, cols, x, out0, og);
+		col_sum_twice(G, rows, cols, x, out0, og2);
+		col_sum_twice(H, rows, cols, x, out0, oh);
+		ck_assert_msg(memcmp(og, og2, sizeof(float) * cols) == 0,
+			      "col_sum_acc over %d rows is not repeatable on the GPU", rows);
+		if (rows <= 64)
+			expect_same("col_sum_acc", og, oh, (size_t)cols);
+		else
+			expect_close("col_sum_acc (two levels)", og, oh, (size_t)cols, 1e-5 * sqrt(rows));
+		double want = out0[3];
+		for (int p = 0; p < rows; p++)
+			want += x[(size_t)p * cols + 3] * (p < rows / 2 ? 2.0 : 1.0);
+		ck_assert_msg(fabs(og[3] - want) < 1e-5 * rows, "col_sum_acc: %g, expected about %g",
+			      og[3], want);
+		free(x);
+		free(out0);
+		free(og);
+		free(og2);
+		free(oh);
 	}
-	expect_same("col_sum_acc", og, oh, (size_t)cols);
-	double want = out0[3];
-	for (int p = 0; p < rows; p++)
-		want += x[(size_t)p * cols + 3] * (p < rows / 2 ? 2.0 : 1.0);
-	ck_assert_msg(fabs(oh[3] - want) < 1e-4, "col_sum_acc: %g, expected about %g", oh[3], want);
-	free(x);
-	free(out0);
-	free(og);
-	free(oh);
 }
 END_TEST
 
@@ -636,6 +655,23 @@ START_TEST(test_embed_backward)
 	if (unused >= 0)
 		ck_assert(gg[(size_t)unused * dim] == g0[(size_t)unused * dim]);
 	ck_assert(fabsf(gg[(size_t)1 * dim] - g0[(size_t)1 * dim]) > 1e-3f);
+	/* a device told the table's rows sorts log2(64) = 6 key bits instead of 31: the
+	 * host's bits again, with fewer sort kernels (one 8-bit digit instead of four) */
+	struct dev *narrow;
+	struct cuda_dev_sizes sizes = {1 << 20, (size_t)slots, (size_t)vocab};
+	OK(cuda_dev_create(0, 0, &sizes, &narrow, &E));
+	int32_t *nctx = dput(narrow, ctx, sizeof(int32_t) * slots);
+	float *ndx = dput(narrow, dx, sizeof(float) * slots * dim);
+	float *ngr = dput(narrow, g0, sizeof(float) * vocab * dim);
+	uint64_t before = narrow->counts.launches;
+	OK(narrow->ops->embed_backward(narrow, rows, width, dim, nctx, ndx, ngr, &E));
+	ck_assert_uint_lt(narrow->counts.launches - before, 7);
+	dget(narrow, gg2, ngr, sizeof(float) * vocab * dim);
+	expect_same("embed_backward (6 key bits)", gg2, gh, (size_t)vocab * dim);
+	dfree(narrow, nctx);
+	dfree(narrow, ndx);
+	dfree(narrow, ngr);
+	dev_destroy(narrow);
 	free(ctx);
 	free(dx);
 	free(g0);
@@ -693,7 +729,7 @@ END_TEST
  * pinned arena is copied directly, correctly. */
 START_TEST(test_sizes_fixed_at_creation)
 {
-	struct cuda_dev_sizes sizes = {4096, 100};
+	struct cuda_dev_sizes sizes = {4096, 100, 0};
 	struct dev *d = NULL;
 	OK(cuda_dev_create(0, 0, &sizes, &d, &E));
 	int32_t ctx[400];
@@ -1121,7 +1157,7 @@ static Suite *hostless_suite(void)
 
 static void gpu_setup(void)
 {
-	struct cuda_dev_sizes sizes = {1 << 20, 500 * 8}; /* test_embed_backward's slots */
+	struct cuda_dev_sizes sizes = {1 << 20, 500 * 8, 0}; /* test_embed_backward's slots */
 	OK(cuda_dev_create(0, 0, &sizes, &G, &E));
 	OK(dev_host_create(0, &H, &E));
 }

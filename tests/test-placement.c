@@ -243,6 +243,18 @@ START_TEST(timeout_message_says_who_arrived)
 }
 END_TEST
 
+/* The collective's poll loop spins through the first 1.5 ms of a wait (a small allreduce's
+ * time, shorter than a sleeping thread's wake-up), then sleeps briefly, then longer. */
+START_TEST(poll_spins_before_it_sleeps)
+{
+	ck_assert_int_eq(gpu_poll_pause_ns(0.0), 0);
+	ck_assert_int_eq(gpu_poll_pause_ns(1.0e-3), 0);
+	ck_assert_int_eq(gpu_poll_pause_ns(1.6e-3), 20000);
+	ck_assert_int_eq(gpu_poll_pause_ns(19e-3), 20000);
+	ck_assert_int_eq(gpu_poll_pause_ns(0.5), 500000);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("device-plan");
@@ -253,6 +265,7 @@ int main(void)
 	tcase_add_test(tc, driver_requirement);
 	tcase_add_test(tc, nccl_environment_keeps_sums_repeatable);
 	tcase_add_test(tc, timeout_message_says_who_arrived);
+	tcase_add_test(tc, poll_spins_before_it_sleeps);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }
