@@ -672,7 +672,7 @@ static int cu_sum_acc(struct dev *d, int n, const float *x, double divisor, doub
 	struct cuda_dev *cd = cdev(d);
 	int rc;
 	if (n <= 0)
-		return ERR_OK; /* the host adds 0 / divisor: acc keeps its bits unless -0.0 */
+		return ERR_OK; /* nothing queued, as on the host */
 	if ((rc = enter(cd, e)) != ERR_OK)
 		return rc;
 	return queue_reduce<red_sum>(cd, n, x, acc, divisor, e);

@@ -16,10 +16,11 @@
  * their per-element formulas live in runtime/kmath.h, shared by both backends.
  *
  * Costs a GPU pays in latency are counted on every backend (struct dev_counts), so that
- * the CPU tests can bound them: the backend counts where it makes the host wait for the
- * device and what it queues, and the CPU backend counts the same operations at the
- * same places of the interface, so a window's counts on the CPU are those the CUDA
- * backend's interface calls would make.
+ * the CPU tests can bound them: each backend counts where it makes the host wait for the
+ * device and what it queues. The waits are the same on both (the interface's waiting
+ * operations), so the CPU's count of them bounds the CUDA backend's interface calls; the
+ * launches and copies are each backend's own (a CUDA sum is two kernels and a copy, the
+ * CPU's one operation), and a collective's waits are counted by the collective.
  */
 #ifndef DDPTOK_DEV_H
 #define DDPTOK_DEV_H
@@ -87,7 +88,9 @@ struct dev_ops {
 	 * nothing happens for n <= 0 */
 	int (*sum_acc)(struct dev *d, int n, const float *x, double divisor, double *acc,
 		       struct err *e);
-	/* out[j] += sum over p < rows of x[p*cols + j], p ascending */
+	/* out[j] += sum over p < rows of x[p*cols + j] in a fixed order: p ascending on the
+	 * host (and on CUDA up to 64 rows); above that CUDA adds fixed chunks of rows, then
+	 * the chunk sums in order (the same bits every call, not the host's) */
 	int (*col_sum_acc)(struct dev *d, int rows, int cols, const float *x, float *out,
 			   struct err *e);
 	/* dz[i] = dh[i] * (1 - h[i]*h[i]) in place on dh, n elements */

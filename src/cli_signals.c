@@ -78,10 +78,12 @@ void cli_signals_release(void)
 		sigaction(SIGTERM, &saved.old_term, NULL);
 		saved.installed = 0;
 	}
-	for (int i = 0; i < 2; i++)
-		if (wake[i] >= 0)
-			close(wake[i]);
+	/* the handler reads wake[1]: it sees -1 before the descriptor is closed (and reused) */
+	int fds[2] = {wake[0], wake[1]};
 	wake[0] = wake[1] = -1;
+	for (int i = 0; i < 2; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
 }
 
 /* Empties the wake pipe (non-blocking). */

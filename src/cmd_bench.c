@@ -11,7 +11,7 @@
  * against the sgemm thread's): on a machine shared with other work the wall-clock
  * figures drop with the load, the CPU-time one much less. It also reports the share of
  * window time spent in collectives (which includes waiting for the slowest rank at their
- * barriers), and what a window costs a GPU in latency whichever backend runs: the
+ * barriers), and what a window costs in device latency on the backend that runs: the
  * device's host waits (synchronisations), kernel launches and queued copies per window
  * (dev.h's counts, on the rank that issues most).
  *

@@ -65,9 +65,11 @@ int cmd_env(struct app *a, struct err *e)
 	       a->s.reduce == COLL_AVG ? "avg" : "sum");
 	print_memory(&a->s);
 	procs_report(stdout, &a->s);
+	/* --check opens every rank of the world in this process (devcheck_run), so its plan
+	 * puts them all on this host; without it, the plan is the run's (this host's ranks) */
 	struct rank_hosts hosts;
 	if (placement_rank_hosts(&a->s, &hosts, &pe) != ERR_OK ||
-	    placement_decide(&a->s, &hosts, gpus, why, &plan, &pe) != ERR_OK) {
+	    placement_decide(&a->s, a->o.check ? NULL : &hosts, gpus, why, &plan, &pe) != ERR_OK) {
 		printf("backend: this configuration does not run here: %s\n", pe.msg);
 		if (!a->o.check)
 			return ERR_OK;

@@ -31,8 +31,9 @@
  */
 #include <errno.h>
 #include <jansson.h>
-#include <poll.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -1347,7 +1348,7 @@ static int run_session(struct inspect *in, struct session *ss, struct err *e)
 			return ERR_OK;
 		}
 		if (got == READ_SIGNAL) { /* at the prompt: the line is dropped */
-			printf("^C\n");
+			printf(cli_signal_received() == SIGINT ? "^C\n" : "\n");
 			fflush(stdout);
 			if ((rc = take_signal(ss, e)) != ERR_OK)
 				return rc;

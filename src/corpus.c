@@ -799,9 +799,7 @@ int corpus_save(const struct corpus *c, const struct settings *s, const char *di
 		rc = save_bin(c, path, e);
 	/* the lock last: a data.lock on disk always describes the corpus.bin beside it */
 	if (!rc)
-		rc = fsx_join(path, sizeof path, dir, OUTPUT_DATA_LOCK, e);
-	if (!rc)
-		rc = save_lock(c, path, e);
+		rc = corpus_save_lock(c, dir, e);
 	return rc;
 }
 

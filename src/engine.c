@@ -358,17 +358,15 @@ static int accumulate_sequences(struct engine *eng, struct replica *r, const str
 			continue;
 		double c = norm_unit_factor(UNIT_SEQUENCE, mode, reduce_avg, w, rank, m, n_s);
 		ERR_TRY(batch_build(&r->batch, eng->corpus, &mb->ids[k], 1, eng->s.layout, e));
-		ERR_TRY(model_step_acc(r->ws, r->params, r->grads, &r->batch, (float)c, (double)n_s,
+		ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, (double)n_s,
 				       r->loss_slots, e));
 	}
 	return ERR_OK;
 }
 
-int engine_loss_read(struct engine *eng, struct replica *r, int count, double *loss,
-		     struct err *e)
+int engine_loss_read(struct replica *r, int count, double *loss, struct err *e)
 {
-	double *v = r->loss_host;
-	(void)eng;
+	double v[ENGINE_LOSS_SLOTS];
 	if (count < 1 || count > ENGINE_LOSS_SLOTS)
 		return ERR(e, ERR_CHECK, "rank %d: %d loss slots, it has %d", r->rank, count,
 			   ENGINE_LOSS_SLOTS);
@@ -413,7 +411,7 @@ static int accumulate_micro(struct engine *eng, struct window_shared *ws, struct
 		}
 		double c = norm_unit_factor(UNIT_TOKEN, ws->mode, avg, w, r->rank, m, 0);
 		ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, s->layout, e));
-		ERR_TRY(model_step_acc(r->ws, r->params, r->grads, &r->batch, (float)c, 1.0,
+		ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, 1.0,
 				       r->loss_slots, e));
 	}
 	return ERR_OK;
@@ -461,7 +459,7 @@ static int window_accumulate(struct engine *eng, struct replica *r, struct windo
 				    r->rank == eng->inject_swap_rank, local, e);
 	ERR_TRY(r->dev->ops->zero(r->dev, r->loss_slots, sizeof(double), e));
 	ERR_TRY(accumulate_micro(eng, ws, r, e));
-	return engine_loss_read(eng, r, 1, local, e);
+	return engine_loss_read(r, 1, local, e);
 }
 
 static int window_work(struct engine *eng, struct replica *r, struct window_shared *ws,
@@ -642,10 +640,10 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 				continue;
 			}
 			ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, eng->s.layout, e));
-			ERR_TRY(model_step_acc(r->ws, r->params, r->grads, &r->batch, c, 1.0,
+			ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, c, 1.0,
 					       r->loss_slots, e));
 		}
-	ERR_TRY(engine_loss_read(eng, r, 1, &a->loss_sum, e));
+	ERR_TRY(engine_loss_read(r, 1, &a->loss_sum, e));
 	return d->ops->download(d, a->host_grad, r->grads, n * sizeof(float), e);
 }
 

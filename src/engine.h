@@ -51,7 +51,6 @@ struct replica {
 	/* device doubles the microbatches add their loss sums to (slot 0; exact mode: one
 	 * per shard), read back once per window */
 	double *loss_slots;
-	double loss_host[ENGINE_LOSS_SLOTS]; /* where they are read back to */
 	struct model_ws *ws;
 	struct batch batch;               /* host */
 	/* per-window output */

@@ -51,7 +51,7 @@ static int shard_gradient(struct engine *eng, struct replica *r, const struct mi
 	const struct dev_ops *o = r->dev->ops;
 	ERR_TRY(o->zero(r->dev, grad, eng->shape.n_params * sizeof(float), e));
 	ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, eng->s.layout, e));
-	return model_step_acc(r->ws, r->params, grad, &r->batch, (float)factor, 1.0, loss, e);
+	return model_step(r->ws, r->params, grad, &r->batch, (float)factor, 1.0, loss, e);
 }
 
 int tree_subtree(struct engine *eng, struct replica *r, const struct window *w, int rank,
@@ -86,7 +86,7 @@ int tree_subtree(struct engine *eng, struct replica *r, const struct window *w, 
 			top--;
 		}
 	}
-	return engine_loss_read(eng, r, count, loss, e);
+	return engine_loss_read(r, count, loss, e);
 }
 
 int tree_finish(struct engine *eng, struct replica *r, struct err *e)

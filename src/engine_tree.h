@@ -39,8 +39,7 @@ int tree_finish(struct engine *eng, struct replica *r, struct err *e);
 
 /* (engine.c) Reads r's first `count` loss slots back from the device (one wait) and adds
  * them in the pairwise tree (count a power of two; 1: the slot itself) into *loss. */
-int engine_loss_read(struct engine *eng, struct replica *r, int count, double *loss,
-		     struct err *e);
+int engine_loss_read(struct replica *r, int count, double *loss, struct err *e);
 /* (engine.c) Marks microbatch or shard m (from 0) of window w as rank's operation for
  * the pool's watchdog, and runs the hang injection where it is the chosen one. */
 int engine_micro_begin(struct engine *eng, int rank, const struct window *w, int m,

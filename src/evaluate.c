@@ -120,7 +120,7 @@ int train_evaluate(const struct env *v, const char *dir, struct train_eval *ev, 
 				      "the newest checkpoint", v->s->timeout_s, e)) ||
 	    (rc = procs_share_checkpoint(ev->checkpoint, v->s->outputs, "evaluate", local,
 					 sizeof local, v->s->timeout_s, e)) ||
-	    (rc = train_corpus(v, 0, &c, e)))
+	    (rc = train_corpus(v, CORPUS_READ, &c, e)))
 		return rc;
 	/* evaluation needs the checkpoint's parameters shaped like this configuration's model
 	 * and the same corpus (its data lock); how they were trained does not matter, so the

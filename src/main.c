@@ -172,7 +172,8 @@ static const struct command commands[] = {
 	 "script that met a mistake exits with the first one's status (2 for usage).\n"
 	 "SIGINT (Ctrl-C) stops a running step at the next window and, at the prompt,\n"
 	 "drops the line typed so far; the session goes on. A second SIGINT within a\n"
-	 "second, or SIGTERM, ends the session with exit status 8.",
+	 "second, or SIGTERM, ends the session with exit status 8 (a further signal\n"
+	 "while a step is stopping ends the process at once, as in train).",
 	 "inspect --resume artifacts/checkpoints/step-0050", 1},
 	{"bench", cmd_bench, OPT_WINDOWS, WRITES_OUTPUTS,
 	 "training throughput, sgemm rate, size sweep [--windows N]",

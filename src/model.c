@@ -161,15 +161,13 @@ struct model_ws {
 	int max_rows;
 	int32_t *ctx, *target;
 	float *x, *h, *logits, *loss, *dh;
-	double *loss_acc; /* model_step's accumulator */
 };
 
 void model_ws_destroy(struct model_ws *ws)
 {
 	if (!ws)
 		return;
-	void *bufs[] = {ws->ctx, ws->target, ws->x, ws->h, ws->logits, ws->loss, ws->dh,
-			ws->loss_acc};
+	void *bufs[] = {ws->ctx, ws->target, ws->x, ws->h, ws->logits, ws->loss, ws->dh};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		if (bufs[i])
 			ws->dev->ops->release(ws->dev, bufs[i]);
@@ -182,8 +180,7 @@ size_t model_ws_bytes(const struct model_shape *m, int max_rows, size_t *logits)
 	size_t cd = (size_t)m->context * m->embed;
 	*logits = R * (size_t)m->vocab * sizeof(float);
 	return R * m->context * sizeof(int32_t) + R * sizeof(int32_t) + R * cd * sizeof(float) +
-	       2 * R * (size_t)m->hidden * sizeof(float) + *logits + R * sizeof(float) +
-	       sizeof(double);
+	       2 * R * (size_t)m->hidden * sizeof(float) + *logits + R * sizeof(float);
 }
 
 int model_ws_check_size(const struct model_shape *m, int max_rows, struct err *e)
@@ -231,8 +228,7 @@ int model_ws_create(struct dev *d, const struct model_shape *m, int max_rows,
 	    (rc = d->ops->alloc(d, R * m->hidden * sizeof(float), (void **)&ws->h, e)) ||
 	    (rc = d->ops->alloc(d, R * m->vocab * sizeof(float), (void **)&ws->logits, e)) ||
 	    (rc = d->ops->alloc(d, R * sizeof(float), (void **)&ws->loss, e)) ||
-	    (rc = d->ops->alloc(d, R * m->hidden * sizeof(float), (void **)&ws->dh, e)) ||
-	    (rc = d->ops->alloc(d, sizeof(double), (void **)&ws->loss_acc, e))) {
+	    (rc = d->ops->alloc(d, R * m->hidden * sizeof(float), (void **)&ws->dh, e))) {
 		model_ws_destroy(ws);
 		return rc;
 	}
@@ -261,9 +257,8 @@ static int forward(struct model_ws *ws, const float *params, const struct batch 
 	return ERR_OK;
 }
 
-int model_step_acc(struct model_ws *ws, const float *params, float *grads,
-		   const struct batch *b, float scale, double loss_divisor, double *loss_acc,
-		   struct err *e)
+int model_step(struct model_ws *ws, const float *params, float *grads, const struct batch *b,
+	       float scale, double loss_divisor, double *loss_acc, struct err *e)
 {
 	struct dev *d = ws->dev;
 	const struct dev_ops *o = d->ops;
@@ -292,15 +287,6 @@ int model_step_acc(struct model_ws *ws, const float *params, float *grads,
 	ERR_TRY(o->embed_backward(d, R, C, m->embed, ws->ctx, ws->x, grads + m->p[MODEL_EMBED].offset,
 			      e));
 	return ERR_OK;
-}
-
-int model_step(struct model_ws *ws, const float *params, float *grads, const struct batch *b,
-	       float scale, double *loss_sum, struct err *e)
-{
-	struct dev *d = ws->dev;
-	ERR_TRY(d->ops->zero(d, ws->loss_acc, sizeof(double), e));
-	ERR_TRY(model_step_acc(ws, params, grads, b, scale, 1.0, ws->loss_acc, e));
-	return d->ops->download(d, loss_sum, ws->loss_acc, sizeof(double), e);
 }
 
 int model_eval(struct model_ws *ws, const float *params, const struct batch *b,

@@ -87,12 +87,8 @@ void model_ws_destroy(struct model_ws *ws);
  * `grads` (device), and the unscaled loss sum (double) divided by loss_divisor is added
  * to *loss_acc, a double in device memory: nothing waits for the device, so a window's
  * microbatches run without a host synchronisation. */
-int model_step_acc(struct model_ws *ws, const float *params, float *grads,
-		   const struct batch *b, float scale, double loss_divisor, double *loss_acc,
-		   struct err *e);
-/* model_step_acc, then *loss_sum (host) = the unscaled loss sum; waits for the device. */
 int model_step(struct model_ws *ws, const float *params, float *grads, const struct batch *b,
-	       float scale, double *loss_sum, struct err *e);
+	       float scale, double loss_divisor, double *loss_acc, struct err *e);
 /* Forward only: loss sum and number of supervised positions where argmax == target. */
 int model_eval(struct model_ws *ws, const float *params, const struct batch *b,
 	       double *loss_sum, int64_t *hits, struct err *e);

@@ -201,7 +201,7 @@ static int create_nccl_span(const struct placement *p, int local, int first,
 {
 #if DDPTOK_HAVE_CUDA
 	const struct world *wd = world_get();
-	static struct nccl_span span; /* the main thread only */
+	struct nccl_span span;
 	memset(&span, 0, sizeof span);
 	span.world = local * wd->procs;
 	span.first = first;

@@ -65,16 +65,23 @@ static int result_of_process0(int rc, const char *what, const char *doing, doubl
 	return ERR(e, r.code ? r.code : r.rc, "%s %s: %s", world_proc_name(0), doing, r.msg);
 }
 
-int procs_checkpoint_result(int rc, char *path, size_t cap, double timeout_s, struct err *e)
+/* Process 0's result (as result_of_process0), then, when it succeeded, its
+ * buf[0..bytes) on every process; rc itself in a world of one. */
+static int send_from_process0(int rc, void *buf, size_t bytes, const char *what,
+			      const char *doing, double timeout_s, struct err *e)
 {
-	static char sent[FSX_PATH_MAX];
 	if (world_get()->procs == 1)
 		return rc;
-	ERR_TRY(result_of_process0(rc, "the checkpoint's commit result",
-				   "could not write the checkpoint",
-				   timeout_s, e));
+	ERR_TRY(result_of_process0(rc, what, doing, timeout_s, e));
+	return world_bcast(buf, bytes, 0, timeout_s, what, e);
+}
+
+int procs_checkpoint_result(int rc, char *path, size_t cap, double timeout_s, struct err *e)
+{
+	static char sent[FSX_PATH_MAX]; /* the main thread's; large */
 	snprintf(sent, sizeof sent, "%s", path);
-	ERR_TRY(world_bcast(sent, sizeof sent, 0, timeout_s, "the checkpoint's commit result", e));
+	ERR_TRY(send_from_process0(rc, sent, sizeof sent, "the checkpoint's commit result",
+				   "could not write the checkpoint", timeout_s, e));
 	snprintf(path, cap, "%s", sent);
 	return ERR_OK;
 }
@@ -83,11 +90,8 @@ int procs_from_process0(int rc, void *buf, size_t bytes, const char *what, doubl
 			struct err *e)
 {
 	char doing[160];
-	if (world_get()->procs == 1)
-		return rc;
 	snprintf(doing, sizeof doing, "failed on %s", what);
-	ERR_TRY(result_of_process0(rc, what, doing, timeout_s, e));
-	return world_bcast(buf, bytes, 0, timeout_s, what, e);
+	return send_from_process0(rc, buf, bytes, what, doing, timeout_s, e);
 }
 
 /* what each process says of its placement, compared across processes */

@@ -154,13 +154,24 @@ int train_run(const struct env *v, const struct train_opts *o, struct train_resu
 	      struct err *e);
 void train_result_free(struct train_result *r);
 
+/* What a command needs of the prepared corpus, and what it may write. */
+enum corpus_use {
+	CORPUS_TRAIN,  /* a new run: built and saved when missing, rebuilt when it was built
+			* with other [data] parameters */
+	CORPUS_RESUME, /* a resume: the checkpoint's corpus, never rebuilt for other
+			* parameters; a missing synthetic one drawn again and saved */
+	CORPUS_READ,   /* evaluate, which may run beside a writer: nothing written; a missing
+			* synthetic corpus is drawn in memory */
+};
+
 /* The corpus for training: <outputs>/corpus loaded (and checked against its lock), its
- * data.lock written again when missing or not describing corpus.bin. When corpus.bin is
- * missing it is built from the configuration and saved first, except, without `rebuild`
- * (a resume, evaluate), from the user's files (ERR_DATA: they may have changed). When its
- * [data] parameters are not those of the configuration: rebuilt and saved if `rebuild` is
- * set, otherwise refused (a checkpoint needs the corpus it was trained on). */
-int train_corpus(const struct env *v, int rebuild, struct corpus *c, struct err *e);
+ * data.lock written again when missing or not describing corpus.bin (CORPUS_READ: only
+ * said). When corpus.bin is missing it is built from the configuration (saved unless
+ * CORPUS_READ), except, for a resume or evaluate, from the user's files (ERR_DATA: they
+ * may have changed). When its [data] parameters are not those of the configuration:
+ * rebuilt and saved for CORPUS_TRAIN, otherwise refused (a checkpoint needs the corpus it
+ * was trained on). */
+int train_corpus(const struct env *v, enum corpus_use use, struct corpus *c, struct err *e);
 
 /* A checkpoint as the trainer reads it back. */
 struct checkpoint {

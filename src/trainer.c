@@ -92,7 +92,7 @@ static int open_run(struct trainer *t, struct err *e)
 	struct corpus c;
 	const char *resume = t->o.resume_dir;
 	memset(&ck, 0, sizeof ck);
-	int rc = train_corpus(t->v, resume == NULL, &c, e);
+	int rc = train_corpus(t->v, resume ? CORPUS_RESUME : CORPUS_TRAIN, &c, e);
 	if (rc)
 		return rc;
 	if ((rc = procs_check_data_lock(c.lock, t->v->s->timeout_s, e))) {

@@ -16,6 +16,15 @@
 #include "model.h"
 #include "testutil.h"
 
+/* model_step with its loss sum on the host: the host backend's device memory is the
+ * host's, so the accumulator can be a local double */
+static int step_loss(struct model_ws *ws, const float *params, float *grads, const struct batch *b,
+		     float scale, double *loss, struct err *e)
+{
+	*loss = 0.0;
+	return model_step(ws, params, grads, b, scale, 1.0, loss, e);
+}
+
 struct fixture {
 	struct settings s;
 	struct corpus c;
@@ -74,7 +83,7 @@ static double loss_at(struct fixture *f)
  * b2 [V], row-major, in that order. For each row p with target y >= 0:
  *   x = concat(embed[ctx[p][0]], ..., embed[ctx[p][C-1]])     (C*D)
  *   h = tanh(w1 x + b1), l = w2 h + b2, loss_p = logsumexp(l) - l[y]
- * model_step returns sum_p loss_p and adds the gradient of scale * sum_p loss_p.
+ * model_step adds sum_p loss_p to its accumulator and adds the gradient of scale * sum_p loss_p.
  */
 struct ref_net {
 	int V, C, D, H;
@@ -306,7 +315,7 @@ START_TEST(gradient_matches_double_reference)
 	ck_assert_int_eq(model_ws_create(d, &m, REF_ROWS, &ws, &e), ERR_OK);
 	double loss, eval_loss;
 	int64_t hits;
-	ck_assert_int_eq(model_step(ws, pf, gf, &b, scale, &loss, &e), ERR_OK);
+	ck_assert_int_eq(step_loss(ws, pf, gf, &b, scale, &loss, &e), ERR_OK);
 	ck_assert_int_eq(model_eval(ws, pf, &b, &eval_loss, &hits, &e), ERR_OK);
 	/* per-row losses are float, rounded once from double (kmath.h) after float logits
 	 * that carry a few 1e-7 of error: at most about 3e-6 over seven rows of about
@@ -356,7 +365,7 @@ START_TEST(gradient_matches_finite_differences)
 	int ids[3] = {0, 5, 9};
 	ck_assert_int_eq(batch_build(&f.b, &f.c, ids, 3, LAYOUT_PACKED, &e), ERR_OK);
 	double loss;
-	ck_assert_int_eq(model_step(f.ws, f.params, f.grads, &f.b, 1.0f, &loss, &e), ERR_OK);
+	ck_assert_int_eq(step_loss(f.ws, f.params, f.grads, &f.b, 1.0f, &loss, &e), ERR_OK);
 	/* every component of every tensor, central differences in float with h = 1e-2: a
 	 * coarse check that model_step and model_eval agree on a corpus batch (float
 	 * differences cannot resolve small errors; gradient_matches_double_reference does);
@@ -395,9 +404,9 @@ START_TEST(gradient_is_linear_in_scale)
 	int ids[2] = {1, 2};
 	double l1, l2;
 	ck_assert_int_eq(batch_build(&f.b, &f.c, ids, 2, LAYOUT_PACKED, &e), ERR_OK);
-	ck_assert_int_eq(model_step(f.ws, f.params, f.grads, &f.b, 1.0f, &l1, &e), ERR_OK);
+	ck_assert_int_eq(step_loss(f.ws, f.params, f.grads, &f.b, 1.0f, &l1, &e), ERR_OK);
 	float *g2 = calloc(f.m.n_params, sizeof(float));
-	ck_assert_int_eq(model_step(f.ws, f.params, g2, &f.b, 0.5f, &l2, &e), ERR_OK);
+	ck_assert_int_eq(step_loss(f.ws, f.params, g2, &f.b, 0.5f, &l2, &e), ERR_OK);
 	ck_assert(l1 == l2);
 	for (size_t i = 0; i < f.m.n_params; i++)
 		ck_assert_float_eq_tol(g2[i], 0.5f * f.grads[i], 1e-6f + 1e-5f * fabsf(f.grads[i]));
@@ -417,12 +426,12 @@ START_TEST(packed_and_padded_agree)
 	ck_assert_int_eq(batch_build(&f.b, &f.c, ids, 4, LAYOUT_PACKED, &e), ERR_OK);
 	int packed_rows = f.b.rows;
 	int64_t sup = f.b.supervised;
-	ck_assert_int_eq(model_step(f.ws, f.params, f.grads, &f.b, 0.25f, &lp, &e), ERR_OK);
+	ck_assert_int_eq(step_loss(f.ws, f.params, f.grads, &f.b, 0.25f, &lp, &e), ERR_OK);
 	ck_assert_int_eq(batch_build(&f.b, &f.c, ids, 4, LAYOUT_PADDED, &e), ERR_OK);
 	ck_assert_int_gt(f.b.rows, packed_rows); /* padding and prompts laid out */
 	ck_assert_int_eq(f.b.supervised, sup);
 	float *g2 = calloc(f.m.n_params, sizeof(float));
-	ck_assert_int_eq(model_step(f.ws, f.params, g2, &f.b, 0.25f, &lq, &e), ERR_OK);
+	ck_assert_int_eq(step_loss(f.ws, f.params, g2, &f.b, 0.25f, &lq, &e), ERR_OK);
 	ck_assert_msg(fabs(lp - lq) <= 1e-6 * fabs(lp), "lp %.17g lq %.17g", lp, lq);
 	for (size_t i = 0; i < f.m.n_params; i++)
 		ck_assert_float_eq_tol(g2[i], f.grads[i], 1e-6f + 1e-5f * fabsf(f.grads[i]));
@@ -446,7 +455,7 @@ START_TEST(prefix_positions_are_not_targets)
 	ck_assert_int_eq(f.b.rows, corpus_supervised(&f.c, id));
 	ck_assert_int_eq(f.b.supervised, corpus_len(&f.c, id) - f.c.prefix[id]);
 	double packed_loss;
-	ck_assert_int_eq(model_step(f.ws, f.params, f.grads, &f.b, 1.0f, &packed_loss, &e), ERR_OK);
+	ck_assert_int_eq(step_loss(f.ws, f.params, f.grads, &f.b, 1.0f, &packed_loss, &e), ERR_OK);
 	/* the same sequence with the prompt removed from the targets by hand: building the
 	 * supervised part alone gives the same loss only if prompts were not targets */
 	ck_assert_int_eq(batch_build(&f.b, &f.c, &id, 1, LAYOUT_PADDED, &e), ERR_OK);
