@@ -3,13 +3,14 @@
  */
 #include "machine.h"
 
-#include <cblas.h>
 #include <stdio.h>
+
+#include "blas_core.h"
 
 void machine_cpu_describe(char *out, size_t cap)
 {
-	const char *config = openblas_get_config();
-	const char *core = openblas_get_corename();
+	const char *config = blas_library();
+	const char *core = blas_core_name();
 #if defined(__clang__)
 	const char *compiler = "clang " __clang_version__;
 #elif defined(__GNUC__)
@@ -17,6 +18,6 @@ void machine_cpu_describe(char *out, size_t cap)
 #else
 	const char *compiler = "unknown";
 #endif
-	snprintf(out, cap, "%s, core %s; compiler %s", config ? config : "OpenBLAS (no config)",
+	snprintf(out, cap, "%s, core %s; compiler %s", config,
 		 core ? core : "unknown", compiler);
 }

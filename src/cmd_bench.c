@@ -27,12 +27,16 @@
  */
 #include <cblas.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "clock.h"
 #include "app.h"
+#include "blas_core.h"
 #include "outputs.h"
 #include "run.h"
 #include "shard.h"
@@ -66,41 +70,153 @@ static double process_cpu_s(void)
 	return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
-/* GFLOP per second of one-thread sgemm C[m x n] = A[m x k] B[n x k]^T, run for about
- * min_s seconds: per wall second (returned) and per CPU second of this thread (*per_cpu);
- * 0 when the matrices cannot be allocated */
-static double sgemm_rate(struct gemm_shape g, double min_s, double *per_cpu)
+/* the reference GEMM's operands, C[m x n] = A[m x k] B[n x k]^T */
+struct sgemm_mats {
+	struct gemm_shape g;
+	float *a, *b, *c;
+};
+
+static void sgemm_mats_free(struct sgemm_mats *x)
 {
-	int m = g.m, n = g.n, k = g.k;
-	float *a = malloc(sizeof(float) * (size_t)m * k), *b = malloc(sizeof(float) * (size_t)n * k);
-	float *c = malloc(sizeof(float) * (size_t)m * n);
-	*per_cpu = 0.0;
-	if (!a || !b || !c) {
-		free(a);
-		free(b);
-		free(c);
-		return 0.0;
+	free(x->a);
+	free(x->b);
+	free(x->c);
+	x->a = x->b = x->c = NULL;
+}
+
+static void sgemm_run(const struct sgemm_mats *x)
+{
+	int m = x->g.m, n = x->g.n, k = x->g.k;
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x->a, k, x->b, k, 0.0f,
+		    x->c, n);
+}
+
+/* Allocates and fills the operands and runs the GEMM once (first-touch, BLAS set-up);
+ * 0 when they cannot be allocated. */
+static int sgemm_mats_alloc(struct gemm_shape g, struct sgemm_mats *x)
+{
+	size_t mk = (size_t)g.m * g.k, nk = (size_t)g.n * g.k;
+	x->g = g;
+	x->a = malloc(sizeof(float) * mk);
+	x->b = malloc(sizeof(float) * nk);
+	x->c = malloc(sizeof(float) * (size_t)g.m * g.n);
+	if (!x->a || !x->b || !x->c) {
+		sgemm_mats_free(x);
+		return 0;
 	}
-	for (size_t i = 0; i < (size_t)m * k; i++)
-		a[i] = (float)(i % 7) * 0.1f;
-	for (size_t i = 0; i < (size_t)n * k; i++)
-		b[i] = (float)(i % 5) * 0.1f;
+	for (size_t i = 0; i < mk; i++)
+		x->a[i] = (float)(i % 7) * 0.1f;
+	for (size_t i = 0; i < nk; i++)
+		x->b[i] = (float)(i % 5) * 0.1f;
 	openblas_set_num_threads(1);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 0.0f, c, n);
+	sgemm_run(x);
+	return 1;
+}
+
+/* GFLOP per second of the one-thread GEMM run for about min_s seconds: per wall second
+ * (returned) and per CPU second of this thread (*per_cpu) */
+static double sgemm_trial(const struct sgemm_mats *x, double min_s, double *per_cpu)
+{
 	long reps = 0;
 	double t0 = clock_now_s(), c0 = thread_cpu_s(), t;
 	do {
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 0.0f, c,
-			    n);
+		sgemm_run(x);
 		reps++;
 	} while ((t = clock_now_s() - t0) < min_s);
 	double cpu = thread_cpu_s() - c0;
-	free(a);
-	free(b);
-	free(c);
-	double gflop = 2.0 * m * n * k * reps * 1e-9;
+	double gflop = 2.0 * x->g.m * x->g.n * x->g.k * reps * 1e-9;
 	*per_cpu = cpu > 0.0 ? gflop / cpu : 0.0;
 	return gflop / t;
+}
+
+/* The one-thread sgemm reference of one shape. Its rate on a shared or virtual machine
+ * moves from one second to the next, so it is measured in SGEMM_TRIALS short trials, half
+ * before the timed windows and half after, and the median is the reference (the range is
+ * printed beside it). On a virtual machine a core's rate also depends on how many cores
+ * are busy: W one-thread sgemms running at once are measured too, printed beside, not
+ * used as the reference. */
+#define SGEMM_TRIALS 6
+#define SGEMM_MAX_THREADS 64
+#define SGEMM_TRIAL_S 0.1
+#define SGEMM_CONCURRENT_S 0.3
+struct sgemm_ref {
+	int trials;
+	double wall[SGEMM_TRIALS], cpu[SGEMM_TRIALS]; /* GFLOP/s per wall, per CPU second */
+	int threads;                                  /* of the concurrent run (0: none) */
+	double each[SGEMM_MAX_THREADS];               /* their GFLOP/s per wall second */
+};
+
+static void sgemm_trials(const struct sgemm_mats *x, int count, struct sgemm_ref *ref)
+{
+	for (int i = 0; i < count && ref->trials < SGEMM_TRIALS; i++, ref->trials++)
+		ref->wall[ref->trials] = sgemm_trial(x, SGEMM_TRIAL_S, &ref->cpu[ref->trials]);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* median, min and max of v[0..n-1] (0 for all when n == 0) */
+static double median_range(const double *v, int n, double *lo, double *hi)
+{
+	double s[SGEMM_TRIALS > SGEMM_MAX_THREADS ? SGEMM_TRIALS : SGEMM_MAX_THREADS];
+	*lo = *hi = 0.0;
+	if (n <= 0)
+		return 0.0;
+	memcpy(s, v, sizeof(double) * n);
+	qsort(s, n, sizeof(double), cmp_double);
+	*lo = s[0];
+	*hi = s[n - 1];
+	return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+/* one of the concurrent sgemm threads */
+struct sgemm_thread {
+	struct sgemm_mats mats;
+	atomic_int *go; /* set once every thread is created: they start together */
+	double rate;
+};
+
+static void *sgemm_thread_main(void *arg)
+{
+	struct sgemm_thread *t = arg;
+	double per_cpu;
+	while (!atomic_load(t->go))
+		sched_yield();
+	t->rate = sgemm_trial(&t->mats, SGEMM_CONCURRENT_S, &per_cpu);
+	return NULL;
+}
+
+/* `threads` one-thread sgemms of shape g at once, each on its own operands; their rates
+ * go to ref->each (nothing when a thread or its operands cannot be had) */
+static void sgemm_concurrent(struct gemm_shape g, int threads, struct sgemm_ref *ref)
+{
+	struct sgemm_thread t[SGEMM_MAX_THREADS];
+	pthread_t id[SGEMM_MAX_THREADS];
+	atomic_int go = 0;
+	int made = 0, started = 0;
+	threads = threads < SGEMM_MAX_THREADS ? threads : SGEMM_MAX_THREADS;
+	while (made < threads && sgemm_mats_alloc(g, &t[made].mats))
+		made++;
+	while (made == threads && started < threads) {
+		t[started].go = &go;
+		t[started].rate = 0.0;
+		if (pthread_create(&id[started], NULL, sgemm_thread_main, &t[started]) != 0)
+			break;
+		started++;
+	}
+	atomic_store(&go, 1);
+	for (int i = 0; i < started; i++)
+		pthread_join(id[i], NULL);
+	if (started == threads) {
+		ref->threads = threads;
+		for (int i = 0; i < threads; i++)
+			ref->each[i] = t[i].rate;
+	}
+	for (int i = 0; i < made; i++)
+		sgemm_mats_free(&t[i].mats);
 }
 
 /* what the timed windows of one shape gave */
@@ -111,7 +227,11 @@ struct bench_result {
 	double coll, coll_mean;      /* collective time: rank that waits most, mean over ranks */
 	double flop_per_token;
 	struct gemm_shape gemm;
-	double sgemm, sgemm_per_cpu; /* one-thread sgemm GFLOP/s (0: not measured) */
+	struct sgemm_ref ref;        /* the sgemm trials (none: not measured) */
+	double sgemm, sgemm_per_cpu; /* their medians, one-thread sgemm GFLOP/s (0: not measured) */
+	double sgemm_lo, sgemm_hi;   /* the range of the trials' rates */
+	double concurrent;           /* median rate of W sgemms at once (0: not measured) */
+	double concurrent_lo, concurrent_hi;
 	struct dev_counts counts;    /* summed over the timed windows: the busiest rank's */
 };
 
@@ -139,13 +259,9 @@ static double per_window(const struct bench_result *b, uint64_t total)
 
 /* `warmup` windows, then timed ones until `windows` of them or max_s seconds of window
  * time (max_s <= 0: no time bound) */
-static int bench_windows(struct run *r, const struct settings *s, long warmup, long windows,
+static int timed_windows(struct run *r, const struct settings *s, long warmup, long windows,
 			 double max_s, struct bench_result *b, struct err *e)
 {
-	const struct model_shape *m = &r->eng->shape;
-	memset(b, 0, sizeof *b);
-	b->flop_per_token = 6.0 * ((double)m->context * m->embed * m->hidden +
-				   (double)m->hidden * m->vocab);
 	for (long i = 0; i < warmup + windows; i++) {
 		struct window_result res;
 		double c0 = process_cpu_s();
@@ -163,10 +279,36 @@ static int bench_windows(struct run *r, const struct settings *s, long warmup, l
 		if (max_s > 0.0 && b->seconds >= max_s)
 			break;
 	}
-	b->gemm = largest_gemm(s, m);
-	if (r->eng->placement.backend == DEV_BACKEND_CPU)
-		b->sgemm = sgemm_rate(b->gemm, 0.5, &b->sgemm_per_cpu);
 	return ERR_OK;
+}
+
+/* The windows of timed_windows, with the one-thread sgemm reference measured around them
+ * (struct sgemm_ref) on the CPU backend. */
+static int bench_windows(struct run *r, const struct settings *s, long warmup, long windows,
+			 double max_s, struct bench_result *b, struct err *e)
+{
+	const struct model_shape *m = &r->eng->shape;
+	struct sgemm_mats mats;
+	memset(b, 0, sizeof *b);
+	b->flop_per_token = 6.0 * ((double)m->context * m->embed * m->hidden +
+				   (double)m->hidden * m->vocab);
+	b->gemm = largest_gemm(s, m);
+	int sgemm = r->eng->placement.backend == DEV_BACKEND_CPU && sgemm_mats_alloc(b->gemm, &mats);
+	if (sgemm)
+		sgemm_trials(&mats, SGEMM_TRIALS / 2, &b->ref);
+	int rc = timed_windows(r, s, warmup, windows, max_s, b, e);
+	if (sgemm) {
+		sgemm_trials(&mats, SGEMM_TRIALS - SGEMM_TRIALS / 2, &b->ref);
+		sgemm_mats_free(&mats);
+		if (s->world > 1)
+			sgemm_concurrent(b->gemm, s->world, &b->ref);
+	}
+	b->sgemm = median_range(b->ref.wall, b->ref.trials, &b->sgemm_lo, &b->sgemm_hi);
+	double lo, hi;
+	b->sgemm_per_cpu = median_range(b->ref.cpu, b->ref.trials, &lo, &hi);
+	b->concurrent = median_range(b->ref.each, b->ref.threads, &b->concurrent_lo,
+				     &b->concurrent_hi);
+	return rc;
 }
 
 static double tokens_per_s(const struct bench_result *b)
@@ -174,10 +316,17 @@ static double tokens_per_s(const struct bench_result *b)
 	return b->seconds > 0.0 ? b->tokens / b->seconds : 0.0;
 }
 
-/* training GFLOP/s over W x one-thread sgemm GFLOP/s (0: no sgemm figure) */
+/* training GFLOP/s over W x `rate` GFLOP/s (0: no rate) */
+static double of_rate(const struct bench_result *b, int world, double rate)
+{
+	return rate > 0.0 ? tokens_per_s(b) * b->flop_per_token * 1e-9 / (world * rate) : 0.0;
+}
+
+/* training GFLOP/s over W x one-thread sgemm GFLOP/s, the trials' median (0: no sgemm
+ * figure) */
 static double of_sgemm(const struct bench_result *b, int world)
 {
-	return b->sgemm > 0.0 ? tokens_per_s(b) * b->flop_per_token * 1e-9 / (world * b->sgemm) : 0.0;
+	return of_rate(b, world, b->sgemm);
 }
 
 /* the same per CPU-second: training GFLOP per process CPU second over sgemm's */
@@ -188,6 +337,17 @@ static double of_sgemm_cpu(const struct bench_result *b)
 		       : 0.0;
 }
 
+/* the BLAS library and kernel, and a warning when the kernel is narrower than the CPU */
+static void report_blas(const struct env *v)
+{
+	char blas[256], advice[512];
+	int slow = blas_describe(blas, sizeof blas, advice, sizeof advice);
+	env_info(v, "bench: BLAS %s", blas);
+	if (slow)
+		env_info(v, "bench: warning: %s; the %% of sgemm figures below compare with that "
+			 "slower sgemm", advice);
+}
+
 static void report_main(const struct env *v, const struct bench_result *b, int world)
 {
 	double tps = tokens_per_s(b);
@@ -196,14 +356,21 @@ static void report_main(const struct env *v, const struct bench_result *b, int w
 	env_info(v, "bench: training math %.1f GFLOP/s (%.2f MFLOP per token)",
 		 tps * b->flop_per_token * 1e-9, b->flop_per_token * 1e-6);
 	if (b->sgemm > 0.0) {
-		env_info(v, "bench: one-thread sgemm %.1f GFLOP/s (%d x %d x %d); training reaches "
-			 "%.0f%% of W x sgemm", b->sgemm, b->gemm.m, b->gemm.n, b->gemm.k,
-			 100.0 * of_sgemm(b, world));
+		env_info(v, "bench: one-thread sgemm %.1f GFLOP/s (%d x %d x %d; median of %d trials "
+			 "around the windows, range %.1f-%.1f); training reaches %.0f%% of W x sgemm "
+			 "(%.0f-%.0f%% over the trials' range)", b->sgemm, b->gemm.m, b->gemm.n,
+			 b->gemm.k, b->ref.trials, b->sgemm_lo, b->sgemm_hi, 100.0 * of_sgemm(b, world),
+			 100.0 * of_rate(b, world, b->sgemm_hi), 100.0 * of_rate(b, world, b->sgemm_lo));
 		env_info(v, "bench: per CPU-second: training %.1f GFLOP (%.2f CPU-s for %.3f s of "
 			 "windows), sgemm %.1f GFLOP: %.0f%%", b->tokens * b->flop_per_token * 1e-9 /
 			 b->cpu_seconds, b->cpu_seconds, b->seconds, b->sgemm_per_cpu,
 			 100.0 * of_sgemm_cpu(b));
 	}
+	if (b->concurrent > 0.0)
+		env_info(v, "bench: %d one-thread sgemms at once: %.1f GFLOP/s each (median, range "
+			 "%.1f-%.1f); training reaches %.0f%% of their sum", b->ref.threads,
+			 b->concurrent, b->concurrent_lo, b->concurrent_hi,
+			 100.0 * of_rate(b, world, b->concurrent));
 	env_info(v, "bench: time inside collectives (their barriers included, so waiting for the "
 		 "slowest rank too): %.1f%% of window time on the rank that waits most, %.1f%% on "
 		 "average over ranks", 100.0 * b->coll / b->seconds, 100.0 * b->coll_mean / b->seconds);
@@ -238,10 +405,11 @@ static int sweep_point(const struct env *v, int hidden, int vocab, long windows,
 		err_prefix(e, "bench sweep, hidden %d, vocab %d", hidden, vocab);
 		return rc;
 	}
-	char pct[64] = "";
+	char pct[96] = "";
 	if (b.sgemm > 0.0)
-		snprintf(pct, sizeof pct, ", %.0f%% of W x sgemm (%.0f%% per CPU-second)",
-			 100.0 * of_sgemm(&b, s.world), 100.0 * of_sgemm_cpu(&b));
+		snprintf(pct, sizeof pct, ", %.0f%% of W x sgemm (%.0f-%.0f%%; %.0f%% per CPU-second)",
+			 100.0 * of_sgemm(&b, s.world), 100.0 * of_rate(&b, s.world, b.sgemm_hi),
+			 100.0 * of_rate(&b, s.world, b.sgemm_lo), 100.0 * of_sgemm_cpu(&b));
 	env_info(v, "bench: sweep hidden %4d vocab %4d: %8.0f tokens/s, %6.2f MFLOP per token%s",
 		 hidden, vocab, tokens_per_s(&b), b.flop_per_token * 1e-6, pct);
 	json_array_append_new(points, json_pack("{s:i, s:i, s:I, s:f, s:f, s:f, s:f}", "hidden",
@@ -325,6 +493,8 @@ int cmd_bench(struct app *a, struct err *e)
 	if ((rc = run_open(v, &r, e)) != ERR_OK)
 		return rc;
 	const char *backend = engine_backend_name(r.eng);
+	if (r.eng->placement.backend == DEV_BACKEND_CPU)
+		report_blas(v);
 	env_info(v, "bench: %s backend, W = %d, plan %s, layout %s, %ld timed windows after %ld "
 		 "warm-up", backend, s->world, rank_split_name(s->rank_split),
 		 s->layout == LAYOUT_PADDED ? "padded" : "packed", windows, warmup);
@@ -348,13 +518,16 @@ int cmd_bench(struct app *a, struct err *e)
 		return rc;
 	}
 	json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
-			      "s:f, s:f, s:o, s:o*}",
+			      "s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o*}",
 			      "backend", backend, "world", s->world, "plan",
 			      rank_split_name(s->rank_split), "tokens",
 			      (json_int_t)b.tokens, "seconds", b.seconds, "cpu_seconds", b.cpu_seconds,
 			      "tokens_per_s", tokens_per_s(&b), "train_gflops",
 			      tokens_per_s(&b) * b.flop_per_token * 1e-9, "sgemm_gflops_one_thread",
-			      b.sgemm, "fraction_of_w_sgemm", of_sgemm(&b, s->world),
+			      b.sgemm, "sgemm_gflops_min", b.sgemm_lo, "sgemm_gflops_max", b.sgemm_hi,
+			      "sgemm_gflops_concurrent", b.concurrent, "fraction_of_concurrent_sgemm",
+			      of_rate(&b, s->world, b.concurrent), "fraction_of_w_sgemm",
+			      of_sgemm(&b, s->world),
 			      "fraction_of_sgemm_per_cpu_s", of_sgemm_cpu(&b), "collective_share",
 			      b.coll / b.seconds, "collective_share_mean", b.coll_mean / b.seconds,
 			      "syncs_per_window", per_window(&b, b.counts.syncs), "launches_per_window",

@@ -5,10 +5,10 @@
  * for real (devcheck.h) and exits ERR_DEVCHECK, naming what failed, when it does not
  * work, the plan itself included.
  */
-#include <cblas.h>
 #include <stdio.h>
 
 #include "app.h"
+#include "blas_core.h"
 #include "ddptok_config.h"
 #include "devcheck.h"
 #include "engine.h"
@@ -48,8 +48,12 @@ static void print_memory(const struct settings *s)
 int cmd_env(struct app *a, struct err *e)
 {
 	printf("ddptok-run %s\n", DDPTOK_VERSION);
-	printf("cpu backend: OpenBLAS %s (one BLAS thread per device thread), %s build of "
-	       "the element loops\n", openblas_get_config(), dev_host_kernels_name());
+	char blas[256], advice[512];
+	int slow = blas_describe(blas, sizeof blas, advice, sizeof advice);
+	printf("cpu backend: %s (one BLAS thread per device thread), %s build of the element "
+	       "loops\n", blas, dev_host_kernels_name());
+	if (slow)
+		printf("cpu backend: warning: %s\n", advice);
 #if DDPTOK_HAVE_CUDA
 	printf("cuda backend: built\n");
 	ERR_TRY(gpu_env_report(stdout, e));

@@ -178,12 +178,15 @@ static const struct command commands[] = {
 	{"bench", cmd_bench, OPT_WINDOWS, WRITES_OUTPUTS,
 	 "training throughput, sgemm rate, size sweep [--windows N]",
 	 "Times training windows: throughput and FLOP rate against the machine's one-thread\n"
-	 "sgemm rate, per wall-clock second and per CPU-second; then the same for hidden =\n"
+	 "sgemm rate (median of trials before and after the windows, with their range, and\n"
+	 "W sgemms at once beside it), per wall-clock second and per CPU-second; names the\n"
+	 "BLAS kernel and warns when it is narrower than the CPU; then the same for hidden =\n"
 	 "512, 1024, 2048 and vocab = 128, 4096 (at most N windows, about 2 s each); last,\n"
 	 "exact mode against the default mode on the same window shape.",
 	 "bench --windows 20", 0},
 	{"env", cmd_env, OPT_CHECK | OPT_INJECT, 0, "backends, devices, versions [--check]",
-	 "The build, the backends and devices visible, and what the configuration would use\n"
+	 "The build (the BLAS kernel, with a warning when it is narrower than the CPU), the\n"
+	 "backends and devices visible, and what the configuration would use\n"
 	 "(exit 0 even when it cannot run here). --check runs the configuration's device\n"
 	 "plan: every rank's device, a kernel and a GEMM compared with the CPU, an allreduce\n"
 	 "over the plan's collective; exit 10 naming the rank and the step that failed.",
