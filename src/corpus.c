@@ -803,35 +803,6 @@ int corpus_save(const struct corpus *c, const struct settings *s, const char *di
 	return rc;
 }
 
-int corpus_read_lock(const char *dir, char lock[65], struct err *e)
-{
-	char path[FSX_PATH_MAX];
-	char *text = NULL;
-	size_t len;
-	json_t *root, *v;
-	json_error_t jerr;
-	int rc;
-
-	lock[0] = '\0';
-	rc = fsx_join(path, sizeof path, dir, OUTPUT_DATA_LOCK, e);
-	if (!rc)
-		rc = fsx_read_all(path, &text, &len, e);
-	if (rc)
-		return rc;
-	root = json_loadb(text, len, 0, &jerr);
-	free(text);
-	if (!root)
-		return ERR(e, ERR_DATA, "%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
-	v = json_is_object(root) ? json_object_get(root, "lock") : NULL;
-	if (!json_is_string(v) || !digest_is_hex(json_string_value(v))) {
-		json_decref(root);
-		return ERR(e, ERR_DATA, "%s: no \"lock\" holding 64 lowercase hex digits", path);
-	}
-	memcpy(lock, json_string_value(v), 65);
-	json_decref(root);
-	return ERR_OK;
-}
-
 /* source, eot, split rule (bytes 128-147) and the files digest (152-215) of a corpus.bin */
 static int load_file_params(const uint8_t *p, const char *path, struct corpus_params *q,
 			    struct err *e)

@@ -136,8 +136,6 @@ int corpus_save(const struct corpus *c, const struct settings *s, const char *di
 int corpus_lock_file_check(const char *dir, const struct corpus *c, char *why, size_t cap,
 			   struct err *e);
 int corpus_save_lock(const struct corpus *c, const char *dir, struct err *e);
-/* Reads the lock stored in dir/data.lock into lock[65] (ERR_DATA / ERR_IO). */
-int corpus_read_lock(const char *dir, char lock[65], struct err *e);
 /* Reads dir/corpus.bin back into c, checks its structure, recomputes the lock and checks
  * it against the lock stored in corpus.bin (not data.lock: see above). Any mismatch is
  * ERR_DATA naming the file; an unreadable file is ERR_IO. */

@@ -402,7 +402,7 @@ START_TEST(test_save_load)
 	struct settings s;
 	struct corpus c, d;
 	struct err e;
-	char dir[512], sub[600], lock[65], path[700];
+	char dir[512], sub[600], why[200], path[700];
 	json_t *root, *train;
 	json_error_t jerr;
 	long long sup = 0;
@@ -415,8 +415,8 @@ START_TEST(test_save_load)
 	save_ok(&c, &s, sub);
 
 	err_clear(&e);
-	ck_assert_int_eq(corpus_read_lock(sub, lock, &e), ERR_OK);
-	ck_assert_str_eq(lock, c.lock);
+	ck_assert_int_eq(corpus_lock_file_check(sub, &c, why, sizeof why, &e), ERR_OK);
+	ck_assert_str_eq(why, ""); /* data.lock describes the corpus saved beside it */
 	ck_assert_msg(corpus_load(sub, &d, &e) == ERR_OK, "corpus_load: %s", e.msg);
 	ck_assert_str_eq(d.lock, c.lock);
 	ck_assert(corpus_equal(&c, &d));
@@ -561,8 +561,12 @@ START_TEST(test_corrupt)
 
 	/* data.lock that is not JSON */
 	patch_file(lck, 0, "#", 1);
-	err_clear(&e);
-	ck_assert_int_eq(corpus_read_lock(dir, (char[65]){ 0 }, &e), ERR_DATA);
+	{
+		char why[200];
+		err_clear(&e);
+		ck_assert_int_eq(corpus_lock_file_check(dir, &c, why, sizeof why, &e), ERR_OK);
+		ck_assert_str_eq(why, "it is not a JSON object");
+	}
 
 	/* a corpus that is not what its own parameters describe, with a matching lock: the
 	 * vocab (ids would be read past the model's rows), a split count, a length */
@@ -590,8 +594,6 @@ START_TEST(test_corrupt)
 	remove_tmpdir(dir);
 	err_clear(&e);
 	ck_assert_int_eq(corpus_load(dir, &d, &e), ERR_IO);
-	err_clear(&e);
-	ck_assert_int_eq(corpus_read_lock(dir, (char[65]){ 0 }, &e), ERR_IO);
 	corpus_free(&c);
 }
 END_TEST
