@@ -297,8 +297,8 @@ static int check_shape(const char *dir, const struct cfg *cur, const struct sett
 	return ERR_OK;
 }
 
-/* 4d. params.npy and momentum.npy: a run stops at its first non-finite loss, so no
- * checkpoint holds NaN or infinity. */
+/* 7. params.npy and momentum.npy, the largest files, read last: a run stops at its first
+ * non-finite loss, so no checkpoint holds NaN or infinity. */
 static int read_tensors(const char *dir, struct checkpoint *ck, struct err *e)
 {
 	ERR_TRY(read_vector(dir, "params.npy", ck->n, &ck->params, e));
@@ -400,19 +400,22 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 	ckpt_report_free(&rep);
 	if (rc)
 		return rc;
-	/* 2. the configuration, 3. the data, 4. the state, 5. the rank parts, 6. the updates */
+	/* 2. the configuration, 3. the data, 4. the state, 5. the rank parts, 6. the updates,
+	 * then the tensors: the small files first, so that a checkpoint they refuse is refused
+	 * before its parameters and momentum are read and scanned */
 	if ((rc = load_config(dir, &stored, e)) ||
 	    (rc = check_config(dir, v->cfg, &stored, checks, e)) ||
 	    (rc = check_data_lock(dir, c, v->s->outputs, checks, ck, e)) ||
 	    (rc = read_state(dir, manifest_step, ck, e)) ||
 	    (rc = check_own_shape(dir, &stored, ck, e)) ||
-	    (rc = check_shape(dir, v->cfg, v->s, &stored, checks, ck, e)) ||
-	    (rc = read_tensors(dir, ck, e)))
+	    (rc = check_shape(dir, v->cfg, v->s, &stored, checks, ck, e)))
 		goto out;
 	for (int r = 0; r < ck->world && rc == ERR_OK; r++)
 		rc = read_rank_part(dir, r, ck, e);
 	if (rc == ERR_OK)
 		rc = check_updates(dir, &stored, ck, e);
+	if (rc == ERR_OK)
+		rc = read_tensors(dir, ck, e);
 out:
 	if (stored.vals)
 		cfg_free(&stored);

@@ -951,6 +951,19 @@ START_TEST(test_content_refusals)
 				     "declined windows of rank-0.json's history makes 3"), "message: %s",
 			      e.msg);
 	}
+	/* the same edit on a checkpoint whose parameters hold a NaN too: the counts are
+	 * checked before the tensors are read, so the updates are what is refused (as a
+	 * resume, ERR_DATA and nothing written) */
+	{
+		char nan_dir[FSX_PATH_MAX];
+		sub(root, sizeof root, "nan");
+		ckpt_path(nan_dir, sizeof nan_dir, root, 3);
+		sub(root, sizeof root, "nan-updates");
+		resealed(nan_dir, root, "state.json", no_updates);
+		ckpt_path(bad, sizeof bad, root, 3);
+		expect_refused(&a, bad, 5, "state.json: updates_done = 0, but step 3 minus the 0 "
+			       "declined windows of rank-0.json's history makes 3", NULL);
+	}
 	/* the state of step 3 sealed as step 4: the manifest and state.json disagree */
 	sub(root, sizeof root, "moved");
 	resealed_at(good, root, 4, "state.json", nothing);
