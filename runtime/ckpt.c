@@ -487,15 +487,12 @@ static int root_given(const char *dir, struct ckpt_report *r, struct err *e)
 		   "the %zu in it is valid (%s)", dir, nstep, le.msg);
 }
 
-/* Reads and checks dir/MANIFEST.json into r (step, files, nfiles, total_bytes). A missing
- * manifest in a directory that holds checkpoints is reported as such when look_inside. */
-static int load_manifest(const char *dir, struct ckpt_report *r, int look_inside, struct err *e)
+/* Reads the text of dir/MANIFEST.json into text[len] (free it). A directory without one is
+ * reported as a root of checkpoints when it holds some and look_inside. */
+static int read_manifest_text(const char *dir, struct ckpt_report *r, int look_inside,
+			      char **text, size_t *len, struct err *e)
 {
-	char path[FSX_PATH_MAX], why[300];
-	char *text = NULL;
-	size_t len;
-	json_t *root = NULL, *files, *v;
-	json_error_t jerr;
+	char path[FSX_PATH_MAX];
 	struct stat st;
 	int rc;
 
@@ -517,73 +514,80 @@ static int load_manifest(const char *dir, struct ckpt_report *r, int look_inside
 	}
 	if (!S_ISREG(st.st_mode))
 		return bad_manifest(r, e, dir, "not a regular file");
-	if ((rc = fsx_read_all(path, &text, &len, e)))
-		return rc;
-	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root) {
-		snprintf(why, sizeof why, "invalid JSON at line %d: %s", jerr.line, jerr.text);
-		rc = bad_manifest(r, e, dir, why);
-		goto out;
+	return fsx_read_all(path, text, len, e);
+}
+
+/* Entry i of the manifest's "files" (JSON `f`), checked and appended to r->files. */
+static int add_manifest_entry(const char *dir, json_t *f, size_t i, struct ckpt_report *r,
+			      struct err *e)
+{
+	char why[300];
+	json_t *jn = json_object_get(f, "name"), *js = json_object_get(f, "size"),
+	       *jh = json_object_get(f, "sha256");
+	if (!json_is_object(f) || !json_is_string(jn) || !json_is_integer(js) ||
+	    !json_is_string(jh) || json_integer_value(js) < 0) {
+		snprintf(why, sizeof why, "entry %zu lacks a string \"name\", an integer \"size\" "
+			 "or a string \"sha256\"", i);
+		return bad_manifest(r, e, dir, why);
 	}
-	v = json_object_get(root, "format");
-	if (!json_is_string(v) || strcmp(json_string_value(v), CKPT_FORMAT) != 0) {
-		rc = bad_manifest(r, e, dir, "\"format\" is not \"" CKPT_FORMAT "\"");
-		goto out;
-	}
-	v = json_object_get(root, "step");
-	if (!json_is_integer(v) || json_integer_value(v) < 0) {
-		rc = bad_manifest(r, e, dir, "\"step\" is not a non-negative integer");
-		goto out;
-	}
-	r->step = (uint64_t)json_integer_value(v);
-	files = json_object_get(root, "files");
-	if (!json_is_array(files)) {
-		rc = bad_manifest(r, e, dir, "\"files\" is not an array");
-		goto out;
-	}
-	size_t n = json_array_size(files);
-	r->files = calloc(n ? n : 1, sizeof *r->files);
-	if (!r->files) {
-		rc = ERR(e, ERR_NOMEM, "checkpoint %s: out of memory", dir);
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++) {
-		json_t *f = json_array_get(files, i);
-		json_t *jn = json_object_get(f, "name"), *js = json_object_get(f, "size"),
-		       *jh = json_object_get(f, "sha256");
-		struct ckpt_file *cf = &r->files[i];
-		if (!json_is_object(f) || !json_is_string(jn) || !json_is_integer(js) ||
-		    !json_is_string(jh) || json_integer_value(js) < 0) {
-			snprintf(why, sizeof why, "entry %zu lacks a string \"name\", an integer \"size\" "
-				 "or a string \"sha256\"", i);
-			rc = bad_manifest(r, e, dir, why);
-			goto out;
-		}
-		const char *name = json_string_value(jn), *hex = json_string_value(jh);
-		if (!valid_file_name(name)) {
-			snprintf(why, sizeof why, "entry %zu: invalid file name '%.100s'", i, name);
-			rc = bad_manifest(r, e, dir, why);
-			goto out;
-		}
-		if (find_file(r->files, r->nfiles, name)) {
-			snprintf(why, sizeof why, "file '%s' listed twice", name);
-			rc = bad_manifest(r, e, dir, why);
-			goto out;
-		}
-		if (!digest_is_hex(hex)) {
-			snprintf(why, sizeof why, "file '%s': \"sha256\" is not 64 lowercase hex digits", name);
-			rc = bad_manifest(r, e, dir, why);
-			goto out;
-		}
+	const char *name = json_string_value(jn), *hex = json_string_value(jh);
+	if (!valid_file_name(name))
+		snprintf(why, sizeof why, "entry %zu: invalid file name '%.100s'", i, name);
+	else if (find_file(r->files, r->nfiles, name))
+		snprintf(why, sizeof why, "file '%s' listed twice", name);
+	else if (!digest_is_hex(hex))
+		snprintf(why, sizeof why, "file '%s': \"sha256\" is not 64 lowercase hex digits", name);
+	else {
+		struct ckpt_file *cf = &r->files[r->nfiles++];
 		snprintf(cf->name, sizeof cf->name, "%s", name);
 		cf->size = (uint64_t)json_integer_value(js);
 		memcpy(cf->sha256, hex, DIGEST_HEX_SIZE);
 		r->total_bytes += cf->size;
-		r->nfiles++;
+		return ERR_OK;
 	}
-out:
-	json_decref(root);
+	return bad_manifest(r, e, dir, why);
+}
+
+/* The parsed manifest `root` into r: its format, step and file list. */
+static int parse_manifest(const char *dir, json_t *root, struct ckpt_report *r, struct err *e)
+{
+	json_t *v = json_object_get(root, "format"), *files;
+	if (!json_is_string(v) || strcmp(json_string_value(v), CKPT_FORMAT) != 0)
+		return bad_manifest(r, e, dir, "\"format\" is not \"" CKPT_FORMAT "\"");
+	v = json_object_get(root, "step");
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return bad_manifest(r, e, dir, "\"step\" is not a non-negative integer");
+	r->step = (uint64_t)json_integer_value(v);
+	files = json_object_get(root, "files");
+	if (!json_is_array(files))
+		return bad_manifest(r, e, dir, "\"files\" is not an array");
+	size_t n = json_array_size(files);
+	r->files = calloc(n ? n : 1, sizeof *r->files);
+	if (!r->files)
+		return ERR(e, ERR_NOMEM, "checkpoint %s: out of memory", dir);
+	for (size_t i = 0; i < n; i++)
+		ERR_TRY(add_manifest_entry(dir, json_array_get(files, i), i, r, e));
+	return ERR_OK;
+}
+
+/* Reads and checks dir/MANIFEST.json into r (step, files, nfiles, total_bytes). A missing
+ * manifest in a directory that holds checkpoints is reported as such when look_inside. */
+static int load_manifest(const char *dir, struct ckpt_report *r, int look_inside, struct err *e)
+{
+	char why[300], *text = NULL;
+	size_t len;
+	json_error_t jerr;
+	int rc = read_manifest_text(dir, r, look_inside, &text, &len, e);
+	if (rc)
+		return rc;
+	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	free(text);
+	if (!root) {
+		snprintf(why, sizeof why, "invalid JSON at line %d: %s", jerr.line, jerr.text);
+		return bad_manifest(r, e, dir, why);
+	}
+	rc = parse_manifest(dir, root, r, e);
+	json_decref(root);
 	return rc;
 }
 

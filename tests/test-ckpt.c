@@ -308,24 +308,39 @@ START_TEST(test_damage)
 	ck_assert_int_eq(unlink(p), 0);
 	expect_problem(dir, CKPT_MISSING_FILE, "missing file abc.txt");
 
-	/* unparsable manifests */
-	static const char *const broken[] = {
-		"{\"format\": \"ddptok-checkpoint-1\", \"step\": 6, \"files\": [",
-		"{\"format\": \"other\", \"step\": 6, \"files\": []}",
-		"{\"format\": \"ddptok-checkpoint-1\", \"step\": -6, \"files\": []}",
-		"{\"format\": \"ddptok-checkpoint-1\", \"step\": 6, \"files\": {}}",
-		"{\"format\": \"ddptok-checkpoint-1\", \"step\": 6, \"files\": [{\"name\": \"../../x\", "
-		"\"size\": 1, \"sha256\": \"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\"}]}",
-		"{\"format\": \"ddptok-checkpoint-1\", \"step\": 6, \"files\": [{\"name\": \"abc.txt\", "
-		"\"size\": 3, \"sha256\": \"BA7816\"}]}",
-		"[]",
-		"",
+	/* unparsable manifests, each with its reason */
+#define ENTRY(name) "{\"name\": \"" name "\", \"size\": 3, \"sha256\": \"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\"}"
+	static const char *const broken[][2] = {
+		{ "{\"format\": \"ddptok-checkpoint-1\", \"step\": 6, \"files\": [",
+		  "invalid JSON at line 1" },
+		{ "{\"format\": \"other\", \"step\": 6, \"files\": []}",
+		  "\"format\" is not \"ddptok-checkpoint-1\"" },
+		{ "{\"format\": \"ddptok-checkpoint-1\", \"step\": -6, \"files\": []}",
+		  "\"step\" is not a non-negative integer" },
+		{ "{\"format\": \"ddptok-checkpoint-1\", \"step\": 6, \"files\": {}}",
+		  "\"files\" is not an array" },
+		{ "{\"format\": \"ddptok-checkpoint-1\", \"step\": 6, \"files\": [" ENTRY("../../x") "]}",
+		  "entry 0: invalid file name '../../x'" },
+		{ "{\"format\": \"ddptok-checkpoint-1\", \"step\": 6, \"files\": [{\"name\": \"abc.txt\", "
+		  "\"size\": 3, \"sha256\": \"BA7816\"}]}",
+		  "file 'abc.txt': \"sha256\" is not 64 lowercase hex digits" },
+		{ "{\"format\": \"ddptok-checkpoint-1\", \"step\": 6, \"files\": [" ENTRY("abc.txt") ", "
+		  ENTRY("abc.txt") "]}",
+		  "file 'abc.txt' listed twice" },
+		{ "{\"format\": \"ddptok-checkpoint-1\", \"step\": 6, \"files\": [" ENTRY("abc.txt") ", "
+		  "{\"name\": \"x\", \"size\": -1, \"sha256\": \"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\"}]}",
+		  "entry 1 lacks a string \"name\", an integer \"size\" or a string \"sha256\"" },
+		{ "[]", "\"format\" is not" },
+		{ "", "invalid JSON" },
 	};
+#undef ENTRY
 	for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++) {
+		char want[200];
 		write_ckpt(root, 6, "0123456789", dir);
 		path2(p, dir, "MANIFEST.json");
-		ck_assert_int_eq(fsx_write_atomic(p, broken[i], strlen(broken[i]), &e), 0);
-		expect_problem(dir, CKPT_BAD_MANIFEST, "unparsable manifest");
+		ck_assert_int_eq(fsx_write_atomic(p, broken[i][0], strlen(broken[i][0]), &e), 0);
+		snprintf(want, sizeof want, "unparsable manifest MANIFEST.json: %s", broken[i][1]);
+		expect_problem(dir, CKPT_BAD_MANIFEST, want);
 	}
 
 	/* a directory renamed to another step is refused */
