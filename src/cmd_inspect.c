@@ -5,7 +5,7 @@
  * The session opens the same state as the trainer (the prepared corpus, the sampler, the
  * engine with the seeded parameters, or the state of a checkpoint with --resume, which
  * is verified as a resume of the trainer would) and then reads commands, one per line:
- * `plan` shows the next window and the factor c each rank will use, `step` runs windows
+ * `window` shows the next window and the factor c each rank will use, `step` runs windows
  * with updates, `grad` prints per-tensor statistics or chosen components of the last
  * window's reduced or local gradient, `compare` recomputes that window's reduced gradient
  * (or one rank's contribution) under any normalization and sets it against the
@@ -225,20 +225,20 @@ static void factor_numbers(int mode, double k, int W, int M, int64_t N, int64_t 
 	}
 }
 
-/* ------------------------------------------------------------------ plan */
+/* ---------------------------------------------------------------- window */
 
-static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
+static int do_window(struct inspect *in, int argc, char **argv, struct err *e)
 {
 	struct app *a = in->a;
 	int rc;
 	if (argc > 1)
-		return ERR(e, ERR_USAGE, "plan takes no argument");
+		return ERR(e, ERR_USAGE, "window takes no argument");
 	if ((rc = peek_next(in, e)) != ERR_OK)
 		return rc;
 	const struct window *w = in->draw;
 	int avg = a->s.reduce == COLL_AVG;
 	double k = norm_divisor(avg, w->world, a->s.shards);
-	printf("plan: next window %lld (step %lld, not consumed), W = %d, M = %d microbatches "
+	printf("window: next window %lld (step %lld, not consumed), W = %d, M = %d microbatches "
 	       "per rank, plan %s, mode %s, reduce %s\n", (long long)w->index + 1,
 	       (long long)in->t.step + 1, w->world, w->micro, rank_split_name(a->s.rank_split),
 	       norm_mode_name(in->t.mode), reduce_name(a));
@@ -255,28 +255,28 @@ static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
 						 w->rank_tokens[r], mb->tokens);
 			factor_numbers(in->t.mode, k, w->world, w->micro, w->N, w->rank_tokens[r],
 				       mb->tokens, nums, sizeof nums);
-			printf("plan: rank %d microbatch %d: sequences [%s], %lld supervised tokens, "
+			printf("window: rank %d microbatch %d: sequences [%s], %lld supervised tokens, "
 			       "c = %s = %.6e%s\n", r, m, ids, (long long)mb->tokens, nums, c,
 			       c == 0.0 ? " (no token here: no contribution)" : "");
 		}
 	for (int r = 0; r < w->world; r++)
-		printf("plan: rank %d: %lld supervised tokens\n", r, (long long)w->rank_tokens[r]);
-	printf("plan: N = %lld (sum over ranks of supervised tokens:", (long long)w->N);
+		printf("window: rank %d: %lld supervised tokens\n", r, (long long)w->rank_tokens[r]);
+	printf("window: N = %lld (sum over ranks of supervised tokens:", (long long)w->N);
 	for (int r = 0; r < w->world; r++)
 		printf("%s%lld", r ? " + " : " ", (long long)w->rank_tokens[r]);
 	printf(")\n");
-	printf("plan: factor under %s: %s, with k = %g because reduce = %s %s\n",
+	printf("window: factor under %s: %s, with k = %g because reduce = %s %s\n",
 	       norm_mode_name(in->t.mode), factor_formula(in->t.mode), k, reduce_name(a),
 	       !avg ? "does not divide" : a->s.shards > 0 ? "divides the root of exact mode's "
 	       "tree by its K shards" : "divides the summed gradients by W");
-	printf("plan: why: rank r backpropagates c * (sum of its token losses) for each "
+	printf("window: why: rank r backpropagates c * (sum of its token losses) for each "
 	       "microbatch; after the reduce a token weighs c / k\n");
 	if (w->N == 0) {
-		printf("plan: this window has no supervised token: every rank will reject it "
+		printf("window: this window has no supervised token: every rank will reject it "
 		       "(empty_window = %s)\n", a->s.empty_window == EMPTY_ERROR ? "error" : "skip");
 		return ERR_OK;
 	}
-	printf("plan: the window's token mean needs every token to weigh 1 / N = %.6e\n",
+	printf("window: the window's token mean needs every token to weigh 1 / N = %.6e\n",
 	       1.0 / (double)w->N);
 	int off = 0;
 	for (int r = 0; r < w->world; r++)
@@ -288,12 +288,12 @@ static int do_plan(struct inspect *in, int argc, char **argv, struct err *e)
 						 w->rank_tokens[r], mb->tokens);
 			double ratio = c / k * (double)w->N;
 			if (fabs(ratio - 1.0) > 1e-12) {
-				printf("plan: rank %d microbatch %d: a token weighs %.6e = %.4f x 1 / N\n",
+				printf("window: rank %d microbatch %d: a token weighs %.6e = %.4f x 1 / N\n",
 				       r, m, c / k, ratio);
 				off = 1;
 			}
 		}
-	printf("plan: %s\n", off ? "this mode weighs tokens unequally on this window: its gradient "
+	printf("window: %s\n", off ? "this mode weighs tokens unequally on this window: its gradient "
 				   "is not the gradient of the window's token mean"
 				 : "every token weighs 1 / N: the reduced gradient is the gradient of "
 				   "the window's token mean");
@@ -939,7 +939,7 @@ struct icmd {
 };
 
 static const struct icmd icmds[] = {
-	{"plan", do_plan, "plan", "the next window, its token counts and each rank's factor c",
+	{"window", do_window, "window", "the next window, its token counts and each rank's factor c",
 	 "Draws the next window without consuming it and shows, per rank and microbatch, the\n"
 	 "sequence ids, the supervised tokens and the factor c the rank will multiply its loss\n"
 	 "sum by under the current mode; then the tokens per rank, N (their sum) and why c is\n"
@@ -1410,7 +1410,7 @@ int cmd_inspect(struct app *a, struct err *e)
 			   "of %d): run it without mpirun or srun, with devices.world ranks in that "
 			   "process", world_get()->procs);
 	}
-	/* its plan view explains the token unit's factors (c = k / N, ...) */
+	/* its window view explains the token unit's factors (c = k / N, ...) */
 	if (a->s.unit != UNIT_TOKEN)
 		return ERR(e, ERR_CONFIG, "%s: inspect explains the token unit only ([train] unit "
 			   "= sequence given); run it with --set train.unit=token", a->cfg.path);

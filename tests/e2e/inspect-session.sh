@@ -1,6 +1,6 @@
 #!/bin/sh
 # inspect driven through stdin on tiny.ini (W = 2, length-band plan, accumulation 2):
-# plan shows N as the sum of the per-rank tokens and does not consume the window, step
+# window shows N as the sum of the per-rank tokens and does not consume the window, step
 # reports loss/N/grad norm, grad and compare work, compare under global_token passes
 # while mean_of_means (token counts are unequal between the ranks) fails, for the whole
 # window and for each rank's contribution (compare --rank R), mistakes in commands are
@@ -11,7 +11,7 @@ set -eu
 fail() { echo "FAIL: $*"; echo "--- output:"; cat out.txt; echo "--- stderr:"; cat err.txt; exit 1; }
 
 rc=0
-printf 'plan\nstep 2\ngrad\ngrad w1 --rank 1\ncompare\ncompare mean_of_means\ncompare --rank 0\ncompare --rank 1\ncompare mean_of_means --rank 0\ncompare --rank 1 mean_of_means\nmode mean_of_means\nplan\nstep\nbogus\nstep x\nstep 0\ngrad nosuch\ngrad --rank 2\ncompare nosuch\ncompare --rank 2\nmode nosuch\nhelp\nhelp compare\neval\nquit\nstep\n' \
+printf 'window\nstep 2\ngrad\ngrad w1 --rank 1\ncompare\ncompare mean_of_means\ncompare --rank 0\ncompare --rank 1\ncompare mean_of_means --rank 0\ncompare --rank 1 mean_of_means\nmode mean_of_means\nwindow\nstep\nbogus\nstep x\nstep 0\ngrad nosuch\ngrad --rank 2\ncompare nosuch\ncompare --rank 2\nmode nosuch\nhelp\nhelp compare\neval\nquit\nstep\n' \
 	| "$DDPTOK" "$CONF/tiny.ini" inspect > out.txt 2> err.txt || rc=$?
 [ "$rc" -eq 2 ] || fail "inspect exited with $rc, expected 2 (a script with mistakes)"
 grep -q "ddptok-run: usage error: inspect: 8 commands of the script failed; the first, on line 14: unknown command 'bogus'" err.txt ||
@@ -19,26 +19,26 @@ grep -q "ddptok-run: usage error: inspect: 8 commands of the script failed; the 
 
 has() { grep -q -- "$1" out.txt || fail "missing: $1"; }
 
-# plan: N equals the sum of the per-rank tokens, and of the per-microbatch tokens
-n=$(sed -n 's/.*plan: N = \([0-9]*\) .*/\1/p' out.txt | head -n 1)
-[ -n "$n" ] || fail "plan printed no N"
-sum=$(sed -n '1,/plan: N = /p' out.txt | sed -n 's/.*plan: rank [0-9]*: \([0-9]*\) supervised tokens$/\1/p' \
+# window: N equals the sum of the per-rank tokens, and of the per-microbatch tokens
+n=$(sed -n 's/.*window: N = \([0-9]*\) .*/\1/p' out.txt | head -n 1)
+[ -n "$n" ] || fail "window printed no N"
+sum=$(sed -n '1,/window: N = /p' out.txt | sed -n 's/.*window: rank [0-9]*: \([0-9]*\) supervised tokens$/\1/p' \
 	| awk '{ s += $1 } END { print s + 0 }')
-[ "$n" = "$sum" ] || fail "plan: N = $n but the ranks sum to $sum"
-msum=$(sed -n '1,/plan: N = /p' out.txt | sed -n 's/.*plan: rank [0-9]* microbatch [0-9]*: .*, \([0-9]*\) supervised tokens, c = .*/\1/p' \
+[ "$n" = "$sum" ] || fail "window: N = $n but the ranks sum to $sum"
+msum=$(sed -n '1,/window: N = /p' out.txt | sed -n 's/.*window: rank [0-9]* microbatch [0-9]*: .*, \([0-9]*\) supervised tokens, c = .*/\1/p' \
 	| awk '{ s += $1 } END { print s + 0 }')
-[ "$n" = "$msum" ] || fail "plan: N = $n but the microbatches sum to $msum"
-nranks=$(sed -n '1,/plan: N = /p' out.txt | grep -c 'plan: rank [0-9]*: [0-9]* supervised tokens$')
-[ "$nranks" = 2 ] || fail "plan: expected 2 ranks, got $nranks"
+[ "$n" = "$msum" ] || fail "window: N = $n but the microbatches sum to $msum"
+nranks=$(sed -n '1,/window: N = /p' out.txt | grep -c 'window: rank [0-9]*: [0-9]* supervised tokens$')
+[ "$nranks" = 2 ] || fail "window: expected 2 ranks, got $nranks"
 # the per-rank counts are unequal on this window (that is what makes mean_of_means wrong)
-uniq=$(sed -n '1,/plan: N = /p' out.txt | sed -n 's/.*plan: rank [0-9]*: \([0-9]*\) supervised tokens$/\1/p' | sort -u | wc -l)
-[ "$uniq" = 2 ] || fail "plan: the two ranks hold the same number of tokens"
-has 'plan: factor under global_token: c = k / N, with k = 2 because reduce = avg'
+uniq=$(sed -n '1,/window: N = /p' out.txt | sed -n 's/.*window: rank [0-9]*: \([0-9]*\) supervised tokens$/\1/p' | sort -u | wc -l)
+[ "$uniq" = 2 ] || fail "window: the two ranks hold the same number of tokens"
+has 'window: factor under global_token: c = k / N, with k = 2 because reduce = avg'
 has 'every token weighs 1 / N'
 
-# plan did not consume the window: step 1 runs the planned window with the same N
+# window did not consume it: step 1 runs the window it showed, with the same N
 grep -q "step 1: window 1, loss [0-9.]* (global token mean), N = $n, grad norm " out.txt \
-	|| fail "step 1 is not the planned window (N = $n)"
+	|| fail "step 1 is not the window shown (N = $n)"
 has 'step 2: window 2, loss '
 has 'step 3: window 3, loss .* \[mode mean_of_means\]'
 
@@ -76,9 +76,9 @@ shares = [float(x) for x in re.findall(r"compare: rank \d's share of the referen
 assert len(shares) == 2 and abs(sum(shares) - total) < 2e-6, (shares, total)
 PY
 
-# mode switch shows in plan's factor formula
+# mode switch shows in window's factor formula
 has 'mode: mean_of_means for the next windows (was global_token)'
-has 'plan: factor under mean_of_means: c = k / (W \* N_rank)'
+has 'window: factor under mean_of_means: c = k / (W \* N_rank)'
 has 'this mode weighs tokens unequally on this window'
 
 # errors keep the session alive
@@ -107,7 +107,7 @@ printf 'step\ngrad w1 3\ncompare --rank 1\nquit\n' | "$DDPTOK" "$CONF/tiny.ini" 
 # a line holding a NUL byte is refused on its own: the next line still runs (and the
 # script fails at its end)
 rc=0
-printf 'plan\n\000x\nhelp\nquit\n' | "$DDPTOK" "$CONF/tiny.ini" inspect > nul.txt 2>&1 || rc=$?
+printf 'window\n\000x\nhelp\nquit\n' | "$DDPTOK" "$CONF/tiny.ini" inspect > nul.txt 2>&1 || rc=$?
 [ "$rc" -eq 2 ] || fail "session with a NUL byte exited with $rc, expected 2"
 grep -q 'error: line holds a NUL byte, ignored' nul.txt || fail "NUL byte not reported"
 grep -q 'commands (help CMD for details):' nul.txt || fail "the line after a NUL byte was lost"
