@@ -50,7 +50,6 @@
 #include "parity.h"
 #include "run.h"
 #include "train.h"
-#include "world.h"
 
 #if DDPTOK_HAVE_LIBEDIT
 #include <editline/readline.h>
@@ -1404,12 +1403,6 @@ int cmd_inspect(struct app *a, struct err *e)
 	struct session ss;
 	int rc;
 	memset(&ss, 0, sizeof ss);
-	if (world_get()->procs > 1) {
-		world_failed_together(); /* every process refuses alike, none ends the others */
-		return ERR(e, ERR_USAGE, "inspect is interactive and runs in one process (here one "
-			   "of %d): run it without mpirun or srun, with devices.world ranks in that "
-			   "process", world_get()->procs);
-	}
 	/* its window view explains the token unit's factors (c = k / N, ...) */
 	if (a->s.unit != UNIT_TOKEN)
 		return ERR(e, ERR_CONFIG, "%s: inspect explains the token unit only ([train] unit "

@@ -94,6 +94,9 @@ enum {
 	WRITES_ARTIFACTS = 2,
 };
 
+/* why prepare, check-loss, reference and exercise run in one process only */
+#define ONE_RESULT "it does not span processes: each would compute and write the same result"
+
 struct command {
 	const char *name;
 	int (*fn)(struct app *a, struct err *e);
@@ -105,6 +108,8 @@ struct command {
 	const char *about;   /* what it does, for its own help */
 	const char *example; /* arguments after CONFIG */
 	int stoppable;       /* a signal stops it at a boundary: handled from the start */
+	const char *one_process; /* why it runs in one process only (refused under mpirun
+				    or srun with P > 1); NULL: it runs over every process */
 };
 
 static const struct command commands[] = {
@@ -115,56 +120,58 @@ static const struct command commands[] = {
 	 "report",
 	 "Runs every step in order and writes report.md and report.json into [run] outputs;\n"
 	 "exits 1 when a check fails. A signal stops it after the current step (exit 8).",
-	 "protocol", 1},
+	 "protocol", 1, NULL},
 	{"prepare", cmd_prepare, 0, WRITES_OUTPUTS,
 	 "build the corpus and write it with its data lock",
 	 "Builds the corpus from [data] and [run] seed and writes it, with its data lock,\n"
 	 "under [run] outputs (corpus/).",
-	 "prepare", 0},
+	 "prepare", 0, ONE_RESULT},
 	{"check-loss", cmd_check_loss, 0, WRITES_OUTPUTS,
 	 "the 12/36 counterexample: mean of means 2, global mean 2.5",
 	 "Two ranks with 12 and 36 supervised tokens: the mean of the rank means is 2, the\n"
 	 "global token mean 2.5; exits 1 if the program computes other values.",
-	 "check-loss", 0},
+	 "check-loss", 0, ONE_RESULT},
 	{"reference", cmd_reference, 0, WRITES_OUTPUTS,
 	 "single-device gradient of window 1 (.npy + JSON summary)",
 	 "The gradient of window 1's global token mean computed by one device over every\n"
 	 "sequence of the window; writes it as .npy with a JSON summary (N, loss, L2 norm).",
-	 "reference", 0},
+	 "reference", 0, ONE_RESULT},
 	{"parity", cmd_parity, OPT_DUMP | OPT_INJECT | OPT_SWAP | OPT_HANG, WRITES_OUTPUTS,
 	 "W-device gradient per normalization against the reference [--dump DIR]",
 	 "The W-device gradient of window 1 under each normalization against the\n"
 	 "single-device reference, within [parity] atol and rtol: global_token must agree,\n"
 	 "the negative controls must not; in exact mode ([train] shards) global_token must\n"
 	 "also equal the reference in every bit; exits 1 otherwise.",
-	 "parity --dump parity-dump", 0},
+	 "parity --dump parity-dump", 0, NULL},
 	{"exercise", cmd_exercise, 0, WRITES_OUTPUTS,
 	 "rank 1 goes from 12 to 36 tokens: both means and gradients",
 	 "Rank 0 keeps [exercise] short supervised tokens while rank 1 goes from long_before\n"
 	 "to long_after: both means and both gradients on the model.",
-	 "exercise", 0},
+	 "exercise", 0, ONE_RESULT},
 	{"train", cmd_train, OPT_RESUME | OPT_CONTINUOUS | OPT_INJECT | OPT_DRIFT | OPT_HANG,
 	 WRITES_OUTPUTS | WRITES_ARTIFACTS,
 	 "train to stop_at and checkpoint [--continuous | --resume DIR]",
 	 "Trains from step 0 to [train] stop_at and checkpoints into [run] artifacts\n"
 	 "(checkpoints/); --continuous trains 0 -> updates into continuous/; --resume DIR\n"
 	 "continues a checkpoint to updates. SIGINT/SIGTERM checkpoint and exit 8.",
-	 "train --resume artifacts/checkpoints/step-0050", 1},
+	 "train --resume artifacts/checkpoints/step-0050", 1, NULL},
 	{"evaluate", cmd_evaluate, OPT_CHECKPOINT, 0,
 	 "test and validation loss/accuracy of a checkpoint [--checkpoint DIR]",
 	 "Test and validation loss (global token mean) and token accuracy of a checkpoint,\n"
 	 "printed and written to evaluate.json.",
-	 "evaluate --checkpoint artifacts/continuous/step-0100", 0},
+	 "evaluate --checkpoint artifacts/continuous/step-0100", 0, NULL},
 	{"checkpoints", cmd_checkpoints, 0, 0,
 	 "verify every checkpoint under the artifacts directory",
 	 "Verifies every checkpoint under [run] artifacts (manifest, sizes, digests, then its\n"
 	 "content as a resume reads it); exits 1 if one is corrupt or unusable.",
-	 "checkpoints", 0},
+	 "checkpoints", 0,
+	 "the checkpoints are process 0's alone, on its host"},
 	{"clean", cmd_clean, OPT_SCOPE | OPT_DRY_RUN, WRITES_OUTPUTS | WRITES_ARTIFACTS,
 	 "remove what the program wrote [--scope generated|checkpoints|partial|all] [--dry-run]",
 	 "Removes what the program wrote, and nothing else: generated outputs (default),\n"
 	 "checkpoints, partial (interrupted writes) or all.",
-	 "clean --scope all --dry-run", 0},
+	 "clean --scope all --dry-run", 0,
+	 "processes that share a file system would remove the same files"},
 	{"inspect", cmd_inspect, OPT_RESUME, WRITES_OUTPUTS | WRITES_ARTIFACTS,
 	 "interactive step-by-step gradient inspection [--resume DIR]",
 	 "Opens a ddptok> prompt to step through windows and look at the gradients (type\n"
@@ -174,7 +181,7 @@ static const struct command commands[] = {
 	 "drops the line typed so far; the session goes on. A second SIGINT within a\n"
 	 "second, or SIGTERM, ends the session with exit status 8 (a further signal\n"
 	 "while a step is stopping ends the process at once, as in train).",
-	 "inspect --resume artifacts/checkpoints/step-0050", 1},
+	 "inspect --resume artifacts/checkpoints/step-0050", 1, "it is interactive"},
 	{"bench", cmd_bench, OPT_WINDOWS, WRITES_OUTPUTS,
 	 "training throughput, sgemm rate, size sweep [--windows N]",
 	 "Times training windows: throughput and FLOP rate against the machine's one-thread\n"
@@ -183,15 +190,16 @@ static const struct command commands[] = {
 	 "BLAS kernel and warns when it is narrower than the CPU; then the same for hidden =\n"
 	 "512, 1024, 2048 and vocab = 128, 4096 (at most N windows, about 2 s each); last,\n"
 	 "exact mode against the default mode on the same window shape.",
-	 "bench --windows 20", 0},
+	 "bench --windows 20", 0,
+	 "copies of it would share the cores they time"},
 	{"env", cmd_env, OPT_CHECK | OPT_INJECT, 0, "backends, devices, versions [--check]",
 	 "The build (the BLAS kernel, with a warning when it is narrower than the CPU), the\n"
 	 "backends and devices visible, and what the configuration would use\n"
 	 "(exit 0 even when it cannot run here). --check runs the configuration's device\n"
 	 "plan: every rank's device, a kernel and a GEMM compared with the CPU, an allreduce\n"
 	 "over the plan's collective; exit 10 naming the rank and the step that failed.",
-	 "env --check", 0},
-	{NULL, NULL, 0, 0, NULL, NULL, NULL, 0},
+	 "env --check", 0, NULL},
+	{NULL, NULL, 0, 0, NULL, NULL, NULL, 0, NULL},
 };
 
 static const struct command *find_command(const char *name)
@@ -268,6 +276,9 @@ static void command_help(FILE *f, const struct command *c)
 		if ((o->bit & c->opts) || o->val == 's' || o->val == 'h')
 			print_option(f, o);
 	fprintf(f, "\nexample:\n  ddptok-run conf/minimum.ini %s\n", c->example);
+	if (c->one_process)
+		fprintf(f, "\nOne process only: refused under mpirun or srun with more (exit 2),\n"
+			"since %s.\n", c->one_process);
 }
 
 /* The configuration reference as a markdown table, generated from the key table; the
@@ -611,6 +622,18 @@ static int process_outputs(struct app *a, struct err *e)
 	return ERR_OK;
 }
 
+/* A command that runs in one process only (its one_process says why) is refused by every
+ * process alike when several were started, before it reads or writes anything. */
+static int runs_in_these_processes(const struct command *cmd, struct err *e)
+{
+	int procs = world_get()->procs;
+	if (!cmd->one_process || procs == 1)
+		return ERR_OK;
+	world_failed_together(); /* every process refuses alike, none ends the others */
+	return ERR(e, ERR_USAGE, "%s runs in one process (here one of %d), since %s: run it "
+		   "without mpirun or srun", cmd->name, procs, cmd->one_process);
+}
+
 /* Prints the error of a failed command; with several processes it names this one and,
  * unless all of them stopped together (an agreed interruption), ends the others: they
  * would wait for it in their next exchange. */
@@ -656,6 +679,7 @@ int main(int argc, char **argv)
 	if (cmd->stoppable)
 		cli_signals_hold();
 	if ((rc = world_init(&argc, &argv, &e)) == ERR_OK &&
+	    (rc = runs_in_these_processes(cmd, &e)) == ERR_OK &&
 	    (rc = load_configuration(&cli, &e)) == ERR_OK &&
 	    (rc = process_outputs(a, &e)) == ERR_OK &&
 	    (rc = lock_roots(cmd, &cli, argc, argv, &locks, &e)) == ERR_OK) {

@@ -5,7 +5,8 @@
 # by process 0 alone: process 1 runs elsewhere); a
 # failure on a rank of process 1, process 1 killed or stuck, and SIGTERM to process 0 only
 # end every process promptly with the right status and message; differing data refused;
-# evaluate reads process 0's checkpoint on every process and reports once; inspect refused.
+# evaluate reads process 0's checkpoint on every process and reports once; inspect, clean and
+# bench (commands of one process) refused by every process.
 # Skips (77) without mpirun or in a build without MPI.
 set -eu
 fail() { echo "FAIL: $*"; exit 1; }
@@ -89,12 +90,23 @@ cmp ev1/evaluate.json ev2/evaluate.json || fail "evaluate.json of P = 2 differs 
 [ "$(grep -c '^evaluate: test ' ev.out)" -eq 1 ] || fail "evaluate reported twice: $(cat ev.out)"
 [ ! -e elsewhere/ev2/process-1/evaluate.json ] || fail "process 1 wrote evaluate.json"
 same b/checkpoints/step-0006 elsewhere/ev2/process-1/evaluate/step-0006
-# inspect (interactive) is refused with P > 1 at once, by every process
-# shellcheck disable=SC2086
-rc_of mpi 2 inspect $S < /dev/null
-[ "$rc" -eq 2 ] || { cat cmd.err; fail "inspect with P = 2: exit $rc, expected 2"; }
-[ "$(grep -c 'inspect is interactive and runs in one process (here one of 2)' cmd.err)" -eq 2 ] ||
-	fail "inspect with P = 2: $(cat cmd.err)"
+# the commands of one process are refused with P > 1 at once, by every process, naming
+# the command and why, before they read or write anything (train, parity, evaluate and env
+# above run over both)
+for c in "inspect:it is interactive" \
+	"clean --scope all:processes that share a file system would remove the same files" \
+	"bench --windows 1:copies of it would share the cores they time"; do
+	args=${c%%:*} why=${c#*:}
+	# shellcheck disable=SC2086
+	rc_of mpi 2 $args $S --set run.artifacts=b --set run.outputs=ev1 < /dev/null
+	[ "$rc" -eq 2 ] || { cat cmd.err; fail "$args with P = 2: exit $rc, expected 2"; }
+	want="usage error: ${args%% *} runs in one process (here one of 2), since $why: run it"
+	[ "$(grep -c "$want without mpirun or srun" cmd.err)" -eq 2 ] ||
+		fail "$args with P = 2: $(cat cmd.err)"
+done
+[ -f b/checkpoints/step-0006/MANIFEST.json ] && [ -f ev1/evaluate.json ] ||
+	fail "clean with P = 2 removed files"
+[ ! -e ev1/bench.json ] && [ ! -e ev1/process-1 ] || fail "bench with P = 2 wrote something"
 
 # a failure on rank 3 (process 1) at window 2: every process ends, naming it
 # shellcheck disable=SC2086
