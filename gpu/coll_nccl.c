@@ -193,6 +193,7 @@ static int wait_done(struct coll *c, int rank, struct dev *dev, cudaStream_t s, 
 	struct nccl_coll *n = c->impl;
 	dev_count(dev, 0, 0, 1);
 	struct nccl_rank *nr = &n->r[rank];
+	int global_rank = n->first + rank; /* the rank its messages name */
 	double timeout = c->barrier ? barrier_timeout(c->barrier) : 0.0;
 	for (double started = clock_now_s();;) {
 		ncclResult_t state = ncclSuccess, q = ncclSuccess;
@@ -205,7 +206,7 @@ static int wait_done(struct coll *c, int rank, struct dev *dev, cudaStream_t s, 
 			return aborted_error(c, rank, nr->device, "abandoned", e);
 		if (q != ncclSuccess || (state != ncclSuccess && state != ncclInProgress)) {
 			int rc = nccl_error(e, __FILE__, __LINE__, q != ncclSuccess ? q : state,
-					    "ncclAllReduce (asynchronous)", n->first + rank,
+					    "ncclAllReduce (asynchronous)", global_rank,
 					    nr->device);
 			abort_all(n, rank);
 			return rc;
@@ -219,7 +220,8 @@ static int wait_done(struct coll *c, int rank, struct dev *dev, cudaStream_t s, 
 					       : ERR_OK;
 			if (cs != cudaErrorNotReady) {
 				int rc = gpu_cuda_error(e, __FILE__, __LINE__, (int)cs,
-							"cudaStreamQuery (allreduce)", rank, nr->device);
+							"cudaStreamQuery (allreduce)", global_rank,
+							nr->device);
 				abort_all(n, rank);
 				return rc;
 			}
@@ -272,26 +274,28 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 			   n->local - 1);
 	struct nccl_rank *nr = &n->r[rank];
 	int device = nr->device, rc;
+	int global_rank = n->first + rank; /* the rank its messages name */
 	cudaStream_t s = cuda_dev_stream(dev);
 	if (!s)
-		return ERR(e, ERR_DEVICE, "rank %d: the NCCL collective needs a CUDA device", rank);
+		return ERR(e, ERR_DEVICE, "rank %d: the NCCL collective needs a CUDA device",
+			   global_rank);
 	if (dev->device_id != device)
 		return ERR(e, ERR_DEVICE, "rank %d: device %d given to allreduce, the communicator "
-			   "is on device %d", rank, dev->device_id, device);
+			   "is on device %d", global_rank, dev->device_id, device);
 	if (is_aborted(c, n))
 		return aborted_error(c, rank, device, "not started", e);
 	atomic_fetch_add(&n->calls[rank], 1);
 	if (count == 0)
 		return ERR_OK; /* every rank has the same count: all skip together */
 	size_t bytes = count * dtype_size(type);
-	if (host_buf && (rc = fits(nr->scratch_cap, bytes, "an allreduce of a host buffer", rank,
-				   device, e)))
+	if (host_buf && (rc = fits(nr->scratch_cap, bytes, "an allreduce of a host buffer",
+				   global_rank, device, e)))
 		return rc;
-	CU_CHECK(cudaSetDevice(device), rank, device);
+	CU_CHECK(cudaSetDevice(device), global_rank, device);
 	void *dbuf = buf;
 	if (host_buf) {
-		CU_CHECK(cudaMemcpyAsync(nr->scratch, buf, bytes, cudaMemcpyHostToDevice, s), rank,
-			 device);
+		CU_CHECK(cudaMemcpyAsync(nr->scratch, buf, bytes, cudaMemcpyHostToDevice, s),
+			 global_rank, device);
 		dev_count(dev, 0, 1, 0);
 		dbuf = nr->scratch;
 	}
@@ -304,7 +308,7 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 	if (dead)
 		return aborted_error(c, rank, device, "not started", e);
 	if (st != ncclSuccess && st != ncclInProgress) {
-		rc = nccl_error(e, __FILE__, __LINE__, st, "ncclAllReduce", n->first + rank,
+		rc = nccl_error(e, __FILE__, __LINE__, st, "ncclAllReduce", global_rank,
 				 device);
 		abort_all(n, rank);
 		return rc;
@@ -316,10 +320,10 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 	if (op == COLL_AVG && (rc = cuda_dev_divide(dev, dbuf, count, (int)type, n->world, e)))
 		return rc;
 	if (host_buf) {
-		CU_CHECK(cudaMemcpyAsync(buf, nr->scratch, bytes, cudaMemcpyDeviceToHost, s), rank,
-			 device);
+		CU_CHECK(cudaMemcpyAsync(buf, nr->scratch, bytes, cudaMemcpyDeviceToHost, s),
+			 global_rank, device);
 		dev_count(dev, 0, 1, 1);
-		CU_CHECK(cudaStreamSynchronize(s), rank, device);
+		CU_CHECK(cudaStreamSynchronize(s), global_rank, device);
 	}
 	c->seconds[rank] += clock_now_s() - t0;
 	return ERR_OK;
@@ -337,19 +341,21 @@ static int tree_prologue(struct coll *c, int rank, struct dev *dev, cudaStream_t
 		return ERR(e, ERR_DEVICE, "allreduce: local rank %d outside 0..%d", rank,
 			   n->local - 1);
 	int device = n->r[rank].device;
+	int global_rank = n->first + rank; /* the rank its messages name */
 	*s = cuda_dev_stream(dev);
 	if (!*s)
-		return ERR(e, ERR_DEVICE, "rank %d: the NCCL collective needs a CUDA device", rank);
+		return ERR(e, ERR_DEVICE, "rank %d: the NCCL collective needs a CUDA device",
+			   global_rank);
 	if (dev->device_id != device)
 		return ERR(e, ERR_DEVICE, "rank %d: device %d given to allreduce, the communicator "
-			   "is on device %d", rank, dev->device_id, device);
+			   "is on device %d", global_rank, dev->device_id, device);
 	if (coll_tree_levels(n->world) < 0)
 		return ERR(e, ERR_CONFIG, "the tree allreduce needs a power-of-two world, not %d",
 			   n->world);
 	if (is_aborted(c, n))
 		return aborted_error(c, rank, device, "not started", e);
 	atomic_fetch_add(&n->calls[rank], 1);
-	CU_CHECK(cudaSetDevice(device), rank, device);
+	CU_CHECK(cudaSetDevice(device), global_rank, device);
 	return ERR_OK;
 }
 
@@ -414,27 +420,29 @@ static int tree_host_buffer(struct coll *c, int rank, struct dev *dev, cudaStrea
 	struct nccl_coll *n = c->impl;
 	struct nccl_rank *nr = &n->r[rank];
 	int device = nr->device, w = n->world, rc;
+	int global_rank = n->first + rank; /* the rank its messages name */
 	size_t elem = dtype_size(type), bytes = count * elem;
-	if ((rc = fits(nr->tree_cap, bytes * (w + 1), "a tree allreduce of a host buffer", rank,
-		       device, e)))
+	if ((rc = fits(nr->tree_cap, bytes * (w + 1), "a tree allreduce of a host buffer",
+		       global_rank, device, e)))
 		return rc;
 	char *mine = nr->tree, *all = (char *)nr->tree + bytes;
-	CU_CHECK(cudaMemcpyAsync(mine, buf, bytes, cudaMemcpyHostToDevice, s), rank, device);
+	CU_CHECK(cudaMemcpyAsync(mine, buf, bytes, cudaMemcpyHostToDevice, s), global_rank, device);
 	dev_count(dev, 0, 1, 0);
 	if ((rc = tree_nccl_step(c, rank, dev, s, 0, mine, all, count, nccl_dtype(type), elem, t0,
 				 e)))
 		return rc;
 	void *host = malloc(bytes * w);
 	if (!host)
-		return ERR(e, ERR_NOMEM, "rank %d: out of memory for the tree allreduce", rank);
+		return ERR(e, ERR_NOMEM, "rank %d: out of memory for the tree allreduce",
+			   global_rank);
 	cudaError_t cs = cudaMemcpyAsync(host, all, bytes * w, cudaMemcpyDeviceToHost, s);
 	dev_count(dev, 0, 1, 1);
 	if (cs == cudaSuccess)
 		cs = cudaStreamSynchronize(s);
 	if (cs != cudaSuccess) {
 		free(host);
-		return gpu_cuda_error(e, __FILE__, __LINE__, (int)cs, "cudaMemcpyAsync (tree)", rank,
-				      device);
+		return gpu_cuda_error(e, __FILE__, __LINE__, (int)cs, "cudaMemcpyAsync (tree)",
+				      global_rank, device);
 	}
 	const void *src[8];
 	for (int q = 0; q < w; q++)
@@ -451,18 +459,19 @@ static int tree_device_f32(struct coll *c, int rank, struct dev *dev, cudaStream
 	struct nccl_coll *n = c->impl;
 	struct nccl_rank *nr = &n->r[rank];
 	int device = nr->device, w = n->world, rc;
+	int global_rank = n->first + rank; /* the rank its messages name */
 	size_t slice = (count + w - 1) / w, padded = slice * w;
 	if (slice > (size_t)INT32_MAX)
 		return ERR(e, ERR_DEVICE, "rank %d: tree allreduce of %zu elements: slices too large",
-			   rank, count);
-	if ((rc = fits(nr->tree_cap, 2 * padded * sizeof(float), "a tree allreduce", rank, device,
-		       e)))
+			   global_rank, count);
+	if ((rc = fits(nr->tree_cap, 2 * padded * sizeof(float), "a tree allreduce", global_rank,
+		       device, e)))
 		return rc;
 	float *whole = nr->tree, *slices = (float *)nr->tree + padded;
 	CU_CHECK(cudaMemcpyAsync(whole, buf, count * sizeof(float), cudaMemcpyDeviceToDevice, s),
-		 rank, device);
-	CU_CHECK(cudaMemsetAsync(whole + count, 0, (padded - count) * sizeof(float), s), rank,
-		 device);
+		 global_rank, device);
+	CU_CHECK(cudaMemsetAsync(whole + count, 0, (padded - count) * sizeof(float), s),
+		 global_rank, device);
 	dev_count(dev, 0, 2, 0);
 	if ((rc = tree_nccl_step(c, rank, dev, s, 1, slices, whole, slice, ncclFloat32,
 				 sizeof(float), t0, e)) ||
@@ -471,9 +480,9 @@ static int tree_device_f32(struct coll *c, int rank, struct dev *dev, cudaStream
 				 sizeof(float), t0, e)))
 		return rc;
 	CU_CHECK(cudaMemcpyAsync(buf, whole, count * sizeof(float), cudaMemcpyDeviceToDevice, s),
-		 rank, device);
+		 global_rank, device);
 	dev_count(dev, 0, 1, 1);
-	CU_CHECK(cudaStreamSynchronize(s), rank, device);
+	CU_CHECK(cudaStreamSynchronize(s), global_rank, device);
 	return ERR_OK;
 }
 
@@ -623,8 +632,9 @@ int nccl_unique_id(unsigned char id[GPU_NCCL_ID_BYTES], struct err *e)
 	return ERR_OK;
 }
 
-/* This process's GPUs device_ids[0..local): each used once, each visible. */
-static int check_devices(int local, const int *device_ids, struct err *e)
+/* This process's GPUs device_ids[0..local), of global ranks first .. first + local - 1:
+ * each used once, each visible. */
+static int check_devices(int first, int local, const int *device_ids, struct err *e)
 {
 	int visible = 0;
 	for (int r = 0; r < local; r++)
@@ -634,7 +644,8 @@ static int check_devices(int local, const int *device_ids, struct err *e)
 					   "devices: ranks %d and %d are both on GPU %d; NCCL needs "
 					   "one GPU per rank: give each rank its own GPU in "
 					   "[devices] ids, or let ranks share a GPU with "
-					   "[devices] collective = host", q, r, device_ids[r]);
+					   "[devices] collective = host", first + q, first + r,
+					   device_ids[r]);
 	cudaError_t cst = cudaGetDeviceCount(&visible);
 	if (cst != cudaSuccess) {
 		cudaGetLastError();
@@ -643,7 +654,7 @@ static int check_devices(int local, const int *device_ids, struct err *e)
 	for (int r = 0; r < local; r++)
 		if (device_ids[r] < 0 || device_ids[r] >= visible)
 			return ERR(e, ERR_CONFIG, "devices: rank %d: GPU %d does not exist (%d visible)",
-				   r, device_ids[r], visible);
+				   first + r, device_ids[r], visible);
 	return ERR_OK;
 }
 
@@ -760,7 +771,7 @@ int nccl_coll_create_span(int local, const int *device_ids, const struct nccl_sp
 		return ERR(e, ERR_CONFIG, "devices: ranks %d..%d of an NCCL collective over %d "
 			   "(at most %d)", span->first, span->first + local - 1, span->world,
 			   MAX_WORLD);
-	ERR_TRY(check_devices(local, device_ids, e));
+	ERR_TRY(check_devices(span ? span->first : 0, local, device_ids, e));
 	if (!span) { /* one process: its own clique */
 		ERR_TRY(nccl_unique_id(one.id, e));
 		span = &one;

@@ -25,6 +25,7 @@ struct barrier {
 	atomic_ulong generation;
 	atomic_int aborted;      /* non-zero once any rank aborted */
 	int abort_rank;          /* first rank that aborted, -1 if none */
+	int first;               /* the global rank of party 0, for messages */
 	double timeout_s;        /* <= 0: wait forever */
 	int spin;                /* spin iterations before sleeping (0 when the parties
 				    outnumber the cores: spinning would steal their time) */
@@ -102,7 +103,8 @@ int barrier_rank_list(unsigned mask, int first, char *out, size_t outlen)
 
 static int aborted_error(struct barrier *b, int rank, struct err *e)
 {
-	return ERR(e, ERR_ABORTED, "rank %d released: rank %d failed", rank, b->abort_rank);
+	return ERR(e, ERR_ABORTED, "rank %d released: rank %d failed", b->first + rank,
+		   b->first + b->abort_rank);
 }
 
 /* The wait of `rank` timed out (mutex held): the barrier is aborted, and the ranks that
@@ -117,9 +119,10 @@ static int timed_out(struct barrier *b, int rank, struct err *e)
 	atomic_store(&b->aborted, 1);
 	b->abort_rank = rank;
 	pthread_cond_broadcast(&b->cv);
-	int n = barrier_rank_list(b->missing, 0, late, sizeof late);
+	int n = barrier_rank_list(b->missing, b->first, late, sizeof late);
 	return ERR(e, ERR_DEVICE, "rank %d: barrier timed out after %g s waiting for %s %s "
-		   "(devices.timeout)", rank, b->timeout_s, n == 1 ? "rank" : "ranks", late);
+		   "(devices.timeout)", b->first + rank, b->timeout_s, n == 1 ? "rank" : "ranks",
+		   late);
 }
 
 static inline void cpu_relax(void)
@@ -245,6 +248,11 @@ int barrier_abort_rank(struct barrier *b)
 double barrier_timeout(const struct barrier *b)
 {
 	return b->timeout_s;
+}
+
+void barrier_set_first_rank(struct barrier *b, int first)
+{
+	b->first = first;
 }
 
 void barrier_set_timeout(struct barrier *b, double timeout_s)

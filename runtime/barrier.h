@@ -45,6 +45,9 @@ int barrier_abort_rank(struct barrier *b);
 double barrier_timeout(const struct barrier *b);
 /* Re-arms an aborted barrier (only while no thread waits on it). */
 void barrier_reset(struct barrier *b);
+/* The global rank of party 0 (several processes; 0 by default): messages name the ranks
+ * first + r, the API keeps the parties' own 0..parties-1. */
+void barrier_set_first_rank(struct barrier *b, int first);
 /* Tests: another timeout, or another number of spin iterations before a waiter sleeps
  * (only while no thread waits on it). */
 void barrier_set_timeout(struct barrier *b, double timeout_s);

@@ -136,7 +136,7 @@ static int host_exchange(struct coll *c, int rank, struct dev *dev, void *buf, s
 	int rc;
 	if (count > h->max_count)
 		return ERR(e, ERR_DEVICE, "rank %d: allreduce of %zu elements exceeds the collective's "
-			   "capacity of %zu", rank, count, h->max_count);
+			   "capacity of %zu", h->proc * c->world + rank, count, h->max_count);
 	int direct = host_buf || !dev || dev->backend == DEV_BACKEND_CPU;
 	if (direct) {
 		h->src[rank] = buf;

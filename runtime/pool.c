@@ -89,7 +89,7 @@ static void *pool_main(void *p)
 		int rc = fn(s->rank, s->ctx, arg, &err);
 		if (rc != ERR_OK) {
 			if (err.code == ERR_OK)
-				ERR(&err, rc, "rank %d failed", s->rank);
+				ERR(&err, rc, "rank %d failed", pl->first_rank + s->rank);
 			barrier_abort(pl->barrier, s->rank);
 			if (pl->coll && pl->coll->ops->abort)
 				pl->coll->ops->abort(pl->coll, s->rank);
@@ -130,7 +130,8 @@ int pool_create(int world, double barrier_timeout_s, struct pool **out, struct e
 		p->slot[r].rank = r;
 		int rc = pthread_create(&p->slot[r].thread, NULL, pool_main, &p->slot[r]);
 		if (rc != 0) {
-			ERR(e, ERR_DEVICE, "cannot start the thread of rank %d: %s", r, strerror(rc));
+			ERR(e, ERR_DEVICE, "cannot start device thread %d of %d: %s", r, world,
+			    strerror(rc));
 			goto fail_threads;
 		}
 		p->slot[r].started = 1;
@@ -192,6 +193,7 @@ struct barrier *pool_barrier(struct pool *p)
 void pool_set_first_rank(struct pool *p, int first_rank)
 {
 	p->first_rank = first_rank;
+	barrier_set_first_rank(p->barrier, first_rank);
 }
 
 void pool_set_coll(struct pool *p, struct coll *c)
@@ -401,11 +403,11 @@ static int root_error(struct pool *p, int root, struct err *e)
 {
 	struct err *re = &p->slot[root].err;
 	char own[32];
-	int len = snprintf(own, sizeof own, "rank %d", root);
+	int len = snprintf(own, sizeof own, "rank %d", p->first_rank + root);
 	if (strncmp(re->msg, own, (size_t)len) == 0 &&
 	    (re->msg[len] == ':' || re->msg[len] == ' ')) /* already names its rank */
-		return ERR(e, re->code, "%s%s", p->first_rank ? "local " : "", re->msg);
-	return ERR(e, re->code, "rank %d: %s", p->first_rank + root, re->msg);
+		return ERR(e, re->code, "%s", re->msg);
+	return ERR(e, re->code, "%s: %s", own, re->msg);
 }
 
 int pool_run(struct pool *p, pool_fn fn, void *arg, struct err *e)

@@ -51,8 +51,8 @@ int pool_create(int world, double barrier_timeout_s, struct pool **out, struct e
 void pool_destroy(struct pool *p);
 int pool_world(const struct pool *p);
 struct barrier *pool_barrier(struct pool *p);
-/* The global rank of the pool's thread 0 when the run has several processes: messages
- * then name global ranks (default 0). */
+/* The global rank of the pool's thread 0 when the run has several processes: the
+ * messages of the pool and of its barrier then name global ranks (default 0). */
 void pool_set_first_rank(struct pool *p, int first_rank);
 /* Optional collective aborted alongside the barrier when a rank fails. */
 void pool_set_coll(struct pool *p, struct coll *c);

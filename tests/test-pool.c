@@ -328,6 +328,48 @@ START_TEST(a_late_rank_is_named_by_its_global_rank)
 }
 END_TEST
 
+struct released_arg {
+	struct pool *pool;
+	struct err released; /* what rank 0's barrier wait said */
+};
+
+/* rank 1 fails without a message of its own; rank 0 is released from the barrier */
+static int silent_failure_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct released_arg *a = arg;
+	(void)ctx;
+	if (rank == 1)
+		return ERR_DEVICE;
+	int rc = barrier_wait(pool_barrier(a->pool), rank, &a->released);
+	*e = a->released;
+	return rc;
+}
+
+START_TEST(messages_name_global_ranks)
+{
+	/* the threads of a process whose first rank is 4: ranks 4 and 5 */
+	struct released_arg a;
+	struct err e;
+	err_clear(&e);
+	err_clear(&a.released);
+	ck_assert_int_eq(pool_create(2, 30.0, &a.pool, &e), ERR_OK);
+	pool_set_first_rank(a.pool, 4);
+	ck_assert_int_eq(pool_run(a.pool, silent_failure_fn, &a, &e), ERR_DEVICE);
+	ck_assert_str_eq(e.msg, "rank 5 failed");
+	ck_assert_str_eq(a.released.msg, "rank 4 released: rank 5 failed");
+	pool_destroy(a.pool);
+	/* a barrier wait that times out names the waiter and the absent rank globally */
+	struct barrier *b;
+	ck_assert_int_eq(barrier_create(2, 0.05, &b, &e), ERR_OK);
+	barrier_set_first_rank(b, 4);
+	err_clear(&e);
+	ck_assert_int_eq(barrier_wait(b, 1, &e), ERR_DEVICE);
+	ck_assert_msg(strncmp(e.msg, "rank 5: barrier timed out after 0.05 s waiting for rank 4 ",
+			      58) == 0, "message: %s", e.msg);
+	barrier_destroy(b);
+}
+END_TEST
+
 START_TEST(a_rank_waiting_for_a_late_peer_is_not_late)
 {
 	struct pool *p;
@@ -504,6 +546,7 @@ int main(void)
 	tcase_add_test(tc, a_rank_that_marks_progress_is_never_late);
 	tcase_add_test(tc, a_rank_waiting_for_a_late_peer_is_not_late);
 	tcase_add_test(tc, a_late_rank_is_named_by_its_global_rank);
+	tcase_add_test(tc, messages_name_global_ranks);
 	tcase_add_test(tc, a_rank_that_does_not_leave_after_a_failure_is_left_behind);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
