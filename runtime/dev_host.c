@@ -5,8 +5,8 @@
  * GEMMs go to OpenBLAS's cblas_sgemm with one BLAS thread per device thread (the pool
  * supplies the parallelism, one thread per simulated device), and the element-wise
  * parts are the loops of dev_host_kernels.c over the formulas of kmath.h, vectorized by
- * the compiler, in the widest build the CPU runs (AVX2 or the baseline; the same bits
- * either way). Every reduction runs in a fixed order, so results are identical run to
+ * the compiler, in the widest build the CPU runs (AVX-512, AVX2 or the baseline; the
+ * same bits either way). Every reduction runs in a fixed order, so results are identical run to
  * run and across ranks.
  */
 #include "dev.h"
@@ -115,6 +115,9 @@ static struct dev_ops host_ops_generic;
 #if DDPTOK_HAVE_AVX2_KERNELS
 static struct dev_ops host_ops_avx2;
 #endif
+#if DDPTOK_HAVE_AVX512_KERNELS
+static struct dev_ops host_ops_avx512;
+#endif
 static pthread_once_t host_ops_once = PTHREAD_ONCE_INIT;
 
 static void host_ops_init(void)
@@ -125,10 +128,27 @@ static void host_ops_init(void)
 	host_fill_common(&host_ops_avx2);
 	host_kernels_fill_avx2(&host_ops_avx2);
 #endif
+#if DDPTOK_HAVE_AVX512_KERNELS
+	host_fill_common(&host_ops_avx512);
+	host_kernels_fill_avx512(&host_ops_avx512);
+#endif
 }
+
+#if DDPTOK_HAVE_AVX512_KERNELS
+int host_cpu_has_avx512(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+	       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+}
+#endif
 
 const char *dev_host_kernels_name(void)
 {
+#if DDPTOK_HAVE_AVX512_KERNELS
+	if (host_cpu_has_avx512())
+		return "avx512";
+#endif
 #if DDPTOK_HAVE_AVX2_KERNELS
 	__builtin_cpu_init();
 	if (__builtin_cpu_supports("avx2"))
@@ -140,6 +160,10 @@ const char *dev_host_kernels_name(void)
 static const struct dev_ops *host_ops(void)
 {
 	pthread_once(&host_ops_once, host_ops_init);
+#if DDPTOK_HAVE_AVX512_KERNELS
+	if (strcmp(dev_host_kernels_name(), "avx512") == 0)
+		return &host_ops_avx512;
+#endif
 #if DDPTOK_HAVE_AVX2_KERNELS
 	if (strcmp(dev_host_kernels_name(), "avx2") == 0)
 		return &host_ops_avx2;

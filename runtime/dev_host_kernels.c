@@ -16,7 +16,7 @@
 #include "kmath.h"
 
 #ifndef HOST_KERNELS_VARIANT
-#error "HOST_KERNELS_VARIANT names the build (generic, avx2, scalar)"
+#error "HOST_KERNELS_VARIANT names the build (generic, avx2, avx512, scalar)"
 #endif
 #define HK_JOIN2(a, b) a##_##b
 #define HK_JOIN(a, b) HK_JOIN2(a, b)

@@ -22,6 +22,11 @@ void host_kernels_fill_generic(struct dev_ops *o);
 /* 256-bit vectors; only on a CPU with AVX2 */
 void host_kernels_fill_avx2(struct dev_ops *o);
 #endif
+#if DDPTOK_HAVE_AVX512_KERNELS
+/* 512-bit vectors; only on a CPU with AVX-512 F, VL, BW and DQ (host_cpu_has_avx512) */
+void host_kernels_fill_avx512(struct dev_ops *o);
+int host_cpu_has_avx512(void);
+#endif
 /* not vectorized at all: the reference the tests compare the others with */
 void host_kernels_fill_scalar(struct dev_ops *o);
 

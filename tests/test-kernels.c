@@ -1,6 +1,6 @@
 /*
  * test-kernels: every vectorized build of the host backend's loops (the baseline one and,
- * on a CPU with AVX2, the 256-bit one) gives the same bits as the same source compiled
+ * on a CPU with AVX2 or AVX-512, the 256-bit and 512-bit ones) gives the same bits as the same source compiled
  * without any vectorization, for every operation, on shapes whose widths are no multiple
  * of a vector (so remainders are covered) and on inputs that include NaN, infinities,
  * signed zeros, subnormals and the clamp and branch boundaries of kmath.h.
@@ -22,7 +22,7 @@ struct variant {
 };
 
 /* the vectorized builds this CPU can run, and the scalar reference */
-static struct variant variants[2];
+static struct variant variants[3];
 static int n_variants;
 static struct dev_ops scalar;
 
@@ -39,6 +39,12 @@ static void variants_init(void)
 	if (__builtin_cpu_supports("avx2")) {
 		variants[n_variants].name = "avx2";
 		host_kernels_fill_avx2(&variants[n_variants++].ops);
+	}
+#endif
+#if DDPTOK_HAVE_AVX512_KERNELS
+	if (host_cpu_has_avx512()) {
+		variants[n_variants].name = "avx512";
+		host_kernels_fill_avx512(&variants[n_variants++].ops);
 	}
 #endif
 }
