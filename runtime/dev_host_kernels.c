@@ -8,7 +8,8 @@
  * branches (its selects are integer bit blends). Reductions are not reassociated: the
  * row sum of xent adds j = 0..cols-1 one after the other in every build, col_sum_acc
  * adds rows in order into each column (columns are independent lanes), and the double
- * sum stays a scalar loop.
+ * sum stays a scalar loop. xent's row sums run several rows side by side, each in its
+ * order, and its row maximum compares columns in lanes, which finds the same maximum.
  */
 #include <string.h>
 
@@ -44,30 +45,105 @@ static int host_bias_tanh(struct dev *d, int rows, int cols, const float *bias, 
 	return ERR_OK;
 }
 
+/* columns compared at once by row_max_value, rows summed at once by host_xent */
+#define XENT_LANES 16
+#define XENT_ROWS 8
+/* XENT_LANES floats, and as many lane masks, in GCC's vector extension: the compiler
+ * splits them into the build's vector registers */
+typedef float xent_lanes __attribute__((vector_size(4 * XENT_LANES)));
+typedef int32_t xent_masks __attribute__((vector_size(4 * XENT_LANES)));
+
+/* The largest row[j] + bias[j] with the bits km_row_max gives (which keeps the first of
+ * equal maxima, NaNs after the first column never win): XENT_LANES running maxima over
+ * interleaved columns, each replaced only by a larger value as in the scan, then merged
+ * in lane order and the tail scanned. Equal floats differ in bits only as +0 and -0, so
+ * the order matters only for a zero maximum, which goes back to the plain scan. */
+static float row_max_value(const float *row, const float *bias, int n)
+{
+	float m0 = row[0] + bias[0], lane[XENT_LANES];
+	int j = 1;
+	xent_lanes most = {0};
+	most += m0;
+	for (; j + XENT_LANES <= n; j += XENT_LANES) {
+		xent_lanes v, b;
+		memcpy(&v, row + j, sizeof v);
+		memcpy(&b, bias + j, sizeof b);
+		v += b;
+		xent_masks larger = v > most;
+		most = (xent_lanes)(((xent_masks)v & larger) | ((xent_masks)most & ~larger));
+	}
+	memcpy(lane, &most, sizeof lane);
+	float m = m0;
+	for (int l = 0; l < XENT_LANES; l++)
+		m = km_select(km_mask(lane[l] > m), lane[l], m);
+	for (; j < n; j++) {
+		float v = row[j] + bias[j];
+		m = km_select(km_mask(v > m), v, m);
+	}
+	return m == 0.0f ? km_row_max(row, bias, n, NULL) : m;
+}
+
+/* s[r] = the sum of row r's cols values, j = 0..cols-1 in order, for `rows` rows: a full
+ * block of XENT_ROWS rows is summed side by side (each sum keeps its order; the rows only
+ * give the CPU independent additions), a smaller one row after row */
+static void row_sums_in_order(int rows, int cols, const float *x, float *s)
+{
+	float acc[XENT_ROWS] = {0};
+	if (rows == XENT_ROWS) {
+		for (int j = 0; j < cols; j++)
+			for (int r = 0; r < XENT_ROWS; r++)
+				acc[r] += x[(size_t)r * cols + j];
+	} else {
+		for (int r = 0; r < rows; r++)
+			for (int j = 0; j < cols; j++)
+				acc[r] += x[(size_t)r * cols + j];
+	}
+	for (int r = 0; r < rows; r++)
+		s[r] = acc[r];
+}
+
+/* Rows p0..p0+rows-1 (rows <= XENT_ROWS) of host_xent: per row, the softmax numerators
+ * in place of the logits, then their sums, then the loss and the gradient. */
+static void xent_rows(int p0, int rows, int cols, const float *bias, const int32_t *target,
+		      float scale, float *logits, float *loss)
+{
+	float mx[XENT_ROWS], zt[XENT_ROWS], sum[XENT_ROWS];
+	float *block = logits + (size_t)p0 * cols;
+	for (int r = 0; r < rows; r++) {
+		float *row = block + (size_t)r * cols;
+		int t = target[p0 + r];
+		if (t < 0) {
+			memset(row, 0, sizeof(float) * cols);
+			continue;
+		}
+		mx[r] = row_max_value(row, bias, cols);
+		zt[r] = row[t] + bias[t];
+		float m = mx[r];
+		for (int j = 0; j < cols; j++) /* vectorized: xent_exp */
+			row[j] = km_exp(row[j] + bias[j] - m);
+	}
+	row_sums_in_order(rows, cols, block, sum);
+	for (int r = 0; r < rows; r++) {
+		float *row = block + (size_t)r * cols;
+		int t = target[p0 + r];
+		if (t < 0) {
+			loss[p0 + r] = 0.0f;
+			continue;
+		}
+		loss[p0 + r] = km_xent_loss(mx[r], sum[r], zt[r]);
+		float inv = 1.0f / sum[r];
+		for (int j = 0; j < cols; j++) /* vectorized: xent_grad */
+			row[j] = km_xent_grad(row[j], inv, scale, j == t);
+	}
+}
+
 static int host_xent(struct dev *d, int rows, int cols, const float *bias, const int32_t *target,
 		  float scale, float *logits, float *loss, struct err *e)
 {
 	dev_count(d, 1, 0, 0);
-	for (int p = 0; p < rows; p++) {
-		float *row = logits + (size_t)p * cols;
-		int t = target[p];
-		if (t < 0) {
-			memset(row, 0, sizeof(float) * cols);
-			loss[p] = 0.0f;
-			continue;
-		}
-		float mx = km_row_max(row, bias, cols, NULL);
-		float zt = row[t] + bias[t];
-		for (int j = 0; j < cols; j++) /* vectorized: xent_exp */
-			row[j] = km_exp(row[j] + bias[j] - mx);
-		float s = 0.0f;
-		for (int j = 0; j < cols; j++) /* in order, whatever the vector width */
-			s += row[j];
-		loss[p] = km_xent_loss(mx, s, zt);
-		float inv = 1.0f / s;
-		for (int j = 0; j < cols; j++) /* vectorized: xent_grad */
-			row[j] = km_xent_grad(row[j], inv, scale, j == t);
-	}
+	for (int p = 0; p < rows; p += XENT_ROWS)
+		xent_rows(p, rows - p < XENT_ROWS ? rows - p : XENT_ROWS, cols, bias, target, scale,
+			  logits, loss);
 	return ERR_OK;
 }
 

@@ -14,6 +14,7 @@
 #include "check-run.h"
 #include "dev.h"
 #include "dev_host_kernels.h"
+#include "kmath.h"
 #include "prng.h"
 
 struct variant {
@@ -285,6 +286,77 @@ START_TEST(reductions_agree)
 }
 END_TEST
 
+/* xent row by row as kmath.h states it (km_row_max's scan, the sum in column order): the
+ * formula the backend's blocked rows and lane maximum must reproduce bit for bit */
+static void xent_by_formula(int rows, int cols, const float *bias, const int32_t *target,
+			    float scale, float *logits, float *loss)
+{
+	for (int p = 0; p < rows; p++) {
+		float *row = logits + (size_t)p * cols;
+		int t = target[p];
+		if (t < 0) {
+			memset(row, 0, sizeof(float) * cols);
+			loss[p] = 0.0f;
+			continue;
+		}
+		float mx = km_row_max(row, bias, cols, NULL), zt = row[t] + bias[t], s = 0.0f;
+		for (int j = 0; j < cols; j++) {
+			row[j] = km_exp(row[j] + bias[j] - mx);
+			s += row[j];
+		}
+		loss[p] = km_xent_loss(mx, s, zt);
+		for (int j = 0; j < cols; j++)
+			row[j] = km_xent_grad(row[j], 1.0f / s, scale, j == t);
+	}
+}
+
+/* rows in blocks with a remainder, widths around the lane count, maxima that are zeros
+ * of both signs in either order, NaN in the first column and later, infinities */
+START_TEST(xent_is_the_row_formula)
+{
+	enum { rows = 19 };
+	const int widths[] = {5, 17, 37, 128, 129};
+	for (int w = 0; w < 5; w++) {
+		int cols = widths[w];
+		size_t n = (size_t)rows * cols;
+		float *logits = malloc(sizeof(float) * n), *bias = calloc(cols, sizeof(float));
+		float *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+		float loss_want[rows], loss_got[rows];
+		int32_t target[rows];
+		struct err e;
+		fill_inputs(logits, n, 30 + w, 0);
+		for (int p = 0; p < rows; p++)
+			target[p] = p % 6 == 5 ? -1 : (p * 7) % cols;
+		for (int p = 0; p < 5; p++) /* rows 0-4: nothing above zero (4: all below) */
+			for (int j = 0; j < cols; j++)
+				logits[(size_t)p * cols + j] = -1.0f - fabsf(logits[(size_t)p * cols + j]);
+		logits[(size_t)0 * cols + cols / 2] = -0.0f;
+		logits[(size_t)0 * cols + cols - 1] = 0.0f;
+		logits[(size_t)1 * cols + cols / 3] = 0.0f;
+		logits[(size_t)1 * cols + cols - 1] = -0.0f;
+		logits[(size_t)2 * cols] = -0.0f;
+		logits[(size_t)3 * cols] = NAN;
+		logits[(size_t)6 * cols + cols - 1] = NAN;
+		logits[(size_t)7 * cols + cols / 2] = INFINITY;
+		memcpy(want, logits, sizeof(float) * n);
+		xent_by_formula(rows, cols, bias, target, 0.37f, want, loss_want);
+		for (int v = -1; v < n_variants; v++) {
+			const struct dev_ops *o = v < 0 ? &scalar : &variants[v].ops;
+			const char *name = v < 0 ? "scalar" : variants[v].name;
+			memcpy(got, logits, sizeof(float) * n);
+			ck_assert_int_eq(o->xent(NULL, rows, cols, bias, target, 0.37f, got, loss_got, &e),
+					 ERR_OK);
+			assert_same_bits("xent gradient against the formula", name, want, got, n);
+			assert_same_bits("xent loss against the formula", name, loss_want, loss_got, rows);
+		}
+		free(logits);
+		free(bias);
+		free(want);
+		free(got);
+	}
+}
+END_TEST
+
 /* the comparison itself sees a one-ulp difference and a NaN with another payload */
 START_TEST(comparison_sees_one_ulp)
 {
@@ -354,6 +426,7 @@ int main(void)
 	TCase *tc = tcase_create("kernels");
 	tcase_add_test(tc, bias_tanh_bits);
 	tcase_add_test(tc, xent_bits);
+	tcase_add_test(tc, xent_is_the_row_formula);
 	tcase_add_test(tc, elementwise_bits);
 	tcase_add_test(tc, sgd_bits);
 	tcase_add_test(tc, embedding_bits);
