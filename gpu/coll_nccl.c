@@ -23,8 +23,16 @@
  * before the communicators are created unless the user chose NCCL's algorithm or NVLS
  * (gpu_rules.c): its in-switch sums do not repeat bit for bit.
  *
- * Nothing is allocated once the collective exists: the device staging of host buffers is
- * sized at creation for the largest count, and a larger one is refused. Each rank counts
+ * One wait for the device per call: each call is a plan of steps (gpu_coll_plan in
+ * gpu_rules.c, tested without a GPU): the NCCL calls, the division of avg, the copies of a
+ * host buffer to and from a pinned host slot and the tree's adds are all queued on the
+ * rank's stream, and the host waits once, polling, before it reads the result. Between an
+ * NCCL call and the next work queued behind it the host only waits for NCCL to have
+ * queued the call (a non-blocking communicator may return before it did).
+ *
+ * Nothing is allocated once the collective exists: the device staging of host buffers and
+ * the pinned slot are sized at creation for the largest count, and a larger one is
+ * refused. Each rank counts
  * the calls it entered, so that a timeout can say which ranks reached the call.
  *
  * Aborting: any rank (or the pool on its behalf) calls the abort op; it marks the
@@ -61,6 +69,8 @@
 #include "coll.h"
 #include "gpu_rules.h"
 
+#define PINNED_MAX ((size_t)1 << 20) /* the pinned host slot of a rank, at most */
+
 struct nccl_rank {
 	ncclComm_t comm;
 	pthread_mutex_t mu; /* guards comm and dead */
@@ -70,6 +80,9 @@ struct nccl_rank {
 	size_t scratch_cap;
 	void *tree;         /* the tree allreduce's slices (2 x W x slice), sized at creation */
 	size_t tree_cap;
+	void *pinned;       /* pinned host slot: host buffers go to and come back from the
+			       device through it, queued before the call's one wait */
+	size_t pinned_cap;
 };
 
 struct nccl_coll {
@@ -185,13 +198,17 @@ static void timeout_message(struct nccl_coll *n, int rank, double timeout_s, str
 	ERR(e, ERR_DEVICE, "%s", msg);
 }
 
-/* Polls until the allreduce enqueued on stream s (dev's) has completed: a wait for the
- * device, counted on dev like the backend's own (dev.h). */
+/* Polls until NCCL has queued the last call on stream s (dev's), and with `stream` set
+ * until the stream has run everything queued on it: a wait for the device, counted on
+ * dev like the backend's own (dev.h). The first alone waits for NCCL's host side only
+ * (a non-blocking communicator may return before its kernels are queued), which is not
+ * a device wait and is not counted. */
 static int wait_done(struct coll *c, int rank, struct dev *dev, cudaStream_t s, double t0,
-		     struct err *e)
+		     int stream, struct err *e)
 {
 	struct nccl_coll *n = c->impl;
-	dev_count(dev, 0, 0, 1);
+	if (stream)
+		dev_count(dev, 0, 0, 1);
 	struct nccl_rank *nr = &n->r[rank];
 	int global_rank = n->first + rank; /* the rank its messages name */
 	double timeout = c->barrier ? barrier_timeout(c->barrier) : 0.0;
@@ -211,6 +228,8 @@ static int wait_done(struct coll *c, int rank, struct dev *dev, cudaStream_t s, 
 			abort_all(n, rank);
 			return rc;
 		}
+		if (state == ncclSuccess && !stream)
+			return ERR_OK;
 		if (state == ncclSuccess) { /* enqueued: now the stream tells */
 			cudaError_t cs = cudaStreamQuery(s);
 			/* an aborted kernel also ends: the flag, set before any abort, tells */
@@ -254,26 +273,51 @@ static ncclDataType_t nccl_dtype(enum coll_dtype t)
 	return t == COLL_F32 ? ncclFloat32 : t == COLL_F64 ? ncclFloat64 : ncclInt64;
 }
 
-/* Whether `bytes` fit a buffer allocated at creation (`cap` bytes); ERR_DEVICE if not:
- * nothing is allocated once the collective exists. */
-static int fits(size_t cap, size_t bytes, const char *what, int rank, int device, struct err *e)
+/* Whether `bytes` fit a buffer allocated at creation (`cap` bytes of `kind`); ERR_DEVICE if
+ * not: nothing is allocated once the collective exists. */
+static int fits(size_t cap, size_t bytes, const char *what, const char *kind, int rank,
+		int device, struct err *e)
 {
 	if (bytes <= cap)
 		return ERR_OK;
-	return ERR(e, ERR_DEVICE, "rank %d device %d: %s needs %zu bytes of device staging; %zu "
-		   "were allocated when the collective was created", rank, device, what, bytes, cap);
+	return ERR(e, ERR_DEVICE, "rank %d device %d: %s needs %zu bytes of %s; %zu were "
+		   "allocated when the collective was created", rank, device, what, bytes, kind, cap);
 }
 
-static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
-			  enum coll_dtype type, enum coll_op op, int host_buf, struct err *e)
+/* ---- one call, step by step (gpu_coll_plan) ---- */
+
+/* One collective call being carried out: what its steps read and write. */
+struct call {
+	struct coll *c;
+	struct nccl_rank *nr;
+	struct dev *dev;
+	cudaStream_t s;
+	int rank, tree, host_buf; /* rank: local (0..local-1) */
+	int global_rank;          /* the rank its messages name */
+	double t0;
+	void *buf;             /* the caller's buffer (host memory for a host buffer) */
+	size_t count, bytes;   /* its elements and their bytes */
+	enum coll_dtype type;
+	void *dbuf;            /* ncclAllReduce's vector: buf, or the staging of a host buffer */
+	void *stage;           /* where a host buffer lands on the device */
+	void *whole, *slices;  /* tree: the padded vector (a host buffer: every rank's value)
+				  and the contributions to this rank's slice */
+	size_t slice, padded;  /* tree: elements per slice (a host buffer: count), W slices */
+	size_t out_bytes;      /* what STAGE_OUT copies to the pinned slot */
+};
+
+/* The checks every call starts with (the tree's: a power-of-two world); fills k's
+ * rank, device and stream, counts the call and selects the GPU. */
+static int call_begin(struct coll *c, int rank, struct dev *dev, int tree, struct call *k,
+		      struct err *e)
 {
 	struct nccl_coll *n = c->impl;
-	double t0 = clock_now_s();
+	memset(k, 0, sizeof *k);
+	k->t0 = clock_now_s();
 	if (rank < 0 || rank >= n->local)
 		return ERR(e, ERR_DEVICE, "allreduce: local rank %d outside 0..%d", rank,
 			   n->local - 1);
-	struct nccl_rank *nr = &n->r[rank];
-	int device = nr->device, rc;
+	int device = n->r[rank].device;
 	int global_rank = n->first + rank; /* the rank its messages name */
 	cudaStream_t s = cuda_dev_stream(dev);
 	if (!s)
@@ -282,123 +326,109 @@ static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, 
 	if (dev->device_id != device)
 		return ERR(e, ERR_DEVICE, "rank %d: device %d given to allreduce, the communicator "
 			   "is on device %d", global_rank, dev->device_id, device);
-	if (is_aborted(c, n))
-		return aborted_error(c, rank, device, "not started", e);
-	atomic_fetch_add(&n->calls[rank], 1);
-	if (count == 0)
-		return ERR_OK; /* every rank has the same count: all skip together */
-	size_t bytes = count * dtype_size(type);
-	if (host_buf && (rc = fits(nr->scratch_cap, bytes, "an allreduce of a host buffer",
-				   global_rank, device, e)))
-		return rc;
-	CU_CHECK(cudaSetDevice(device), global_rank, device);
-	void *dbuf = buf;
-	if (host_buf) {
-		CU_CHECK(cudaMemcpyAsync(nr->scratch, buf, bytes, cudaMemcpyHostToDevice, s),
-			 global_rank, device);
-		dev_count(dev, 0, 1, 0);
-		dbuf = nr->scratch;
-	}
-	pthread_mutex_lock(&nr->mu);
-	ncclResult_t st = ncclInvalidUsage;
-	if (!nr->dead)
-		st = ncclAllReduce(dbuf, dbuf, count, nccl_dtype(type), ncclSum, nr->comm, s);
-	int dead = nr->dead;
-	pthread_mutex_unlock(&nr->mu);
-	if (dead)
-		return aborted_error(c, rank, device, "not started", e);
-	if (st != ncclSuccess && st != ncclInProgress) {
-		rc = nccl_error(e, __FILE__, __LINE__, st, "ncclAllReduce", global_rank,
-				 device);
-		abort_all(n, rank);
-		return rc;
-	}
-	dev_count(dev, 1, 0, 0);
-	if ((rc = wait_done(c, rank, dev, s, t0, e)) != ERR_OK)
-		return rc;
-	/* queued behind the sum on the same stream: whatever reads the buffer next waits */
-	if (op == COLL_AVG && (rc = cuda_dev_divide(dev, dbuf, count, (int)type, n->world, e)))
-		return rc;
-	if (host_buf) {
-		CU_CHECK(cudaMemcpyAsync(buf, nr->scratch, bytes, cudaMemcpyDeviceToHost, s),
-			 global_rank, device);
-		dev_count(dev, 0, 1, 1);
-		CU_CHECK(cudaStreamSynchronize(s), global_rank, device);
-	}
-	c->seconds[rank] += clock_now_s() - t0;
-	return ERR_OK;
-}
-
-
-/* ---- the tree allreduce (exact mode) ---- */
-
-/* The checks every collective call starts with; the rank's stream goes to *s. */
-static int tree_prologue(struct coll *c, int rank, struct dev *dev, cudaStream_t *s,
-			 struct err *e)
-{
-	struct nccl_coll *n = c->impl;
-	if (rank < 0 || rank >= n->local)
-		return ERR(e, ERR_DEVICE, "allreduce: local rank %d outside 0..%d", rank,
-			   n->local - 1);
-	int device = n->r[rank].device;
-	int global_rank = n->first + rank; /* the rank its messages name */
-	*s = cuda_dev_stream(dev);
-	if (!*s)
-		return ERR(e, ERR_DEVICE, "rank %d: the NCCL collective needs a CUDA device",
-			   global_rank);
-	if (dev->device_id != device)
-		return ERR(e, ERR_DEVICE, "rank %d: device %d given to allreduce, the communicator "
-			   "is on device %d", global_rank, dev->device_id, device);
-	if (coll_tree_levels(n->world) < 0)
+	if (tree && coll_tree_levels(n->world) < 0)
 		return ERR(e, ERR_CONFIG, "the tree allreduce needs a power-of-two world, not %d",
 			   n->world);
 	if (is_aborted(c, n))
 		return aborted_error(c, rank, device, "not started", e);
 	atomic_fetch_add(&n->calls[rank], 1);
 	CU_CHECK(cudaSetDevice(device), global_rank, device);
+	*k = (struct call){.c = c, .nr = &n->r[rank], .dev = dev, .s = s, .rank = rank,
+			   .global_rank = global_rank, .tree = tree, .t0 = k->t0};
 	return ERR_OK;
 }
 
-/* Issues one NCCL step of the tree allreduce under the communicator's lock and waits for
- * it. send/recv: the reduce-scatter exchange (slice q of `out` to rank q, rank q's
- * contribution into slice q of `in`); otherwise an all-gather of `in` (slice elements)
- * into `out`. */
-static int tree_nccl_step(struct coll *c, int rank, struct dev *dev, cudaStream_t s,
-			  int exchange, void *in, void *out, size_t slice, ncclDataType_t type,
-			  size_t elem, double t0, struct err *e)
+/* Issues the NCCL call of `step` under the communicator's lock; does not wait. */
+static int issue_nccl(struct call *k, enum gpu_coll_step step, struct err *e)
 {
-	struct nccl_coll *n = c->impl;
-	struct nccl_rank *nr = &n->r[rank];
-	const char *call = exchange ? "ncclSend/ncclRecv (tree reduce-scatter)"
-				    : "ncclAllGather (tree)";
+	struct nccl_coll *n = k->c->impl;
+	struct nccl_rank *nr = k->nr;
+	ncclDataType_t type = nccl_dtype(k->type);
+	size_t elem = dtype_size(k->type);
+	const char *call = step == GPU_STEP_ALLREDUCE ? "ncclAllReduce"
+			   : step == GPU_STEP_EXCHANGE ? "ncclSend/ncclRecv (tree reduce-scatter)"
+						       : "ncclAllGather (tree)";
 	ncclResult_t st = ncclInvalidUsage;
 	pthread_mutex_lock(&nr->mu);
 	int dead = nr->dead;
-	if (!dead && exchange) {
+	if (!dead && step == GPU_STEP_ALLREDUCE) {
+		st = ncclAllReduce(k->dbuf, k->dbuf, k->count, type, ncclSum, nr->comm, k->s);
+	} else if (!dead && step == GPU_STEP_EXCHANGE) {
 		st = ncclGroupStart();
 		for (int q = 0; q < n->world && (st == ncclSuccess || st == ncclInProgress); q++) {
-			st = ncclSend((char *)out + q * slice * elem, slice, type, q, nr->comm, s);
+			st = ncclSend((char *)k->whole + q * k->slice * elem, k->slice, type, q,
+				      nr->comm, k->s);
 			if (st == ncclSuccess || st == ncclInProgress)
-				st = ncclRecv((char *)in + q * slice * elem, slice, type, q, nr->comm,
-					      s);
+				st = ncclRecv((char *)k->slices + q * k->slice * elem, k->slice, type,
+					      q, nr->comm, k->s);
 		}
 		ncclResult_t g = ncclGroupEnd();
 		if (st == ncclSuccess || st == ncclInProgress)
 			st = g;
 	} else if (!dead) {
-		st = ncclAllGather(in, out, slice, type, nr->comm, s);
+		void *in = k->host_buf ? k->stage : k->slices;
+		st = ncclAllGather(in, k->whole, k->slice, type, nr->comm, k->s);
 	}
 	pthread_mutex_unlock(&nr->mu);
 	if (dead)
-		return aborted_error(c, rank, nr->device, "not started", e);
+		return aborted_error(k->c, k->rank, nr->device, "not started", e);
 	if (st != ncclSuccess && st != ncclInProgress) {
-		int rc = nccl_error(e, __FILE__, __LINE__, st, call, n->first + rank,
+		int rc = nccl_error(e, __FILE__, __LINE__, st, call, k->global_rank,
 				    nr->device);
-		abort_all(n, rank);
+		abort_all(n, k->rank);
 		return rc;
 	}
-	dev_count(dev, 1, 0, 0);
-	return wait_done(c, rank, dev, s, t0, e);
+	dev_count(k->dev, 1, 0, 0);
+	return ERR_OK;
+}
+
+/* The plan's queued copies: host buffers through the pinned slot, the tree's slices. */
+static int queue_copy(struct call *k, enum gpu_coll_step step, struct err *e)
+{
+	struct nccl_rank *nr = k->nr;
+	int rank = k->global_rank, device = nr->device;
+	cudaStream_t s = k->s;
+	switch (step) {
+	case GPU_STEP_STAGE_IN:
+		memcpy(nr->pinned, k->buf, k->bytes);
+		CU_CHECK(cudaMemcpyAsync(k->stage, nr->pinned, k->bytes, cudaMemcpyHostToDevice, s),
+			 rank, device);
+		break;
+	case GPU_STEP_STAGE_OUT:
+		CU_CHECK(cudaMemcpyAsync(nr->pinned, k->tree ? k->whole : k->stage, k->out_bytes,
+					 cudaMemcpyDeviceToHost, s),
+			 rank, device);
+		break;
+	case GPU_STEP_SLICE_IN:
+		CU_CHECK(cudaMemcpyAsync(k->whole, k->buf, k->bytes, cudaMemcpyDeviceToDevice, s),
+			 rank, device);
+		CU_CHECK(cudaMemsetAsync((float *)k->whole + k->count, 0,
+					 (k->padded - k->count) * sizeof(float), s),
+			 rank, device);
+		dev_count(k->dev, 0, 1, 0);
+		break;
+	default: /* GPU_STEP_SLICE_OUT */
+		CU_CHECK(cudaMemcpyAsync(k->buf, k->whole, k->bytes, cudaMemcpyDeviceToDevice, s),
+			 rank, device);
+		break;
+	}
+	dev_count(k->dev, 0, 1, 0);
+	return ERR_OK;
+}
+
+/* The result from the pinned slot into the host buffer; the tree's W values of each
+ * element are added on the host in the tree. */
+static void unstage(struct call *k)
+{
+	struct nccl_coll *n = k->c->impl;
+	if (!k->tree) {
+		memcpy(k->buf, k->nr->pinned, k->bytes);
+		return;
+	}
+	const void *src[MAX_WORLD];
+	for (int q = 0; q < n->world; q++)
+		src[q] = (const char *)k->nr->pinned + q * k->bytes;
+	coll_tree_add(src, n->world, k->type, 0, k->count, k->buf);
 }
 
 /* The W contributions to one slice, at slices[q * slice], added in the pairwise tree's
@@ -413,100 +443,126 @@ static int tree_add_slices(struct dev *dev, int world, float *slices, size_t sli
 	return ERR_OK;
 }
 
-/* A small host buffer: all-gathered to every rank, added on the host in the tree. */
-static int tree_host_buffer(struct coll *c, int rank, struct dev *dev, cudaStream_t s, void *buf,
-			    size_t count, enum coll_dtype type, double t0, struct err *e)
+static int run_step(struct call *k, enum gpu_coll_step step, struct err *e)
 {
-	struct nccl_coll *n = c->impl;
-	struct nccl_rank *nr = &n->r[rank];
-	int device = nr->device, w = n->world, rc;
-	int global_rank = n->first + rank; /* the rank its messages name */
-	size_t elem = dtype_size(type), bytes = count * elem;
-	if ((rc = fits(nr->tree_cap, bytes * (w + 1), "a tree allreduce of a host buffer",
-		       global_rank, device, e)))
-		return rc;
-	char *mine = nr->tree, *all = (char *)nr->tree + bytes;
-	CU_CHECK(cudaMemcpyAsync(mine, buf, bytes, cudaMemcpyHostToDevice, s), global_rank, device);
-	dev_count(dev, 0, 1, 0);
-	if ((rc = tree_nccl_step(c, rank, dev, s, 0, mine, all, count, nccl_dtype(type), elem, t0,
-				 e)))
-		return rc;
-	void *host = malloc(bytes * w);
-	if (!host)
-		return ERR(e, ERR_NOMEM, "rank %d: out of memory for the tree allreduce",
-			   global_rank);
-	cudaError_t cs = cudaMemcpyAsync(host, all, bytes * w, cudaMemcpyDeviceToHost, s);
-	dev_count(dev, 0, 1, 1);
-	if (cs == cudaSuccess)
-		cs = cudaStreamSynchronize(s);
-	if (cs != cudaSuccess) {
-		free(host);
-		return gpu_cuda_error(e, __FILE__, __LINE__, (int)cs, "cudaMemcpyAsync (tree)",
-				      global_rank, device);
+	struct nccl_coll *n = k->c->impl;
+	switch (step) {
+	case GPU_STEP_ALLREDUCE:
+	case GPU_STEP_EXCHANGE:
+	case GPU_STEP_ALLGATHER:
+		return issue_nccl(k, step, e);
+	case GPU_STEP_ENQUEUED:
+		return wait_done(k->c, k->rank, k->dev, k->s, k->t0, 0, e);
+	case GPU_STEP_WAIT:
+		return wait_done(k->c, k->rank, k->dev, k->s, k->t0, 1, e);
+	case GPU_STEP_TREE_ADD:
+		return tree_add_slices(k->dev, n->world, k->slices, k->slice, e);
+	case GPU_STEP_DIVIDE:
+		return cuda_dev_divide(k->dev, k->dbuf, k->count, (int)k->type, n->world, e);
+	case GPU_STEP_UNSTAGE:
+		unstage(k);
+		return ERR_OK;
+	case GPU_STEP_END:
+		return ERR_OK;
+	default:
+		return queue_copy(k, step, e);
 	}
-	const void *src[8];
-	for (int q = 0; q < w; q++)
-		src[q] = (const char *)host + q * bytes;
-	coll_tree_add(src, w, type, 0, count, buf);
-	free(host);
+}
+
+/* Carries out the call's plan; its time goes to the rank's statistics. */
+static int run_plan(struct call *k, int avg, struct err *e)
+{
+	enum gpu_coll_step steps[GPU_COLL_MAX_STEPS];
+	gpu_coll_plan(k->tree, k->host_buf, avg, steps);
+	for (int i = 0; steps[i] != GPU_STEP_END; i++)
+		ERR_TRY(run_step(k, steps[i], e));
+	k->c->seconds[k->rank] += clock_now_s() - k->t0;
+	return ERR_OK;
+}
+
+/* k's buffer: count elements of `type` at buf, in host memory when host_buf is set. */
+static void call_buffer(struct call *k, void *buf, size_t count, enum coll_dtype type,
+			int host_buf)
+{
+	k->buf = k->dbuf = buf;
+	k->count = count;
+	k->type = type;
+	k->bytes = count * dtype_size(type);
+	k->host_buf = host_buf;
+}
+
+static int nccl_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
+			  enum coll_dtype type, enum coll_op op, int host_buf, struct err *e)
+{
+	struct call k;
+	ERR_TRY(call_begin(c, rank, dev, 0, &k, e));
+	if (count == 0)
+		return ERR_OK; /* every rank has the same count: all skip together */
+	call_buffer(&k, buf, count, type, host_buf);
+	if (host_buf) {
+		ERR_TRY(fits(k.nr->scratch_cap, k.bytes, "an allreduce of a host buffer",
+			     "device staging", k.global_rank, k.nr->device, e));
+		ERR_TRY(fits(k.nr->pinned_cap, k.bytes, "an allreduce of a host buffer",
+			     "pinned host staging", k.global_rank, k.nr->device, e));
+		k.stage = k.dbuf = k.nr->scratch;
+		k.out_bytes = k.bytes;
+	}
+	return run_plan(&k, op == COLL_AVG, e);
+}
+
+
+/* ---- the tree allreduce (exact mode) ---- */
+
+/* A small host buffer: all-gathered to every rank, added on the host in the tree. */
+static int tree_host_layout(struct call *k, struct err *e)
+{
+	struct nccl_coll *n = k->c->impl;
+	size_t w = (size_t)n->world;
+	ERR_TRY(fits(k->nr->tree_cap, k->bytes * (w + 1), "a tree allreduce of a host buffer",
+		     "device staging", k->global_rank, k->nr->device, e));
+	ERR_TRY(fits(k->nr->pinned_cap, k->bytes * w, "a tree allreduce of a host buffer",
+		     "pinned host staging", k->global_rank, k->nr->device, e));
+	k->stage = k->nr->tree;
+	k->whole = (char *)k->nr->tree + k->bytes;
+	k->slice = k->count;
+	k->out_bytes = k->bytes * w;
 	return ERR_OK;
 }
 
 /* A device float vector: reduce-scatter by slices, tree adds, all-gather. */
-static int tree_device_f32(struct coll *c, int rank, struct dev *dev, cudaStream_t s,
-			   float *buf, size_t count, double t0, struct err *e)
+static int tree_device_layout(struct call *k, struct err *e)
 {
-	struct nccl_coll *n = c->impl;
-	struct nccl_rank *nr = &n->r[rank];
-	int device = nr->device, w = n->world, rc;
-	int global_rank = n->first + rank; /* the rank its messages name */
-	size_t slice = (count + w - 1) / w, padded = slice * w;
-	if (slice > (size_t)INT32_MAX)
+	struct nccl_coll *n = k->c->impl;
+	size_t w = (size_t)n->world;
+	k->slice = (k->count + w - 1) / w;
+	k->padded = k->slice * w;
+	if (k->slice > (size_t)INT32_MAX)
 		return ERR(e, ERR_DEVICE, "rank %d: tree allreduce of %zu elements: slices too large",
-			   global_rank, count);
-	if ((rc = fits(nr->tree_cap, 2 * padded * sizeof(float), "a tree allreduce", global_rank,
-		       device, e)))
-		return rc;
-	float *whole = nr->tree, *slices = (float *)nr->tree + padded;
-	CU_CHECK(cudaMemcpyAsync(whole, buf, count * sizeof(float), cudaMemcpyDeviceToDevice, s),
-		 global_rank, device);
-	CU_CHECK(cudaMemsetAsync(whole + count, 0, (padded - count) * sizeof(float), s),
-		 global_rank, device);
-	dev_count(dev, 0, 2, 0);
-	if ((rc = tree_nccl_step(c, rank, dev, s, 1, slices, whole, slice, ncclFloat32,
-				 sizeof(float), t0, e)) ||
-	    (rc = tree_add_slices(dev, w, slices, slice, e)) ||
-	    (rc = tree_nccl_step(c, rank, dev, s, 0, slices, whole, slice, ncclFloat32,
-				 sizeof(float), t0, e)))
-		return rc;
-	CU_CHECK(cudaMemcpyAsync(buf, whole, count * sizeof(float), cudaMemcpyDeviceToDevice, s),
-		 global_rank, device);
-	dev_count(dev, 0, 1, 1);
-	CU_CHECK(cudaStreamSynchronize(s), global_rank, device);
+			   k->global_rank, k->count);
+	ERR_TRY(fits(k->nr->tree_cap, 2 * k->padded * sizeof(float), "a tree allreduce",
+		     "device staging", k->global_rank, k->nr->device, e));
+	k->whole = k->nr->tree;
+	k->slices = (float *)k->nr->tree + k->padded;
 	return ERR_OK;
 }
 
 static int nccl_allreduce_tree(struct coll *c, int rank, struct dev *dev, void *buf,
 			       size_t count, enum coll_dtype type, int host_buf, struct err *e)
 {
-	double t0 = clock_now_s();
-	cudaStream_t s = NULL;
-	int rc;
-	if ((rc = tree_prologue(c, rank, dev, &s, e)))
-		return rc;
+	struct call k;
+	ERR_TRY(call_begin(c, rank, dev, 1, &k, e));
 	if (type != COLL_F32 && type != COLL_F64)
 		return ERR(e, ERR_DEVICE, "the tree allreduce adds floating-point values only");
 	if (count == 0)
 		return ERR_OK; /* every rank has the same count: all skip together */
+	call_buffer(&k, buf, count, type, host_buf);
 	if (host_buf)
-		rc = tree_host_buffer(c, rank, dev, s, buf, count, type, t0, e);
+		ERR_TRY(tree_host_layout(&k, e));
 	else if (type != COLL_F32)
-		rc = ERR(e, ERR_DEVICE, "the tree allreduce of a device buffer adds float32 only");
+		return ERR(e, ERR_DEVICE, "the tree allreduce of a device buffer adds float32 only");
 	else
-		rc = tree_device_f32(c, rank, dev, s, buf, count, t0, e);
-	if (rc == ERR_OK)
-		c->seconds[rank] += clock_now_s() - t0;
-	return rc;
+		ERR_TRY(tree_device_layout(&k, e));
+	return run_plan(&k, 0, e);
 }
 
 static void nccl_abort(struct coll *c, int rank)
@@ -566,10 +622,11 @@ static void nccl_destroy(struct coll *c)
 	}
 	abort_all(n, -1); /* whatever is left (a failed run, a failed finalize) */
 	for (int r = 0; r < n->local; r++) {
-		if (n->r[r].scratch || n->r[r].tree) {
+		if (n->r[r].scratch || n->r[r].tree || n->r[r].pinned) {
 			cudaSetDevice(n->r[r].device);
 			cudaFree(n->r[r].scratch);
 			cudaFree(n->r[r].tree);
+			cudaFreeHost(n->r[r].pinned);
 		}
 	}
 	if (n->mu_ready)
@@ -598,14 +655,17 @@ static void keep_sums_repeatable(void)
 		setenv("NCCL_NVLS_ENABLE", "0", 1);
 }
 
-/* The device buffers of every rank, for allreduces of up to max_count elements: the
- * staging of host buffers (8-byte elements), and the tree allreduce's slices (float32:
- * the whole vector padded to W slices, and as much again; host buffers of the tree
- * need count x (W + 1) 8-byte elements, which fits for the small counts they carry). */
+/* The buffers of every rank, for allreduces of up to max_count elements: the device
+ * staging of host buffers (8-byte elements), the tree allreduce's slices (float32: the
+ * whole vector padded to W slices, and as much again; host buffers of the tree need
+ * count x (W + 1) 8-byte elements, which fits for the small counts they carry), and the
+ * pinned host slot of host buffers (the tree's W values of each; at most
+ * PINNED_MAX bytes: host buffers carry counts and loss sums). */
 static int alloc_scratch(struct nccl_coll *n, size_t max_count, struct err *e)
 {
 	size_t count = max_count ? max_count : 1, w = (size_t)n->world;
 	size_t cap = count * 8, tree = 2 * ((count + w - 1) / w * w) * sizeof(float);
+	size_t pinned = cap * w < PINNED_MAX ? cap * w : PINNED_MAX;
 	if (tree < 8 * (w + 1))
 		tree = 8 * (w + 1);
 	for (int r = 0; r < n->local; r++) {
@@ -615,6 +675,9 @@ static int alloc_scratch(struct nccl_coll *n, size_t max_count, struct err *e)
 		n->r[r].scratch_cap = cap;
 		CU_CHECK(cudaMalloc(&n->r[r].tree, tree), n->first + r, device);
 		n->r[r].tree_cap = tree;
+		CU_CHECK(cudaHostAlloc(&n->r[r].pinned, pinned, cudaHostAllocDefault), n->first + r,
+			 device);
+		n->r[r].pinned_cap = pinned;
 	}
 	return ERR_OK;
 }

@@ -46,6 +46,7 @@ extern "C" {
 #include "err.h"
 #include "gpu.h"
 }
+#include "gpu_rules.h"
 #include "kmath.h"
 
 #define EW_THREADS 256        /* element-wise kernels */
@@ -724,18 +725,6 @@ static int cu_tanh_backward(struct dev *d, int n, const float *h, float *dh, str
 	return ERR_OK;
 }
 
-/* The key bits that order ids below `ids`: ceil(log2(ids)), at least 1; 31 (every
- * non-negative int32) when ids is 0 or past 2^31. */
-static int sort_key_bits(size_t ids)
-{
-	int bits = 1;
-	if (ids == 0 || ids > ((size_t)1 << 31))
-		return 31;
-	while (((size_t)1 << bits) < ids)
-		bits++;
-	return bits;
-}
-
 /* Bytes of the embed_backward workspace for `slots` context slots: sorted keys, the
  * slot indices before and after the sort, then CUB's temporary storage (*temp_bytes). */
 static int sort_bytes(struct cuda_dev *cd, int slots, size_t *total, size_t *temp_bytes,
@@ -890,7 +879,7 @@ static int cu_reserve(struct cuda_dev *cd, const struct cuda_dev_sizes *sizes, s
 		return err_set(e, ERR_DEVICE, __FILE__, __LINE__,
 			       "rank %d device %d: embed_backward over %zu context slots exceeds "
 			       "the kernel's limit", cd->dev.rank, cd->dev.device_id, slots);
-	cd->sort_bits = sort_key_bits(sizes ? sizes->embed_ids : 0);
+	cd->sort_bits = gpu_sort_key_bits(sizes ? sizes->embed_ids : 0);
 	size_t temp = 0;
 	int rc = sort_bytes(cd, (int)slots, &cd->sort_cap, &temp, e);
 	if (rc != ERR_OK)

@@ -148,3 +148,49 @@ long gpu_poll_pause_ns(double waited_s)
 		return 0;
 	return waited_s < 20e-3 ? 20000L : 500000L;
 }
+
+/* Appends `step` to the plan being built at steps[*n]. */
+static void plan_add(enum gpu_coll_step *steps, int *n, enum gpu_coll_step step)
+{
+	if (*n < GPU_COLL_MAX_STEPS - 1)
+		steps[(*n)++] = step;
+}
+
+int gpu_coll_plan(int tree, int host_buf, int avg, enum gpu_coll_step *steps)
+{
+	int n = 0;
+	plan_add(steps, &n, host_buf ? GPU_STEP_STAGE_IN : tree ? GPU_STEP_SLICE_IN
+							       : GPU_STEP_ALLREDUCE);
+	if (tree && !host_buf) {
+		/* reduce-scatter by exchange, the tree's adds, then the all-gather */
+		plan_add(steps, &n, GPU_STEP_EXCHANGE);
+		plan_add(steps, &n, GPU_STEP_ENQUEUED);
+		plan_add(steps, &n, GPU_STEP_TREE_ADD);
+	}
+	if (tree)
+		plan_add(steps, &n, GPU_STEP_ALLGATHER);
+	else if (host_buf)
+		plan_add(steps, &n, GPU_STEP_ALLREDUCE);
+	plan_add(steps, &n, GPU_STEP_ENQUEUED);
+	if (avg && !tree)
+		plan_add(steps, &n, GPU_STEP_DIVIDE);
+	if (host_buf)
+		plan_add(steps, &n, GPU_STEP_STAGE_OUT);
+	else if (tree)
+		plan_add(steps, &n, GPU_STEP_SLICE_OUT);
+	plan_add(steps, &n, GPU_STEP_WAIT);
+	if (host_buf)
+		plan_add(steps, &n, GPU_STEP_UNSTAGE);
+	steps[n] = GPU_STEP_END;
+	return n;
+}
+
+int gpu_sort_key_bits(size_t ids)
+{
+	int bits = 1;
+	if (ids == 0 || ids > ((size_t)1 << 31))
+		return 31;
+	while (((size_t)1 << bits) < ids)
+		bits++;
+	return bits;
+}

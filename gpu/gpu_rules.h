@@ -10,6 +10,9 @@
  *   gpu_coll_timeout_message  what a collective that timed out knows: which ranks
  *                      reached it, and what to try when all of them did
  *   gpu_poll_pause_ns  how the collective's poll loops pace themselves
+ *   gpu_coll_plan      what one NCCL collective call queues, in order, and where the host
+ *                      waits (once per call)
+ *   gpu_sort_key_bits  how many key bits embed_backward's radix sort orders
  * None of these functions touches CUDA or NCCL; their callers pass in what the
  * libraries answered.
  */
@@ -59,6 +62,38 @@ void gpu_coll_timeout_message(char *out, size_t outlen, int rank, int device, do
  * the first 1.5 ms, since a small allreduce ends in tens of microseconds and a sleeping
  * thread wakes some 50-100 us late; then 20 us per poll up to 20 ms; then 0.5 ms. */
 long gpu_poll_pause_ns(double waited_s);
+
+/* The steps of one NCCL collective call, in the order coll_nccl.c carries them out on the
+ * rank's stream (or on the host). A non-blocking communicator may return from a call
+ * before its kernels are on the stream, so nothing is queued behind an NCCL call until
+ * NCCL has queued it (GPU_STEP_ENQUEUED: a wait for NCCL's host side, not for the
+ * device). Everything the call needs is queued before GPU_STEP_WAIT, the one wait for
+ * the device (polled, with the aborts and the timeout); only host work follows it. */
+enum gpu_coll_step {
+	GPU_STEP_END = 0,
+	GPU_STEP_STAGE_IN,  /* the host buffer through a pinned slot to the device */
+	GPU_STEP_SLICE_IN,  /* tree: the device vector copied into W zero-padded slices */
+	GPU_STEP_ALLREDUCE, /* ncclAllReduce (sum) in place */
+	GPU_STEP_EXCHANGE,  /* tree: slice q to rank q, the contributions to our slice back */
+	GPU_STEP_ENQUEUED,  /* NCCL has put the last call's kernels on the stream */
+	GPU_STEP_TREE_ADD,  /* tree: the W contributions added in the tree's order */
+	GPU_STEP_ALLGATHER, /* tree: every rank's reduced slice (a host buffer: every value) */
+	GPU_STEP_DIVIDE,    /* avg: every element divided by W */
+	GPU_STEP_STAGE_OUT, /* the result copied to the pinned slot (queued) */
+	GPU_STEP_SLICE_OUT, /* tree: the gathered slices copied back into the vector */
+	GPU_STEP_WAIT,      /* the host waits for the stream: the call's one device wait */
+	GPU_STEP_UNSTAGE,   /* the pinned slot into the host buffer (tree: added in the tree) */
+};
+#define GPU_COLL_MAX_STEPS 12
+
+/* Fills steps[] (GPU_COLL_MAX_STEPS entries, GPU_STEP_END after the last) with the plan of
+ * one call: `tree` for exact mode's allreduce_tree, `host_buf` for a buffer in host
+ * memory, `avg` for COLL_AVG (not with tree). Returns the number of steps. */
+int gpu_coll_plan(int tree, int host_buf, int avg, enum gpu_coll_step *steps);
+
+/* The key bits that order token ids below `ids` (the table's rows): ceil(log2(ids)), at
+ * least 1; 31 (every non-negative int32) when ids is 0 (unknown) or past 2^31. */
+int gpu_sort_key_bits(size_t ids);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,8 @@
  * visible GPU (sum and avg, float32, float64 and int64, device and host buffers) against
  * references computed here, avg bit for bit equal to sum / W, exact mode's tree
  * allreduce over the largest power-of-two number of GPUs against the host's tree bit for
- * bit (a float vector whose length W does not divide, and a double scalar), and injected
+ * bit (a float vector whose length W does not divide, and a double scalar), each call
+ * waiting for the device once (dev_counts), and injected
  * failures:
  * a failing rank releases the others with ERR_ABORTED well within the timeout, an
  * aborted collective stays aborted, a peer that never joins is a timeout.
@@ -798,7 +799,8 @@ static void nccl_open_world(struct nccl_env *v, int world, double timeout_s)
 		ids[r] = r;
 	OK(pool_create(v->world, timeout_s, &v->pool, &E));
 	OK(pool_run(v->pool, rank_init_fn, v, &E));
-	OK(nccl_coll_create(v->world, ids, pool_barrier(v->pool), 16, &v->coll, &E));
+	/* the largest allreduce here: the tree's 300,007 floats (its staging is sized for it) */
+	OK(nccl_coll_create(v->world, ids, pool_barrier(v->pool), 1 << 19, &v->coll, &E));
 	ck_assert_str_eq(v->coll->ops->name, "nccl");
 	pool_set_coll(v->pool, v->coll);
 }
@@ -914,9 +916,18 @@ static int allreduce_fn(int rank, void *ctx, void *arg, struct err *e)
 	/* scalars in host memory, as the engine reduces counts and loss sums */
 	int64_t count = 1000 + rank;
 	double loss = 0.25 * (rank + 1);
+	uint64_t syncs = d->counts.syncs;
 	if ((rc = c->ops->allreduce(c, rank, d, &count, 1, COLL_I64, COLL_SUM, 1, e)) ||
-	    (rc = c->ops->allreduce(c, rank, d, &loss, 1, COLL_F64, COLL_SUM, 1, e)))
+	    (rc = c->ops->allreduce(c, rank, d, &loss, 1, COLL_F64, COLL_SUM, 1, e)) ||
+	    (rc = c->ops->allreduce(c, rank, d, dx, n, COLL_F32, COLL_AVG, 0, e)))
 		goto out;
+	/* one wait for the device per call: a host buffer's copies both ways and avg's
+	 * division are queued before it */
+	if (d->counts.syncs - syncs != 3) {
+		rc = rank_fail(v, rank, e, "rank %d: three allreduces waited %llu times for the "
+			       "device", rank, (unsigned long long)(d->counts.syncs - syncs));
+		goto out;
+	}
 	if (count != 1000LL * W + (int64_t)W * (W - 1) / 2 || fabs(loss - 0.125 * W * (W + 1)) > 1e-12) {
 		rc = rank_fail(v, rank, e, "rank %d host scalars: count %lld loss %.17g", rank,
 			       (long long)count, loss);
@@ -990,13 +1001,21 @@ static int tree_fn(int rank, void *ctx, void *arg, struct err *e)
 			src[q] = &losses[q];
 		coll_tree_add(src, W, COLL_F64, 0, 1, &want_loss);
 	}
+	uint64_t syncs = 0;
 	if (rc == ERR_OK &&
 	    ((rc = d->ops->alloc(d, sizeof(float) * n, (void **)&dx, e)) ||
 	     (rc = d->ops->upload(d, dx, per[rank], sizeof(float) * n, e)) ||
-	     (rc = v->coll->ops->allreduce_tree(v->coll, rank, d, dx, n, COLL_F32, 0, e)) ||
+	     (syncs = d->counts.syncs,
+	      rc = v->coll->ops->allreduce_tree(v->coll, rank, d, dx, n, COLL_F32, 0, e)) ||
 	     (rc = v->coll->ops->allreduce_tree(v->coll, rank, d, &loss, 1, COLL_F64, 1, e)) ||
-	     (rc = d->ops->download(d, hx, dx, sizeof(float) * n, e))) == ERR_OK) {
-		if (memcmp(hx, want, sizeof(float) * n) != 0)
+	     (syncs = d->counts.syncs - syncs,
+	      rc = d->ops->download(d, hx, dx, sizeof(float) * n, e))) == ERR_OK) {
+		/* one wait for the device per call (the tree's steps are all queued first) */
+		if (syncs != 2)
+			rc = rank_fail(v, rank, e, "rank %d: the two tree allreduces waited %llu "
+				       "times for the device, not twice", rank,
+				       (unsigned long long)syncs);
+		else if (memcmp(hx, want, sizeof(float) * n) != 0)
 			rc = rank_fail(v, rank, e, "rank %d: the tree allreduce's floats differ from "
 				       "the host tree's bits", rank);
 		else if (memcmp(&loss, &want_loss, sizeof loss) != 0)

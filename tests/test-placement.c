@@ -255,6 +255,77 @@ START_TEST(poll_spins_before_it_sleeps)
 }
 END_TEST
 
+/* What a collective call queues before its one wait for the device (the plan coll_nccl.c
+ * carries out): per call exactly one GPU_STEP_WAIT; every NCCL call is followed by an
+ * ENQUEUED before anything else is queued behind it; only host work after the wait. A
+ * window's two collectives (the counts and loss sum from a host buffer, the gradient in
+ * device memory) wait twice, in either mode. */
+static int plan_waits(int tree, int host_buf, int avg)
+{
+	enum gpu_coll_step steps[GPU_COLL_MAX_STEPS];
+	int n = gpu_coll_plan(tree, host_buf, avg, steps), waits = 0, after_wait = 0;
+	ck_assert_int_eq(steps[n], GPU_STEP_END);
+	for (int i = 0; i < n; i++) {
+		enum gpu_coll_step s = steps[i];
+		if (s == GPU_STEP_ALLREDUCE || s == GPU_STEP_EXCHANGE || s == GPU_STEP_ALLGATHER)
+			ck_assert_msg(steps[i + 1] == GPU_STEP_ENQUEUED,
+				      "tree %d host %d avg %d: step %d queues behind NCCL before it "
+				      "queued its call", tree, host_buf, avg, i + 1);
+		if (after_wait)
+			ck_assert_msg(s == GPU_STEP_UNSTAGE, "tree %d host %d: step %d after the wait",
+				      tree, host_buf, i);
+		if (s == GPU_STEP_WAIT)
+			waits++, after_wait = 1;
+	}
+	ck_assert_int_eq(steps[n - 1], host_buf ? GPU_STEP_UNSTAGE : GPU_STEP_WAIT);
+	return waits;
+}
+
+static int plan_has(int tree, int host_buf, int avg, enum gpu_coll_step step)
+{
+	enum gpu_coll_step steps[GPU_COLL_MAX_STEPS];
+	gpu_coll_plan(tree, host_buf, avg, steps);
+	for (int i = 0; steps[i] != GPU_STEP_END; i++)
+		if (steps[i] == step)
+			return 1;
+	return 0;
+}
+
+START_TEST(collective_waits_once_per_call)
+{
+	for (int host_buf = 0; host_buf <= 1; host_buf++) {
+		for (int avg = 0; avg <= 1; avg++)
+			ck_assert_int_eq(plan_waits(0, host_buf, avg), 1);
+		ck_assert_int_eq(plan_waits(1, host_buf, 0), 1);
+	}
+	/* a window: the totals from a host buffer, then the gradient on the device */
+	ck_assert_int_eq(plan_waits(0, 1, 0) + plan_waits(0, 0, 1), 2);
+	ck_assert_int_eq(plan_waits(1, 1, 0) + plan_waits(1, 0, 0), 2);
+	/* the steps each call needs are there: avg divides (not the tree), a host buffer is
+	 * staged both ways, the tree adds its slices and gathers them */
+	ck_assert(plan_has(0, 0, 1, GPU_STEP_DIVIDE) && !plan_has(0, 0, 0, GPU_STEP_DIVIDE));
+	ck_assert(!plan_has(1, 0, 1, GPU_STEP_DIVIDE));
+	ck_assert(plan_has(0, 1, 0, GPU_STEP_STAGE_IN) && plan_has(0, 1, 0, GPU_STEP_STAGE_OUT));
+	ck_assert(plan_has(1, 1, 0, GPU_STEP_ALLGATHER) && !plan_has(1, 1, 0, GPU_STEP_ALLREDUCE));
+	ck_assert(plan_has(1, 0, 0, GPU_STEP_EXCHANGE) && plan_has(1, 0, 0, GPU_STEP_TREE_ADD) &&
+		  plan_has(1, 0, 0, GPU_STEP_SLICE_OUT));
+}
+END_TEST
+
+/* embed_backward's radix sort orders ceil(log2 V) key bits for ids below V. */
+START_TEST(sort_orders_the_bits_of_the_largest_id)
+{
+	ck_assert_int_eq(gpu_sort_key_bits(64), 6);
+	ck_assert_int_eq(gpu_sort_key_bits(65), 7);
+	ck_assert_int_eq(gpu_sort_key_bits(256), 8);
+	ck_assert_int_eq(gpu_sort_key_bits(50257), 16);
+	ck_assert_int_eq(gpu_sort_key_bits(2), 1);
+	ck_assert_int_eq(gpu_sort_key_bits(1), 1);
+	ck_assert_int_eq(gpu_sort_key_bits(0), 31);
+	ck_assert_int_eq(gpu_sort_key_bits(((size_t)1 << 31) + 1), 31);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("device-plan");
@@ -266,6 +337,8 @@ int main(void)
 	tcase_add_test(tc, nccl_environment_keeps_sums_repeatable);
 	tcase_add_test(tc, timeout_message_says_who_arrived);
 	tcase_add_test(tc, poll_spins_before_it_sleeps);
+	tcase_add_test(tc, collective_waits_once_per_call);
+	tcase_add_test(tc, sort_orders_the_bits_of_the_largest_id);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }
