@@ -87,8 +87,9 @@ static int case_gradients(struct engine *eng, const struct window *w, const floa
 	return ERR_OK;
 }
 
-static int run_case(const struct settings *settings, const struct corpus *full, int long_id,
-		    int long_len, struct exercise_case *out, struct err *e)
+static int run_case(const struct settings *settings, const struct corpus *full,
+		    struct engine_keep *keep, int long_id, int long_len, struct exercise_case *out,
+		    struct err *e)
 {
 	struct settings s = *settings;
 	struct corpus c;
@@ -108,7 +109,7 @@ static int run_case(const struct settings *settings, const struct corpus *full, 
 	 * weigh both ranks alike whatever their lengths */
 	s.unit = UNIT_TOKEN;
 	s.max_len = long_len > short_len ? long_len : short_len;
-	if ((rc = engine_create(&s, &c, NULL, &eng, e)) != ERR_OK ||
+	if ((rc = engine_keep_take(keep, &s, &c, NULL, &eng, e)) != ERR_OK ||
 	    (rc = window_init(&w, 2, 1, 1, e)) != ERR_OK)
 		goto out;
 	int ids[2] = {0, 1}, counts[2] = {1, 1};
@@ -126,13 +127,14 @@ static int run_case(const struct settings *settings, const struct corpus *full, 
 out:
 	free(params);
 	window_free(&w);
-	engine_destroy(eng);
+	if (eng)
+		engine_keep_give(keep, eng);
 	corpus_free(&c);
 	return rc;
 }
 
-int exercise_run(const struct settings *s, const struct corpus *full, struct exercise_result *res,
-		 struct err *e)
+int exercise_run(const struct settings *s, const struct corpus *full, struct engine_keep *keep,
+		 struct exercise_result *res, struct err *e)
 {
 	int longest = 0, rc;
 	memset(res, 0, sizeof *res);
@@ -147,7 +149,7 @@ int exercise_run(const struct settings *s, const struct corpus *full, struct exe
 			   s->ex_long_after, corpus_len(full, 0), corpus_len(full, longest));
 	int lens[2] = {s->ex_long_before, s->ex_long_after};
 	for (int k = 0; k < 2; k++)
-		if ((rc = run_case(s, full, longest, lens[k], &res->cases[k], e)) != ERR_OK)
+		if ((rc = run_case(s, full, keep, longest, lens[k], &res->cases[k], e)) != ERR_OK)
 			return rc;
 	const struct exercise_case *equal = &res->cases[0], *unequal = &res->cases[1];
 	if (equal->tokens[0] == equal->tokens[1] && equal->grad_diff_max != 0.0)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "corpus.h"
+#include "engine_keep.h"
 #include "err.h"
 #include "settings.h"
 
@@ -58,10 +59,11 @@ struct exercise_result {
 	int ok;
 };
 
-/* ERR_CONFIG (message without the configuration's path) when the [exercise] lengths exceed
+/* The two cases of the exercise, each on an engine of two ranks (keep's when not NULL:
+ * engine_keep.h). ERR_CONFIG (message without the configuration's path) when the [exercise] lengths exceed
  * the corpus's sequences. */
-int exercise_run(const struct settings *s, const struct corpus *full, struct exercise_result *res,
-		 struct err *e);
+int exercise_run(const struct settings *s, const struct corpus *full, struct engine_keep *keep,
+		 struct exercise_result *res, struct err *e);
 
 /* ---- resume: a run stopped and resumed against one that never stopped ---- */
 

@@ -35,7 +35,7 @@ int exercise_step(struct app *a, struct exercise_result *res, struct err *e)
 	memset(res, 0, sizeof *res);
 	if ((rc = env_outputs_ready(&a->env, e)) != ERR_OK || (rc = corpus_build(&a->s, &full, e)) != ERR_OK)
 		return rc;
-	rc = exercise_run(&a->s, &full, res, e);
+	rc = exercise_run(&a->s, &full, a->env.keep, res, e);
 	corpus_free(&full);
 	if (rc == ERR_CONFIG)
 		err_prefix(e, "%s", a->cfg.path);

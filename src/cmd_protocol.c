@@ -17,6 +17,12 @@
  *
  * Each step is the command of that name working on a result the protocol keeps (report.h):
  * the report is rendered from those values, never from the files the commands wrote.
+ *
+ * The steps share their engines (engine_keep.h): one per device count and batch room the
+ * protocol needs (the configured devices.world, which the exercise's two ranks reuse
+ * when it is 2; exact mode's other device counts), each reset between steps to what a
+ * new engine would be, so that every result is the one a new engine gives, bit for bit.
+ * The report counts them (report.json "engines").
  */
 #include <errno.h>
 #include <limits.h>
@@ -31,6 +37,7 @@
 #include "clock.h"
 #include "app.h"
 #include "cli_signals.h"
+#include "engine_keep.h"
 #include "fsx.h"
 #include "outputs.h"
 #include "report.h"
@@ -361,6 +368,53 @@ static int remove_old_report(const struct app *a, struct err *e)
 	return ERR_OK;
 }
 
+/* The steps that compute, up to the evaluation (the figure only draws). */
+static int protocol_run(struct app *a, struct protocol *p, struct err *e)
+{
+	int rc;
+	if ((rc = step(p, a, "prepare", do_prepare, e)) ||
+	    (rc = step(p, a, "check-loss", do_check_loss, e)) ||
+	    (rc = step(p, a, "reference", do_reference, e)) ||
+	    (rc = step(p, a, "parity", do_parity, e)) ||
+	    (rc = step(p, a, "exercise", do_exercise, e)) ||
+	    (rc = step(p, a, "empty-window", do_empty, e)) ||
+	    (rc = step(p, a, "train (stop)", do_train_stop, e)) ||
+	    (rc = step(p, a, "train (continuous)", do_train_continuous, e)) ||
+	    (rc = step(p, a, "train (resume)", do_resume, e)) ||
+	    (a->s.shards > 0 && (rc = step(p, a, "elastic", do_elastic, e))) ||
+	    (rc = step(p, a, "evaluate", do_evaluate, e)))
+		return rc;
+	return ERR_OK;
+}
+
+/* What the steps' engines were, into the report and a line. */
+static void engines_counted(const struct app *a, struct protocol *p, const struct engine_keep *k,
+			    long created_before)
+{
+	p->rep.engines_created = (int)(engine_creations() - created_before);
+	p->rep.engines_reused = k->reused;
+	p->rep.engines_replaced = k->replaced;
+	env_info(&a->env, "engines: %d created, %d reuse%s after a reset%s", p->rep.engines_created,
+		 k->reused, k->reused == 1 ? "" : "s",
+		 k->replaced ? " (a failed one was replaced)" : "");
+}
+
+/* The steps, sharing the keep's engines. */
+static int protocol_steps(struct app *a, struct protocol *p, struct err *e)
+{
+	struct engine_keep keep;
+	long created_before = engine_creations();
+	int rc;
+	engine_keep_init(&keep);
+	a->env.keep = &keep;
+	rc = protocol_run(a, p, e);
+	if (rc == ERR_OK)
+		engines_counted(a, p, &keep, created_before);
+	a->env.keep = NULL;
+	engine_keep_close(&keep);
+	return rc;
+}
+
 int cmd_protocol(struct app *a, struct err *e)
 {
 	struct protocol p;
@@ -370,18 +424,8 @@ int cmd_protocol(struct app *a, struct err *e)
 	    (rc = env_outputs_ready(&a->env, e)) != ERR_OK || (rc = remove_old_report(a, e)) != ERR_OK)
 		return rc;
 	cli_signals_hold(); /* for the whole protocol: see step() */
-	if ((rc = step(&p, a, "prepare", do_prepare, e)) ||
-	    (rc = step(&p, a, "check-loss", do_check_loss, e)) ||
-	    (rc = step(&p, a, "reference", do_reference, e)) ||
-	    (rc = step(&p, a, "parity", do_parity, e)) ||
-	    (rc = step(&p, a, "exercise", do_exercise, e)) ||
-	    (rc = step(&p, a, "empty-window", do_empty, e)) ||
-	    (rc = step(&p, a, "train (stop)", do_train_stop, e)) ||
-	    (rc = step(&p, a, "train (continuous)", do_train_continuous, e)) ||
-	    (rc = step(&p, a, "train (resume)", do_resume, e)) ||
-	    (a->s.shards > 0 && (rc = step(&p, a, "elastic", do_elastic, e))) ||
-	    (rc = step(&p, a, "evaluate", do_evaluate, e)) ||
-	    (rc = step(&p, a, "figure", do_figure, e)))
+	if ((rc = protocol_steps(a, &p, e)) != ERR_OK ||
+	    (rc = step(&p, a, "figure", do_figure, e)) != ERR_OK)
 		goto out;
 	ERR_TRY_GOTO(rc, report_write(a, &p.rep, e), out);
 	env_info(&a->env, "== report: %s/%s and %s", a->s.outputs, output_name(OUT_REPORT_MD),

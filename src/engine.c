@@ -57,43 +57,57 @@ static int run_op(int rank, void *ctx, void *arg, struct err *e)
 	return c->op(c->eng, ctx, c->arg, e);
 }
 
+/* A failed run may have aborted the barrier and collective (or abandoned a thread):
+ * the engine is poisoned for good. */
+static int on_threads(struct engine *eng, rank_op op, void *arg, int rank0_only, struct err *e)
+{
+	struct op_call c = {eng, op, arg, rank0_only};
+	int rc = pool_run(eng->pool, run_op, &c, e);
+	if (rc != ERR_OK)
+		eng->poisoned = 1;
+	return rc;
+}
+
 static int on_ranks(struct engine *eng, rank_op op, void *arg, struct err *e)
 {
-	struct op_call c = {eng, op, arg, 0};
-	return pool_run(eng->pool, run_op, &c, e);
+	return on_threads(eng, op, arg, 0, e);
 }
 
 /* local rank 0 (global rank 0 in process 0; every process runs it on its own replica) */
 static int on_rank0(struct engine *eng, rank_op op, void *arg, struct err *e)
 {
-	struct op_call c = {eng, op, arg, 1};
-	return pool_run(eng->pool, run_op, &c, e);
+	return on_threads(eng, op, arg, 1, e);
 }
 
 /* ---- replica lifecycle ---- */
+
+/* A window's uploads under settings s (each microbatch's token ids and targets, or each
+ * sequence's with the sequence unit, padded to 256 bytes), which nothing waits for in
+ * between; rank 0 runs all K shards for exact mode's reference. */
+static size_t upload_bytes(const struct settings *s, int context)
+{
+	size_t rows = (size_t)max_batch_rows(s), slots = rows * (size_t)context;
+	size_t steps = s->unit == UNIT_SEQUENCE ? (size_t)s->batch_size : 1;
+	size_t micro = (size_t)(s->shards > s->accumulation ? s->shards : s->accumulation);
+	return (slots * sizeof(int32_t) + rows * sizeof(int32_t) + 512 * steps) * micro;
+}
 
 static int replica_init(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	size_t bytes = eng->shape.n_params * sizeof(float);
 	(void)arg;
-	/* a window's uploads (each microbatch's token ids and targets, or each sequence's
-	 * with the sequence unit, padded to 256 bytes), which nothing waits for in between;
-	 * rank 0 runs all K shards for exact mode's reference; and the context slots of one
-	 * embed_backward, at most */
-	size_t rows = (size_t)max_batch_rows(&eng->s), slots = rows * eng->shape.context;
-	size_t steps = eng->s.unit == UNIT_SEQUENCE ? (size_t)eng->s.batch_size : 1;
-	size_t micro = (size_t)(eng->s.shards > eng->s.accumulation ? eng->s.shards
-								       : eng->s.accumulation);
-	size_t upload = (slots * sizeof(int32_t) + rows * sizeof(int32_t) + 512 * steps) * micro;
-	ERR_TRY(placement_create_dev(&eng->placement, r->rank, upload, slots,
+	/* the uploads, and the context slots of one embed_backward, at most */
+	size_t slots = (size_t)max_batch_rows(&eng->made) * eng->shape.context;
+	ERR_TRY(placement_create_dev(&eng->placement, r->rank,
+				     upload_bytes(&eng->made, eng->shape.context), slots,
 				     (size_t)eng->shape.vocab, &r->dev, e));
 	struct dev *d = r->dev;
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->momentum, e));
 	ERR_TRY(d->ops->alloc(d, sizeof(double) * ENGINE_LOSS_SLOTS, (void **)&r->loss_slots, e));
-	ERR_TRY(model_ws_create(d, &eng->shape, max_batch_rows(&eng->s), &r->ws, e));
-	ERR_TRY(batch_alloc(&r->batch, max_batch_rows(&eng->s), eng->shape.context, e));
+	ERR_TRY(model_ws_create(d, &eng->shape, max_batch_rows(&eng->made), &r->ws, e));
+	ERR_TRY(batch_alloc(&r->batch, max_batch_rows(&eng->made), eng->shape.context, e));
 	return tree_replica_alloc(eng, r, e);
 }
 
@@ -156,6 +170,31 @@ static int create_coll(struct engine *eng, struct err *e)
 					   eng->s.timeout_s, &eng->coll, e);
 }
 
+/* The settings, corpus and options an engine runs under (opts NULL: the defaults). */
+static void engine_bind(struct engine *eng, const struct settings *s, const struct corpus *c,
+			const struct engine_opts *opts)
+{
+	struct engine_opts none;
+	engine_opts_init(&none);
+	if (!opts)
+		opts = &none;
+	eng->s = *s;
+	eng->corpus = c;
+	eng->inject_rank = opts->inject_rank;
+	eng->inject_window = opts->inject_window;
+	eng->inject_swap_rank = opts->inject_swap_rank;
+	eng->hang_rank = opts->hang_rank;
+	eng->hang_window = opts->hang_window;
+	eng->hang_seconds = opts->hang_seconds;
+}
+
+static long engines_created;
+
+long engine_creations(void)
+{
+	return engines_created;
+}
+
 int engine_create(const struct settings *s, const struct corpus *c,
 		  const struct engine_opts *opts, struct engine **out, struct err *e)
 {
@@ -163,15 +202,10 @@ int engine_create(const struct settings *s, const struct corpus *c,
 	int rc;
 	if (!eng)
 		return ERR(e, ERR_NOMEM, "out of memory");
-	eng->s = *s;
-	eng->corpus = c;
+	engines_created++;
+	engine_bind(eng, s, c, opts);
+	eng->made = *s;
 	eng->world = s->world;
-	eng->inject_rank = opts ? opts->inject_rank : -1;
-	eng->inject_window = opts ? opts->inject_window : -1;
-	eng->inject_swap_rank = opts ? opts->inject_swap_rank : -1;
-	eng->hang_rank = opts ? opts->hang_rank : -1;
-	eng->hang_window = opts ? opts->hang_window : -1;
-	eng->hang_seconds = opts ? opts->hang_seconds : -1.0;
 	model_shape_init(&eng->shape, s->vocab, s->context, s->embed, s->hidden);
 	ERR_TRY_GOTO(rc, engine_local_ranks(s, &eng->local, &eng->first_rank, e), fail);
 	ERR_TRY_GOTO(rc, choose_backend(eng, e), fail);
@@ -195,6 +229,10 @@ int engine_create(const struct settings *s, const struct corpus *c,
 			rc = ERR(e, ERR_NOMEM, "out of memory");
 			goto fail;
 		}
+	/* zeroed, so that a reset engine (the same zeros) is this one in every bit */
+	ERR_TRY_GOTO(rc, engine_reset_parts(eng, s, c, opts,
+						  ENGINE_RESET_STATE | ENGINE_RESET_COUNTERS, e),
+		     fail);
 	*out = eng;
 	return ERR_OK;
 fail:
@@ -224,6 +262,76 @@ void engine_destroy(struct engine *eng)
 	for (int r = 0; r < MAX_WORLD; r++)
 		free(eng->host_local[r]);
 	free(eng);
+}
+
+int engine_fits(const struct engine *eng, const struct settings *s)
+{
+	const struct settings *m = &eng->made;
+	int local, first;
+	struct err ignore;
+	if (s->world != eng->world || engine_local_ranks(s, &local, &first, &ignore) != ERR_OK ||
+	    local != eng->local || first != eng->first_rank)
+		return 0;
+	if (s->backend != m->backend || s->collective != m->collective || s->n_ids != m->n_ids ||
+	    memcmp(s->ids, m->ids, sizeof s->ids) != 0 || s->timeout_s != m->timeout_s)
+		return 0;
+	if (s->vocab != m->vocab || s->context != m->context || s->embed != m->embed ||
+	    s->hidden != m->hidden)
+		return 0;
+	return max_batch_rows(s) <= max_batch_rows(m) &&
+	       upload_bytes(s, s->context) <= upload_bytes(m, m->context) &&
+	       (s->shards == m->shards || s->shards == 0);
+}
+
+/* A fresh engine's device state: every buffer of the replica zero, nothing counted. */
+static int zero_state(struct engine *eng, struct replica *r, void *arg, struct err *e)
+{
+	struct dev *d = r->dev;
+	size_t bytes = eng->shape.n_params * sizeof(float);
+	float *bufs[3 + ENGINE_TREE_LEVELS] = {r->params, r->grads, r->momentum};
+	(void)arg;
+	for (int i = 0; i < r->tree_slots; i++)
+		bufs[3 + i] = r->tree[i];
+	for (int i = 0; i < 3 + r->tree_slots; i++)
+		ERR_TRY(d->ops->zero(d, bufs[i], bytes, e));
+	ERR_TRY(d->ops->zero(d, r->loss_slots, sizeof(double) * ENGINE_LOSS_SLOTS, e));
+	r->loss_sum = 0.0;
+	return d->ops->sync(d, e);
+}
+
+static int zero_counts(struct engine *eng, struct replica *r, void *arg, struct err *e)
+{
+	(void)eng, (void)arg, (void)e;
+	memset(&r->dev->counts, 0, sizeof r->dev->counts);
+	return ERR_OK;
+}
+
+int engine_reset_parts(struct engine *eng, const struct settings *s, const struct corpus *c,
+		       const struct engine_opts *opts, unsigned parts, struct err *e)
+{
+	if (eng->poisoned || pool_abandoned(eng->pool))
+		return ERR(e, ERR_DEVICE, "this engine failed in an earlier operation (its barrier "
+			   "or collective may be aborted): it cannot be reused");
+	if (!engine_fits(eng, s))
+		return ERR(e, ERR_CONFIG, "an engine of %d ranks made for other devices, model or "
+			   "batch sizes cannot run these settings (%d ranks)", eng->world, s->world);
+	if (parts & ENGINE_RESET_SETTINGS)
+		engine_bind(eng, s, c, opts);
+	if (parts & ENGINE_RESET_STATE)
+		ERR_TRY(on_ranks(eng, zero_state, NULL, e));
+	if (parts & ENGINE_RESET_COUNTERS) {
+		eng->updates_done = 0;
+		for (int l = 0; l < eng->local; l++)
+			eng->coll->seconds[l] = 0;
+		ERR_TRY(on_ranks(eng, zero_counts, NULL, e));
+	}
+	return ERR_OK;
+}
+
+int engine_reset(struct engine *eng, const struct settings *s, const struct corpus *c,
+		 const struct engine_opts *opts, struct err *e)
+{
+	return engine_reset_parts(eng, s, c, opts, ENGINE_RESET_ALL, e);
 }
 
 const char *engine_backend_name(const struct engine *eng)
@@ -558,8 +666,8 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 	for (int l = 0; l < eng->local; l++)
 		eng->coll->seconds[l] = 0;
 	int rc = on_ranks(eng, window_step, &ws, e);
-	if (rc == ERR_OK)
-		rc = gather_outcomes(eng, &ws, e);
+	if (rc == ERR_OK && (rc = gather_outcomes(eng, &ws, e)) != ERR_OK)
+		eng->poisoned = 1; /* the processes may no longer be in step */
 	if (rc != ERR_OK) {
 		err_prefix(e, "window %lld", (long long)w->index + 1); /* numbered from 1 */
 		return rc;

@@ -139,7 +139,8 @@ int placement_create_coll_procs(const struct placement *p, int local, int first,
 				struct coll **out, struct err *e);
 
 struct engine {
-	struct settings s;
+	struct settings s;       /* what it runs under now (engine_reset may change it) */
+	struct settings made;    /* what its devices, buffers and collective were made for */
 	const struct corpus *corpus;
 	struct model_shape shape;
 	struct pool *pool;
@@ -160,6 +161,9 @@ struct engine {
 	int hang_rank;          /* hang injection (engine_opts) */
 	int64_t hang_window;
 	double hang_seconds;
+	/* an operation failed on the device threads: the barrier or collective may be
+	 * aborted (NCCL's for good) or a thread abandoned, so it is never reset for reuse */
+	int poisoned;
 };
 
 /* This process's share of devices.world: *local ranks from global rank *first (world.h;
@@ -191,6 +195,30 @@ void engine_opts_init(struct engine_opts *o);
 int engine_create(const struct settings *s, const struct corpus *c,
 		  const struct engine_opts *opts, struct engine **out, struct err *e);
 void engine_destroy(struct engine *eng);
+/* Engines this process created so far (each: its device threads, devices, collective;
+ * on a GPU its streams, cuBLAS handles and NCCL communicators). */
+long engine_creations(void);
+/* Whether eng can run settings s after engine_reset: the same ranks, devices and
+ * collective (devices.* keys, world, local), the same model shape, and room enough in
+ * what it allocated for s's batches, uploads and exact mode's tree (s->shards equal to
+ * the one it was made for, or 0). */
+int engine_fits(const struct engine *eng, const struct settings *s);
+/* The parts of a reset (tests may leave one out to show that it matters). */
+enum engine_reset_part {
+	ENGINE_RESET_SETTINGS = 1, /* settings, corpus and engine_opts (injections) */
+	ENGINE_RESET_STATE = 2,    /* every replica's parameters, gradients, momentum, loss
+				      slots and tree buffers zeroed */
+	ENGINE_RESET_COUNTERS = 4, /* updates_done, the devices' counts, collective times */
+	ENGINE_RESET_ALL = 7
+};
+/* Makes eng what engine_create(s, c, opts) gives (which also starts from zeroed
+ * buffers and counters), without new devices or collective: ERR_DEVICE for a poisoned
+ * engine, ERR_CONFIG when it does not fit s. */
+int engine_reset(struct engine *eng, const struct settings *s, const struct corpus *c,
+		 const struct engine_opts *opts, struct err *e);
+/* engine_reset of the given parts only (ENGINE_RESET_ALL: engine_reset). */
+int engine_reset_parts(struct engine *eng, const struct settings *s, const struct corpus *c,
+		       const struct engine_opts *opts, unsigned parts, struct err *e);
 /* What one rank holds in device memory for settings s (vocab resolved): parameters,
  * gradients and momentum, exact mode's tree buffers, and the model's workspace. */
 struct engine_memory {

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "engine.h"
+#include "engine_keep.h"
 #include "err.h"
 #include "settings.h"
 
@@ -42,6 +43,9 @@ struct env {
 	 * the reason: SIGINT or SIGTERM, any other value a stop request. NULL: never. */
 	const volatile sig_atomic_t *stop;
 	struct engine_opts engine;    /* given to every engine the core creates */
+	/* NULL: every run makes its own engine; else the engines it takes and gives back
+	 * (the protocol's, shared by its steps) */
+	struct engine_keep *keep;
 };
 
 /* Fills v for cfg and its settings: no logging, no progress, no stop flag, default engine

@@ -387,6 +387,9 @@ static json_t *report_json(const struct app *a, const struct report *p)
 	if (p->have_elastic)
 		json_object_set_new(j, "elastic", elastic_json(&p->elastic));
 	json_object_set_new(j, "training", training_json(p));
+	json_object_set_new(j, "engines", json_pack("{s:i, s:i, s:i}", "created", p->engines_created,
+						    "reused", p->engines_reused, "replaced",
+						    p->engines_replaced));
 	/* the backend that really ran (auto may have taken the CPU) */
 	json_object_set_new(j, "backend", p->backend[0] ? json_string(p->backend) : json_null());
 	return j;

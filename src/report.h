@@ -91,6 +91,9 @@ struct report {
 	int nfigures;
 	char figures[2][FSX_PATH_MAX];      /* the figure files drawn */
 	char figure_skipped[256];           /* or why none was drawn */
+	/* the engines the steps ran on (engine_keep.h): made, handed out again reset, and
+	 * poisoned ones replaced */
+	int engines_created, engines_reused, engines_replaced;
 };
 
 /* Writes outputs/report.md and report.json. */

@@ -33,7 +33,8 @@ int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct
 	r->have_sampler = 1;
 	ERR_TRY_GOTO(rc, window_init(&r->w, v->s->world, v->s->accumulation, v->s->batch_size, e), fail);
 	r->have_window = 1;
-	ERR_TRY_GOTO(rc, engine_create(v->s, &r->corpus, &v->engine, &r->eng, e), fail);
+	r->keep = v->keep;
+	ERR_TRY_GOTO(rc, engine_keep_take(r->keep, v->s, &r->corpus, &v->engine, &r->eng, e), fail);
 	r->init_params = malloc(r->eng->shape.n_params * sizeof(float));
 	if (!r->init_params) {
 		rc = ERR(e, ERR_NOMEM, "out of memory");
@@ -56,7 +57,8 @@ fail:
 
 void run_close(struct run *r)
 {
-	engine_destroy(r->eng);
+	if (r->eng)
+		engine_keep_give(r->keep, r->eng);
 	r->eng = NULL;
 	free(r->init_params);
 	r->init_params = NULL;

@@ -1,7 +1,8 @@
 /*
  * run: what a computing command opens: the corpus, the sampler, the engine with the
  * seeded initial parameters, and a window buffer. Shared by reference, parity,
- * exercise, train, inspect and bench so they all start from the same state.
+ * exercise, train, inspect and bench so they all start from the same state. The engine
+ * is the env's keep's when it has one (engine_keep.h), reset, else a new one.
  */
 #ifndef DDPTOK_RUN_H
 #define DDPTOK_RUN_H
@@ -14,6 +15,7 @@ struct run {
 	struct corpus corpus;
 	struct sampler sampler;
 	struct engine *eng;
+	struct engine_keep *keep; /* where eng came from (NULL: its own) */
 	struct window w;
 	float *init_params; /* host, the seeded initial parameters */
 	int have_corpus, have_sampler, have_window;

@@ -16,7 +16,9 @@
 
 #include "check-run.h"
 #include "clock.h"
+#include "checks.h"
 #include "engine.h"
+#include "engine_keep.h"
 #include "norm.h"
 #include "parity.h"
 #include "testutil.h"
@@ -822,6 +824,229 @@ START_TEST(sequence_unit_is_the_mean_of_sequence_means)
 }
 END_TEST
 
+/* ---- reset: a reused engine is a new one in every bit ---- */
+
+enum reset_diff { DIFF_SETTINGS = 1, DIFF_STATE = 2, DIFF_COUNTERS = 4, DIFF_RUN = 8 };
+
+/* What differs between engines a and b now (enum reset_diff): their settings and
+ * injections, every rank's parameters and momentum (the others are not readable from
+ * outside), updates_done and the devices' counts. */
+static unsigned engines_differ(struct engine *a, struct engine *b)
+{
+	struct err e;
+	size_t n = a->shape.n_params;
+	float *pa = malloc(2 * n * sizeof(float)), *pb = malloc(2 * n * sizeof(float));
+	unsigned diff = 0;
+	err_clear(&e);
+	ck_assert_int_eq(engine_get_state(a, pa, pa + n, &e), ERR_OK);
+	ck_assert_int_eq(engine_get_state(b, pb, pb + n, &e), ERR_OK);
+	if (memcmp(pa, pb, 2 * n * sizeof(float)) != 0)
+		diff |= DIFF_STATE;
+	if (memcmp(&a->s, &b->s, sizeof a->s) != 0 || a->inject_rank != b->inject_rank ||
+	    a->inject_window != b->inject_window || a->corpus != b->corpus)
+		diff |= DIFF_SETTINGS;
+	if (a->updates_done != b->updates_done)
+		diff |= DIFF_COUNTERS;
+	for (int l = 0; l < a->local; l++)
+		if (memcmp(&a->rep[l].dev->counts, &b->rep[l].dev->counts,
+			   sizeof a->rep[l].dev->counts) != 0)
+			diff |= DIFF_COUNTERS;
+	free(pa);
+	free(pb);
+	return diff;
+}
+
+/* Three training windows from the seeded parameters on eng, drawn by a fresh sampler of
+ * s: the final parameters and momentum (2 n floats, malloc'd) and the losses. */
+static float *train_three(struct engine *eng, const struct settings *s, const struct corpus *c,
+			  double loss[3])
+{
+	struct err e;
+	struct sampler sp;
+	struct window w;
+	size_t n = eng->shape.n_params;
+	float *out = malloc(2 * n * sizeof(float));
+	err_clear(&e);
+	ck_assert_int_eq(sampler_init(&sp, c, s, &e), ERR_OK);
+	ck_assert_int_eq(window_init(&w, s->world, s->accumulation, s->batch_size, &e), ERR_OK);
+	model_init_params(&eng->shape, s->seed, out);
+	ck_assert_int_eq(engine_set_state(eng, out, NULL, 0, &e), ERR_OK);
+	for (int i = 0; i < 3; i++) {
+		struct window_result res;
+		ck_assert_int_eq(sampler_next(&sp, &w, &e), ERR_OK);
+		ck_assert_msg(engine_window(eng, &w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e) ==
+			      ERR_OK, "%s", e.msg);
+		loss[i] = res.loss;
+	}
+	ck_assert_int_eq(engine_get_state(eng, out, out + n, &e), ERR_OK);
+	window_free(&w);
+	sampler_free(&sp);
+	return out;
+}
+
+/* An engine that trained under other settings (another learning rate, a larger batch
+ * room), then reset to s, against a new engine of s: the same state right after, and the
+ * same bits after three windows; a reset that leaves out one of its parts is caught. */
+START_TEST(a_reset_engine_is_a_new_one_in_every_bit)
+{
+	struct settings s, other;
+	struct corpus c;
+	struct err e;
+	double loss_new[3], loss_reset[3];
+	err_clear(&e);
+	testutil_settings(&s, "devices.world=2 train.accumulation=2 data.train=256");
+	testutil_settings(&other, "devices.world=2 train.accumulation=3 train.lr=0.05 "
+			  "data.train=256 train.batch_size=6");
+	ck_assert_int_eq(corpus_build(&s, &c, &e), ERR_OK);
+	const unsigned parts[4] = {ENGINE_RESET_ALL, ENGINE_RESET_ALL & ~ENGINE_RESET_SETTINGS,
+				   ENGINE_RESET_ALL & ~ENGINE_RESET_STATE,
+				   ENGINE_RESET_ALL & ~ENGINE_RESET_COUNTERS};
+	const unsigned caught[4] = {0, DIFF_SETTINGS, DIFF_STATE, DIFF_COUNTERS};
+	for (int k = 0; k < 4; k++) {
+		struct engine *fresh, *used;
+		ck_assert_int_eq(engine_create(&other, &c, NULL, &used, &e), ERR_OK);
+		free(train_three(used, &other, &c, loss_reset));
+		ck_assert(engine_fits(used, &s));
+		ck_assert_msg(engine_reset_parts(used, &s, &c, NULL, parts[k], &e) == ERR_OK, "%s",
+			      e.msg);
+		ck_assert_int_eq(engine_create(&s, &c, NULL, &fresh, &e), ERR_OK);
+		unsigned diff = engines_differ(fresh, used);
+		ck_assert_msg((diff & caught[k]) == caught[k] && (k > 0 || diff == 0),
+			      "reset parts %#x: differences %#x", parts[k], diff);
+		if (k == 0) { /* and so on through three windows */
+			float *a = train_three(fresh, &s, &c, loss_new);
+			float *b = train_three(used, &s, &c, loss_reset);
+			ck_assert(memcmp(a, b, 2 * fresh->shape.n_params * sizeof(float)) == 0);
+			ck_assert(memcmp(loss_new, loss_reset, sizeof loss_new) == 0);
+			ck_assert_int_eq(engines_differ(fresh, used), 0);
+			free(a);
+			free(b);
+		}
+		engine_destroy(fresh);
+		engine_destroy(used);
+	}
+	corpus_free(&c);
+}
+END_TEST
+
+/* What an engine cannot run after a reset: other ranks, another model, more batch room
+ * than it allocated, exact mode's tree of another size. */
+START_TEST(an_engine_fits_only_what_it_was_made_for)
+{
+	struct settings s, t;
+	struct corpus c;
+	struct engine *eng;
+	struct err e;
+	err_clear(&e);
+	testutil_settings(&s, "devices.world=2 train.shards=4 train.accumulation=2");
+	ck_assert_int_eq(corpus_build(&s, &c, &e), ERR_OK);
+	ck_assert_int_eq(engine_create(&s, &c, NULL, &eng, &e), ERR_OK);
+	const char *misfits[] = {"devices.world=4 train.shards=4 train.accumulation=1",
+				 "devices.world=2 train.shards=8 train.accumulation=4",
+				 "devices.world=2 train.shards=4 train.accumulation=2 model.hidden=16",
+				 "devices.world=2 train.shards=4 train.accumulation=2 train.batch_size=64",
+				 "devices.world=2 train.shards=4 train.accumulation=2 devices.timeout=7"};
+	for (size_t i = 0; i < sizeof misfits / sizeof *misfits; i++) {
+		testutil_settings(&t, "%s", misfits[i]);
+		ck_assert_msg(!engine_fits(eng, &t), "fits %s", misfits[i]);
+		ck_assert_int_eq(engine_reset(eng, &t, &c, NULL, &e), ERR_CONFIG);
+	}
+	/* the default mode on fewer rows fits (the tree buffers stay unused) */
+	testutil_settings(&t, "devices.world=2 train.shards=0 train.accumulation=1 train.batch_size=1");
+	ck_assert(engine_fits(eng, &t));
+	engine_destroy(eng);
+	corpus_free(&c);
+}
+END_TEST
+
+/* The keep hands the same engine out again while it fits, makes one per shape, and
+ * replaces an engine poisoned by a failed window instead of reusing it. */
+START_TEST(the_keep_reuses_fitting_engines_and_replaces_poisoned_ones)
+{
+	struct settings s, one;
+	struct corpus c;
+	struct engine_keep k;
+	struct engine *a, *b, *x;
+	struct engine_opts fail;
+	struct err e;
+	err_clear(&e);
+	testutil_settings(&s, "devices.world=2 train.accumulation=2 data.train=256");
+	testutil_settings(&one, "devices.world=1 train.accumulation=2 data.train=256");
+	ck_assert_int_eq(corpus_build(&s, &c, &e), ERR_OK);
+	engine_keep_init(&k);
+	long before = engine_creations();
+	ck_assert_int_eq(engine_keep_take(&k, &s, &c, NULL, &a, &e), ERR_OK);
+	ck_assert_int_eq(engine_keep_take(&k, &one, &c, NULL, &x, &e), ERR_OK);
+	engine_keep_give(&k, x);
+	/* lent: a second engine of the same shape meanwhile */
+	ck_assert_int_eq(engine_keep_take(&k, &s, &c, NULL, &b, &e), ERR_OK);
+	ck_assert_ptr_ne(a, b);
+	engine_keep_give(&k, a);
+	engine_keep_give(&k, b);
+	ck_assert_int_eq(engine_keep_take(&k, &s, &c, NULL, &b, &e), ERR_OK);
+	ck_assert_ptr_eq(a, b);
+	ck_assert_int_eq(engine_creations() - before, 3);
+	ck_assert_int_eq(k.created, 3);
+	ck_assert_int_eq(k.reused, 1);
+	/* a failed window poisons it: never reset, never handed out again */
+	engine_opts_init(&fail);
+	fail.inject_rank = 1;
+	fail.inject_window = 0;
+	engine_keep_give(&k, b);
+	ck_assert_int_eq(engine_keep_take(&k, &s, &c, &fail, &b, &e), ERR_OK);
+	double loss[3];
+	struct sampler sp;
+	struct window w;
+	struct window_result res;
+	ck_assert_int_eq(sampler_init(&sp, &c, &s, &e), ERR_OK);
+	ck_assert_int_eq(window_init(&w, 2, 2, s.batch_size, &e), ERR_OK);
+	ck_assert_int_eq(sampler_next(&sp, &w, &e), ERR_OK);
+	ck_assert_int_eq(engine_window(b, &w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e), ERR_DEVICE);
+	ck_assert(b->poisoned);
+	ck_assert_int_eq(engine_reset(b, &s, &c, NULL, &e), ERR_DEVICE);
+	engine_keep_give(&k, b);
+	ck_assert_int_eq(engine_keep_take(&k, &s, &c, NULL, &x, &e), ERR_OK);
+	ck_assert_int_eq(k.replaced, 1);
+	ck_assert_int_eq(engine_creations() - before, 4);
+	ck_assert(!x->poisoned);
+	free(train_three(x, &s, &c, loss));
+	engine_keep_give(&k, x);
+	engine_keep_close(&k);
+	ck_assert_int_eq(k.n, 0);
+	window_free(&w);
+	sampler_free(&sp);
+	corpus_free(&c);
+}
+END_TEST
+
+/* The exercise on the engines of a keep (one, reset between its cases) gives the results
+ * of its own new engines, in every bit. */
+START_TEST(the_exercise_on_a_kept_engine_matches_new_ones)
+{
+	struct settings s;
+	struct corpus c;
+	struct engine_keep k;
+	struct exercise_result own, kept;
+	struct err e;
+	err_clear(&e);
+	testutil_settings(&s, "devices.world=2 train.accumulation=2");
+	ck_assert_int_eq(corpus_build(&s, &c, &e), ERR_OK);
+	engine_keep_init(&k);
+	long before = engine_creations();
+	ck_assert_int_eq(exercise_run(&s, &c, NULL, &own, &e), ERR_OK);
+	ck_assert_int_eq(engine_creations() - before, 2);
+	struct engine *eng;
+	ck_assert_int_eq(engine_keep_take(&k, &s, &c, NULL, &eng, &e), ERR_OK);
+	engine_keep_give(&k, eng);
+	ck_assert_msg(exercise_run(&s, &c, &k, &kept, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(engine_creations() - before, 3);
+	ck_assert_int_eq(k.reused, 2);
+	ck_assert(memcmp(&own, &kept, sizeof own) == 0);
+	engine_keep_close(&k);
+	corpus_free(&c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("engine");
@@ -852,6 +1077,10 @@ int main(void)
 	tcase_add_test(tc, rank_local_sequence_mean_is_caught);
 	tcase_add_test(tc, memory_per_rank_follows_the_vocabulary);
 	tcase_add_test(tc, sequence_unit_is_the_mean_of_sequence_means);
+	tcase_add_test(tc, a_reset_engine_is_a_new_one_in_every_bit);
+	tcase_add_test(tc, an_engine_fits_only_what_it_was_made_for);
+	tcase_add_test(tc, the_keep_reuses_fitting_engines_and_replaces_poisoned_ones);
+	tcase_add_test(tc, the_exercise_on_a_kept_engine_matches_new_ones);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }

@@ -16,6 +16,8 @@ jcheck $r 'all(m["verdict"] == "fail (caught)" for m in d["parity"]["modes"] if 
 jcheck $r '[(x["world"], x["bit_identical"], x["params_differing"]) for x in d["elastic"]["runs"]]
 	== [(4, True, 0), (1, True, 0)] and d["elastic"]["ok"]'
 jcheck $r 'd["resume"]["bit_identical"] is True'
+# three engines: the 2 devices' (the exercise's too), and the elastic step's 4 and 1
+jcheck $r 'd["engines"] == {"created": 3, "reused": 8, "replaced": 0}'
 grep -q "parity: bitwise: 0 of 201344 components differ from the 1-device reference" protocol.txt
 grep -q "elastic: W = 2 -> 4, step 100: 0 of 201344 parameters differ" protocol.txt
 # the check can fail: rank 1 swaps two of its 4 shards in the tree

@@ -5,8 +5,9 @@
 # by process 0 alone: process 1 runs elsewhere); a
 # failure on a rank of process 1, process 1 killed or stuck, and SIGTERM to process 0 only
 # end every process promptly with the right status and message; differing data refused;
-# evaluate reads process 0's checkpoint on every process and reports once; inspect, clean and
-# bench (commands of one process) refused by every process.
+# evaluate reads process 0's checkpoint on every process and reports once; the protocol gives
+# the one process's report, on one engine per process; inspect, clean and bench (commands of
+# one process) refused by every process.
 # Skips (77) without mpirun or in a build without MPI.
 set -eu
 fail() { echo "FAIL: $*"; exit 1; }
@@ -90,8 +91,27 @@ cmp ev1/evaluate.json ev2/evaluate.json || fail "evaluate.json of P = 2 differs 
 [ "$(grep -c '^evaluate: test ' ev.out)" -eq 1 ] || fail "evaluate reported twice: $(cat ev.out)"
 [ ! -e elsewhere/ev2/process-1/evaluate.json ] || fail "process 1 wrote evaluate.json"
 same b/checkpoints/step-0006 elsewhere/ev2/process-1/evaluate/step-0006
+# the protocol with P = 2 x L = 1: each process keeps one engine for every step (they agree
+# before each reuse) and the report holds the one process's numbers
+mkdir p1 p2
+# shellcheck disable=SC2086
+(cd p1 && "$DDPTOK" "$T" $S > ../protocol1.out) || { cat protocol1.out; fail "protocol P=1"; }
+# shellcheck disable=SC2086
+(cd p2 && mpi 2 $S > ../protocol2.out) || { cat protocol2.out; fail "protocol P=2"; }
+[ "$(grep -c '^engines: 1 created, 8 reuses after a reset' protocol2.out)" -eq 2 ] ||
+	fail "engines of P = 2: $(grep engines protocol2.out)"
+python3 - p1/outputs/report.json p2/outputs/report.json <<'PY' || fail "the protocol's report of P = 2 differs"
+import json, sys
+def strip(x):  # what a run measures in time differs; every result must not
+    if isinstance(x, dict):
+        return {k: strip(v) for k, v in x.items() if k not in ("seconds", "tokens_per_s")}
+    return [strip(v) for v in x] if isinstance(x, list) else x
+a, b = (strip(json.load(open(f))) for f in sys.argv[1:])
+sys.exit(0 if a == b and a["ok"] else 1)
+PY
+
 # the commands of one process are refused with P > 1 at once, by every process, naming
-# the command and why, before they read or write anything (train, parity, evaluate and env
+# the command and why, before they read or write anything (the protocol, train, parity, evaluate and env
 # above run over both)
 for c in "inspect:it is interactive" \
 	"clean --scope all:processes that share a file system would remove the same files" \

@@ -21,6 +21,10 @@ jcheck $r 'len(d["parity"]["modes"]) == 4 and d["parity"]["ok"]'
 jcheck $r 'd["empty_window"]["declined_by_all_ranks"] and d["empty_window"]["local_empty_rank_matches"]'
 jcheck $r '[c["tokens"] for c in d["exercise"]["cases"]] == [[3, 3], [3, 9]]'
 jcheck $r 'd["check_loss"]["mean_of_means"] == 2 and d["check_loss"]["global_mean"] == 2.5'
+# one engine for every step on the two devices, the exercise's two ranks included: made by
+# the reference, reset and handed out again to the 8 later steps and exercise cases
+jcheck $r 'd["engines"] == {"created": 1, "reused": 8, "replaced": 0}'
+grep -q "^engines: 1 created, 8 reuses after a reset" protocol.txt
 jcheck $r 'd["test"]["step"] == 6 and d["evaluated_checkpoint"] == "artifacts/checkpoints/step-0006"'
 jcheck $r '[s["name"] for s in d["steps"]][-1] == "figure" and
 	all(s["result"] in ("ok", "skipped") for s in d["steps"])'
@@ -41,6 +45,11 @@ grep -q "would remove outputs/report.json" clean.txt
 # the final checkpoints of the resumed and the continuous run hold the same parameters
 cmp artifacts/checkpoints/step-0006/params.npy artifacts/continuous/step-0006/params.npy
 cmp artifacts/checkpoints/step-0006/momentum.npy artifacts/continuous/step-0006/momentum.npy
+# the same on conf/minimum.ini (its model and batches; fewer updates): one engine
+"$DDPTOK" "$CONF/minimum.ini" --set devices.backend=cpu --set train.updates=4 \
+	--set train.stop_at=2 --set run.outputs=outm --set run.artifacts=artm > minimum.txt 2>&1 ||
+	{ cat minimum.txt; echo "FAIL: protocol on minimum.ini exited non-zero"; exit 1; }
+jcheck outm/report.json 'd["ok"] and d["engines"] == {"created": 1, "reused": 8, "replaced": 0}'
 # a tolerance of zero cannot be met by a different reduction order: parity must now fail,
 # and the protocol must say so through its exit status (1: a check failed)
 set +e
