@@ -220,7 +220,7 @@ start_long kill
 kill -KILL "$p1"
 finish
 [ "$rc" -ne 0 ] || fail "SIGKILL of process 1: mpirun exited 0"
-[ "$took" -le 10 ] || fail "SIGKILL of process 1: the run took $took s to end"
+[ "$took" -le 30 ] || fail "SIGKILL of process 1: the run took $took s to end"
 
 echo "mpi: SIGKILL of process 1 ended the run in $took s"
 # process 1 stuck (stopped): process 0 gives up after devices.timeout = 3 s, ending both
@@ -229,5 +229,7 @@ kill -STOP "$p1"
 finish
 [ "$rc" -eq 6 ] || { cat stuck.err; fail "stuck process 1: exit $rc, expected 6"; }
 grep -q "process 0 (.*): .*timed out after 3 s" stuck.err || fail "$(cat stuck.err)"
-[ "$took" -le 15 ] || fail "stuck process 1: the run took $took s to end"
+# the 3 s timeout plus MPI_Abort ends it in 3-4 s on an idle machine; one run on a loaded
+# 2-core machine took 16 s: the bound tells an ending run from one left hanging
+[ "$took" -le 40 ] || fail "stuck process 1: the run took $took s to end"
 echo "mpi: ok"
