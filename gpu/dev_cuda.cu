@@ -26,10 +26,18 @@
  *                first chunk starting from out[j]), then the chunks' sums are added in
  *                chunk order: the same bits every run, not the host's
  *   embed_backward  a stable radix sort (CUB) of the context slots by token id, over
- *                the ceil(log2 V) bits that ids below the table's V rows use; one
- *                thread per (table row, t) adds its slots in ascending slot order, i.e.
- *                positions ascending then j ascending, exactly the host's additions;
- *                no float atomics anywhere (integer counters only in argmax_hits)
+ *                the ceil(log2 V) bits that ids below the table's V rows use; then each
+ *                id's slots are added in the order gpu/gpu_rules.h fixes from their
+ *                number n alone: below 128 slots one thread per (id, t) adds them in
+ *                ascending slot order, i.e. positions ascending then j ascending,
+ *                exactly the host's additions (bit for bit); more slots: col_sum_acc's
+ *                two levels, about sqrt(n) chunks of about sqrt(n) slots each added in
+ *                order by one thread per (chunk, t) into a scratch row (the first onto
+ *                the gradient's value), then the chunks' sums in chunk order: the same
+ *                bits every run and on every GPU, not the host's. Three kernels: the
+ *                plan (per sorted slot: which chunk it starts, where the chunk's sum
+ *                goes), the chunks, the fold.
+ * No float atomics anywhere (integer counters only in argmax_hits).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -71,11 +79,17 @@ struct cuda_dev {
 	void *red;
 	/* pinned landing slot for reduction results */
 	void *host_res;
-	/* embed_backward: sorted keys, slot indices, CUB temporary storage (fixed size) */
+	/* embed_backward: sorted keys, slot indices, the plan's three arrays, CUB temporary
+	 * storage (fixed size) */
 	void *sort_ws;
 	size_t sort_cap;
 	size_t sort_slots; /* the slots it was sized for */
 	int sort_bits;     /* key bits the sort orders: ids are below 2^sort_bits */
+	/* embed_backward: the chunks' sums of busy ids (gpu_embed_partial_rows rows of the
+	 * embedding width it was sized for) */
+	float *part;
+	size_t part_cap; /* floats */
+	size_t part_dim; /* the width it was sized for */
 };
 
 static struct cuda_dev *cdev(struct dev *d)
@@ -289,14 +303,51 @@ template <typename T> __global__ void k_reduce_final(int parts, const T *part, T
 		out[0] = divisor != 0 ? out[0] + sh[0] / divisor : sh[0];
 }
 
+/* The fixed orders of every column sum here (col_sum_acc, embed_backward), one
+ * implementation each. `Rows` yields the value of row p of one column. */
+struct dense_rows { /* x[p * stride], x already at the column */
+	const float *x;
+	size_t stride;
+	__device__ float operator()(int p) const { return x[(size_t)p * stride]; }
+};
+
+struct gathered_rows { /* x[idx[p] * stride]: the rows listed by idx */
+	const float *x;
+	const int32_t *idx;
+	size_t stride;
+	__device__ float operator()(int p) const { return x[(size_t)idx[p] * stride]; }
+};
+
+/* One chain: acc + rows(lo) + rows(lo + 1) + ... + rows(hi - 1), in that order. */
+template <class Rows> __device__ float sum_rows_in_order(float acc, int lo, int hi, const Rows &rows)
+{
+	for (int p = lo; p < hi; p++)
+		acc += rows(p);
+	return acc;
+}
+
+/* The first level of a two-level sum into *acc_into: the first chunk adds its rows onto
+ * *acc_into's value, the others start from zero. */
+template <class Rows>
+__device__ float chunk_sum(bool first_chunk, const float *acc_into, int lo, int hi, const Rows &rows)
+{
+	return sum_rows_in_order(first_chunk ? *acc_into : 0.0f, lo, hi, rows);
+}
+
+/* The second level: the chunks' sums part[0], part[stride], ... added in chunk order. */
+__device__ float fold_chunks(const float *part, int chunks, size_t stride)
+{
+	float s = part[0];
+	for (int q = 1; q < chunks; q++)
+		s += part[(size_t)q * stride];
+	return s;
+}
+
 /* out[j] += x[p*cols + j] for p ascending, accumulated in out's float like the host */
 __global__ void k_col_sum_acc(int rows, int cols, const float *x, float *out)
 {
 	GRID_STRIDE(j, (size_t)cols) {
-		float acc = out[j];
-		for (int p = 0; p < rows; p++)
-			acc += x[(size_t)p * cols + j];
-		out[j] = acc;
+		out[j] = sum_rows_in_order(out[j], 0, rows, dense_rows{x + j, (size_t)cols});
 	}
 }
 
@@ -310,20 +361,12 @@ __global__ void k_col_sum_acc_chunks(int rows, int cols, int chunk, const float 
 	const size_t j = (size_t)blockIdx.x * COLSUM_COLS + c;
 	const int lo = g * chunk, hi = min(rows, lo + chunk);
 	float acc = 0.0f;
-	if (j < (size_t)cols) {
-		acc = g == 0 ? out[j] : 0.0f;
-		for (int p = lo; p < hi; p++)
-			acc += x[(size_t)p * cols + j];
-	}
+	if (j < (size_t)cols)
+		acc = chunk_sum(g == 0, out + j, lo, hi, dense_rows{x + j, (size_t)cols});
 	part[g][c] = acc;
 	__syncthreads();
-	if (g == 0 && j < (size_t)cols) {
-		const int groups = (rows + chunk - 1) / chunk;
-		float s = part[0][c];
-		for (int q = 1; q < groups; q++)
-			s += part[q][c];
-		out[j] = s;
-	}
+	if (g == 0 && j < (size_t)cols)
+		out[j] = fold_chunks(&part[0][c], (rows + chunk - 1) / chunk, COLSUM_COLS);
 }
 
 __global__ void k_tanh_backward(size_t n, const float *h, float *dh)
@@ -340,22 +383,75 @@ __global__ void k_iota(int n, int32_t *v)
 	}
 }
 
-/* keys[0..slots) are the ids of the context slots sorted stably, idx[] the slots. The
- * thread of (i, t) with i the first slot of its id adds the dx rows of all slots of that
- * id in ascending slot order into table_grad[id, t]. */
-__global__ void k_embed_backward(int slots, int dim, const int32_t *keys, const int32_t *idx,
-				 const float *dx, float *table_grad)
+/* The plan of embed_backward, one thread per sorted position i (keys[0..slots) are the
+ * slots' ids sorted stably): the positions [lo, hi) holding keys[i], found by binary
+ * search, and what position i does for its id (gpu_embed_position, gpu/gpu_rules.h). */
+__global__ void k_embed_plan(int slots, const int32_t *keys, int32_t *chunk_end,
+			     int32_t *dest_row, int32_t *fold)
+{
+	GRID_STRIDE(w, (size_t)slots) {
+		const int i = (int)w;
+		const int32_t id = keys[i];
+		int lo = 0, hi = i; /* the first position in [0, i] holding id */
+		while (lo < hi) {
+			int mid = lo + (hi - lo) / 2;
+			if (keys[mid] < id)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		int end = i + 1, top = slots; /* the first position in (i, slots] past id */
+		while (end < top) {
+			int mid = end + (top - end) / 2;
+			if (keys[mid] <= id)
+				end = mid + 1;
+			else
+				top = mid;
+		}
+		struct gpu_embed_pos p = gpu_embed_position(lo, end - lo, i);
+		chunk_end[i] = p.chunk_end;
+		dest_row[i] = p.dest_row;
+		fold[i] = p.fold;
+	}
+}
+
+/* The first level, one thread per (position i, column t): a position that starts a chunk
+ * adds the dx rows of the chunk's slots in ascending slot order, the id's first chunk
+ * onto table_grad[id, t]; an id's only chunk is stored into table_grad (the CPU backend's
+ * order), the others into their row of `part`. */
+__global__ void k_embed_chunks(int slots, int dim, const int32_t *keys, const int32_t *idx,
+			       const int32_t *chunk_end, const int32_t *dest_row, const float *dx,
+			       float *table_grad, float *part)
 {
 	GRID_STRIDE(w, (size_t)slots * dim) {
-		int i = (int)(w / (size_t)dim), t = (int)(w % (size_t)dim);
-		int32_t id = keys[i];
-		if (i > 0 && keys[i - 1] == id)
+		const int i = (int)(w / (size_t)dim), t = (int)(w % (size_t)dim);
+		const int end = chunk_end[i];
+		if (!end)
 			continue;
+		const int32_t id = keys[i];
+		const bool first = i == 0 || keys[i - 1] != id;
 		float *g = table_grad + (size_t)id * dim + t;
-		float acc = *g;
-		for (int k = i; k < slots && keys[k] == id; k++)
-			acc += dx[(size_t)idx[k] * dim + t];
-		*g = acc;
+		float s = chunk_sum(first, g, i, end, gathered_rows{dx + t, idx, (size_t)dim});
+		const int row = dest_row[i];
+		if (row < 0)
+			*g = s;
+		else
+			part[(size_t)row * dim + t] = s;
+	}
+}
+
+/* The second level, one thread per (position i, column t): at the first position of an
+ * id added in fold[i] >= 2 chunks, their sums in chunk order into table_grad[id, t]. */
+__global__ void k_embed_fold(int slots, int dim, const int32_t *keys, const int32_t *dest_row,
+			     const int32_t *fold, const float *part, float *table_grad)
+{
+	GRID_STRIDE(w, (size_t)slots * dim) {
+		const int i = (int)(w / (size_t)dim), t = (int)(w % (size_t)dim);
+		const int chunks = fold[i];
+		if (!chunks)
+			continue;
+		table_grad[(size_t)keys[i] * dim + t] =
+			fold_chunks(part + (size_t)dest_row[i] * dim + t, chunks, (size_t)dim);
 	}
 }
 
@@ -428,6 +524,7 @@ static void cu_destroy(struct dev *d)
 		cublasDestroy(cd->blas);
 	cudaFree(cd->red);
 	cudaFree(cd->sort_ws);
+	cudaFree(cd->part);
 	cudaFreeHost(cd->stage);
 	cudaFreeHost(cd->host_res);
 	if (cd->stream)
@@ -725,8 +822,12 @@ static int cu_tanh_backward(struct dev *d, int n, const float *h, float *dh, str
 	return ERR_OK;
 }
 
-/* Bytes of the embed_backward workspace for `slots` context slots: sorted keys, the
- * slot indices before and after the sort, then CUB's temporary storage (*temp_bytes). */
+/* The arrays of the embed_backward workspace, each of one int32 per context slot. */
+enum { WS_KEYS, WS_IDX_IN, WS_IDX, WS_CHUNK_END, WS_DEST_ROW, WS_FOLD, WS_ARRAYS };
+
+/* Bytes of the embed_backward workspace for `slots` context slots: WS_ARRAYS arrays (sorted
+ * keys, the slot indices before and after the sort, the plan), then CUB's temporary
+ * storage (*temp_bytes). */
 static int sort_bytes(struct cuda_dev *cd, int slots, size_t *total, size_t *temp_bytes,
 		      struct err *e)
 {
@@ -736,7 +837,7 @@ static int sort_bytes(struct cuda_dev *cd, int slots, size_t *total, size_t *tem
 					       (int32_t *)NULL, (const int32_t *)NULL,
 					       (int32_t *)NULL, slots, 0, cd->sort_bits, cd->stream),
 	       e);
-	*total = 3 * align_up((size_t)slots * sizeof(int32_t), 256) + *temp_bytes;
+	*total = WS_ARRAYS * align_up((size_t)slots * sizeof(int32_t), 256) + *temp_bytes;
 	return ERR_OK;
 }
 
@@ -746,6 +847,45 @@ static int sort_bytes(struct cuda_dev *cd, int slots, size_t *total, size_t *tem
 static void count_sort(struct cuda_dev *cd, int bits)
 {
 	dev_count(&cd->dev, 2 + (unsigned)(bits + 7) / 8, 2, 0);
+}
+
+/* Refuses an embed_backward past the workspace or the scratch sized at creation. */
+static int embed_fits(struct cuda_dev *cd, int slots, int dim, size_t need, struct err *e)
+{
+	struct dev *d = &cd->dev;
+	if (need > cd->sort_cap)
+		return err_set(e, ERR_DEVICE, __FILE__, __LINE__,
+			       "rank %d device %d: embed_backward over %d context slots needs %zu "
+			       "bytes of workspace; %zu were allocated at creation for %zu slots",
+			       d->rank, d->device_id, slots, need, cd->sort_cap, cd->sort_slots);
+	size_t part = gpu_embed_partial_rows((size_t)slots) * (size_t)dim;
+	if (part > cd->part_cap)
+		return err_set(e, ERR_DEVICE, __FILE__, __LINE__,
+			       "rank %d device %d: embed_backward over %d context slots of width "
+			       "%d needs %zu floats of partial sums; %zu were allocated at "
+			       "creation for %zu slots of width %zu", d->rank, d->device_id, slots,
+			       dim, part, cd->part_cap, cd->sort_slots, cd->part_dim);
+	return ERR_OK;
+}
+
+/* Queues the plan and the two levels of the additions (see gpu_embed_position) over the
+ * sorted keys and slot indices in the workspace `ws`. */
+static int queue_embed_sums(struct cuda_dev *cd, int slots, int dim, int32_t *const *ws,
+			    const float *dx, float *table_grad, struct err *e)
+{
+	unsigned int per_slot = ew_blocks((size_t)slots), per_elem = ew_blocks((size_t)slots * dim);
+	k_embed_plan<<<per_slot, EW_THREADS, 0, cd->stream>>>(slots, ws[WS_KEYS], ws[WS_CHUNK_END],
+								ws[WS_DEST_ROW], ws[WS_FOLD]);
+	LAUNCH_TRY(cd, "k_embed_plan", e);
+	k_embed_chunks<<<per_elem, EW_THREADS, 0, cd->stream>>>(
+		slots, dim, ws[WS_KEYS], ws[WS_IDX], ws[WS_CHUNK_END], ws[WS_DEST_ROW], dx,
+		table_grad, cd->part);
+	LAUNCH_TRY(cd, "k_embed_chunks", e);
+	k_embed_fold<<<per_elem, EW_THREADS, 0, cd->stream>>>(slots, dim, ws[WS_KEYS],
+								ws[WS_DEST_ROW], ws[WS_FOLD],
+								cd->part, table_grad);
+	LAUNCH_TRY(cd, "k_embed_fold", e);
+	return ERR_OK;
 }
 
 static int cu_embed_backward(struct dev *d, int rows, int width, int dim, const int32_t *ctx,
@@ -765,29 +905,22 @@ static int cu_embed_backward(struct dev *d, int rows, int width, int dim, const 
 	size_t need = 0, temp_bytes = 0;
 	if ((rc = sort_bytes(cd, slots, &need, &temp_bytes, e)) != ERR_OK)
 		return rc;
-	if (need > cd->sort_cap)
-		return err_set(e, ERR_DEVICE, __FILE__, __LINE__,
-			       "rank %d device %d: embed_backward over %d context slots needs %zu "
-			       "bytes of workspace; %zu were allocated at creation for %zu slots",
-			       d->rank, d->device_id, slots, need, cd->sort_cap, cd->sort_slots);
+	if ((rc = embed_fits(cd, slots, dim, need, e)) != ERR_OK)
+		return rc;
 	size_t arr = align_up((size_t)slots * sizeof(int32_t), 256);
-	char *base = (char *)cd->sort_ws;
-	int32_t *keys = (int32_t *)base;
-	int32_t *idx_in = (int32_t *)(base + arr);
-	int32_t *idx = (int32_t *)(base + 2 * arr);
-	void *temp = base + 3 * arr;
-	k_iota<<<ew_blocks((size_t)slots), EW_THREADS, 0, cd->stream>>>(slots, idx_in);
+	int32_t *ws[WS_ARRAYS];
+	for (int a = 0; a < WS_ARRAYS; a++)
+		ws[a] = (int32_t *)((char *)cd->sort_ws + a * arr);
+	void *temp = (char *)cd->sort_ws + WS_ARRAYS * arr;
+	k_iota<<<ew_blocks((size_t)slots), EW_THREADS, 0, cd->stream>>>(slots, ws[WS_IDX_IN]);
 	LAUNCH_TRY(cd, "k_iota", e);
 	/* stable: slots of one id stay in ascending order */
 	CU_TRY(cd,
-	       cub::DeviceRadixSort::SortPairs(temp, temp_bytes, ctx, keys, idx_in, idx, slots, 0,
-					       cd->sort_bits, cd->stream),
+	       cub::DeviceRadixSort::SortPairs(temp, temp_bytes, ctx, ws[WS_KEYS], ws[WS_IDX_IN],
+					       ws[WS_IDX], slots, 0, cd->sort_bits, cd->stream),
 	       e);
 	count_sort(cd, cd->sort_bits);
-	k_embed_backward<<<ew_blocks((size_t)slots * dim), EW_THREADS, 0, cd->stream>>>(
-		slots, dim, keys, idx, dx, table_grad);
-	LAUNCH_TRY(cd, "k_embed_backward", e);
-	return ERR_OK;
+	return queue_embed_sums(cd, slots, dim, ws, dx, table_grad, e);
 }
 
 static int cu_scale(struct dev *d, int n, float alpha, float *x, struct err *e)
@@ -886,6 +1019,9 @@ static int cu_reserve(struct cuda_dev *cd, const struct cuda_dev_sizes *sizes, s
 		return rc;
 	CU_TRY(cd, cudaMalloc(&cd->sort_ws, cd->sort_cap), e);
 	cd->sort_slots = slots;
+	cd->part_dim = sizes && sizes->embed_dim ? sizes->embed_dim : 1;
+	cd->part_cap = gpu_embed_partial_rows(slots) * cd->part_dim;
+	CU_TRY(cd, cudaMalloc((void **)&cd->part, cd->part_cap * sizeof(float)), e);
 	CU_TRY(cd, cudaMalloc(&cd->red, (RED_BLOCKS + 1) * 8), e);
 	CU_TRY(cd, cudaHostAlloc(&cd->host_res, 64, cudaHostAllocDefault), e);
 	return ERR_OK;

@@ -57,6 +57,9 @@ struct cuda_dev_sizes {
 	size_t embed_ids;    /* the table's rows: every token id is below it, so the sort of
 				embed_backward orders ceil(log2(embed_ids)) key bits only
 				(0: all 31 bits of a non-negative int32) */
+	size_t embed_dim;    /* the embedding width: embed_backward's scratch for the chunk
+				sums of busy ids is gpu_embed_partial_rows(embed_slots) rows
+				of it (0: width 1); a call that needs more is refused */
 };
 
 /* Creates the device of `rank` on GPU `device_id`. Meant for the device thread of that

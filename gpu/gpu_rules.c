@@ -194,3 +194,9 @@ int gpu_sort_key_bits(size_t ids)
 		bits++;
 	return bits;
 }
+
+size_t gpu_embed_partial_rows(size_t slots)
+{
+	size_t rows = slots / GPU_EMBED_CHUNK_MIN;
+	return rows ? rows : 1;
+}

@@ -13,13 +13,24 @@
  *   gpu_coll_plan      what one NCCL collective call queues, in order, and where the host
  *                      waits (once per call)
  *   gpu_sort_key_bits  how many key bits embed_backward's radix sort orders
+ *   gpu_embed_*        embed_backward's order of additions for one token id: how its slots
+ *                      are cut into chunks, where the chunks' sums go, and the scratch
+ *                      that holds them
  * None of these functions touches CUDA or NCCL; their callers pass in what the
- * libraries answered.
+ * libraries answered. The gpu_embed_ rules that the kernels apply per slot are static
+ * inline functions here, compiled as C for the tests and as device code for the kernels
+ * (as runtime/kmath.h is), so that the CPU tests check the code the GPU runs.
  */
 #ifndef DDPTOK_GPU_RULES_H
 #define DDPTOK_GPU_RULES_H
 
 #include <stddef.h>
+
+#ifdef __CUDACC__
+#define GPU_RULE_FN static __host__ __device__ __forceinline__
+#else
+#define GPU_RULE_FN static inline
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -94,6 +105,94 @@ int gpu_coll_plan(int tree, int host_buf, int avg, enum gpu_coll_step *steps);
 /* The key bits that order token ids below `ids` (the table's rows): ceil(log2(ids)), at
  * least 1; 31 (every non-negative int32) when ids is 0 (unknown) or past 2^31. */
 int gpu_sort_key_bits(size_t ids);
+
+/*
+ * embed_backward adds the dx rows of every context slot holding a token id into that id's
+ * row of the table's gradient. On the GPU the slots are sorted by id (stably: each id's
+ * slots stay in ascending slot order), and each id's n slots, at sorted positions
+ * [lo, lo + n), are added in an order fixed by n alone:
+ *   n < 2 * GPU_EMBED_CHUNK_MIN (127 slots or fewer): one chain in ascending slot order
+ *     onto the gradient's value, the CPU backend's order, so these ids get its bits;
+ *   more: gpu_embed_chunks(n) chunks of gpu_embed_chunk_len(n) consecutive slots (the
+ *     last one also takes the remainder, so it is shorter than twice that), each added in
+ *     ascending order, the first onto the gradient's value and the others from zero; the
+ *     chunks' sums are then added in chunk order into the gradient. This is col_sum_acc's
+ *     two-level rule; a chunk of about sqrt(n) slots makes both levels about sqrt(n)
+ *     additions long (a padding id in 500,000 slots: some 1,600 instead of 500,000).
+ * A chunk holds GPU_EMBED_CHUNK_MIN slots or more: an id needs twice that for the second
+ * level to shorten its chain at all, an id in fewer slots keeps the CPU backend's bits
+ * (in a batch of text, every id but a few frequent ones), and the scratch for the chunks'
+ * sums stays at 1/64 of dx (gpu_embed_partial_rows).
+ */
+#define GPU_EMBED_CHUNK_MIN 64
+
+/* floor(sqrt(n)) for 0 <= n <= INT32_MAX, in integers (digit by digit), so that the host
+ * and the device agree on it whatever their square roots round to */
+GPU_RULE_FN int gpu_isqrt(int n)
+{
+	unsigned int rem = (unsigned int)n, root = 0, bit = 1u << 30;
+	while (bit > rem)
+		bit >>= 2;
+	while (bit) {
+		if (rem >= root + bit) {
+			rem -= root + bit;
+			root = (root >> 1) + bit;
+		} else {
+			root >>= 1;
+		}
+		bit >>= 2;
+	}
+	return (int)root;
+}
+
+/* The slots of each chunk of an id in n slots (the last chunk takes the remainder too). */
+GPU_RULE_FN int gpu_embed_chunk_len(int n)
+{
+	int r = gpu_isqrt(n);
+	return r > GPU_EMBED_CHUNK_MIN ? r : GPU_EMBED_CHUNK_MIN;
+}
+
+/* How many chunks an id in n slots is added in: 1 (one chain, the CPU backend's order)
+ * below 2 * GPU_EMBED_CHUNK_MIN slots, else n / gpu_embed_chunk_len(n), at most
+ * n / GPU_EMBED_CHUNK_MIN. */
+GPU_RULE_FN int gpu_embed_chunks(int n)
+{
+	int k = n / gpu_embed_chunk_len(n);
+	return k > 1 ? k : 1;
+}
+
+/* What sorted position i does for the id whose n slots sit at sorted positions
+ * [lo, lo + n) (lo <= i < lo + n). */
+struct gpu_embed_pos {
+	int chunk_end; /* i starts a chunk, slots [i, chunk_end) (> i); 0: it starts none */
+	int dest_row;  /* that chunk's row of the partial sums; -1 when the chunk is the id's
+			  only one and is added into the gradient directly */
+	int fold;      /* at the id's first position, with 2 chunks or more: how many chunk
+			  sums (rows dest_row ..) to add into the gradient; 0 elsewhere */
+};
+
+/* The rows of an id's chunk sums start at lo / GPU_EMBED_CHUNK_MIN: an id at [lo, lo + n)
+ * has at most n / GPU_EMBED_CHUNK_MIN chunks, so its rows end by (lo + n) /
+ * GPU_EMBED_CHUNK_MIN, where the next id's rows can start at the earliest: the rows of two
+ * ids never overlap, and they all lie below gpu_embed_partial_rows(slots). */
+GPU_RULE_FN struct gpu_embed_pos gpu_embed_position(int lo, int n, int i)
+{
+	struct gpu_embed_pos p = {0, -1, 0};
+	int len = gpu_embed_chunk_len(n), chunks = gpu_embed_chunks(n);
+	int off = i - lo, c = off / len;
+	if (off % len != 0 || c >= chunks)
+		return p;
+	p.chunk_end = c == chunks - 1 ? lo + n : i + len;
+	if (chunks > 1) {
+		p.dest_row = lo / GPU_EMBED_CHUNK_MIN + c;
+		p.fold = c == 0 ? chunks : 0;
+	}
+	return p;
+}
+
+/* Rows of partial sums (each of the embedding width) an embed_backward over `slots`
+ * context slots may need: slots / GPU_EMBED_CHUNK_MIN, at least 1. */
+size_t gpu_embed_partial_rows(size_t slots);
 
 #ifdef __cplusplus
 }

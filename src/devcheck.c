@@ -39,7 +39,7 @@ static int open_fn(int rank, void *ctx, void *arg, struct err *e)
 {
 	struct check_run *cr = arg;
 	struct check_rank *k = &cr->rk[rank];
-	ERR_TRY(placement_create_dev(cr->p, rank, 0, 0, 0, &k->dev, e));
+	ERR_TRY(placement_create_dev(cr->p, rank, 0, 0, 0, 0, &k->dev, e));
 	return dev_host_create(rank, &k->host, e);
 }
 

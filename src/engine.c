@@ -96,11 +96,11 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 {
 	size_t bytes = eng->shape.n_params * sizeof(float);
 	(void)arg;
-	/* the uploads, and the context slots of one embed_backward, at most */
+	/* the uploads, and the context slots and width of one embed_backward, at most */
 	size_t slots = (size_t)max_batch_rows(&eng->made) * eng->shape.context;
 	ERR_TRY(placement_create_dev(&eng->placement, r->rank,
 				     upload_bytes(&eng->made, eng->shape.context), slots,
-				     (size_t)eng->shape.vocab, &r->dev, e));
+				     (size_t)eng->shape.vocab, (size_t)eng->shape.embed, &r->dev, e));
 	struct dev *d = r->dev;
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));

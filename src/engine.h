@@ -122,9 +122,11 @@ int placement_gpus(const struct settings *s, int *gpus, char *why, size_t whylen
 /* The device of global rank `rank` as the plan says (call on that rank's device
  * thread). A GPU allocates what its operations need once, here: pinned staging for
  * upload_bytes queued between two waits, and the workspace of an embed_backward over
- * embed_slots context slots of ids below embed_ids (0, 0, 0: the smallest, any id). */
+ * embed_slots context slots of ids below embed_ids, embeddings embed_dim wide (0, 0, 0, 0:
+ * the smallest, any id). */
 int placement_create_dev(const struct placement *p, int rank, size_t upload_bytes,
-			   size_t embed_slots, size_t embed_ids, struct dev **out, struct err *e);
+			   size_t embed_slots, size_t embed_ids, size_t embed_dim, struct dev **out,
+			   struct err *e);
 /* The plan's collective over `world` ranks meeting at `barrier` (not owned); the host
  * collective stages up to max_count elements. */
 int placement_create_coll(const struct placement *p, int world, struct barrier *barrier,

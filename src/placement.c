@@ -169,12 +169,13 @@ int placement_decide(const struct settings *s, const struct rank_hosts *hosts, i
 }
 
 int placement_create_dev(const struct placement *p, int rank, size_t upload_bytes,
-			   size_t embed_slots, size_t embed_ids, struct dev **out, struct err *e)
+			   size_t embed_slots, size_t embed_ids, size_t embed_dim, struct dev **out,
+			   struct err *e)
 {
 	if (p->backend != DEV_BACKEND_CUDA)
 		return dev_host_create(rank, out, e);
 #if DDPTOK_HAVE_CUDA
-	struct cuda_dev_sizes sizes = {upload_bytes, embed_slots, embed_ids};
+	struct cuda_dev_sizes sizes = {upload_bytes, embed_slots, embed_ids, embed_dim};
 	return cuda_dev_create(rank, p->ids[rank], &sizes, out, e);
 #else
 	return ERR(e, ERR_DEVICE, "this build has no CUDA backend");

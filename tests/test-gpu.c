@@ -7,8 +7,10 @@
  * op of the CUDA device is run on random inputs next to the host backend and compared:
  * gemm within 1e-5 of the magnitude sum_k |a||b| (+ |beta c|); the element-wise ops that
  * share their formulas with the host (bias_tanh, tanh_backward, scale, sgd, col_sum_acc up
- * to 64 rows, embed_backward over 31 and over 6 key bits, xent gradients) bit for bit
- * (col_sum_acc over more rows: repeatable, within rounding), also past one launch's grid (16.7 M
+ * to 64 rows, embed_backward over 31 and over 6 key bits for ids in fewer than 128 slots,
+ * xent gradients) bit for bit (col_sum_acc over more rows: repeatable, within rounding;
+ * embed_backward's busier ids, up to 5,000 slots: the two-level order of gpu/gpu_rules.h
+ * computed here bit for bit, a double sum within 1e-4), also past one launch's grid (16.7 M
  * elements); xent losses within 1e-6 (log differs in its last ulp), sums within 1e-6
  * relative, gathers, counts and hits exactly. sum and embed_backward must repeat bit for
  * bit on the GPU; a device allocates at creation only. Then NCCL allreduce over every
@@ -40,6 +42,7 @@
 #include "dev.h"
 #include "err.h"
 #include "gpu.h"
+#include "gpu_rules.h"
 #include "pool.h"
 #include "prng.h"
 
@@ -612,6 +615,136 @@ START_TEST(test_argmax_hits)
 }
 END_TEST
 
+/* What embed_backward on the GPU must give: grad (vocab x dim, holding the start) gets the
+ * dx rows of each id's slots in the order gpu/gpu_rules.h fixes, computed here in float
+ * (one chain in slot order, the CPU backend's, for ids in one chunk; else the chunks in
+ * slot order, the first onto the start, then their sums in chunk order); wide[] gets the
+ * same sums in double. n_of[id] = the id's slots. */
+static void embed_expected(int slots, int dim, int vocab, const int32_t *ctx, const float *dx,
+			   float *grad, double *wide, int *n_of)
+{
+	int *first = calloc((size_t)vocab + 1, sizeof(int)), *order = malloc(sizeof(int) * slots);
+	memset(n_of, 0, sizeof(int) * vocab);
+	for (int i = 0; i < slots; i++)
+		n_of[ctx[i]]++;
+	for (int id = 0; id < vocab; id++)
+		first[id + 1] = first[id] + n_of[id];
+	int *fill = calloc((size_t)vocab, sizeof(int));
+	for (int i = 0; i < slots; i++) /* each id's slots, ascending */
+		order[first[ctx[i]] + fill[ctx[i]]++] = i;
+	for (int id = 0; id < vocab; id++) {
+		const int *mine = order + first[id], n = n_of[id];
+		int len = gpu_embed_chunk_len(n), chunks = gpu_embed_chunks(n);
+		for (int t = 0; t < dim; t++) {
+			float *g = grad + (size_t)id * dim + t, total = 0.0f;
+			double w = *g;
+			for (int c = 0; c < chunks; c++) {
+				int lo = c * len, hi = c == chunks - 1 ? n : lo + len;
+				float acc = c == 0 ? *g : 0.0f;
+				for (int p = lo; p < hi; p++) {
+					acc += dx[(size_t)mine[p] * dim + t];
+					w += dx[(size_t)mine[p] * dim + t];
+				}
+				total = c == 0 ? acc : total + acc;
+			}
+			if (n)
+				*g = total;
+			wide[(size_t)id * dim + t] = w;
+		}
+	}
+	free(first);
+	free(order);
+	free(fill);
+}
+
+/* The first t < n where a and b hold different bits, -1 if none. */
+static int first_difference(const float *a, const float *b, int n)
+{
+	for (int t = 0; t < n; t++)
+		if (memcmp(&a[t], &b[t], sizeof(float)) != 0)
+			return t;
+	return -1;
+}
+
+/* The GPU's embed_backward result gg against the CPU backend's gh and embed_expected's
+ * (want, wide): ids in fewer than 128 slots give the CPU backend's bits, every id the
+ * expected order's bits, busier ids a sum within 1e-4 (relative, at least 1) of the
+ * double one. Returns how many ids were busy. */
+static int expect_embed(const char *what, int dim, int vocab, const int *n_of, const float *gg,
+			const float *gh, const float *want, const double *wide)
+{
+	int busy = 0;
+	double worst = 0.0;
+	for (int id = 0; id < vocab; id++) {
+		const size_t row = (size_t)id * dim;
+		int t = first_difference(gg + row, want + row, dim);
+		ck_assert_msg(t < 0, "%s: id %d (%d slots), column %d: gpu %.9g, expected %.9g in "
+			      "the order of gpu_rules.h", what, id, n_of[id], t, gg[row + t],
+			      want[row + t]);
+		if (gpu_embed_chunks(n_of[id]) == 1) {
+			t = first_difference(gg + row, gh + row, dim);
+			ck_assert_msg(t < 0, "%s: id %d (%d slots), column %d: gpu %.9g, cpu %.9g: "
+				      "not the same bits", what, id, n_of[id], t, gg[row + t],
+				      gh[row + t]);
+			continue;
+		}
+		busy++;
+		for (t = 0; t < dim; t++) {
+			double d = fabs(gg[row + t] - wide[row + t]) / fmax(1.0, fabs(wide[row + t]));
+			ck_assert_msg(d <= 1e-4, "%s: id %d, column %d: gpu %.9g, double sum %.9g",
+				      what, id, t, gg[row + t], wide[row + t]);
+			worst = fmax(worst, d);
+		}
+	}
+	printf("  %-28s %d ids bit-identical, %d busy: max rel diff %.3g to double\n", what,
+	       vocab, busy, worst);
+	return busy;
+}
+
+/* embed_backward of ctx on device d from the start g0 into out (vocab x dim); `launches`
+ * (if not NULL) gets the launches it counted. */
+static void embed_on(struct dev *d, int rows, int width, int dim, int vocab, const int32_t *ctx,
+		     const float *dx, const float *g0, float *out, uint64_t *launches)
+{
+	int slots = rows * width;
+	int32_t *dctx = dput(d, ctx, sizeof(int32_t) * slots);
+	float *ddx = dput(d, dx, sizeof(float) * slots * dim);
+	float *dgr = dput(d, g0, sizeof(float) * vocab * dim);
+	uint64_t before = d->counts.launches;
+	OK(d->ops->embed_backward(d, rows, width, dim, dctx, ddx, dgr, &E));
+	if (launches)
+		*launches = d->counts.launches - before;
+	dget(d, out, dgr, sizeof(float) * vocab * dim);
+	dfree(d, dctx);
+	dfree(d, ddx);
+	dfree(d, dgr);
+}
+
+/* embed_backward of ctx from the start g0 on GPU device d, twice, and on the CPU backend:
+ * the two GPU runs the same bits, then expect_embed. The GPU's result in out (vocab x
+ * dim), each id's slots in n_of; returns how many ids were busy. */
+static int embed_check(const char *what, struct dev *d, int rows, int width, int dim, int vocab,
+		       const int32_t *ctx, const float *dx, const float *g0, float *out, int *n_of)
+{
+	size_t n = (size_t)vocab * dim;
+	float *again = malloc(sizeof(float) * n), *cpu = malloc(sizeof(float) * n);
+	float *want = malloc(sizeof(float) * n);
+	double *wide = malloc(sizeof(double) * n);
+	embed_on(d, rows, width, dim, vocab, ctx, dx, g0, out, NULL);
+	embed_on(d, rows, width, dim, vocab, ctx, dx, g0, again, NULL);
+	embed_on(H, rows, width, dim, vocab, ctx, dx, g0, cpu, NULL);
+	ck_assert_msg(memcmp(out, again, sizeof(float) * n) == 0,
+		      "%s is not repeatable on the GPU", what);
+	memcpy(want, g0, sizeof(float) * n);
+	embed_expected(rows * width, dim, vocab, ctx, dx, want, wide, n_of);
+	int busy = expect_embed(what, dim, vocab, n_of, out, cpu, want, wide);
+	free(again);
+	free(cpu);
+	free(want);
+	free(wide);
+	return busy;
+}
+
 START_TEST(test_embed_backward)
 {
 	struct prng r;
@@ -622,63 +755,76 @@ START_TEST(test_embed_backward)
 	for (int i = 0; i < slots; i++) /* id 1 (like a BOS) is in about 40% of the slots */
 		ctx[i] = prng_below(&r, 5) < 2 ? 1 : (int32_t)prng_below(&r, vocab);
 	float *dx = frand(&r, (size_t)slots * dim, -1, 1), *g0 = frand(&r, (size_t)vocab * dim, -1, 1);
-	float *gg = malloc(sizeof(float) * vocab * dim), *gg2 = malloc(sizeof(float) * vocab * dim);
-	float *gh = malloc(sizeof(float) * vocab * dim);
-	struct dev *devs[2] = {G, H};
-	for (int v = 0; v < 2; v++) {
-		struct dev *d = devs[v];
-		int32_t *dctx = dput(d, ctx, sizeof(int32_t) * slots);
-		float *ddx = dput(d, dx, sizeof(float) * slots * dim);
-		float *dgr = dput(d, g0, sizeof(float) * vocab * dim);
-		OK(d->ops->embed_backward(d, rows, width, dim, dctx, ddx, dgr, &E));
-		dget(d, v == 0 ? gg : gh, dgr, sizeof(float) * vocab * dim);
-		if (v == 0) { /* again from the same start: the same bits */
-			OK(d->ops->upload(d, dgr, g0, sizeof(float) * vocab * dim, &E));
-			OK(d->ops->embed_backward(d, rows, width, dim, dctx, ddx, dgr, &E));
-			dget(d, gg2, dgr, sizeof(float) * vocab * dim);
-		}
-		dfree(d, dctx);
-		dfree(d, ddx);
-		dfree(d, dgr);
-	}
-	ck_assert_msg(memcmp(gg, gg2, sizeof(float) * vocab * dim) == 0,
-		      "embed_backward is not repeatable on the GPU");
-	expect_same("embed_backward", gg, gh, (size_t)vocab * dim);
+	size_t n = (size_t)vocab * dim;
+	float *gg = malloc(sizeof(float) * n), *narrow_out = malloc(sizeof(float) * n);
+	int *n_of = malloc(sizeof(int) * vocab);
+	ck_assert_int_eq(embed_check("embed_backward", G, rows, width, dim, vocab, ctx, dx, g0, gg,
+				     n_of), 1);
 	/* a row no slot uses keeps its start value; the busy row moved */
 	int unused = -1;
-	for (int id = 0; id < vocab && unused < 0; id++) {
-		int seen = 0;
-		for (int i = 0; i < slots; i++)
-			seen |= ctx[i] == id;
-		if (!seen)
+	for (int id = 0; id < vocab && unused < 0; id++)
+		if (!n_of[id])
 			unused = id;
-	}
 	if (unused >= 0)
 		ck_assert(gg[(size_t)unused * dim] == g0[(size_t)unused * dim]);
 	ck_assert(fabsf(gg[(size_t)1 * dim] - g0[(size_t)1 * dim]) > 1e-3f);
-	/* a device told the table's rows sorts log2(64) = 6 key bits instead of 31: the
-	 * host's bits again, with fewer sort kernels (one 8-bit digit instead of four) */
+	/* a device told the table's rows sorts log2(64) = 6 key bits instead of 31: the same
+	 * bits again, with fewer sort kernels (one 8-bit digit instead of four): the slot
+	 * indices, 3 for the sort, the plan, the chunks and the fold */
 	struct dev *narrow;
-	struct cuda_dev_sizes sizes = {1 << 20, (size_t)slots, (size_t)vocab};
+	struct cuda_dev_sizes sizes = {1 << 20, (size_t)slots, (size_t)vocab, (size_t)dim};
 	OK(cuda_dev_create(0, 0, &sizes, &narrow, &E));
-	int32_t *nctx = dput(narrow, ctx, sizeof(int32_t) * slots);
-	float *ndx = dput(narrow, dx, sizeof(float) * slots * dim);
-	float *ngr = dput(narrow, g0, sizeof(float) * vocab * dim);
-	uint64_t before = narrow->counts.launches;
-	OK(narrow->ops->embed_backward(narrow, rows, width, dim, nctx, ndx, ngr, &E));
-	ck_assert_uint_lt(narrow->counts.launches - before, 7);
-	dget(narrow, gg2, ngr, sizeof(float) * vocab * dim);
-	expect_same("embed_backward (6 key bits)", gg2, gh, (size_t)vocab * dim);
-	dfree(narrow, nctx);
-	dfree(narrow, ndx);
-	dfree(narrow, ngr);
+	uint64_t launches = 0;
+	embed_on(narrow, rows, width, dim, vocab, ctx, dx, g0, narrow_out, &launches);
+	ck_assert_uint_eq(launches, 7);
+	expect_same("embed_backward (6 key bits)", narrow_out, gg, n);
 	dev_destroy(narrow);
 	free(ctx);
 	free(dx);
 	free(g0);
 	free(gg);
-	free(gg2);
-	free(gh);
+	free(narrow_out);
+	free(n_of);
+}
+END_TEST
+
+/* A padding id in 5,000 of 6,000 slots, next to ids at the threshold (127 slots: one
+ * chain, the CPU backend's bits; 128: two chunks) and rare ones: every id in the
+ * expected order bit for bit, two runs the same bits, the padding id within 1e-4 of a
+ * double sum. */
+START_TEST(test_embed_backward_busy)
+{
+	struct prng r;
+	prng_seed(&r, 14, 14);
+	int rows = 750, width = 8, dim = 48, vocab = 64;
+	int slots = rows * width;
+	int32_t *ctx = malloc(sizeof(int32_t) * slots);
+	for (int i = 0; i < slots; i++)
+		ctx[i] = i < 5000 ? 7 : i < 5127 ? 1 : i < 5255 ? 2 : 10 + (int32_t)prng_below(&r, 54);
+	for (int i = slots - 1; i > 0; i--) { /* shuffled: every id's slots spread out */
+		int j = (int)prng_below(&r, (uint32_t)i + 1);
+		int32_t tmp = ctx[i];
+		ctx[i] = ctx[j];
+		ctx[j] = tmp;
+	}
+	/* mostly positive, so that the padding id's sum is far from zero */
+	float *dx = frand(&r, (size_t)slots * dim, -0.5f, 1), *g0 = frand(&r, (size_t)vocab * dim, -1, 1);
+	float *gg = malloc(sizeof(float) * vocab * dim);
+	int *n_of = malloc(sizeof(int) * vocab);
+	struct dev *d;
+	struct cuda_dev_sizes sizes = {1 << 20, (size_t)slots, (size_t)vocab, (size_t)dim};
+	OK(cuda_dev_create(0, 0, &sizes, &d, &E));
+	ck_assert_int_eq(embed_check("embed_backward (busy)", d, rows, width, dim, vocab, ctx, dx,
+				     g0, gg, n_of), 2);
+	dev_destroy(d);
+	ck_assert_int_eq(n_of[7], 5000);
+	ck_assert_int_eq(gpu_embed_chunks(n_of[1]), 1);
+	ck_assert_int_eq(gpu_embed_chunks(n_of[2]), 2);
+	free(ctx);
+	free(dx);
+	free(g0);
+	free(gg);
+	free(n_of);
 }
 END_TEST
 
@@ -730,18 +876,22 @@ END_TEST
  * pinned arena is copied directly, correctly. */
 START_TEST(test_sizes_fixed_at_creation)
 {
-	struct cuda_dev_sizes sizes = {4096, 100, 0};
+	struct cuda_dev_sizes sizes = {4096, 100, 0, 2};
 	struct dev *d = NULL;
 	OK(cuda_dev_create(0, 0, &sizes, &d, &E));
 	int32_t ctx[400];
 	for (int i = 0; i < 400; i++)
 		ctx[i] = i % 7;
-	float *dx = dalloc(d, sizeof(float) * 400 * 2), *grad = dalloc(d, sizeof(float) * 7 * 2);
+	float *dx = dalloc(d, sizeof(float) * 400 * 3), *grad = dalloc(d, sizeof(float) * 7 * 3);
 	int32_t *dctx = dput(d, ctx, sizeof ctx);
 	OK(d->ops->embed_backward(d, 25, 4, 2, dctx, dx, grad, &E)); /* 100 slots: fits */
 	err_clear(&E);
 	ck_assert_int_eq(d->ops->embed_backward(d, 100, 4, 2, dctx, dx, grad, &E), ERR_DEVICE);
 	ck_assert_msg(strstr(E.msg, "allocated at creation for 100 slots"), "%s", E.msg);
+	/* wider than it was created for: its scratch for chunk sums is too small */
+	err_clear(&E);
+	ck_assert_int_eq(d->ops->embed_backward(d, 25, 4, 3, dctx, dx, grad, &E), ERR_DEVICE);
+	ck_assert_msg(strstr(E.msg, "for 100 slots of width 2"), "%s", E.msg);
 	size_t big = (size_t)3 << 20; /* floats: 12 MiB, past the 1 MiB arena */
 	float *host = malloc(sizeof(float) * big), *back = malloc(sizeof(float) * big);
 	for (size_t i = 0; i < big; i++)
@@ -1176,7 +1326,7 @@ static Suite *hostless_suite(void)
 
 static void gpu_setup(void)
 {
-	struct cuda_dev_sizes sizes = {1 << 20, 500 * 8, 0}; /* test_embed_backward's slots */
+	struct cuda_dev_sizes sizes = {1 << 20, 500 * 8, 0, 32}; /* test_embed_backward's */
 	OK(cuda_dev_create(0, 0, &sizes, &G, &E));
 	OK(dev_host_create(0, &H, &E));
 }
@@ -1203,6 +1353,7 @@ static Suite *gpu_suite(void)
 	tcase_add_test(ops, test_count_nonfinite);
 	tcase_add_test(ops, test_argmax_hits);
 	tcase_add_test(ops, test_embed_backward);
+	tcase_add_test(ops, test_embed_backward_busy);
 	tcase_add_test(ops, test_grid_stride);
 	tcase_add_test(ops, test_sizes_fixed_at_creation);
 	suite_add_tcase(s, ops);

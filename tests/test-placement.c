@@ -5,9 +5,13 @@
  * visible, with the rule that backend = auto falls back to the CPU only when nothing
  * GPU-specific was asked for; and the rules of gpu/gpu_rules.c: the driver a CUDA
  * runtime needs and the message a too-old driver gets, the NCCL environment of the
- * gradient communicator, the message of a collective that timed out.
+ * gradient communicator, the message of a collective that timed out, the plan of one
+ * NCCL call, the sort's key bits, and the order embed_backward adds each token id's slots
+ * in (gpu/gpu_rules.h, the functions its kernels run).
  */
 #include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check-run.h"
@@ -326,6 +330,121 @@ START_TEST(sort_orders_the_bits_of_the_largest_id)
 }
 END_TEST
 
+/* An id's chunks: one chain (the CPU backend's order) below 128 slots, then chunks of
+ * max(64, floor(sqrt n)) slots, the last taking the remainder, so that both levels stay
+ * about sqrt(n) additions long. */
+START_TEST(embed_chunks_follow_the_square_root)
+{
+	for (int r = 0; r <= 46340; r += r < 300 ? 1 : 97) {
+		ck_assert_int_eq(gpu_isqrt(r * r), r);
+		if (r > 0)
+			ck_assert_int_eq(gpu_isqrt(r * r - 1), r - 1);
+		if (r < 46340)
+			ck_assert_int_eq(gpu_isqrt(r * r + 2 * r), r); /* (r + 1)^2 - 1 */
+	}
+	ck_assert_int_eq(gpu_isqrt(INT32_MAX), 46340);
+	ck_assert_int_eq(gpu_embed_chunks(1), 1);
+	ck_assert_int_eq(gpu_embed_chunks(127), 1);
+	ck_assert_int_eq(gpu_embed_chunks(128), 2);
+	ck_assert_int_eq(gpu_embed_chunk_len(128), 64);
+	ck_assert_int_eq(gpu_embed_chunk_len(5000), 70);
+	ck_assert_int_eq(gpu_embed_chunks(5000), 71);
+	ck_assert_int_eq(gpu_embed_chunks(500000), 707);
+	ck_assert_int_eq(gpu_embed_chunks(INT32_MAX), 46341);
+	for (int n = 1; n < 300000; n += n < 5000 ? 1 : 37) {
+		int len = gpu_embed_chunk_len(n), k = gpu_embed_chunks(n);
+		ck_assert_int_ge(len, GPU_EMBED_CHUNK_MIN);
+		ck_assert_int_eq(k == 1, n < 2 * GPU_EMBED_CHUNK_MIN);
+		if (k == 1)
+			continue;
+		ck_assert_int_le(k, n / GPU_EMBED_CHUNK_MIN);
+		int last = n - (k - 1) * len; /* the longest chunk */
+		ck_assert_msg(last >= len && last < 2 * len, "n %d: last chunk %d of len %d", n,
+			      last, len);
+		int r = gpu_isqrt(n);
+		if (r >= GPU_EMBED_CHUNK_MIN) /* the chain: the last chunk, then k - 1 folds */
+			ck_assert_msg(last + k - 1 <= 3 * r + 1, "n %d: a chain of %d additions", n,
+				      last + k - 1);
+	}
+}
+END_TEST
+
+/* Walks every sorted position of ids in the slot counts n[0..ids) laid one after the other,
+ * as the plan kernel does, and checks what gpu_embed_position answers: each id's chunks
+ * tile its positions in order, an id in one chunk goes straight into the gradient, the
+ * others' chunk sums get consecutive rows, folded once at the id's first position, and
+ * no row is used twice or lies past gpu_embed_partial_rows of the slots. */
+static void check_embed_plan(const int *n, int ids)
+{
+/* without check's per-assertion bookkeeping: this visits some million positions */
+#define PLAN_EXPECT(cond)                                                                    \
+	do {                                                                                 \
+		if (!(cond))                                                                 \
+			ck_abort_msg("id %d (%d slots from %d), position %d: %s", k, n[k], lo, i,   \
+				     #cond);                                                 \
+	} while (0)
+	int slots = 0;
+	for (int k = 0; k < ids; k++)
+		slots += n[k];
+	size_t rows = gpu_embed_partial_rows((size_t)slots);
+	unsigned char *used = calloc(rows, 1);
+	for (int k = 0, lo = 0; k < ids; lo += n[k], k++) {
+		int chunks = gpu_embed_chunks(n[k]), next = lo, c = 0, i = lo;
+		for (; i < lo + n[k]; i++) {
+			struct gpu_embed_pos p = gpu_embed_position(lo, n[k], i);
+			PLAN_EXPECT(p.fold == (i == lo && chunks > 1 ? chunks : 0));
+			if (i != next) {
+				PLAN_EXPECT(p.chunk_end == 0);
+				continue;
+			}
+			PLAN_EXPECT(p.chunk_end > i && p.chunk_end <= lo + n[k]);
+			if (chunks == 1) {
+				PLAN_EXPECT(p.dest_row == -1);
+			} else {
+				PLAN_EXPECT(p.dest_row == lo / GPU_EMBED_CHUNK_MIN + c);
+				PLAN_EXPECT(p.dest_row >= 0 && (size_t)p.dest_row < rows);
+				PLAN_EXPECT(!used[p.dest_row]);
+				used[p.dest_row] = 1;
+			}
+			next = p.chunk_end;
+			c++;
+		}
+		PLAN_EXPECT(next == lo + n[k]);
+		PLAN_EXPECT(c == chunks);
+	}
+	free(used);
+#undef PLAN_EXPECT
+}
+
+START_TEST(embed_plan_tiles_each_id_and_shares_no_row)
+{
+	int n[400];
+	/* ids of 128 slots (two chunks, the densest use of rows) after one of 1, so that
+	 * no id starts at a multiple of 64 */
+	n[0] = 1;
+	for (int k = 1; k < 200; k++)
+		n[k] = 128;
+	check_embed_plan(n, 200);
+	/* the thresholds side by side, then a padding id of 5,000 slots */
+	int edges[] = {127, 128, 129, 63, 64, 65, 191, 192, 255, 256, 4225, 4224, 5000, 3};
+	check_embed_plan(edges, (int)(sizeof edges / sizeof edges[0]));
+	/* random mixes of rare and busy ids */
+	unsigned int seed = 12345;
+	for (int round = 0; round < 20; round++) {
+		for (int k = 0; k < 400; k++) {
+			seed = seed * 1103515245u + 12345u;
+			unsigned int v = seed >> 8;
+			n[k] = 1 + (int)(v % 8 == 0 ? v % 20000 : v % 140);
+		}
+		check_embed_plan(n, 400);
+	}
+	ck_assert_uint_eq(gpu_embed_partial_rows(0), 1);
+	ck_assert_uint_eq(gpu_embed_partial_rows(127), 1);
+	ck_assert_uint_eq(gpu_embed_partial_rows(128), 2);
+	ck_assert_uint_eq(gpu_embed_partial_rows(6000), 93);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("device-plan");
@@ -339,6 +458,8 @@ int main(void)
 	tcase_add_test(tc, poll_spins_before_it_sleeps);
 	tcase_add_test(tc, collective_waits_once_per_call);
 	tcase_add_test(tc, sort_orders_the_bits_of_the_largest_id);
+	tcase_add_test(tc, embed_chunks_follow_the_square_root);
+	tcase_add_test(tc, embed_plan_tiles_each_id_and_shares_no_row);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }
