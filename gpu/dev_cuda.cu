@@ -8,7 +8,8 @@
  * buffers for reductions. All of them are allocated at creation, sized by
  * `struct cuda_dev_sizes`: no operation allocates or frees, since freeing pinned memory
  * while other threads' NCCL kernels wait is a known way to hang them. Every operation
- * is queued on the stream; download, sum, argmax_hits, count_nonfinite and sync wait.
+ * is queued on the stream; download, sum, argmax_hits, count_nonfinite, fingerprint and
+ * sync wait.
  *
  * Each op mirrors the host function of the same name in runtime/dev_host_kernels.c, with the
  * element math of runtime/kmath.h; the module is compiled with --fmad=false so that
@@ -19,6 +20,8 @@
  *                in the host's order j = 0..cols-1, so losses and gradients equal the
  *                host's bit for bit up to the last ulp of log()
  *   sum          two passes in double with a fixed grid and fixed trees
+ *   fingerprint  the same two passes over the 64-bit terms of kmath.h, added modulo 2^64
+ *                (one value in any order); 8 bytes come back to the host
  *   col_sum_acc  up to COLSUM_MIN_CHUNK rows: one thread per column adding rows in order
  *                into out[j], as the host (bit for bit; the exact-mode tree's element
  *                add is this case); more rows: two levels, each of up to COLSUM_GROUPS
@@ -265,23 +268,34 @@ template <typename T> __device__ void block_tree_sum(T *sh)
 	__syncthreads();
 }
 
+/* What a reduction adds for x[i]; `index` is first + i (only the fingerprint reads it). */
 struct red_sum {
 	typedef double acc;
-	static __device__ double of(float v) { return (double)v; }
+	static __device__ double of(float v, uint32_t) { return (double)v; }
 };
 
 struct red_nonfinite {
 	typedef long long acc;
-	static __device__ long long of(float v) { return km_isfinite(v) ? 0 : 1; }
+	static __device__ long long of(float v, uint32_t) { return km_isfinite(v) ? 0 : 1; }
+};
+
+/* unsigned: the additions wrap modulo 2^64, as the host's */
+struct red_fingerprint {
+	typedef unsigned long long acc;
+	static __device__ unsigned long long of(float v, uint32_t index)
+	{
+		return km_fingerprint_term(index, km_to_bits(v));
+	}
 };
 
 /* pass 1: block b accumulates x[i] for i = b*T + tid + k*G*T (k ascending), then a tree */
-template <class R> __global__ void k_reduce_partial(size_t n, const float *x, typename R::acc *part)
+template <class R>
+__global__ void k_reduce_partial(size_t n, const float *x, uint32_t first, typename R::acc *part)
 {
 	__shared__ typename R::acc sh[RED_THREADS];
 	typename R::acc acc = 0;
 	GRID_STRIDE(i, n) {
-		acc += R::of(x[i]);
+		acc += R::of(x[i], first + (uint32_t)i);
 	}
 	sh[threadIdx.x] = acc;
 	block_tree_sum(sh);
@@ -725,17 +739,19 @@ static int fetch_result(struct cuda_dev *cd, int slot, void *host, size_t bytes,
 	return ERR_OK;
 }
 
-/* Queues the two passes of the reduction of x[0..n) (n > 0) into `out` (device): the
- * result, or out += result / divisor when divisor is non-zero. */
+/* Queues the two passes of the reduction of x[0..n) (n > 0; x[0] is element `first` of
+ * its vector) into `out` (device): the result, or out += result / divisor when divisor
+ * is non-zero. */
 template <class R>
-static int queue_reduce(struct cuda_dev *cd, int n, const float *x, typename R::acc *out,
-			typename R::acc divisor, struct err *e)
+static int queue_reduce(struct cuda_dev *cd, int n, const float *x, int first,
+			typename R::acc *out, typename R::acc divisor, struct err *e)
 {
 	typedef typename R::acc T;
 	size_t blocks = ((size_t)n + RED_THREADS - 1) / RED_THREADS;
 	int parts = (int)(blocks < RED_BLOCKS ? blocks : RED_BLOCKS);
 	T *part = (T *)cd->red;
-	k_reduce_partial<R><<<parts, RED_THREADS, 0, cd->stream>>>((size_t)n, x, part);
+	k_reduce_partial<R><<<parts, RED_THREADS, 0, cd->stream>>>((size_t)n, x, (uint32_t)first,
+								     part);
 	LAUNCH_TRY(cd, "k_reduce_partial", e);
 	k_reduce_final<T><<<1, RED_THREADS, 0, cd->stream>>>(parts, part, out, divisor);
 	LAUNCH_TRY(cd, "k_reduce_final", e);
@@ -743,7 +759,8 @@ static int queue_reduce(struct cuda_dev *cd, int n, const float *x, typename R::
 }
 
 template <class R>
-static int reduce(struct cuda_dev *cd, int n, const float *x, void *host_out, struct err *e)
+static int reduce(struct cuda_dev *cd, int n, const float *x, int first, void *host_out,
+		  struct err *e)
 {
 	typedef typename R::acc T;
 	int rc;
@@ -754,14 +771,14 @@ static int reduce(struct cuda_dev *cd, int n, const float *x, void *host_out, st
 		memcpy(host_out, &zero, sizeof zero);
 		return ERR_OK;
 	}
-	if ((rc = queue_reduce<R>(cd, n, x, (T *)cd->red + RED_BLOCKS, 0, e)) != ERR_OK)
+	if ((rc = queue_reduce<R>(cd, n, x, first, (T *)cd->red + RED_BLOCKS, 0, e)) != ERR_OK)
 		return rc;
 	return fetch_result(cd, RED_BLOCKS, host_out, sizeof(T), e);
 }
 
 static int cu_sum(struct dev *d, int n, const float *x, double *host_out, struct err *e)
 {
-	return reduce<red_sum>(cdev(d), n, x, host_out, e);
+	return reduce<red_sum>(cdev(d), n, x, 0, host_out, e);
 }
 
 static int cu_sum_acc(struct dev *d, int n, const float *x, double divisor, double *acc,
@@ -773,15 +790,26 @@ static int cu_sum_acc(struct dev *d, int n, const float *x, double divisor, doub
 		return ERR_OK; /* nothing queued, as on the host */
 	if ((rc = enter(cd, e)) != ERR_OK)
 		return rc;
-	return queue_reduce<red_sum>(cd, n, x, acc, divisor, e);
+	return queue_reduce<red_sum>(cd, n, x, 0, acc, divisor, e);
 }
 
 static int cu_count_nonfinite(struct dev *d, int n, const float *x, int64_t *bad, struct err *e)
 {
 	long long b = 0;
-	int rc = reduce<red_nonfinite>(cdev(d), n, x, &b, e);
+	int rc = reduce<red_nonfinite>(cdev(d), n, x, 0, &b, e);
 	if (rc == ERR_OK)
 		*bad = (int64_t)b;
+	return rc;
+}
+
+/* two launches, the 8-byte result's copy and one wait, like sum */
+static int cu_fingerprint(struct dev *d, int n, const float *x, int first, uint64_t *host_out,
+			  struct err *e)
+{
+	unsigned long long h = 0;
+	int rc = reduce<red_fingerprint>(cdev(d), n, x, first, &h, e);
+	if (rc == ERR_OK)
+		*host_out = (uint64_t)h;
 	return rc;
 }
 
@@ -996,6 +1024,7 @@ static const struct dev_ops cuda_ops = {
 	.sgd = cu_sgd,
 	.argmax_hits = cu_argmax_hits,
 	.count_nonfinite = cu_count_nonfinite,
+	.fingerprint = cu_fingerprint,
 };
 
 /* ---- creation ---- */

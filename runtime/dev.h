@@ -38,7 +38,7 @@ struct dev;
 struct dev_counts {
 	/* operations that made the host wait for the device: a drained stream, a result
 	 * read back, a collective waited for; on the CPU backend the interface's waiting
-	 * operations (download, sum, argmax_hits, count_nonfinite, sync) */
+	 * operations (download, sum, argmax_hits, count_nonfinite, fingerprint, sync) */
 	uint64_t syncs;
 	/* kernels and library calls queued (a cuBLAS GEMM, each kernel of a CUB sort); on
 	 * the CPU backend one per compute operation (gemm and the element operations) */
@@ -114,6 +114,13 @@ struct dev_ops {
 			   struct err *e);
 	/* all-finite check: *bad (host) = number of non-finite entries of x[0..n) */
 	int (*count_nonfinite)(struct dev *d, int n, const float *x, int64_t *bad, struct err *e);
+	/* *host_out = the fingerprint of the bits of x[0..n): the sum modulo 2^64 of
+	 * km_fingerprint_term(first + i, bits of x[i]) over i < n (kmath.h), where `first`
+	 * (>= 0) is the index of x[0] in the vector fingerprinted, so that consecutive
+	 * pieces' fingerprints add up to the whole's. The same 64 bits on every backend and
+	 * in any order of adding; only they reach the host. Waits. */
+	int (*fingerprint)(struct dev *d, int n, const float *x, int first, uint64_t *host_out,
+			   struct err *e);
 };
 
 struct dev {

@@ -10,6 +10,8 @@
  * adds rows in order into each column (columns are independent lanes), and the double
  * sum stays a scalar loop. xent's row sums run several rows side by side, each in its
  * order, and its row maximum compares columns in lanes, which finds the same maximum.
+ * The fingerprint's sum is of integers modulo 2^64, one value in any order: its lanes
+ * may split it.
  */
 #include <string.h>
 
@@ -253,6 +255,19 @@ static int host_count_nonfinite(struct dev *d, int n, const float *x, int64_t *b
 	return ERR_OK;
 }
 
+static int host_fingerprint(struct dev *d, int n, const float *x, int first,
+			    uint64_t *host_out, struct err *e)
+{
+	dev_count(d, 1, 0, 1);
+	uint64_t h = 0;
+	/* not marked for the vectorizer test: the AVX2 and AVX-512 builds vectorize it, the
+	 * baseline's cost model keeps its 64-bit multiplies scalar */
+	for (int i = 0; i < n; i++)
+		h += km_fingerprint_term((uint32_t)first + (uint32_t)i, km_to_bits(x[i]));
+	*host_out = h;
+	return ERR_OK;
+}
+
 void HK_JOIN(host_kernels_fill, HOST_KERNELS_VARIANT)(struct dev_ops *o)
 {
 	o->embed_gather = host_embed_gather;
@@ -267,4 +282,5 @@ void HK_JOIN(host_kernels_fill, HOST_KERNELS_VARIANT)(struct dev_ops *o)
 	o->sgd = host_sgd;
 	o->argmax_hits = host_argmax_hits;
 	o->count_nonfinite = host_count_nonfinite;
+	o->fingerprint = host_fingerprint;
 }

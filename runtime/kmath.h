@@ -13,12 +13,16 @@
  *            saturates at e^88; NaN propagates.
  *   km_tanh  odd Taylor polynomial (through x^9) for |x| < 0.25, 1 - 2/(e^{2|x|}+1)
  *            elsewhere, sign restored; absolute error below 3e-7.
+ *   km_fingerprint_term  the term of one float in a vector's fingerprint (the replica
+ *            check): its bits and its index, mixed.
  */
 #ifndef DDPTOK_KMATH_H
 #define DDPTOK_KMATH_H
 
 #include <math.h>
 #include <stdint.h>
+
+#include "mix64.h"
 
 #ifdef __CUDACC__
 #define KM_FN static __host__ __device__ __forceinline__
@@ -144,6 +148,17 @@ KM_FN float km_xent_grad(float ex, float inv_sum, float scale, int is_target)
 KM_FN int km_isfinite(float x)
 {
 	return x - x == 0.0f; /* false for NaN and +-Inf */
+}
+
+/* The fingerprint of a float vector x is the sum modulo 2^64 of this term over its
+ * elements, index i < 2^32 and word = the bits of x[i]. The mix is a bijection of
+ * (i, word), so a changed bit changes its term; a term depends on where its word sits,
+ * so two swapped words change the sum; integer addition modulo 2^64 is associative and
+ * commutative, so any split of the vector and any order of adding (host loop, GPU grid)
+ * gives the same 64 bits. */
+KM_FN uint64_t km_fingerprint_term(uint32_t index, uint32_t word)
+{
+	return mix64(((uint64_t)index << 32) | word);
 }
 
 /* Row maximum (the first maximum wins ties for argmax) */

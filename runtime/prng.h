@@ -14,16 +14,15 @@
 
 #include <stdint.h>
 
+#include "mix64.h"
+
 struct prng {
 	uint64_t s[4];
 };
 
 static inline uint64_t prng_splitmix64(uint64_t *x)
 {
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
+	return mix64(*x += 0x9e3779b97f4a7c15ULL);
 }
 
 /* `stream` separates independent uses of one seed (corpus, sampler, init, ...). */

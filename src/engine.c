@@ -384,25 +384,6 @@ int engine_get_state(struct engine *eng, float *params, float *momentum, struct 
 
 /* ---- the window step ---- */
 
-/* a 64-bit fingerprint of the parameter bits, a word at a time (replica comparison) */
-static uint64_t digest_floats(const float *x, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-	size_t i = 0;
-	for (; i + 2 <= n; i += 2) {
-		uint64_t w;
-		memcpy(&w, x + i, sizeof w);
-		h = (h ^ w) * 0x100000001b3ULL;
-		h ^= h >> 29;
-	}
-	if (i < n) {
-		uint32_t w;
-		memcpy(&w, x + i, sizeof w);
-		h = (h ^ w) * 0x100000001b3ULL;
-	}
-	return h;
-}
-
 /* The hang injection: the thread sleeps through aborts, as inside a call that never
  * returns (or returns late), which only the pool's watchdog can deal with. */
 static void injected_hang(double seconds)
@@ -439,7 +420,7 @@ struct rank_outcome {
 	double local_loss_sum; /* its own unscaled loss sum */
 	double seconds_coll;   /* its time inside the collective */
 	int64_t rejected;
-	uint64_t param_digest;
+	uint64_t param_fingerprint; /* of its parameters after the update (replica check) */
 	struct dev_counts counts; /* what its device issued in the window */
 };
 
@@ -448,7 +429,7 @@ struct window_shared {
 	int mode, flags;
 	double loss_sum[MAX_WORLD];
 	int rejected[MAX_WORLD];
-	uint64_t param_digest[MAX_WORLD];
+	uint64_t param_fingerprint[MAX_WORLD];
 	struct dev_counts counts[MAX_WORLD];
 	struct rank_outcome out[MAX_WORLD]; /* by global rank */
 };
@@ -495,7 +476,7 @@ static int gather_outcomes(struct engine *eng, struct window_shared *ws, struct 
 		int g = eng->first_rank + l;
 		mine[l] = (struct rank_outcome){ws->loss_sum[g], eng->rep[l].loss_sum,
 						eng->coll->seconds[l], ws->rejected[g],
-						ws->param_digest[g], ws->counts[g]};
+						ws->param_fingerprint[g], ws->counts[g]};
 	}
 	return world_allgather(mine, sizeof mine[0] * (size_t)eng->local, ws->out,
 			       eng->s.timeout_s, "the exchange of window outcomes", e);
@@ -624,10 +605,9 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 		ERR_TRY(o->sgd(d, (int)n, (float)s->lr, (float)s->momentum, (float)s->weight_decay,
 			   eng->updates_done == 0, r->params, r->grads, r->momentum, e));
 
-	if (ws->flags & ENGINE_CHECK_REPLICAS) {
-		ERR_TRY(o->download(d, eng->host_local[rank], r->params, n * sizeof(float), e));
-		ws->param_digest[rank] = digest_floats(eng->host_local[rank], n);
-	}
+	/* computed on the device: only its 8 bytes come back */
+	if (ws->flags & ENGINE_CHECK_REPLICAS)
+		ERR_TRY(o->fingerprint(d, (int)n, r->params, 0, &ws->param_fingerprint[rank], e));
 	return ERR_OK;
 }
 
@@ -657,8 +637,6 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 	if (eng->s.shards > 0 && w->world * w->micro != eng->s.shards)
 		return ERR(e, ERR_DEVICE, "window of %d x %d microbatches, exact mode adds %d shards",
 			   w->world, w->micro, eng->s.shards);
-	if ((flags & ENGINE_CAPTURE_LOCAL) && (flags & ENGINE_CHECK_REPLICAS))
-		return ERR(e, ERR_DEVICE, "capture_local and check_replicas share host buffers");
 	ws.w = w;
 	ws.mode = mode;
 	ws.flags = flags;
@@ -681,7 +659,7 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 		res->rank_counts[r] = out[r].counts;
 		if (out[r].rejected != out[0].rejected)
 			return ERR(e, ERR_DEVICE, "window %lld: ranks disagree on rejecting it",
-				   (long long)w->index);
+				   (long long)w->index + 1);
 		if (out[r].seconds_coll > res->seconds_coll)
 			res->seconds_coll = out[r].seconds_coll;
 		res->seconds_coll_mean += out[r].seconds_coll / eng->world;
@@ -694,13 +672,13 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 	for (int r = 1; r < eng->world; r++)
 		if (out[r].loss_sum != out[0].loss_sum)
 			return ERR(e, ERR_DEVICE, "window %lld: ranks received different loss sums",
-				   (long long)w->index);
+				   (long long)w->index + 1);
 	if (flags & ENGINE_CHECK_REPLICAS)
 		for (int r = 1; r < eng->world; r++)
-			if (out[r].param_digest != out[0].param_digest)
+			if (out[r].param_fingerprint != out[0].param_fingerprint)
 				return ERR(e, ERR_CHECK,
 					   "window %lld: replica %d's parameters differ from rank 0's",
-					   (long long)w->index, r);
+					   (long long)w->index + 1, r);
 	res->loss_sum = out[0].loss_sum;
 	res->loss = out[0].loss_sum / (double)norm_unit_count(eng->s.unit, w);
 	if (flags & ENGINE_CAPTURE_REDUCED) {
@@ -761,7 +739,7 @@ int engine_reference(struct engine *eng, const struct window *w, float *host_gra
 	struct ref_arg a = {w, host_grad, 0.0};
 	if (w->N <= 0)
 		return ERR(e, ERR_EMPTY, "window %lld has no supervised token: no reference mean",
-			   (long long)w->index);
+			   (long long)w->index + 1);
 	ERR_TRY(on_rank0(eng, reference, &a, e));
 	*loss = a.loss_sum / (double)norm_unit_count(eng->s.unit, w);
 	return ERR_OK;

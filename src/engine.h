@@ -61,7 +61,7 @@ enum engine_flags {
 	ENGINE_UPDATE = 1,        /* apply the optimizer step */
 	ENGINE_CAPTURE_LOCAL = 2, /* copy each rank's local gradient to the host */
 	ENGINE_CAPTURE_REDUCED = 4,
-	ENGINE_CHECK_REPLICAS = 8 /* compare a digest of the parameters across ranks */
+	ENGINE_CHECK_REPLICAS = 8 /* compare a fingerprint of the parameters across ranks */
 };
 
 struct window_result {

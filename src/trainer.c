@@ -267,10 +267,10 @@ int trainer_step(struct trainer *t, struct window *w, int flags, struct window_r
 	int rc;
 	flags |= ENGINE_UPDATE | ENGINE_CAPTURE_REDUCED;
 	/* the replicas are compared before every checkpoint (and on a stride in debug
-	 * builds); the comparison uses the host buffers the local gradients are captured in */
+	 * builds) */
 	int64_t next = t->step + 1;
 	int stride_due = REPLICA_CHECK_STRIDE > 0 && next % REPLICA_CHECK_STRIDE == 0;
-	if (!(flags & ENGINE_CAPTURE_LOCAL) && (stride_due || train_ckpt_due(&t->o, next)))
+	if (stride_due || train_ckpt_due(&t->o, next))
 		flags |= ENGINE_CHECK_REPLICAS;
 	sampler_get_state(&t->r.sampler, &before);
 	if ((rc = sampler_next(&t->r.sampler, w, e)) ||

@@ -446,19 +446,51 @@ END_TEST
 
 START_TEST(a_diverged_replica_is_detected)
 {
+	/* alone, and with the local gradients captured in the same window */
+	const int flags[] = {ENGINE_UPDATE | ENGINE_CHECK_REPLICAS,
+			     ENGINE_UPDATE | ENGINE_CHECK_REPLICAS | ENGINE_CAPTURE_LOCAL};
+	for (int k = 0; k < 2; k++) {
+		struct env v;
+		struct err e;
+		err_clear(&e);
+		env_open(&v, 3, 1, 1, LAYOUT_PACKED, 0);
+		/* rank 2's copy of one weight drifts (host backend: device memory is host
+		 * memory); the replica fingerprint must notice after the update */
+		v.eng->rep[2].params[v.eng->shape.p[MODEL_W1].offset + 5] += 0.5f;
+		struct window_result res;
+		ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+		int rc = engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, flags[k], &res, &e);
+		ck_assert_int_eq(rc, ERR_CHECK);
+		ck_assert_msg(strstr(e.msg, "window 1: replica 2's parameters differ from rank 0's"),
+			      "message: %s", e.msg);
+		env_close(&v);
+	}
+}
+END_TEST
+
+/* The replica check reads back a fingerprint, not the parameters: it runs beside the
+ * capture of the local gradients, which come out as they do without it. */
+START_TEST(replicas_are_checked_while_local_gradients_are_captured)
+{
 	struct env v;
 	struct err e;
-	err_clear(&e);
-	env_open(&v, 3, 1, 1, LAYOUT_PACKED, 0);
-	/* rank 2's copy of one weight drifts (host backend: device memory is host memory); the
-	 * replica fingerprint must notice after the update */
-	v.eng->rep[2].params[v.eng->shape.p[MODEL_W1].offset + 5] += 0.5f;
 	struct window_result res;
+	err_clear(&e);
+	env_open(&v, 3, 2, 0, LAYOUT_PACKED, 0);
+	size_t n = v.eng->shape.n_params;
+	float *alone = malloc(sizeof(float) * n * 3);
 	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
-	int rc = engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE | ENGINE_CHECK_REPLICAS,
-			       &res, &e);
-	ck_assert_int_eq(rc, ERR_CHECK);
-	ck_assert_msg(strstr(e.msg, "replica 2"), "message: %s", e.msg);
+	ck_assert_msg(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_CAPTURE_LOCAL, &res,
+				    &e) == ERR_OK, "%s", e.msg);
+	for (int r = 0; r < 3; r++)
+		memcpy(alone + n * r, v.eng->host_local[r], sizeof(float) * n);
+	ck_assert_msg(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN,
+				    ENGINE_CAPTURE_LOCAL | ENGINE_CHECK_REPLICAS, &res, &e) == ERR_OK,
+		      "%s", e.msg);
+	for (int r = 0; r < 3; r++)
+		ck_assert_msg(memcmp(alone + n * r, v.eng->host_local[r], sizeof(float) * n) == 0,
+			      "rank %d's local gradient changed under the replica check", r);
+	free(alone);
 	env_close(&v);
 }
 END_TEST
@@ -474,7 +506,7 @@ static int syncs_at_most(const struct window_result *res, int world, uint64_t li
 
 /* A training window makes each rank wait for its device once (its loss sum read back),
  * whatever the accumulation, the unit or exact mode; the same check catches a window with
- * one wait more (the replica check's download of the parameters). */
+ * one wait more (the replica check's fingerprint read back). */
 START_TEST(a_training_window_waits_for_the_device_once)
 {
 	const char *setups[] = {"", "train.unit=sequence", "train.shards=8"};
@@ -505,8 +537,9 @@ START_TEST(a_training_window_waits_for_the_device_once)
 }
 END_TEST
 
-/* Each rank's device counts of a window come back with it: the replica check, which
- * downloads the parameters, is one more host wait on every rank. */
+/* Each rank's device counts of a window come back with it: the replica check is one
+ * operation more and one more host wait on every rank (its fingerprint read back), and no
+ * copy (the parameters stay on the device). */
 START_TEST(windows_report_their_device_counts)
 {
 	struct env v;
@@ -525,7 +558,8 @@ START_TEST(windows_report_their_device_counts)
 		ck_assert_uint_ge(plain.rank_counts[r].launches, 12);
 		ck_assert_uint_ge(plain.rank_counts[r].syncs, 1);
 		ck_assert_uint_eq(checked.rank_counts[r].syncs, plain.rank_counts[r].syncs + 1);
-		ck_assert_uint_eq(checked.rank_counts[r].launches, plain.rank_counts[r].launches);
+		ck_assert_uint_eq(checked.rank_counts[r].launches, plain.rank_counts[r].launches + 1);
+		ck_assert_uint_eq(checked.rank_counts[r].copies, plain.rank_counts[r].copies);
 	}
 	env_close(&v);
 }
@@ -1072,6 +1106,7 @@ int main(void)
 	tcase_add_test(tc, windows_report_their_device_counts);
 	tcase_add_test(tc, a_training_window_waits_for_the_device_once);
 	tcase_add_test(tc, a_diverged_replica_is_detected);
+	tcase_add_test(tc, replicas_are_checked_while_local_gradients_are_captured);
 	tcase_add_test(tc, sequence_unit_parity_and_controls);
 	tcase_add_test(tc, units_agree_on_equal_lengths_only);
 	tcase_add_test(tc, rank_local_sequence_mean_is_caught);

@@ -12,8 +12,8 @@
  * embed_backward's busier ids, up to 5,000 slots: the two-level order of gpu/gpu_rules.h
  * computed here bit for bit, a double sum within 1e-4), also past one launch's grid (16.7 M
  * elements); xent losses within 1e-6 (log differs in its last ulp), sums within 1e-6
- * relative, gathers, counts and hits exactly. sum and embed_backward must repeat bit for
- * bit on the GPU; a device allocates at creation only. Then NCCL allreduce over every
+ * relative, gathers, counts, hits and the parameter fingerprint exactly (over 3 M
+ * elements). sum and embed_backward must repeat bit for bit on the GPU; a device allocates at creation only. Then NCCL allreduce over every
  * visible GPU (sum and avg, float32, float64 and int64, device and host buffers) against
  * references computed here, avg bit for bit equal to sum / W, exact mode's tree
  * allreduce over the largest power-of-two number of GPUs against the host's tree bit for
@@ -555,6 +555,50 @@ START_TEST(test_count_nonfinite)
 	dfree(G, dg);
 	dfree(H, dh);
 	free(x);
+}
+END_TEST
+
+/* The replica check's fingerprint: the GPU's grid reduction gives the host's 64 bits
+ * (the same terms added modulo 2^64, in another order), empty, odd and past 1 M
+ * elements, with NaN payloads and signed zeros among the words; pieces add up to the
+ * whole on the GPU too; each call is two launches, one 8-byte copy and one wait. */
+START_TEST(test_fingerprint)
+{
+	struct prng r;
+	prng_seed(&r, 12, 12);
+	const int sizes[] = {0, 1, 255, 256, 257, 65537, 100003, (1 << 20) + 7, 3 << 20};
+	for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+		int n = sizes[s];
+		float *x = frand(&r, (size_t)n, -2, 2);
+		for (int i = 3; i < n; i += 1001)
+			x[i] = (i / 1001) % 3 == 0 ? -0.0f : (i / 1001) % 3 == 1 ? 0.0f : NAN;
+		size_t bytes = sizeof(float) * (n ? n : 1);
+		float *dg = dput(G, x, bytes), *dh = dput(H, x, bytes);
+		uint64_t fg = 1, fg2 = 2, fh = 3, lo = 4, hi = 5;
+		const struct dev_counts before = G->counts;
+		OK(G->ops->fingerprint(G, n, dg, 0, &fg, &E));
+		if (n > 0) {
+			ck_assert_uint_eq(G->counts.launches - before.launches, 2);
+			ck_assert_uint_eq(G->counts.copies - before.copies, 1);
+			ck_assert_uint_eq(G->counts.syncs - before.syncs, 1);
+		}
+		OK(G->ops->fingerprint(G, n, dg, 0, &fg2, &E));
+		OK(H->ops->fingerprint(H, n, dh, 0, &fh, &E));
+		ck_assert_msg(fg == fh, "fingerprint n=%d: gpu %016llx host %016llx", n,
+			      (unsigned long long)fg, (unsigned long long)fh);
+		ck_assert_uint_eq(fg2, fg);
+		int cut = n / 3 + (n > 0); /* uneven pieces */
+		if (cut > n)
+			cut = n;
+		OK(G->ops->fingerprint(G, cut, dg, 0, &lo, &E));
+		OK(G->ops->fingerprint(G, n - cut, dg + cut, cut, &hi, &E));
+		ck_assert_msg(lo + hi == fg, "fingerprint n=%d in pieces cut at %d: %016llx, whole "
+			      "%016llx", n, cut, (unsigned long long)(lo + hi), (unsigned long long)fg);
+		printf("  fingerprint n=%-8d gpu %016llx = host\n", n, (unsigned long long)fg);
+		dfree(G, dg);
+		dfree(H, dh);
+		free(x);
+	}
 }
 END_TEST
 
@@ -1351,6 +1395,7 @@ static Suite *gpu_suite(void)
 	tcase_add_test(ops, test_sum);
 	tcase_add_test(ops, test_col_sum_acc);
 	tcase_add_test(ops, test_count_nonfinite);
+	tcase_add_test(ops, test_fingerprint);
 	tcase_add_test(ops, test_argmax_hits);
 	tcase_add_test(ops, test_embed_backward);
 	tcase_add_test(ops, test_embed_backward_busy);

@@ -286,6 +286,76 @@ START_TEST(reductions_agree)
 }
 END_TEST
 
+/* The fingerprint of x[0..n) with element indices from `first`, by one build; the same
+ * value from every build (checked here), so any of them speaks for the backend. */
+static uint64_t fingerprint_of(const float *x, int n, int first)
+{
+	struct err e;
+	uint64_t want = 0, got = 0;
+	ck_assert_int_eq(scalar.fingerprint(NULL, n, x, first, &want, &e), ERR_OK);
+	for (int v = 0; v < n_variants; v++) {
+		ck_assert_int_eq(variants[v].ops.fingerprint(NULL, n, x, first, &got, &e), ERR_OK);
+		ck_assert_msg(got == want, "fingerprint of %d floats from %d, %s build: %016llx, "
+			      "the scalar build gives %016llx", n, first, variants[v].name,
+			      (unsigned long long)got, (unsigned long long)want);
+	}
+	return want;
+}
+
+/* The replica check's fingerprint: the sum of kmath.h's terms; a flipped bit anywhere
+ * changes it (also one that leaves the value equal: -0 for +0), so do two swapped words,
+ * and pieces fingerprinted from their offsets add up to the whole's. */
+START_TEST(fingerprint_sees_bits_and_places)
+{
+	const int n = 1001; /* odd: no multiple of a vector */
+	float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+	fill_inputs(x, n, 71, 1);
+	x[400] = 0.0f;
+	const uint64_t whole = fingerprint_of(x, n, 0);
+	uint64_t by_formula = 0;
+	for (int i = 0; i < n; i++)
+		by_formula += km_fingerprint_term((uint32_t)i, km_to_bits(x[i]));
+	ck_assert_uint_eq(whole, by_formula);
+	ck_assert_uint_eq(fingerprint_of(x, n, 0), whole); /* repeatable */
+	/* the lowest mantissa bit, the exponent's ends, the sign (word 400: +0 becomes -0) */
+	const int at[] = {0, 1, 400, 517, n - 1}, bits[] = {0, 1, 22, 23, 30, 31};
+	for (size_t k = 0; k < sizeof at / sizeof at[0]; k++)
+		for (size_t b = 0; b < sizeof bits / sizeof bits[0]; b++) {
+			memcpy(y, x, sizeof(float) * n);
+			y[at[k]] = km_from_bits(km_to_bits(y[at[k]]) ^ (1u << bits[b]));
+			ck_assert_msg(fingerprint_of(y, n, 0) != whole,
+				      "bit %d of word %d flipped: the same fingerprint", bits[b],
+				      at[k]);
+		}
+	/* two different words trade places: the multiset of words is the same */
+	const int swaps[][2] = {{0, 1}, {3, 998}, {500, 1000}};
+	for (int k = 0; k < 3; k++) {
+		int i = swaps[k][0], j = swaps[k][1];
+		ck_assert(km_to_bits(x[i]) != km_to_bits(x[j]));
+		memcpy(y, x, sizeof(float) * n);
+		y[i] = x[j];
+		y[j] = x[i];
+		ck_assert_msg(fingerprint_of(y, n, 0) != whole, "words %d and %d swapped: the same "
+			      "fingerprint", i, j);
+	}
+	/* pieces: two halves, an empty piece at either end, three uneven pieces */
+	const int cuts[] = {0, 1, 500, 501, 999, n};
+	for (size_t k = 0; k < sizeof cuts / sizeof cuts[0]; k++) {
+		int c = cuts[k];
+		uint64_t sum = fingerprint_of(x, c, 0) + fingerprint_of(x + c, n - c, c);
+		ck_assert_msg(sum == whole, "pieces cut at %d: %016llx, the whole %016llx", c,
+			      (unsigned long long)sum, (unsigned long long)whole);
+	}
+	ck_assert_uint_eq(fingerprint_of(x, 7, 0) + fingerprint_of(x + 7, 600, 7) +
+				  fingerprint_of(x + 607, n - 607, 607),
+			  whole);
+	/* the offset matters: a piece is not the vector that starts with it */
+	ck_assert_uint_ne(fingerprint_of(x + 500, n - 500, 500), fingerprint_of(x + 500, n - 500, 0));
+	free(x);
+	free(y);
+}
+END_TEST
+
 /* xent row by row as kmath.h states it (km_row_max's scan, the sum in column order): the
  * formula the backend's blocked rows and lane maximum must reproduce bit for bit */
 static void xent_by_formula(int rows, int cols, const float *bias, const int32_t *target,
@@ -396,6 +466,7 @@ START_TEST(host_backend_counts_waits_launches_and_copies)
 	float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8];
 	double s;
 	int64_t bad;
+	uint64_t fp;
 	ck_assert_int_eq(dev_host_create(0, &d, &e), ERR_OK);
 	const struct dev_ops *o = d->ops;
 	ck_assert_uint_eq(d->counts.syncs + d->counts.launches + d->counts.copies, 0);
@@ -410,10 +481,11 @@ START_TEST(host_backend_counts_waits_launches_and_copies)
 	/* each of these makes the host wait */
 	ck_assert_int_eq(o->sum(d, 8, x, &s, &e), ERR_OK);
 	ck_assert_int_eq(o->count_nonfinite(d, 8, x, &bad, &e), ERR_OK);
+	ck_assert_int_eq(o->fingerprint(d, 8, x, 0, &fp, &e), ERR_OK); /* no copy of x */
 	ck_assert_int_eq(o->download(d, y, x, sizeof x, &e), ERR_OK);
 	ck_assert_int_eq(o->sync(d, &e), ERR_OK);
-	ck_assert_uint_eq(d->counts.syncs, 4);
-	ck_assert_uint_eq(d->counts.launches, 4);
+	ck_assert_uint_eq(d->counts.syncs, 5);
+	ck_assert_uint_eq(d->counts.launches, 5);
 	ck_assert_uint_eq(d->counts.copies, 3);
 	dev_destroy(d);
 }
@@ -431,6 +503,7 @@ int main(void)
 	tcase_add_test(tc, sgd_bits);
 	tcase_add_test(tc, embedding_bits);
 	tcase_add_test(tc, reductions_agree);
+	tcase_add_test(tc, fingerprint_sees_bits_and_places);
 	tcase_add_test(tc, comparison_sees_one_ulp);
 	tcase_add_test(tc, backend_picks_the_widest_build);
 	tcase_add_test(tc, host_backend_counts_waits_launches_and_copies);
