@@ -398,31 +398,14 @@ __global__ void k_iota(int n, int32_t *v)
 }
 
 /* The plan of embed_backward, one thread per sorted position i (keys[0..slots) are the
- * slots' ids sorted stably): the positions [lo, hi) holding keys[i], found by binary
- * search, and what position i does for its id (gpu_embed_position, gpu/gpu_rules.h). */
+ * slots' ids sorted stably): what position i does for its id (gpu_embed_plan_at,
+ * gpu/gpu_rules.h: its id's run by binary search, then gpu_embed_position). */
 __global__ void k_embed_plan(int slots, const int32_t *keys, int32_t *chunk_end,
 			     int32_t *dest_row, int32_t *fold)
 {
 	GRID_STRIDE(w, (size_t)slots) {
 		const int i = (int)w;
-		const int32_t id = keys[i];
-		int lo = 0, hi = i; /* the first position in [0, i] holding id */
-		while (lo < hi) {
-			int mid = lo + (hi - lo) / 2;
-			if (keys[mid] < id)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		int end = i + 1, top = slots; /* the first position in (i, slots] past id */
-		while (end < top) {
-			int mid = end + (top - end) / 2;
-			if (keys[mid] <= id)
-				end = mid + 1;
-			else
-				top = mid;
-		}
-		struct gpu_embed_pos p = gpu_embed_position(lo, end - lo, i);
+		struct gpu_embed_pos p = gpu_embed_plan_at(keys, slots, i);
 		chunk_end[i] = p.chunk_end;
 		dest_row[i] = p.dest_row;
 		fold[i] = p.fold;

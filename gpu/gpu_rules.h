@@ -25,6 +25,7 @@
 #define DDPTOK_GPU_RULES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __CUDACC__
 #define GPU_RULE_FN static __host__ __device__ __forceinline__
@@ -117,8 +118,9 @@ int gpu_sort_key_bits(size_t ids);
  *     last one also takes the remainder, so it is shorter than twice that), each added in
  *     ascending order, the first onto the gradient's value and the others from zero; the
  *     chunks' sums are then added in chunk order into the gradient. This is col_sum_acc's
- *     two-level rule; a chunk of about sqrt(n) slots makes both levels about sqrt(n)
- *     additions long (a padding id in 500,000 slots: some 1,600 instead of 500,000).
+ *     two-level rule; from 4,096 slots on a chunk of about sqrt(n) slots makes both levels
+ *     about sqrt(n) additions long (a padding id in 500,000 slots: some 1,600 instead of
+ *     500,000); below that the chunks hold 64 slots and the chain is 65 to 189 additions.
  * A chunk holds GPU_EMBED_CHUNK_MIN slots or more: an id needs twice that for the second
  * level to shorten its chain at all, an id in fewer slots keeps the CPU backend's bits
  * (in a batch of text, every id but a few frequent ones), and the scratch for the chunks'
@@ -188,6 +190,31 @@ GPU_RULE_FN struct gpu_embed_pos gpu_embed_position(int lo, int n, int i)
 		p.fold = c == 0 ? chunks : 0;
 	}
 	return p;
+}
+
+/* What sorted position i does, found from the sorted ids keys[0..slots) alone (the plan
+ * kernel's work for one position): the positions [lo, end) holding keys[i], by binary
+ * search on either side of i, then gpu_embed_position. */
+GPU_RULE_FN struct gpu_embed_pos gpu_embed_plan_at(const int32_t *keys, int slots, int i)
+{
+	const int32_t id = keys[i];
+	int lo = 0, hi = i; /* the first position in [0, i] holding id */
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		if (keys[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	int end = i + 1, top = slots; /* the first position in (i, slots] past id */
+	while (end < top) {
+		int mid = end + (top - end) / 2;
+		if (keys[mid] <= id)
+			end = mid + 1;
+		else
+			top = mid;
+	}
+	return gpu_embed_position(lo, end - lo, i);
 }
 
 /* Rows of partial sums (each of the embedding width) an embed_backward over `slots`

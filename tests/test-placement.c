@@ -362,15 +362,20 @@ START_TEST(embed_chunks_follow_the_square_root)
 		ck_assert_msg(last >= len && last < 2 * len, "n %d: last chunk %d of len %d", n,
 			      last, len);
 		int r = gpu_isqrt(n);
-		if (r >= GPU_EMBED_CHUNK_MIN) /* the chain: the last chunk, then k - 1 folds */
+		/* the chain: the last chunk, then k - 1 folds; README's figures */
+		if (r >= GPU_EMBED_CHUNK_MIN)
 			ck_assert_msg(last + k - 1 <= 3 * r + 1, "n %d: a chain of %d additions", n,
+				      last + k - 1);
+		else
+			ck_assert_msg(last + k - 1 <= 189, "n %d: a chain of %d additions", n,
 				      last + k - 1);
 	}
 }
 END_TEST
 
-/* Walks every sorted position of ids in the slot counts n[0..ids) laid one after the other,
- * as the plan kernel does, and checks what gpu_embed_position answers: each id's chunks
+/* Walks every sorted position of ids in the slot counts n[0..ids) laid one after the other
+ * (ids with gaps between them, as a batch's sorted ids have), and checks what the plan
+ * kernel's gpu_embed_plan_at answers from the sorted ids alone: each id's chunks
  * tile its positions in order, an id in one chunk goes straight into the gradient, the
  * others' chunk sums get consecutive rows, folded once at the id's first position, and
  * no row is used twice or lies past gpu_embed_partial_rows of the slots. */
@@ -388,10 +393,14 @@ static void check_embed_plan(const int *n, int ids)
 		slots += n[k];
 	size_t rows = gpu_embed_partial_rows((size_t)slots);
 	unsigned char *used = calloc(rows, 1);
+	int32_t *keys = malloc(sizeof(int32_t) * (size_t)slots);
+	for (int k = 0, lo = 0; k < ids; lo += n[k], k++)
+		for (int i = lo; i < lo + n[k]; i++)
+			keys[i] = 3 * k + k % 2;
 	for (int k = 0, lo = 0; k < ids; lo += n[k], k++) {
 		int chunks = gpu_embed_chunks(n[k]), next = lo, c = 0, i = lo;
 		for (; i < lo + n[k]; i++) {
-			struct gpu_embed_pos p = gpu_embed_position(lo, n[k], i);
+			struct gpu_embed_pos p = gpu_embed_plan_at(keys, slots, i);
 			PLAN_EXPECT(p.fold == (i == lo && chunks > 1 ? chunks : 0));
 			if (i != next) {
 				PLAN_EXPECT(p.chunk_end == 0);
@@ -413,6 +422,7 @@ static void check_embed_plan(const int *n, int ids)
 		PLAN_EXPECT(c == chunks);
 	}
 	free(used);
+	free(keys);
 #undef PLAN_EXPECT
 }
 
