@@ -560,8 +560,9 @@ END_TEST
 
 /* The replica check's fingerprint: the GPU's grid reduction gives the host's 64 bits
  * (the same terms added modulo 2^64, in another order), empty, odd and past 1 M
- * elements, with NaN payloads and signed zeros among the words; pieces add up to the
- * whole on the GPU too; each call is two launches, one 8-byte copy and one wait. */
+ * elements, with NaNs of several payloads (a signalling one) and signed zeros among the
+ * words; pieces add up to the whole on the GPU too; each call is two launches, one 8-byte
+ * copy and one wait. */
 START_TEST(test_fingerprint)
 {
 	struct prng r;
@@ -570,8 +571,12 @@ START_TEST(test_fingerprint)
 	for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
 		int n = sizes[s];
 		float *x = frand(&r, (size_t)n, -2, 2);
+		/* -0, +0 and NaNs of other signs, payloads and quiet bits (a signalling one),
+		 * stored as bits: the device must read the words, not make one NaN of them */
+		const uint32_t words[] = {0x80000000u, 0x00000000u, 0x7fc00000u, 0xffc00001u,
+					  0x7fe5a5a5u, 0x7f800001u};
 		for (int i = 3; i < n; i += 1001)
-			x[i] = (i / 1001) % 3 == 0 ? -0.0f : (i / 1001) % 3 == 1 ? 0.0f : NAN;
+			memcpy(&x[i], &words[(i / 1001) % 6], sizeof(float));
 		size_t bytes = sizeof(float) * (n ? n : 1);
 		float *dg = dput(G, x, bytes), *dh = dput(H, x, bytes);
 		uint64_t fg = 1, fg2 = 2, fh = 3, lo = 4, hi = 5;

@@ -327,6 +327,19 @@ START_TEST(fingerprint_sees_bits_and_places)
 				      "bit %d of word %d flipped: the same fingerprint", bits[b],
 				      at[k]);
 		}
+	/* NaNs that differ only in sign, payload or quiet bit (a signalling one among them)
+	 * are different words: a path that read them as floats and made one NaN of them
+	 * would miss a replica whose NaNs differ */
+	const uint32_t nans[] = {0x7fc00000u, 0xffc00000u, 0x7fc00001u, 0x7fe5a5a5u, 0x7f800001u};
+	uint64_t with_nan[sizeof nans / sizeof nans[0]];
+	for (size_t k = 0; k < sizeof nans / sizeof nans[0]; k++) {
+		memcpy(y, x, sizeof(float) * n);
+		memcpy(&y[517], &nans[k], sizeof nans[k]); /* bits stored as such */
+		with_nan[k] = fingerprint_of(y, n, 0);
+		for (size_t j = 0; j < k; j++)
+			ck_assert_msg(with_nan[k] != with_nan[j], "NaN words %08x and %08x: the same "
+				      "fingerprint", nans[j], nans[k]);
+	}
 	/* two different words trade places: the multiset of words is the same */
 	const int swaps[][2] = {{0, 1}, {3, 998}, {500, 1000}};
 	for (int k = 0; k < 3; k++) {
