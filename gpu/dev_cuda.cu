@@ -28,6 +28,8 @@
  *                threads of a column adds a contiguous chunk of rows in order (the
  *                first chunk starting from out[j]), then the chunks' sums are added in
  *                chunk order: the same bits every run, not the host's
+ *   tanh_backward_col_sum  k_tanh_backward, then col_sum_acc over its result (two
+ *                launches, col_sum_acc's bits; the host does both in one pass)
  *   embed_backward  a stable radix sort (CUB) of the context slots by token id, over
  *                the ceil(log2 V) bits that ids below the table's V rows use; then each
  *                id's slots are added in the order gpu/gpu_rules.h fixes from their
@@ -820,17 +822,21 @@ static int cu_col_sum_acc(struct dev *d, int rows, int cols, const float *x, flo
 	return ERR_OK;
 }
 
-static int cu_tanh_backward(struct dev *d, int n, const float *h, float *dh, struct err *e)
+/* k_tanh_backward over the rows x cols elements, then cu_col_sum_acc of the result: two
+ * launches, the column sums' bits those of col_sum_acc on the device */
+static int cu_tanh_backward_col_sum(struct dev *d, int rows, int cols, const float *h,
+				    float *dh, float *out, struct err *e)
 {
 	struct cuda_dev *cd = cdev(d);
+	const size_t n = (size_t)(rows > 0 ? rows : 0) * (size_t)(cols > 0 ? cols : 0);
 	int rc;
-	if (n <= 0)
+	if (n == 0)
 		return ERR_OK;
 	if ((rc = enter(cd, e)) != ERR_OK)
 		return rc;
-	k_tanh_backward<<<ew_blocks((size_t)n), EW_THREADS, 0, cd->stream>>>((size_t)n, h, dh);
+	k_tanh_backward<<<ew_blocks(n), EW_THREADS, 0, cd->stream>>>(n, h, dh);
 	LAUNCH_TRY(cd, "k_tanh_backward", e);
-	return ERR_OK;
+	return cu_col_sum_acc(d, rows, cols, dh, out, e);
 }
 
 /* The arrays of the embed_backward workspace, each of one int32 per context slot. */
@@ -1001,7 +1007,7 @@ static const struct dev_ops cuda_ops = {
 	.sum = cu_sum,
 	.sum_acc = cu_sum_acc,
 	.col_sum_acc = cu_col_sum_acc,
-	.tanh_backward = cu_tanh_backward,
+	.tanh_backward_col_sum = cu_tanh_backward_col_sum,
 	.embed_backward = cu_embed_backward,
 	.scale = cu_scale,
 	.sgd = cu_sgd,

@@ -93,8 +93,11 @@ struct dev_ops {
 	 * the chunk sums in order (the same bits every call, not the host's) */
 	int (*col_sum_acc)(struct dev *d, int rows, int cols, const float *x, float *out,
 			   struct err *e);
-	/* dz[i] = dh[i] * (1 - h[i]*h[i]) in place on dh, n elements */
-	int (*tanh_backward)(struct dev *d, int n, const float *h, float *dh, struct err *e);
+	/* dz[p,j] = dh[p,j] * (1 - h[p,j]^2) in place on dh (rows x cols), and
+	 * out[j] += sum over p of dz[p,j] with col_sum_acc's additions on each backend (the
+	 * host does both in one pass) */
+	int (*tanh_backward_col_sum)(struct dev *d, int rows, int cols, const float *h, float *dh,
+				     float *out, struct err *e);
 	/* table_grad[ctx[p*width+j]*dim + t] += dx[p, j*dim + t], positions p ascending
 	 * then j ascending for each table row (deterministic, no float atomics) */
 	int (*embed_backward)(struct dev *d, int rows, int width, int dim, const int32_t *ctx,

@@ -7,11 +7,11 @@
  * They stay vectorizable under the default floating-point flags because kmath.h has no
  * branches (its selects are integer bit blends). Reductions are not reassociated: the
  * row sum of xent adds j = 0..cols-1 one after the other in every build, col_sum_acc
- * adds rows in order into each column (columns are independent lanes), and the double
- * sum stays a scalar loop. xent's row sums run several rows side by side, each in its
- * order, and its row maximum compares columns in lanes, which finds the same maximum.
- * The fingerprint's sum is of integers modulo 2^64, one value in any order: its lanes
- * may split it.
+ * and tanh_backward_col_sum add rows in order into each column (columns are independent
+ * lanes), and the double sum stays a scalar loop. xent's row sums run several rows side
+ * by side, each in its order, and its row maximum compares columns in lanes, which finds
+ * the same maximum. The fingerprint's sum is of integers modulo 2^64, one value in any
+ * order: its lanes may split it.
  */
 #include <string.h>
 
@@ -187,11 +187,21 @@ static int host_col_sum_acc(struct dev *d, int rows, int cols, const float *x, f
 	return ERR_OK;
 }
 
-static int host_tanh_backward(struct dev *d, int n, const float *h, float *dh, struct err *e)
+/* dz = km_tanh_backward(h, dh) in place on dh, and out[j] += dz in row order: the column
+ * sums of host_col_sum_acc over the new dh, in the same pass */
+static int host_tanh_backward_col_sum(struct dev *d, int rows, int cols, const float *h,
+				       float *dh, float *out, struct err *e)
 {
 	dev_count(d, 1, 0, 0);
-	for (int i = 0; i < n; i++) /* vectorized: tanh_backward */
-		dh[i] = km_tanh_backward(h[i], dh[i]);
+	for (int p = 0; p < rows; p++) {
+		const float *hrow = h + (size_t)p * cols;
+		float *row = dh + (size_t)p * cols;
+		for (int j = 0; j < cols; j++) { /* vectorized: tanh_backward_col_sum */
+			float z = km_tanh_backward(hrow[j], row[j]);
+			row[j] = z;
+			out[j] += z;
+		}
+	}
 	return ERR_OK;
 }
 
@@ -276,7 +286,7 @@ void HK_JOIN(host_kernels_fill, HOST_KERNELS_VARIANT)(struct dev_ops *o)
 	o->sum = host_sum;
 	o->sum_acc = host_sum_acc;
 	o->col_sum_acc = host_col_sum_acc;
-	o->tanh_backward = host_tanh_backward;
+	o->tanh_backward_col_sum = host_tanh_backward_col_sum;
 	o->embed_backward = host_embed_backward;
 	o->scale = host_scale;
 	o->sgd = host_sgd;

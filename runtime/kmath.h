@@ -73,8 +73,9 @@ KM_FN float km_select(uint32_t mask, float a, float b)
 KM_FN float km_exp(float x)
 {
 	const float hi = 88.0f, lo = -87.3f;
+	/* no clamp at lo: below it the value computed is replaced by 0 at the end, whatever
+	 * it is (integer arithmetic on its bits is unsigned, floats have no traps) */
 	float xc = km_select(km_mask(x > hi), hi, x);
-	xc = km_select(km_mask(xc < lo), lo, xc);
 	/* k = round(x / ln2) with the 1.5 * 2^23 trick (exact under round-to-nearest) */
 	const float shifter = 12582912.0f;
 	float shifted = xc * 1.44269504088896341f + shifter;
@@ -89,7 +90,7 @@ KM_FN float km_exp(float x)
 	p = p * r + 1.0f;
 	p = p * r + 1.0f;
 	/* 2^k: k is read from the low mantissa bits of `shifted` (exact, since |k| <= 127
-	 * after the clamp) instead of converting kf to an integer, which for a NaN x would
+	 * for lo <= x <= hi) instead of converting kf to an integer, which for a NaN x would
 	 * be undefined; the NaN product below decides that result anyway */
 	uint32_t k = km_to_bits(shifted) - km_to_bits(shifter);
 	float scale = km_from_bits((k + 127u) << 23);

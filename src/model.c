@@ -276,11 +276,11 @@ int model_step(struct model_ws *ws, const float *params, float *grads, const str
 	ERR_TRY(o->col_sum_acc(d, R, V, ws->logits, grads + m->p[MODEL_B2].offset, e));
 	ERR_TRY(o->gemm(d, 0, 0, R, H, V, 1.0f, ws->logits, V, params + m->p[MODEL_W2].offset, H, 0.0f,
 		    ws->dh, H, e));
-	/* hidden layer */
-	ERR_TRY(o->tanh_backward(d, R * H, ws->h, ws->dh, e));
+	/* hidden layer: dz in place of dh, with g_b1 += colsum(dz) in the same pass */
+	ERR_TRY(o->tanh_backward_col_sum(d, R, H, ws->h, ws->dh, grads + m->p[MODEL_B1].offset,
+					 e));
 	ERR_TRY(o->gemm(d, 1, 0, H, CD, R, 1.0f, ws->dh, H, ws->x, CD, 1.0f,
 		    grads + m->p[MODEL_W1].offset, CD, e));
-	ERR_TRY(o->col_sum_acc(d, R, H, ws->dh, grads + m->p[MODEL_B1].offset, e));
 	/* embedding: dx overwrites x, which is no longer needed */
 	ERR_TRY(o->gemm(d, 0, 0, R, CD, H, 1.0f, ws->dh, H, params + m->p[MODEL_W1].offset, CD, 0.0f,
 		    ws->x, CD, e));

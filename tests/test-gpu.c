@@ -6,14 +6,15 @@
  * hint to `collective = host`), then the program exits 77 (skipped). With a GPU, every
  * op of the CUDA device is run on random inputs next to the host backend and compared:
  * gemm within 1e-5 of the magnitude sum_k |a||b| (+ |beta c|); the element-wise ops that
- * share their formulas with the host (bias_tanh, tanh_backward, scale, sgd, col_sum_acc up
- * to 64 rows, embed_backward over 31 and over 6 key bits for ids in fewer than 128 slots,
- * xent gradients) bit for bit (col_sum_acc over more rows: repeatable, within rounding;
- * embed_backward's busier ids, up to 5,000 slots: the two-level order of gpu/gpu_rules.h
- * computed here bit for bit, a double sum within 1e-4), also past one launch's grid (16.7 M
- * elements); xent losses within 1e-6 (log differs in its last ulp), sums within 1e-6
- * relative, gathers, counts, hits and the parameter fingerprint exactly (over 3 M
- * elements). sum and embed_backward must repeat bit for bit on the GPU; a device allocates at creation only. Then NCCL allreduce over every
+ * share their formulas with the host (bias_tanh, tanh_backward_col_sum, scale, sgd,
+ * col_sum_acc up to 64 rows, embed_backward over 31 and over 6 key bits for ids in fewer
+ * than 128 slots, xent gradients) bit for bit (col_sum_acc over more rows: repeatable,
+ * within rounding; embed_backward's busier ids, up to 5,000 slots: the two-level order of
+ * gpu/gpu_rules.h computed here bit for bit, a double sum within 1e-4), also past one
+ * launch's grid (16.7 M elements); xent losses within 1e-6 (log differs in its last ulp),
+ * sums within 1e-6 relative, gathers, counts, hits and the parameter fingerprint exactly
+ * (over 3 M elements). sum and embed_backward must repeat bit for bit on the GPU; a device
+ * allocates at creation only. Then NCCL allreduce over every
  * visible GPU (sum and avg, float32, float64 and int64, device and host buffers) against
  * references computed here, avg bit for bit equal to sum / W, exact mode's tree
  * allreduce over the largest power-of-two number of GPUs against the host's tree bit for
@@ -316,6 +317,8 @@ START_TEST(test_elementwise)
 		z[i] *= 0.03f; /* the small-|x| branch of km_tanh */
 	float *h = frand(&r, (size_t)n, -1, 1), *dh = frand(&r, (size_t)n, -2, 2);
 	float *p = frand(&r, (size_t)n, -1, 1), *g = frand(&r, (size_t)n, -1, 1);
+	float *sum0 = frand(&r, (size_t)cols, -1, 1);
+	float *sums[2] = {malloc(sizeof(float) * cols), malloc(sizeof(float) * cols)};
 	float *out[2][6];
 	struct dev *devs[2] = {G, H};
 	for (int v = 0; v < 2; v++) {
@@ -326,8 +329,10 @@ START_TEST(test_elementwise)
 		OK(d->ops->bias_tanh(d, rows, cols, db, dz, &E));
 		dget(d, out[v][0], dz, sizeof(float) * n);
 		float *dhh = dput(d, h, sizeof(float) * n), *ddh = dput(d, dh, sizeof(float) * n);
-		OK(d->ops->tanh_backward(d, n, dhh, ddh, &E));
+		float *dsum = dput(d, sum0, sizeof(float) * cols);
+		OK(d->ops->tanh_backward_col_sum(d, rows, cols, dhh, ddh, dsum, &E));
 		dget(d, out[v][1], ddh, sizeof(float) * n);
+		dget(d, sums[v], dsum, sizeof(float) * cols);
 		OK(d->ops->scale(d, n, -0.37f, ddh, &E));
 		dget(d, out[v][2], ddh, sizeof(float) * n);
 		/* two SGD steps: first (buffer = gradient), then with momentum, weight decay */
@@ -339,17 +344,22 @@ START_TEST(test_elementwise)
 		dget(d, out[v][4], dbuf, sizeof(float) * n);
 		OK(d->ops->sgd(d, n, 0.1f, 0.0f, 0.0f, 0, dp, dg, dbuf, &E));
 		dget(d, out[v][5], dp, sizeof(float) * n);
-		void *bufs[] = {dz, db, dhh, ddh, dp, dg, dbuf};
+		void *bufs[] = {dz, db, dhh, ddh, dsum, dp, dg, dbuf};
 		for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 			dfree(d, bufs[i]);
 	}
-	const char *names[6] = {"bias_tanh", "tanh_backward", "scale", "sgd params", "sgd momentum",
-				"sgd plain"};
+	const char *names[6] = {"bias_tanh", "tanh_backward_col_sum dz", "scale", "sgd params",
+				"sgd momentum", "sgd plain"};
 	for (int k = 0; k < 6; k++) {
 		expect_same(names[k], out[0][k], out[1][k], (size_t)n);
 		free(out[0][k]);
 		free(out[1][k]);
 	}
+	/* 33 rows: col_sum_acc's one-level case, the host's bits */
+	expect_same("tanh_backward_col_sum sums", sums[0], sums[1], (size_t)cols);
+	free(sum0);
+	free(sums[0]);
+	free(sums[1]);
 	/* the ops did something: tanh of z differs from z, values in [-1, 1] */
 	ck_assert_msg(fabsf(out[1][0][1] - z[1]) > 1e-3f, "bias_tanh left z unchanged");
 	free(z);
@@ -886,18 +896,19 @@ START_TEST(test_grid_stride)
 	struct prng r;
 	prng_seed(&r, 11, 11);
 	float *z = frand(&r, n, -4, 4), *bias = frand(&r, (size_t)cols, -0.5f, 0.5f);
-	float *g = frand(&r, n, -1, 1);
+	float *g = frand(&r, n, -1, 1), *sum0 = calloc((size_t)cols, sizeof(float));
 	float *out[2][3];
 	struct dev *devs[2] = {G, H};
 	for (int v = 0; v < 2; v++) {
 		struct dev *d = devs[v];
 		float *dz = dput(d, z, sizeof(float) * n), *db = dput(d, bias, sizeof(float) * cols);
 		float *dg = dput(d, g, sizeof(float) * n), *dbuf = dalloc(d, sizeof(float) * n);
+		float *dsum = dput(d, sum0, sizeof(float) * cols);
 		for (int k = 0; k < 3; k++)
 			out[v][k] = malloc(sizeof(float) * n);
 		OK(d->ops->bias_tanh(d, rows, cols, db, dz, &E));
 		dget(d, out[v][0], dz, sizeof(float) * n);
-		OK(d->ops->tanh_backward(d, (int)n, dz, dg, &E));
+		OK(d->ops->tanh_backward_col_sum(d, rows, cols, dz, dg, dsum, &E));
 		dget(d, out[v][1], dg, sizeof(float) * n);
 		OK(d->ops->sgd(d, (int)n, 0.05f, 0.9f, 1e-3f, 1, dz, dg, dbuf, &E));
 		dget(d, out[v][2], dz, sizeof(float) * n);
@@ -905,8 +916,9 @@ START_TEST(test_grid_stride)
 		dfree(d, db);
 		dfree(d, dg);
 		dfree(d, dbuf);
+		dfree(d, dsum);
 	}
-	const char *names[3] = {"bias_tanh 16.8M", "tanh_backward 16.8M", "sgd 16.8M"};
+	const char *names[3] = {"bias_tanh 16.8M", "tanh_backward_col_sum 16.8M", "sgd 16.8M"};
 	for (int k = 0; k < 3; k++) {
 		ck_assert_msg(out[0][k][n - 1] != 0.0f || out[1][k][n - 1] == 0.0f,
 			      "%s: the last element was not reached", names[k]);
@@ -917,6 +929,7 @@ START_TEST(test_grid_stride)
 	free(z);
 	free(bias);
 	free(g);
+	free(sum0);
 }
 END_TEST
 

@@ -4,7 +4,9 @@
  * A rank failing at a chosen step releases every peer (no deadlock), the pool reports the
  * root cause with its rank, a rank that never arrives is a timeout error rather than a
  * hang, and the host allreduce gives every rank identical bits equal to the rank-ordered
- * sum, for float32, float64 and int64, sum and avg.
+ * sum, for float32, float64 and int64, sum and avg (avg's float division, by a power of
+ * two done as a multiplication, keeps the division's bits on zeros, subnormals, infinities
+ * and NaN).
  *
  * The watchdog: a parked or slow rank (in a marked operation, or absent while a peer waits
  * at the barrier) makes pool_run() return within the timeout plus a small margin, naming
@@ -14,6 +16,8 @@
  * peer's failure is abandoned after the grace period.
  */
 #include <check.h>
+#include <float.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -449,6 +453,7 @@ START_TEST(a_rank_that_does_not_leave_after_a_failure_is_left_behind)
 END_TEST
 
 struct coll_arg {
+	struct pool *p;
 	struct coll *c;
 	size_t n;
 	float *f32[MAX_WORLD];
@@ -468,21 +473,26 @@ static int allreduce_fn(int rank, void *ctx, void *arg, struct err *e)
 	return ERR_OK;
 }
 
+/* a->p: a pool of `world` ranks, a->c: its host collective for a->n = n elements */
+static void collective_of(int world, size_t n, struct coll_arg *a)
+{
+	struct err e;
+	err_clear(&e);
+	memset(a, 0, sizeof *a);
+	ck_assert_int_eq(pool_create(world, 30.0, &a->p, &e), ERR_OK);
+	ck_assert_int_eq(coll_host_create(world, pool_barrier(a->p), n, &a->c, &e), ERR_OK);
+	a->n = n;
+}
+
 START_TEST(host_allreduce_is_rank_ordered_and_identical)
 {
 	const size_t n = 1001;
 	for (int world = 1; world <= 5; world++)
 		for (int op = 0; op < 2; op++) {
-			struct pool *p;
-			struct coll *c;
 			struct err e;
 			struct coll_arg a;
+			collective_of(world, n, &a);
 			err_clear(&e);
-			memset(&a, 0, sizeof a);
-			ck_assert_int_eq(pool_create(world, 30.0, &p, &e), ERR_OK);
-			ck_assert_int_eq(coll_host_create(world, pool_barrier(p), n, &c, &e), ERR_OK);
-			a.c = c;
-			a.n = n;
 			a.op = op;
 			float *want32 = calloc(n, sizeof(float));
 			double *want64 = calloc(n, sizeof(double));
@@ -511,7 +521,7 @@ START_TEST(host_allreduce_is_rank_ordered_and_identical)
 				want64[i] = op == COLL_AVG ? d / world : d;
 				wanti[i] = op == COLL_AVG ? k / world : k;
 			}
-			ck_assert_int_eq(pool_run(p, allreduce_fn, &a, &e), ERR_OK);
+			ck_assert_int_eq(pool_run(a.p, allreduce_fn, &a, &e), ERR_OK);
 			for (int r = 0; r < world; r++) {
 				ck_assert(memcmp(a.f32[r], want32, n * sizeof(float)) == 0);
 				ck_assert(memcmp(a.f64[r], want64, n * sizeof(double)) == 0);
@@ -523,9 +533,64 @@ START_TEST(host_allreduce_is_rank_ordered_and_identical)
 			free(want32);
 			free(want64);
 			free(wanti);
-			coll_destroy(c);
-			pool_destroy(p);
+			coll_destroy(a.c);
+			pool_destroy(a.p);
 		}
+}
+END_TEST
+
+static int allreduce_avg_f32_fn(int rank, void *ctx, void *arg, struct err *e)
+{
+	struct coll_arg *a = arg;
+	return a->c->ops->allreduce(a->c, rank, NULL, a->f32[rank], a->n, COLL_F32, COLL_AVG, 1, e);
+}
+
+/* The value of element i on rank r: sums that land on zeros of both signs, subnormals,
+ * the largest floats, infinities, NaN and ordinary values of every exponent. */
+static float avg_edge_value(size_t i, int r)
+{
+	const float edges[] = {-0.0f, 0.0f, FLT_TRUE_MIN, -3 * FLT_TRUE_MIN, 1.5f * FLT_MIN,
+			       FLT_MAX, -FLT_MAX, INFINITY, -INFINITY, NAN};
+	const size_t k = sizeof edges / sizeof edges[0];
+	if (i < k * k) /* every pair of edges on ranks 0 and 1, zeros on the others */
+		return r == 0 ? edges[i % k] : r == 1 ? edges[i / k] : -0.0f;
+	uint32_t u = (uint32_t)(i * 2654435761u) ^ (uint32_t)(r * 40503u);
+	return ldexpf((float)(u % 1000003u) - 500001.0f, (int)(u % 200u) - 150);
+}
+
+/* avg divides each sum by W; by a power of two the reduction multiplies by 1/W, which must
+ * give the division's bits for every value (a rounded or flushing reciprocal, or one used
+ * for W = 3, fails) */
+START_TEST(host_avg_has_the_division_bits)
+{
+	const size_t n = 4096;
+	for (int world = 2; world <= 4; world++) {
+		struct err e;
+		struct coll_arg a;
+		collective_of(world, n, &a);
+		err_clear(&e);
+		float *want = malloc(n * sizeof(float));
+		for (int r = 0; r < world; r++) {
+			a.f32[r] = malloc(n * sizeof(float));
+			for (size_t i = 0; i < n; i++)
+				a.f32[r][i] = avg_edge_value(i, r);
+		}
+		for (size_t i = 0; i < n; i++) {
+			float s = a.f32[0][i];
+			for (int r = 1; r < world; r++)
+				s += a.f32[r][i];
+			want[i] = s / (float)world;
+		}
+		ck_assert_int_eq(pool_run(a.p, allreduce_avg_f32_fn, &a, &e), ERR_OK);
+		for (int r = 0; r < world; r++) {
+			ck_assert_msg(memcmp(a.f32[r], want, n * sizeof(float)) == 0,
+				      "W = %d: rank %d's average differs from the division", world, r);
+			free(a.f32[r]);
+		}
+		free(want);
+		coll_destroy(a.c);
+		pool_destroy(a.p);
+	}
 }
 END_TEST
 
@@ -537,6 +602,7 @@ int main(void)
 	tcase_add_test(tc, failure_at_a_chosen_step_releases_every_rank);
 	tcase_add_test(tc, a_missing_rank_is_a_timeout_not_a_hang);
 	tcase_add_test(tc, host_allreduce_is_rank_ordered_and_identical);
+	tcase_add_test(tc, host_avg_has_the_division_bits);
 	tcase_add_test(tc, barrier_publishes_writes_spinning_or_sleeping);
 	tcase_add_test(tc, an_abort_reaches_spinning_waiters);
 	tcase_add_test(tc, a_parked_rank_is_reported_and_left_behind);
