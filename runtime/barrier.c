@@ -14,8 +14,12 @@
 
 #include "clock.h"
 
-/* iterations of the spin phase: a few tens of microseconds on current cores */
-#define BARRIER_SPIN 4000
+/* iterations of the spin phase: 0.1-0.2 ms on current cores. Two ranks on cores of
+ * unequal speed (a virtual machine's vCPUs differ by 5-12% and the difference moves
+ * between them) reach a window's first collective a few tenths of a millisecond apart;
+ * a waiter that has gone to sleep by then costs a wake-up (~0.1 ms on such a machine)
+ * on the window's critical path at each exchange, so the spin covers that gap. */
+#define BARRIER_SPIN 40000
 
 struct barrier {
 	pthread_mutex_t mu;
