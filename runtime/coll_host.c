@@ -4,10 +4,13 @@
  * Every rank publishes a host pointer to its data (device buffers are first staged into
  * host memory through the device's download), then, after a barrier, rank r reduces
  * the r-th slice of the vector for everybody: element i is the sum over ranks taken in
- * rank order 0..W-1 (then divided by W for avg), written once into a shared result.
- * After a second barrier each rank copies the result back into its buffer. Two barriers
- * per call suffice: a rank can only start overwriting the shared result in its next
- * call after every rank has reached that call's first barrier, i.e. finished copying.
+ * rank order 0..W-1 (then divided by W for avg), written straight into slice r of every
+ * local rank's buffer. That is safe because slice r of any buffer is read by rank r
+ * alone, which reads a block of it from every rank before writing the block back; no
+ * shared result and no copy back, the element's bits are the same. After a second
+ * barrier every buffer holds the whole result (a staged one is then uploaded). Two
+ * barriers per call suffice: nobody writes into a buffer before every rank has
+ * published it at the first barrier, nobody returns before every slice is written.
  *
  * The tree mode (exact mode) is the same exchange with another rule for element i: the
  * pairwise tree over the ranks' values (see coll.h), so that the sum is the upper part
@@ -24,8 +27,8 @@
 struct host_coll {
 	size_t max_count;
 	const void *src[MAX_WORLD];
+	void *dst[MAX_WORLD];     /* where each local rank's result is written */
 	void *stage[MAX_WORLD];   /* per-rank host staging for device buffers */
-	void *result;     /* max_count * 8 bytes */
 	/* across processes (coll_host_span_processes): procs > 1 */
 	int procs, proc;
 	double timeout_s;
@@ -47,7 +50,8 @@ static size_t dtype_size(enum coll_dtype t)
  * m = SUM_BLOCK, the loops have a fixed length and vectorize at -O2. */
 #define SUM_BLOCK 256
 static inline __attribute__((always_inline)) void
-sum_block_f32(const void *const *src, int n, size_t b, size_t m, enum coll_op op, float *out)
+sum_block_f32(const void *const *src, int n, size_t b, size_t m, enum coll_op op,
+	      void *const *dst, int ndst)
 {
 	float acc[SUM_BLOCK];
 	memcpy(acc, (const float *)src[0] + b, m * sizeof(float));
@@ -64,42 +68,45 @@ sum_block_f32(const void *const *src, int n, size_t b, size_t m, enum coll_op op
 		for (size_t j = 0; j < m; j++)
 			acc[j] /= (float)n;
 	}
-	memcpy(out + b, acc, m * sizeof(float));
+	for (int q = 0; q < ndst; q++)
+		memcpy((float *)dst[q] + b, acc, m * sizeof(float));
 }
 
-/* out[i] = the sum of src[0..n)[i] in that order (then / n for avg), lo <= i < hi */
+/* dst[0..ndst)[i] = the sum of src[0..n)[i] in that order (then / n for avg),
+ * lo <= i < hi; each element is read from every source before any destination is
+ * written, so a destination may be one of the sources */
 static void reduce_slice(const void *const *src, int n, size_t lo, size_t hi,
-			 enum coll_dtype type, enum coll_op op, void *result)
+			 enum coll_dtype type, enum coll_op op, void *const *dst, int ndst)
 {
 	switch (type) {
 	case COLL_F32: {
 		size_t b = lo;
 		for (; b + SUM_BLOCK <= hi; b += SUM_BLOCK)
-			sum_block_f32(src, n, b, SUM_BLOCK, op, result);
+			sum_block_f32(src, n, b, SUM_BLOCK, op, dst, ndst);
 		if (b < hi)
-			sum_block_f32(src, n, b, hi - b, op, result);
+			sum_block_f32(src, n, b, hi - b, op, dst, ndst);
 		break;
 	}
-	case COLL_F64: {
-		double *out = result;
+	case COLL_F64:
 		for (size_t i = lo; i < hi; i++) {
 			double acc = ((const double *)src[0])[i];
 			for (int q = 1; q < n; q++)
 				acc += ((const double *)src[q])[i];
-			out[i] = op == COLL_AVG ? acc / (double)n : acc;
+			acc = op == COLL_AVG ? acc / (double)n : acc;
+			for (int q = 0; q < ndst; q++)
+				((double *)dst[q])[i] = acc;
 		}
 		break;
-	}
-	case COLL_I64: {
-		int64_t *out = result;
+	case COLL_I64:
 		for (size_t i = lo; i < hi; i++) {
 			int64_t acc = ((const int64_t *)src[0])[i];
 			for (int q = 1; q < n; q++)
 				acc += ((const int64_t *)src[q])[i];
-			out[i] = op == COLL_AVG ? acc / n : acc;
+			acc = op == COLL_AVG ? acc / n : acc;
+			for (int q = 0; q < ndst; q++)
+				((int64_t *)dst[q])[i] = acc;
 		}
 		break;
-	}
 	}
 }
 
@@ -109,7 +116,7 @@ static void reduce_slice(const void *const *src, int n, size_t lo, size_t hi,
  * vectorize; element i's additions are the tree's whatever the block. */
 #define TREE_BLOCK 256
 
-#define TREE_ADD(T, src, world, lo, hi, out)                                                  \
+#define TREE_ADD(T, src, world, lo, hi, dst, ndst)                                            \
 	do {                                                                                  \
 		T acc_[8][TREE_BLOCK];                                                        \
 		for (size_t b_ = (lo); b_ < (hi); b_ += TREE_BLOCK) {                         \
@@ -120,17 +127,26 @@ static void reduce_slice(const void *const *src, int n, size_t lo, size_t hi,
 				for (int q_ = 0; q_ + step_ < (world); q_ += 2 * step_)        \
 					for (size_t j_ = 0; j_ < m_; j_++)                    \
 						acc_[q_][j_] += acc_[q_ + step_][j_];         \
-			memcpy((T *)(out) + b_, acc_[0], m_ * sizeof(T));                     \
+			for (int d_ = 0; d_ < (ndst); d_++)                                   \
+				memcpy((T *)(dst)[d_] + b_, acc_[0], m_ * sizeof(T));         \
 		}                                                                             \
 	} while (0)
+
+/* the tree of coll_tree_add into every dst[0..ndst) (a source may be among them: a block
+ * is read from every source before it is written) */
+static void tree_add_to(const void *const *src, int world, enum coll_dtype type, size_t lo,
+			size_t hi, void *const *dst, int ndst)
+{
+	if (type == COLL_F32)
+		TREE_ADD(float, src, world, lo, hi, dst, ndst);
+	else
+		TREE_ADD(double, src, world, lo, hi, dst, ndst);
+}
 
 void coll_tree_add(const void *const *src, int world, enum coll_dtype type, size_t lo,
 		   size_t hi, void *out)
 {
-	if (type == COLL_F32)
-		TREE_ADD(float, src, world, lo, hi, out);
-	else
-		TREE_ADD(double, src, world, lo, hi, out);
+	tree_add_to(src, world, type, lo, hi, &out, 1);
 }
 
 /* Across processes: local rank 0 packs the local contributions and gathers every
@@ -150,8 +166,8 @@ static int gather_processes(struct coll *c, int rank, size_t bytes, struct err *
 }
 
 /* One exchange: publish (staging device buffers), barrier, [gather across processes,
- * barrier,] rank r reduces slice r of every element for all (rank order, or the tree when
- * `tree`), barrier, copy back. */
+ * barrier,] rank r reduces slice r for all into every local buffer (rank order, or the
+ * tree when `tree`), barrier, upload a staged buffer. */
 static int host_exchange(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
 			 enum coll_dtype type, enum coll_op op, int tree, int host_buf,
 			 struct err *e)
@@ -164,13 +180,10 @@ static int host_exchange(struct coll *c, int rank, struct dev *dev, void *buf, s
 		return ERR(e, ERR_DEVICE, "rank %d: allreduce of %zu elements exceeds the collective's "
 			   "capacity of %zu", h->proc * c->world + rank, count, h->max_count);
 	int direct = host_buf || !dev || dev->backend == DEV_BACKEND_CPU;
-	if (direct) {
-		h->src[rank] = buf;
-	} else {
-		if ((rc = dev->ops->download(dev, h->stage[rank], buf, bytes, e)) != ERR_OK)
-			return rc;
-		h->src[rank] = h->stage[rank];
-	}
+	h->dst[rank] = direct ? buf : h->stage[rank];
+	if (!direct && (rc = dev->ops->download(dev, h->stage[rank], buf, bytes, e)) != ERR_OK)
+		return rc;
+	h->src[rank] = h->dst[rank];
 	if ((rc = barrier_wait(c->barrier, rank, e)) != ERR_OK)
 		return rc;
 	const void *const *src = h->src;
@@ -183,14 +196,12 @@ static int host_exchange(struct coll *c, int rank, struct dev *dev, void *buf, s
 	}
 	size_t lo = count * rank / c->world, hi = count * (rank + 1) / c->world;
 	if (tree)
-		coll_tree_add(src, n, type, lo, hi, h->result);
+		tree_add_to(src, n, type, lo, hi, h->dst, c->world);
 	else
-		reduce_slice(src, n, lo, hi, type, op, h->result);
+		reduce_slice(src, n, lo, hi, type, op, h->dst, c->world);
 	if ((rc = barrier_wait(c->barrier, rank, e)) != ERR_OK)
 		return rc;
-	if (direct)
-		memcpy(buf, h->result, bytes);
-	else if ((rc = dev->ops->upload(dev, buf, h->result, bytes, e)) != ERR_OK)
+	if (!direct && (rc = dev->ops->upload(dev, buf, h->stage[rank], bytes, e)) != ERR_OK)
 		return rc;
 	c->seconds[rank] += clock_now_s() - t0;
 	return ERR_OK;
@@ -226,7 +237,6 @@ static void host_destroy(struct coll *c)
 	if (h) {
 		for (int r = 0; r < MAX_WORLD; r++)
 			free(h->stage[r]);
-		free(h->result);
 		free(h->packed);
 		free(h->gathered);
 		free(h);
@@ -254,9 +264,6 @@ int coll_host_create(int world, struct barrier *barrier, size_t max_count, struc
 	c->barrier = barrier;
 	c->impl = h;
 	h->max_count = max_count;
-	h->result = malloc(max_count * 8 + 8);
-	if (!h->result)
-		goto oom;
 	for (int r = 0; r < world; r++)
 		if (!(h->stage[r] = malloc(max_count * 8 + 8)))
 			goto oom;
