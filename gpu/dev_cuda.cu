@@ -659,6 +659,7 @@ static int cu_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int k,
 		return ERR_OK;
 	}
 	dev_count(d, 1, 0, 0);
+	dev_count_gemm(d, m, n, k, 0.0); /* queued: its time is the device's */
 	BLAS_TRY(cd,
 		 cublasSgemm(cd->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
 			     trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a, lda,

@@ -45,6 +45,12 @@ struct dev_counts {
 	uint64_t launches;
 	/* copies and fills queued on the device (upload, download, copy, zero) */
 	uint64_t copies;
+	/* the arithmetic of the GEMMs issued, 2 m n k each, on every backend; and on the CPU
+	 * backend the seconds the thread spent inside them (the BLAS call returns with the
+	 * product done). A CUDA GEMM only queues its work, so there it stays 0: the time of
+	 * the device's GEMMs would need events. */
+	double gemm_flop;
+	double gemm_seconds;
 };
 
 struct dev_ops {
@@ -144,6 +150,25 @@ static inline void dev_count(struct dev *d, unsigned launches, unsigned copies, 
 		d->counts.copies += copies;
 		d->counts.syncs += syncs;
 	}
+}
+
+/* Counts a GEMM of m x n x k that kept the host `seconds` (0 where it only queued). */
+static inline void dev_count_gemm(struct dev *d, int m, int n, int k, double seconds)
+{
+	if (d) {
+		d->counts.gemm_flop += 2.0 * m * n * k;
+		d->counts.gemm_seconds += seconds;
+	}
+}
+
+/* what was counted between `before` and `now` */
+static inline struct dev_counts dev_counts_since(const struct dev_counts *now,
+						 const struct dev_counts *before)
+{
+	return (struct dev_counts){now->syncs - before->syncs, now->launches - before->launches,
+				   now->copies - before->copies,
+				   now->gemm_flop - before->gemm_flop,
+				   now->gemm_seconds - before->gemm_seconds};
 }
 
 /* Host backend: one OpenBLAS thread per device thread; call from the owning thread. */

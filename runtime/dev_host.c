@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "dev_host_kernels.h"
 
 static void host_destroy(struct dev *d)
@@ -90,8 +91,10 @@ static int host_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int 
 				c[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(size_t)i * ldc + j];
 		return ERR_OK;
 	}
+	double t0 = clock_now_s();
 	cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
 		    trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+	dev_count_gemm(d, m, n, k, clock_now_s() - t0);
 	return ERR_OK;
 }
 

@@ -233,13 +233,16 @@ struct bench_result {
 	double concurrent;           /* median rate of W sgemms at once (0: not measured) */
 	double concurrent_lo, concurrent_hi;
 	struct dev_counts counts;    /* summed over the timed windows: the busiest rank's */
+	/* each rank's GEMM arithmetic over the timed windows, and the seconds it spent inside
+	 * them (CPU backend; 0 where GEMMs are only queued) */
+	double gemm_flop[MAX_WORLD], gemm_seconds[MAX_WORLD];
 };
 
 /* Adds the window's counts of the rank that issued most of each kind to *sum. */
 static void add_window_counts(const struct window_result *res, int world,
 			      struct dev_counts *sum)
 {
-	struct dev_counts most = {0, 0, 0};
+	struct dev_counts most = {0, 0, 0, 0.0, 0.0};
 	for (int r = 0; r < world; r++) {
 		const struct dev_counts *c = &res->rank_counts[r];
 		most.syncs = c->syncs > most.syncs ? c->syncs : most.syncs;
@@ -276,6 +279,10 @@ static int timed_windows(struct run *r, const struct settings *s, long warmup, l
 		b->coll += res.seconds_coll;
 		b->coll_mean += res.seconds_coll_mean;
 		add_window_counts(&res, s->world, &b->counts);
+		for (int q = 0; q < s->world; q++) {
+			b->gemm_flop[q] += res.rank_counts[q].gemm_flop;
+			b->gemm_seconds[q] += res.rank_counts[q].gemm_seconds;
+		}
 		if (max_s > 0.0 && b->seconds >= max_s)
 			break;
 	}
@@ -377,6 +384,55 @@ static void report_main(const struct env *v, const struct bench_result *b, int w
 	env_info(v, "bench: per window (the rank that issues most): %.1f host synchronisations, "
 		 "%.1f launches, %.1f device copies", per_window(b, b->counts.syncs),
 		 per_window(b, b->counts.launches), per_window(b, b->counts.copies));
+}
+
+/* Rank q's GEMM rate over the one-thread sgemm's (*rate) and the share of window time
+ * it spent in GEMMs (*share): their product is its GEMM FLOP per window second over
+ * sgemm's, so the ratio training / (W x sgemm) is the mean over ranks of the products
+ * when the GEMMs compute exactly the training math. 0: not measured (no sgemm figure, or a
+ * backend whose GEMMs the host does not wait for). */
+static int gemm_factors(const struct bench_result *b, int q, double *rate, double *share)
+{
+	if (b->sgemm <= 0.0 || b->gemm_seconds[q] <= 0.0 || b->seconds <= 0.0)
+		return 0;
+	*rate = b->gemm_flop[q] * 1e-9 / b->gemm_seconds[q] / b->sgemm;
+	*share = b->gemm_seconds[q] / b->seconds;
+	return 1;
+}
+
+/* Where the ratio to sgemm goes, rank by rank: GEMMs slower inside the window than the
+ * reference (the first factor) or time outside GEMMs (element operations, collectives,
+ * waiting for a slower rank: the second). Returns the JSON array of the factors (NULL:
+ * not measured). */
+static json_t *report_gemm_factors(const struct env *v, const struct bench_result *b,
+				   int world)
+{
+	char line[1024];
+	int at = 0;
+	double flop = 0.0, rate, share;
+	json_t *ranks = json_array();
+	for (int q = 0; q < world; q++) {
+		if (!gemm_factors(b, q, &rate, &share)) {
+			json_decref(ranks);
+			return NULL;
+		}
+		flop += b->gemm_flop[q];
+		at += snprintf(line + at, sizeof line - (size_t)at, "%s%d: %.1f GFLOP/s = %.2f x "
+			       "sgemm, %.0f%% of window time", q ? "; " : "", q,
+			       rate * b->sgemm, rate, 100.0 * share);
+		if (at >= (int)sizeof line)
+			at = (int)sizeof line - 1;
+		json_array_append_new(ranks, json_pack("{s:f, s:f, s:f}", "gemm_gflops",
+						       rate * b->sgemm, "gemm_of_sgemm", rate,
+						       "gemm_share_of_window", share));
+	}
+	double math = (double)b->tokens * b->flop_per_token;
+	env_info(v, "bench: GEMMs inside the window, rank by rank (their rate against the "
+		 "one-thread sgemm, and the share of window time they take; the rest is element "
+		 "operations, collectives and waiting): %s; the mean of the products is %.0f%% of "
+		 "W x sgemm, their FLOP %.1f%% of the training math's", line,
+		 100.0 * flop * 1e-9 / b->seconds / (world * b->sgemm), 100.0 * flop / math);
+	return ranks;
 }
 
 /* the sweep's large vocabulary: tokenizer-sized, yet every point stays within a few
@@ -503,6 +559,7 @@ int cmd_bench(struct app *a, struct err *e)
 	if (rc != ERR_OK)
 		return rc;
 	report_main(v, &b, s->world);
+	json_t *gemm_ranks = report_gemm_factors(v, &b, s->world);
 
 	const int hiddens[] = {512, 1024, 2048};
 	const int vocabs[] = {128, SWEEP_VOCAB_MAX};
@@ -515,10 +572,11 @@ int cmd_bench(struct app *a, struct err *e)
 		rc = exact_vs_default(v, &b, warmup, windows, &exact, e);
 	if (rc != ERR_OK) {
 		json_decref(points);
+		json_decref(gemm_ranks);
 		return rc;
 	}
 	json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
-			      "s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o*}",
+			      "s:f, s:f, s:f, s:f, s:f, s:f, s:o*, s:o, s:o*}",
 			      "backend", backend, "world", s->world, "plan",
 			      rank_split_name(s->rank_split), "tokens",
 			      (json_int_t)b.tokens, "seconds", b.seconds, "cpu_seconds", b.cpu_seconds,
@@ -532,7 +590,8 @@ int cmd_bench(struct app *a, struct err *e)
 			      b.coll / b.seconds, "collective_share_mean", b.coll_mean / b.seconds,
 			      "syncs_per_window", per_window(&b, b.counts.syncs), "launches_per_window",
 			      per_window(&b, b.counts.launches), "copies_per_window",
-			      per_window(&b, b.counts.copies), "sweep", points, "exact_vs_default", exact);
+			      per_window(&b, b.counts.copies), "gemm_per_rank", gemm_ranks, "sweep",
+			      points, "exact_vs_default", exact);
 	rc = env_write_json(v, output_name(OUT_BENCH), j, e);
 	json_decref(j);
 	return rc;

@@ -618,9 +618,7 @@ static int window_step(struct engine *eng, struct replica *r, void *arg, struct 
 	const struct dev_counts before = r->dev->counts;
 	int rc = window_work(eng, r, ws, e);
 	const struct dev_counts *now = &r->dev->counts;
-	ws->counts[r->rank] = (struct dev_counts){now->syncs - before.syncs,
-						  now->launches - before.launches,
-						  now->copies - before.copies};
+	ws->counts[r->rank] = dev_counts_since(now, &before);
 	return rc;
 }
 
