@@ -238,7 +238,7 @@ static int do_window(struct inspect *in, int argc, char **argv, struct err *e)
 	int avg = a->s.reduce == COLL_AVG;
 	double k = norm_divisor(avg, w->world, a->s.shards);
 	printf("window: next window %lld (step %lld, not consumed), W = %d, M = %d microbatches "
-	       "per rank, plan %s, mode %s, reduce %s\n", (long long)w->index + 1,
+	       "per rank, plan %s, mode %s, reduce %s\n", window_number(w),
 	       (long long)in->t.step + 1, w->world, w->micro, rank_split_name(a->s.rank_split),
 	       norm_mode_name(in->t.mode), reduce_name(a));
 	for (int r = 0; r < w->world; r++)
@@ -340,12 +340,12 @@ static int step_once(struct inspect *in, struct err *e)
 	DEV(in, rc);
 	if (res.rejected) {
 		printf("step %lld: window %lld skipped: no supervised token (empty_window = skip), "
-		       "no update\n", (long long)in->t.step, (long long)in->draw->index + 1);
+		       "no update\n", (long long)in->t.step, window_number(in->draw));
 		return ERR_OK;
 	}
 	keep_window(in, &res, updates_before);
 	printf("step %lld: window %lld, loss %.6f (global token mean), N = %lld, grad norm %.6e "
-	       "[mode %s]\n", (long long)in->t.step, (long long)in->last->index + 1, res.loss,
+	       "[mode %s]\n", (long long)in->t.step, window_number(in->last), res.loss,
 	       (long long)res.N, res.grad_norm, norm_mode_name(in->t.mode));
 	if (!in->noted_end && in->t.step >= a->s.updates) {
 		printf("step: note: [train] updates = %d reached; further steps go beyond the "
@@ -526,12 +526,12 @@ static int do_grad(struct inspect *in, int argc, char **argv, struct err *e)
 	const float *g = q.rank < 0 ? in->last_reduced : in->last_local[q.rank];
 	if (q.rank < 0)
 		printf("grad: reduced gradient of window %lld (step %lld, mode %s, reduce %s)\n",
-		       (long long)in->last->index + 1, (long long)in->last_step,
+		       window_number(in->last), (long long)in->last_step,
 		       norm_mode_name(in->last_mode), reduce_name(in->a));
 	else
 		printf("grad: local gradient of rank %d before the reduce, window %lld (step %lld, "
 		       "mode %s; %lld supervised tokens on this rank)\n", q.rank,
-		       (long long)in->last->index + 1, (long long)in->last_step,
+		       window_number(in->last), (long long)in->last_step,
 		       norm_mode_name(in->last_mode), (long long)in->last->rank_tokens[q.rank]);
 	if (q.hi > q.lo) {
 		grad_components(m, &q, g);
@@ -719,13 +719,13 @@ static int do_compare(struct inspect *in, int argc, char **argv, struct err *e)
 		DEV(in, engine_get_state(eng, in->cur_p, in->cur_m, e));
 		DEV(in, engine_set_state(eng, in->before_p, in->before_m, in->before_updates, e));
 		printf("compare: window %lld (step %lld), from the parameters at its start\n",
-		       (long long)w->index + 1, (long long)in->last_step);
+		       window_number(w), (long long)in->last_step);
 	} else {
 		if ((rc = peek_next(in, e)) != ERR_OK)
 			return rc;
 		w = in->draw;
 		printf("compare: window %lld (the next one; nothing stepped yet), from the current "
-		       "parameters, without an update\n", (long long)w->index + 1);
+		       "parameters, without an update\n", window_number(w));
 	}
 	struct window_result res;
 	const float *g;

@@ -564,7 +564,7 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 
 	if (eng->inject_rank == rank && eng->inject_window == w->index)
 		return ERR(e, ERR_DEVICE, "injected failure at window %lld",
-			   (long long)w->index + 1);
+			   window_number(w));
 
 	ERR_TRY(o->zero(d, r->grads, n * sizeof(float), e));
 	r->loss_sum = 0.0; /* a declined window reports no stale sum of the previous one */
@@ -645,7 +645,7 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 	if (rc == ERR_OK && (rc = gather_outcomes(eng, &ws, e)) != ERR_OK)
 		eng->poisoned = 1; /* the processes may no longer be in step */
 	if (rc != ERR_OK) {
-		err_prefix(e, "window %lld", (long long)w->index + 1); /* numbered from 1 */
+		err_prefix(e, "window %lld", window_number(w));
 		return rc;
 	}
 	const struct rank_outcome *out = ws.out;
@@ -657,7 +657,7 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 		res->rank_counts[r] = out[r].counts;
 		if (out[r].rejected != out[0].rejected)
 			return ERR(e, ERR_DEVICE, "window %lld: ranks disagree on rejecting it",
-				   (long long)w->index + 1);
+				   window_number(w));
 		if (out[r].seconds_coll > res->seconds_coll)
 			res->seconds_coll = out[r].seconds_coll;
 		res->seconds_coll_mean += out[r].seconds_coll / eng->world;
@@ -670,13 +670,13 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 	for (int r = 1; r < eng->world; r++)
 		if (out[r].loss_sum != out[0].loss_sum)
 			return ERR(e, ERR_DEVICE, "window %lld: ranks received different loss sums",
-				   (long long)w->index + 1);
+				   window_number(w));
 	if (flags & ENGINE_CHECK_REPLICAS)
 		for (int r = 1; r < eng->world; r++)
 			if (out[r].param_fingerprint != out[0].param_fingerprint)
 				return ERR(e, ERR_CHECK,
 					   "window %lld: replica %d's parameters differ from rank 0's",
-					   (long long)w->index + 1, r);
+					   window_number(w), r);
 	res->loss_sum = out[0].loss_sum;
 	res->loss = out[0].loss_sum / (double)norm_unit_count(eng->s.unit, w);
 	if (flags & ENGINE_CAPTURE_REDUCED) {
@@ -737,7 +737,7 @@ int engine_reference(struct engine *eng, const struct window *w, float *host_gra
 	struct ref_arg a = {w, host_grad, 0.0};
 	if (w->N <= 0)
 		return ERR(e, ERR_EMPTY, "window %lld has no supervised token: no reference mean",
-			   (long long)w->index + 1);
+			   window_number(w));
 	ERR_TRY(on_rank0(eng, reference, &a, e));
 	*loss = a.loss_sum / (double)norm_unit_count(eng->s.unit, w);
 	return ERR_OK;

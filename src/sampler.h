@@ -47,6 +47,13 @@ struct window {
 	int *storage;     /* all ids of the window, rank-major then microbatch (packed) */
 };
 
+/* The window's number as messages, metrics and reports give it: counted from 1 (the
+ * index counts from 0). */
+static inline long long window_number(const struct window *w)
+{
+	return (long long)w->index + 1;
+}
+
 struct sampler_state {
 	uint64_t rng[4];
 	int64_t window_index;

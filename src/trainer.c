@@ -192,7 +192,7 @@ static json_t *metrics_line(const struct trainer *t, const struct window *w,
 	utc_now(now, sizeof now);
 	json_t *line = json_pack("{s:I, s:I, s:I, s:o, s:I, s:b, s:o, s:o, s:f, s:f, s:f, s:s, s:f, s:s, "
 			 "s:f}",
-			 "step", (json_int_t)t->step, "window", (json_int_t)w->index + 1,
+			 "step", (json_int_t)t->step, "window", (json_int_t)window_number(w),
 			 "updates_done", (json_int_t)t->r.eng->updates_done, "rank_tokens", toks,
 			 "N", (json_int_t)wr->N, "rejected", wr->rejected, "loss",
 			 wr->rejected ? json_null() : json_real(wr->loss), "grad_norm",
@@ -279,9 +279,9 @@ int trainer_step(struct trainer *t, struct window *w, int flags, struct window_r
 	if (wr->rejected && t->v->s->empty_window == EMPTY_ERROR) {
 		/* not a step: the window stays the next one */
 		sampler_set_state(&t->r.sampler, &before);
-		return ERR(e, ERR_EMPTY, "window %" PRId64 " (step %" PRId64 ") has no supervised "
+		return ERR(e, ERR_EMPTY, "window %lld (step %" PRId64 ") has no supervised "
 			   "token on any rank; train.empty_window = error (set it to skip to step "
-			   "over such windows)", w->index + 1, t->step + 1);
+			   "over such windows)", window_number(w), t->step + 1);
 	}
 	count_step(t, w, wr);
 	if (t->metrics)
