@@ -39,7 +39,11 @@ struct coll;
 struct coll_ops {
 	const char *name; /* "host" or "nccl" */
 	/* In-place allreduce of buf[0..count) on every rank. `buf` is in the memory space of
-	 * the rank's device (`dev`), or host memory when `host_buf` is non-zero. */
+	 * the rank's device (`dev`), or host memory when `host_buf` is non-zero. Peers may
+	 * write into a rank's buffer until they leave the call, so after a failed call (a
+	 * peer stalled past the timeout may still be writing) the buffer must stay
+	 * allocated, as pool.h asks of the memory a left-behind rank may touch: no stack
+	 * buffer, no release on the error path. */
 	int (*allreduce)(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
 			 enum coll_dtype type, enum coll_op op, int host_buf, struct err *e);
 	/* Exact mode's allreduce, a sum (COLL_F32 or COLL_F64) in the pairwise tree over

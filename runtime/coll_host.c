@@ -11,6 +11,10 @@
  * barrier every buffer holds the whole result (a staged one is then uploaded). Two
  * barriers per call suffice: nobody writes into a buffer before every rank has
  * published it at the first barrier, nobody returns before every slice is written.
+ * The one exception is a failed call: a rank whose second barrier times out (a peer
+ * stalled in its slice for longer than the timeout) returns the error while the stalled
+ * peer may still write into its buffer, which is why coll.h asks callers to keep their
+ * buffers allocated after a failure, as pool.h does for a rank it leaves behind.
  *
  * The tree mode (exact mode) is the same exchange with another rule for element i: the
  * pairwise tree over the ranks' values (see coll.h), so that the sum is the upper part

@@ -389,12 +389,18 @@ static void report_main(const struct env *v, const struct bench_result *b, int w
 /* Rank q's GEMM rate over the one-thread sgemm's (*rate) and the share of window time
  * it spent in GEMMs (*share): their product is its GEMM FLOP per window second over
  * sgemm's, so the ratio training / (W x sgemm) is the mean over ranks of the products
- * when the GEMMs compute exactly the training math. 0: not measured (no sgemm figure, or a
- * backend whose GEMMs the host does not wait for). */
+ * when the GEMMs compute exactly the training math. Returns 1 with both set; 0 when the
+ * rank issued no GEMM (both 0); -1 when they are not measured: no sgemm figure, or GEMMs
+ * that the host did not wait for (a backend that only queues them). */
 static int gemm_factors(const struct bench_result *b, int q, double *rate, double *share)
 {
-	if (b->sgemm <= 0.0 || b->gemm_seconds[q] <= 0.0 || b->seconds <= 0.0)
+	*rate = *share = 0.0;
+	if (b->sgemm <= 0.0 || b->seconds <= 0.0)
+		return -1;
+	if (b->gemm_flop[q] <= 0.0)
 		return 0;
+	if (b->gemm_seconds[q] <= 0.0)
+		return -1;
 	*rate = b->gemm_flop[q] * 1e-9 / b->gemm_seconds[q] / b->sgemm;
 	*share = b->gemm_seconds[q] / b->seconds;
 	return 1;
@@ -412,14 +418,19 @@ static json_t *report_gemm_factors(const struct env *v, const struct bench_resul
 	double flop = 0.0, rate, share;
 	json_t *ranks = json_array();
 	for (int q = 0; q < world; q++) {
-		if (!gemm_factors(b, q, &rate, &share)) {
+		int measured = gemm_factors(b, q, &rate, &share);
+		if (measured < 0) {
 			json_decref(ranks);
 			return NULL;
 		}
 		flop += b->gemm_flop[q];
-		at += snprintf(line + at, sizeof line - (size_t)at, "%s%d: %.1f GFLOP/s = %.2f x "
-			       "sgemm, %.0f%% of window time", q ? "; " : "", q,
-			       rate * b->sgemm, rate, 100.0 * share);
+		if (measured)
+			at += snprintf(line + at, sizeof line - (size_t)at, "%s%d: %.1f GFLOP/s = "
+				       "%.2f x sgemm, %.0f%% of window time", q ? "; " : "", q,
+				       rate * b->sgemm, rate, 100.0 * share);
+		else
+			at += snprintf(line + at, sizeof line - (size_t)at, "%s%d: no GEMM",
+				       q ? "; " : "", q);
 		if (at >= (int)sizeof line)
 			at = (int)sizeof line - 1;
 		json_array_append_new(ranks, json_pack("{s:f, s:f, s:f}", "gemm_gflops",
@@ -431,7 +442,8 @@ static json_t *report_gemm_factors(const struct env *v, const struct bench_resul
 		 "one-thread sgemm, and the share of window time they take; the rest is element "
 		 "operations, collectives and waiting): %s; the mean of the products is %.0f%% of "
 		 "W x sgemm, their FLOP %.1f%% of the training math's", line,
-		 100.0 * flop * 1e-9 / b->seconds / (world * b->sgemm), 100.0 * flop / math);
+		 100.0 * flop * 1e-9 / b->seconds / (world * b->sgemm),
+		 math > 0.0 ? 100.0 * flop / math : 0.0);
 	return ranks;
 }
 

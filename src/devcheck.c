@@ -128,10 +128,12 @@ static int check_allreduce(struct check_run *cr, int rank, enum coll_op op, floa
 	for (size_t i = 0; i < SUM_COUNT; i++)
 		x[i] = contribution(rank, i);
 	int rc = put(d, x, SUM_COUNT, &buf, e);
-	if (rc == ERR_OK)
+	if (rc == ERR_OK) {
 		rc = cr->coll->ops->allreduce(cr->coll, rank, d, buf, SUM_COUNT, COLL_F32, op, 0, e);
-	if (rc == ERR_OK)
+		if (rc != ERR_OK)
+			return rc; /* buf stays allocated: a stalled peer may still write (coll.h) */
 		rc = d->ops->download(d, x, buf, SUM_COUNT * sizeof(float), e);
+	}
 	d->ops->release(d, buf);
 	if (rc != ERR_OK)
 		return rc;
@@ -226,7 +228,9 @@ int devcheck_run(const struct settings *s, const struct placement *p, int corrup
 			report(&cr, out);
 		pool_set_coll(pool, NULL);
 	}
-	if (cr.coll)
+	/* a device thread the watchdog left behind may still be inside the collective, as in
+	 * engine_destroy(): then nothing of it is freed, the process is ending */
+	if (cr.coll && !(pool && pool_abandoned(pool)))
 		coll_destroy(cr.coll);
 	if (pool) {
 		struct err ignore;

@@ -514,8 +514,10 @@ static int window_totals(struct engine *eng, struct replica *r, const struct win
 			 double local, int64_t *count, double *sum, struct err *e)
 {
 	struct coll *c = eng->coll;
-	double totals[3] = {(double)w->rank_tokens[r->rank], (double)w->rank_sequences[r->rank],
-			    local};
+	double *totals = r->totals;
+	totals[0] = (double)w->rank_tokens[r->rank];
+	totals[1] = (double)w->rank_sequences[r->rank];
+	totals[2] = local;
 	ERR_TRY(pool_mark_wait(eng->pool, r->local, "the count and loss allreduce", e));
 	if (eng->s.shards > 0)
 		ERR_TRY(c->ops->allreduce_tree(c, r->local, r->dev, totals, 3, COLL_F64, 1, e));

@@ -55,6 +55,9 @@ struct replica {
 	struct batch batch;               /* host */
 	/* per-window output */
 	double loss_sum;                  /* this rank's unscaled loss sum */
+	/* the window's counts and loss sum in their collective (host memory that outlives a
+	 * failed call, as coll.h asks) */
+	double totals[3];
 };
 
 enum engine_flags {
