@@ -656,7 +656,9 @@ static void keep_sums_repeatable(void)
 }
 
 /* The buffers of every rank, for allreduces of up to max_count elements: the device
- * staging of host buffers (8-byte elements), the tree allreduce's slices (float32: the
+ * staging of host buffers (8-byte elements, at most PINNED_MAX bytes like the pinned
+ * slot they pass through, which bounds what a host buffer may carry), the tree
+ * allreduce's slices (float32: the
  * whole vector padded to W slices, and as much again; host buffers of the tree need
  * count x (W + 1) 8-byte elements, which fits for the small counts they carry), and the
  * pinned host slot of host buffers (the tree's W values of each; at most
@@ -666,13 +668,14 @@ static int alloc_scratch(struct nccl_coll *n, size_t max_count, struct err *e)
 	size_t count = max_count ? max_count : 1, w = (size_t)n->world;
 	size_t cap = count * 8, tree = 2 * ((count + w - 1) / w * w) * sizeof(float);
 	size_t pinned = cap * w < PINNED_MAX ? cap * w : PINNED_MAX;
+	size_t staged = cap < PINNED_MAX ? cap : PINNED_MAX;
 	if (tree < 8 * (w + 1))
 		tree = 8 * (w + 1);
 	for (int r = 0; r < n->local; r++) {
 		int device = n->r[r].device;
 		CU_CHECK(cudaSetDevice(device), n->first + r, device);
-		CU_CHECK(cudaMalloc(&n->r[r].scratch, cap), n->first + r, device);
-		n->r[r].scratch_cap = cap;
+		CU_CHECK(cudaMalloc(&n->r[r].scratch, staged), n->first + r, device);
+		n->r[r].scratch_cap = staged;
 		CU_CHECK(cudaMalloc(&n->r[r].tree, tree), n->first + r, device);
 		n->r[r].tree_cap = tree;
 		CU_CHECK(cudaHostAlloc(&n->r[r].pinned, pinned, cudaHostAllocDefault), n->first + r,

@@ -860,11 +860,14 @@ static int sort_bytes(struct cuda_dev *cd, int slots, size_t *total, size_t *tem
 }
 
 /* Counts what CUB's radix sort over `bits` key bits queues on its onesweep path (cccl's
- * dispatch_radix_sort.cuh): two fills, a histogram and a scan kernel, and one kernel per
- * 8-bit digit. A short input sorted as one tile queues less: the count is a bound. */
+ * dispatch_radix_sort.cuh, read, not measured): two fills, a histogram and a scan kernel,
+ * and per 8-bit digit a fill of its lookback state and one kernel. An input sorted as one
+ * tile queues less (one kernel), one of over 2^28 items more (a kernel per digit per
+ * portion); the counts describe the sizes a window has between those. */
 static void count_sort(struct cuda_dev *cd, int bits)
 {
-	dev_count(&cd->dev, 2 + (unsigned)(bits + 7) / 8, 2, 0);
+	unsigned digits = (unsigned)(bits + 7) / 8;
+	dev_count(&cd->dev, 2 + digits, 2 + digits, 0);
 }
 
 /* Refuses an embed_backward past the workspace or the scratch sized at creation. */

@@ -122,7 +122,7 @@ static void reduce_slice(const void *const *src, int n, size_t lo, size_t hi,
 
 #define TREE_ADD(T, src, world, lo, hi, dst, ndst)                                            \
 	do {                                                                                  \
-		T acc_[8][TREE_BLOCK];                                                        \
+		T acc_[MAX_WORLD][TREE_BLOCK];                                                \
 		for (size_t b_ = (lo); b_ < (hi); b_ += TREE_BLOCK) {                         \
 			size_t m_ = (hi) - b_ < TREE_BLOCK ? (hi) - b_ : TREE_BLOCK;          \
 			for (int q_ = 0; q_ < (world); q_++)                                  \
@@ -229,6 +229,9 @@ static int host_allreduce_tree(struct coll *c, int rank, struct dev *dev, void *
 	if (coll_tree_levels(world) < 0)
 		return ERR(e, ERR_CONFIG, "the tree allreduce needs a power-of-two world, not %d",
 			   world);
+	if (world > MAX_WORLD) /* its blocks hold one row per rank */
+		return ERR(e, ERR_CONFIG, "the tree allreduce adds at most %d ranks, not %d",
+			   MAX_WORLD, world);
 	if (type != COLL_F32 && type != COLL_F64)
 		return ERR(e, ERR_DEVICE, "the tree allreduce adds floating-point values only");
 	return host_exchange(c, rank, dev, buf, count, type, COLL_SUM, 1, host_buf, e);

@@ -152,6 +152,30 @@ START_TEST(tree_allreduce_refuses_a_world_that_is_not_a_power_of_two)
 }
 END_TEST
 
+/* Spanning processes, the host collective may add up to COLL_MAX_RANKS ranks, more than
+ * the tree's blocks hold rows for: a power-of-two world of 16 (one rank in each of 16
+ * processes) is refused before any exchange. */
+START_TEST(tree_allreduce_refuses_more_ranks_than_it_adds)
+{
+	struct pool *p;
+	struct err e;
+	struct tree_arg a;
+	err_clear(&e);
+	memset(&a, 0, sizeof a);
+	ck_assert_int_eq(pool_create(1, 30.0, &p, &e), ERR_OK);
+	ck_assert_int_eq(coll_host_create(1, pool_barrier(p), N, &a.c, &e), ERR_OK);
+	ck_assert_int_eq(coll_host_span_processes(a.c, 16, 0, 30.0, &e), ERR_OK);
+	a.f32[0] = calloc(N, sizeof(float));
+	a.f64[0] = calloc(N, sizeof(double));
+	ck_assert_int_eq(pool_run(p, tree_fn, &a, &e), ERR_CONFIG);
+	ck_assert_msg(strstr(e.msg, "at most 8 ranks, not 16"), "message: %s", e.msg);
+	free(a.f32[0]);
+	free(a.f64[0]);
+	coll_destroy(a.c);
+	pool_destroy(p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("coll");
@@ -159,6 +183,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, tree_allreduce_gives_the_same_bits_for_every_world);
 	tcase_add_test(tc, tree_allreduce_refuses_a_world_that_is_not_a_power_of_two);
+	tcase_add_test(tc, tree_allreduce_refuses_more_ranks_than_it_adds);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }
