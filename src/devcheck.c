@@ -25,6 +25,9 @@ struct check_rank {
 	struct dev *dev;  /* the plan's device */
 	struct dev *host; /* the host backend, the reference */
 	double gemm_err;  /* worst |gpu - host| / bound */
+	/* the buffer of a failed allreduce, released with the device once every rank has
+	 * left (a stalled peer may still write into it: coll.h) */
+	float *kept;
 };
 
 struct check_run {
@@ -46,6 +49,8 @@ static int open_fn(int rank, void *ctx, void *arg, struct err *e)
 static int close_fn(int rank, void *ctx, void *arg, struct err *e)
 {
 	struct check_run *cr = arg;
+	if (cr->rk[rank].kept)
+		cr->rk[rank].dev->ops->release(cr->rk[rank].dev, cr->rk[rank].kept);
 	dev_destroy(cr->rk[rank].dev);
 	dev_destroy(cr->rk[rank].host);
 	cr->rk[rank].dev = cr->rk[rank].host = NULL;
@@ -130,8 +135,10 @@ static int check_allreduce(struct check_run *cr, int rank, enum coll_op op, floa
 	int rc = put(d, x, SUM_COUNT, &buf, e);
 	if (rc == ERR_OK) {
 		rc = cr->coll->ops->allreduce(cr->coll, rank, d, buf, SUM_COUNT, COLL_F32, op, 0, e);
-		if (rc != ERR_OK)
-			return rc; /* buf stays allocated: a stalled peer may still write (coll.h) */
+		if (rc != ERR_OK) {
+			cr->rk[rank].kept = buf;
+			return rc;
+		}
 		rc = d->ops->download(d, x, buf, SUM_COUNT * sizeof(float), e);
 	}
 	d->ops->release(d, buf);
