@@ -82,7 +82,8 @@ void coll_destroy(struct coll *c);
  * the pairwise tree over `world` leaves. */
 int coll_tree_levels(int world);
 /* out[i] = the pairwise tree over src[0..world)[i] for lo <= i < hi (world a power of
- * two, at most MAX_WORLD; COLL_F32 or COLL_F64): the rule of allreduce_tree, for its implementations. */
+ * two, at most MAX_WORLD; COLL_F32 or COLL_F64): the rule of allreduce_tree, for its
+ * implementations. */
 void coll_tree_add(const void *const *src, int world, enum coll_dtype type, size_t lo,
 		   size_t hi, void *out);
 const char *coll_op_name(enum coll_op op);

@@ -30,8 +30,9 @@
 
 struct host_coll {
 	size_t max_count;
-	const void *src[MAX_WORLD];
-	void *dst[MAX_WORLD];     /* where each local rank's result is written */
+	/* each local rank's published buffer (its own, or its staging): what the reduction
+	 * reads and, in place, writes */
+	void *dst[MAX_WORLD];
 	void *stage[MAX_WORLD];   /* per-rank host staging for device buffers */
 	/* across processes (coll_host_span_processes): procs > 1 */
 	int procs, proc;
@@ -160,7 +161,7 @@ static int gather_processes(struct coll *c, int rank, size_t bytes, struct err *
 	struct host_coll *h = c->impl;
 	if (rank == 0) {
 		for (int q = 0; q < c->world; q++)
-			memcpy((char *)h->packed + (size_t)q * bytes, h->src[q], bytes);
+			memcpy((char *)h->packed + (size_t)q * bytes, h->dst[q], bytes);
 		ERR_TRY(world_allgather(h->packed, bytes * (size_t)c->world, h->gathered,
 					h->timeout_s, "the collective's exchange", e));
 		for (int q = 0; q < c->world * h->procs; q++)
@@ -191,10 +192,9 @@ static int host_exchange(struct coll *c, int rank, struct dev *dev, void *buf, s
 	h->dst[rank] = direct ? buf : h->stage[rank];
 	if (!direct && (rc = dev->ops->download(dev, h->stage[rank], buf, bytes, e)) != ERR_OK)
 		return rc;
-	h->src[rank] = h->dst[rank];
 	if ((rc = barrier_wait(c->barrier, rank, e)) != ERR_OK)
 		return rc;
-	const void *const *src = h->src;
+	const void *const *src = (const void *const *)h->dst;
 	int n = c->world;
 	if (h->procs > 1) {
 		if ((rc = gather_processes(c, rank, bytes, e)) != ERR_OK)

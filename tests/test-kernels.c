@@ -457,8 +457,9 @@ END_TEST
 
 /* every build against what it replaced in the model, bit for bit: dz in place by
  * kmath.h's formula, and the column sums that the build's col_sum_acc adds over that dz
- * (rows in order, from out[j]; a NaN sum may be another NaN); widths around the vector lengths, inputs with specials and
- * magnitudes for which the order of a column's additions shows in its bits */
+ * (rows in order, from out[j]; a NaN sum may be another NaN); widths around the vector
+ * lengths, inputs with specials and magnitudes for which the order of a column's
+ * additions shows in its bits */
 START_TEST(tanh_backward_col_sum_is_the_two_passes)
 {
 	const int shapes[][2] = {{1, 5}, {7, 37}, {33, 512}, {64, 129}};
