@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "check-run.h"
-#include "cli_signals.h"
+#include "signals.h"
 
 static void my_handler(int sig)
 {

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "app.h"
-#include "cli_signals.h"
+#include "signals.h"
 #include "ckpt.h"
 #include "fsx.h"
 #include "outputs.h"

@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include "app.h"
-#include "cli_signals.h"
+#include "signals.h"
 #include "clock.h"
 #include "ddptok_config.h"
 #include "fsx.h"

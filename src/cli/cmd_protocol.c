@@ -36,7 +36,7 @@
 
 #include "clock.h"
 #include "app.h"
-#include "cli_signals.h"
+#include "signals.h"
 #include "engine_keep.h"
 #include "fsx.h"
 #include "outputs.h"

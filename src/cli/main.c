@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "app.h"
-#include "cli_signals.h"
+#include "signals.h"
 #include "ddptok_config.h"
 #include "dirlock.h"
 #include "pool.h"

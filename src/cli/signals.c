@@ -2,7 +2,7 @@
  * cli_signals: the handler that turns a signal into the core's stop flag (see
  * cli_signals.h).
  */
-#include "cli_signals.h"
+#include "signals.h"
 
 #include <errno.h>
 #include <fcntl.h>

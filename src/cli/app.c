@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli_signals.h"
+#include "signals.h"
 
 static void app_log(void *arg, int level, const char *line)
 {
