@@ -237,12 +237,69 @@ void sampler_free(struct sampler *sp)
 	memset(sp, 0, sizeof *sp);
 }
 
+/* The ERR_CONFIG of a pool too small for a window: "band r (range)" for the length-band
+ * plan, which names the plan that draws from every length instead. */
+static int pool_too_small(const struct sampler *sp, const struct settings *s, int max_len,
+			  int r, int64_t need, struct err *e)
+{
+	int lo, hi;
+	char range[64];
+
+	if (sp->bands == 1)
+		return ERR(e, ERR_CONFIG, "train.batch_size = %d x train.accumulation = %d x "
+			   "devices.world = %d = %lld sequences per window, but the training split "
+			   "holds only %d sequences", s->batch_size, s->accumulation, s->world,
+			   (long long)need, sp->pool_n[0]);
+	sampler_band_bounds(max_len, sp->bands, r, &lo, &hi);
+	if (r == 0)
+		snprintf(range, sizeof range, "lengths <= %d", hi);
+	else if (r == sp->bands - 1)
+		snprintf(range, sizeof range, "lengths > %d", lo);
+	else
+		snprintf(range, sizeof range, "lengths %d..%d", lo + 1, hi);
+	return ERR(e, ERR_CONFIG, "train.batch_size = %d x train.accumulation = %d = %lld "
+		   "sequences per rank and window, but length band %d (%s) holds only %d "
+		   "training sequences: train.plan = length_bands draws each rank's share from "
+		   "its own band; train.plan = balanced draws from every length", s->batch_size,
+		   s->accumulation, (long long)need, r, range, sp->pool_n[r]);
+}
+
+/* The pool a training sequence is drawn from: its length band under the length-band
+ * plan, the one whole pool otherwise. */
+static int pool_of(const struct sampler *sp, const struct corpus *c, int id, int max_len)
+{
+	return sp->bands == 1 ? 0 : sampler_band_of(corpus_len(c, id), max_len, sp->bands);
+}
+
+/* Fills sp->pool[] with the training ids, each pool needing `need` of them per window. */
+static int fill_pools(struct sampler *sp, const struct corpus *c, const struct settings *s,
+		      int max_len, int64_t need, struct err *e)
+{
+	int first = c->split_first[SPLIT_TRAIN], n_train = c->split_count[SPLIT_TRAIN];
+
+	for (int i = first; i < first + n_train; i++)
+		sp->pool_n[pool_of(sp, c, i, max_len)]++;
+	for (int r = 0; r < sp->bands; r++) {
+		if (sp->pool_n[r] < need)
+			return pool_too_small(sp, s, max_len, r, need, e);
+		sp->pool[r] = malloc((size_t)sp->pool_n[r] * sizeof *sp->pool[r]);
+		if (!sp->pool[r])
+			return ERR(e, ERR_NOMEM, "sampler: out of memory");
+		sp->pool_n[r] = 0;
+	}
+	for (int i = first; i < first + n_train; i++) {
+		int r = pool_of(sp, c, i, max_len);
+		sp->pool[r][sp->pool_n[r]++] = i;
+	}
+	return ERR_OK;
+}
+
 int sampler_init(struct sampler *sp, const struct corpus *c, const struct settings *s,
 		 struct err *e)
 {
 	int first = c->split_first[SPLIT_TRAIN], n_train = c->split_count[SPLIT_TRAIN];
-	int max_len = s->max_len, need, max_pool = 0, rc;
-	int64_t need64;
+	int max_len = s->max_len, max_pool = 0, rc;
+	int64_t per_rank;
 
 	memset(sp, 0, sizeof *sp);
 	if (s->world < 1 || s->world > MAX_WORLD)
@@ -258,7 +315,7 @@ int sampler_init(struct sampler *sp, const struct corpus *c, const struct settin
 		return shard_sampler_init(sp, c, s, e);
 	if (s->rank_split != RANK_SPLIT_LENGTH_BANDS && s->rank_split != RANK_SPLIT_BALANCED)
 		return ERR(e, ERR_CONFIG, "train.plan: unknown plan kind %d", s->rank_split);
-	need64 = (int64_t)s->accumulation * s->batch_size;
+	per_rank = (int64_t)s->accumulation * s->batch_size;
 	if (max_len <= 0)
 		for (int i = first; i < first + n_train; i++)
 			if (corpus_len(c, i) > max_len)
@@ -268,43 +325,18 @@ int sampler_init(struct sampler *sp, const struct corpus *c, const struct settin
 	sp->micro = s->accumulation;
 	sp->batch = s->batch_size;
 	sp->rank_split = s->rank_split;
+	/* only the length-band plan needs the bands; any other draws from every length */
+	sp->bands = s->rank_split == RANK_SPLIT_LENGTH_BANDS ? s->world : 1;
+	sp->per_pool = (int)(per_rank * s->world / sp->bands);
 	sp->corpus = c;
-	for (int i = first; i < first + n_train; i++)
-		sp->pool_n[sampler_band_of(corpus_len(c, i), max_len, s->world)]++;
-	for (int r = 0; r < s->world; r++) {
-		if (sp->pool_n[r] < need64) {
-			int lo, hi;
-			char range[64];
-			sampler_band_bounds(max_len, s->world, r, &lo, &hi);
-			if (s->world == 1)
-				snprintf(range, sizeof range, "all lengths");
-			else if (r == 0)
-				snprintf(range, sizeof range, "lengths <= %d", hi);
-			else if (r == s->world - 1)
-				snprintf(range, sizeof range, "lengths > %d", lo);
-			else
-				snprintf(range, sizeof range, "lengths %d..%d", lo + 1, hi);
-			rc = ERR(e, ERR_CONFIG, "train.batch_size = %d x train.accumulation = %d = "
-				 "%lld sequences per rank and window, but length band %d (%s) holds "
-				 "only %d training sequences", s->batch_size, s->accumulation,
-				 (long long)need64, r, range, sp->pool_n[r]);
-			goto fail;
-		}
+	rc = fill_pools(sp, c, s, max_len, per_rank * s->world / sp->bands, e);
+	if (rc)
+		goto fail;
+	for (int r = 0; r < sp->bands; r++)
 		if (sp->pool_n[r] > max_pool)
 			max_pool = sp->pool_n[r];
-		sp->pool[r] = malloc((size_t)sp->pool_n[r] * sizeof *sp->pool[r]);
-		if (!sp->pool[r]) {
-			rc = ERR(e, ERR_NOMEM, "sampler: out of memory");
-			goto fail;
-		}
-		sp->pool_n[r] = 0;
-	}
-	for (int i = first; i < first + n_train; i++) {
-		int r = sampler_band_of(corpus_len(c, i), max_len, s->world);
-		sp->pool[r][sp->pool_n[r]++] = i;
-	}
-	need = (int)need64;
-	sp->scratch = malloc(((size_t)max_pool + (size_t)s->world * need) * sizeof *sp->scratch);
+	sp->scratch = malloc(((size_t)max_pool + (size_t)s->world * per_rank) *
+			     sizeof *sp->scratch);
 	if (!sp->scratch) {
 		rc = ERR(e, ERR_NOMEM, "sampler: out of memory");
 		goto fail;
@@ -320,7 +352,7 @@ fail:
 int sampler_next(struct sampler *sp, struct window *w, struct err *e)
 {
 	int counts[MAX_WORLD * WINDOW_MAX_MICRO];
-	int need = sp->micro * sp->batch, max_pool = 0, rc;
+	int need = sp->per_pool, max_pool = 0, rc;
 	int *copy, *ids;
 
 	if (sp->shards > 0)
@@ -328,12 +360,12 @@ int sampler_next(struct sampler *sp, struct window *w, struct err *e)
 	if (w->world != sp->world || w->micro != sp->micro || w->batch < sp->batch)
 		return ERR(e, ERR_CHECK, "sampler_next: window shaped %dx%dx%d, sampler %dx%dx%d",
 			   w->world, w->micro, w->batch, sp->world, sp->micro, sp->batch);
-	for (int r = 0; r < sp->world; r++)
+	for (int r = 0; r < sp->bands; r++)
 		if (sp->pool_n[r] > max_pool)
 			max_pool = sp->pool_n[r];
 	copy = sp->scratch;
 	ids = sp->scratch + max_pool;
-	for (int r = 0; r < sp->world; r++) {
+	for (int r = 0; r < sp->bands; r++) {
 		int n = sp->pool_n[r];
 		memcpy(copy, sp->pool[r], (size_t)n * sizeof *copy);
 		for (int k = 0; k < need; k++) {

@@ -1,16 +1,19 @@
 /*
  * sampler: the sampler and the host-side split of a window into mb[rank][microbatch].
  *
- * The sampler generalizes a two-rank length-band plan to W ranks: the training
- * sequences are divided into W length bands (band r holds lengths in
- * (max_len*r/W, max_len*(r+1)/W]; W = 2 gives <= 64 and > 64 for max_len 128) and each
- * window draws accumulation x batch_size ids without replacement from every band. What
- * the window contains therefore does not depend on the plan; the plan only decides who
- * computes what:
- *   length_bands  rank r takes band r's draw, in draw order, batch_size per microbatch;
- *   balanced      the window's sequences go to ranks (then microbatches) greedily, largest
- *                 supervised count first, to the least loaded rank with room left, so the
- *                 supervised tokens per rank are as even as the sequences allow.
+ * The sampler generalizes a two-rank length-band plan to W ranks. The plan decides both
+ * what a window draws and who computes what:
+ *   length_bands  the training sequences are divided into W length bands (band r holds
+ *                 lengths in (max_len*r/W, max_len*(r+1)/W]; W = 2 gives <= 64 and > 64
+ *                 for max_len 128); each window draws accumulation x batch_size ids
+ *                 without replacement from every band, and rank r takes band r's draw, in
+ *                 draw order, batch_size per microbatch. Every band must hold a window's
+ *                 share, which data of one length (fixed-length chunks) cannot give;
+ *   balanced      each window draws W x accumulation x batch_size ids without replacement
+ *                 from all training sequences; they go to ranks (then microbatches)
+ *                 greedily, largest supervised count first, to the least loaded rank with
+ *                 room left, so the supervised tokens per rank are as even as the
+ *                 sequences allow. Any length distribution trains on any W.
  * The sampler state is its prng state plus the window index: a checkpoint stores it and a
  * restored sampler continues exactly where it stopped (no replay from the start).
  */
@@ -64,6 +67,10 @@ struct sampler {
 	int64_t window_index;
 	int world, micro, batch;
 	int rank_split; /* enum rank_split */
+	/* pools the window is drawn from: the W length bands of the length-band plan, or one
+	 * pool of every training sequence (any other plan) */
+	int bands;
+	int per_pool;   /* sequences drawn from each pool per window */
 	int shards, shard_order;  /* exact mode (shard.h): shards > 0 */
 	int *pool[MAX_WORLD];
 	int pool_n[MAX_WORLD];
@@ -79,8 +86,8 @@ int sampler_band_of(int len, int max_len, int world);
 
 /* Uses s->world, s->accumulation, s->batch_size, s->rank_split, s->seed and s->max_len (if
  * s->max_len <= 0, the longest training sequence); with s->shards > 0, exact mode's
- * sampler instead (shard.h). ERR_CONFIG when a band holds fewer
- * than accumulation x batch_size training sequences. sp keeps a pointer to c. */
+ * sampler instead (shard.h). ERR_CONFIG when a pool holds fewer sequences than a window
+ * draws from it. sp keeps a pointer to c. */
 int sampler_init(struct sampler *sp, const struct corpus *c, const struct settings *s,
 		 struct err *e);
 void sampler_free(struct sampler *sp);
