@@ -29,6 +29,8 @@
  * with the first one's code (the exit status is not 0), so that a script can serve as a
  * check.
  */
+#include "cmd_inspect.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -38,7 +40,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "app.h"
 #include "signals.h"
 #include "clock.h"
 #include "ddptok_config.h"
