@@ -253,6 +253,39 @@ START_TEST(effect_is_measured_in_tolerances)
 }
 END_TEST
 
+START_TEST(the_tolerance_rule_refuses_nan_on_either_side)
+{
+	const double atol = 1e-6, rtol = 1e-4;
+	/* |g - ref| <= atol + rtol |ref|, its boundary included (numbers exact in binary) */
+	struct parity_gap gp = parity_gap(3.25, 2.0, 0.25, 0.5);
+	ck_assert(gp.diff == 1.25 && gp.tol == 1.25 && gp.within && gp.ratio == 1.0);
+	gp = parity_gap(3.375, 2.0, 0.25, 0.5);
+	ck_assert(!gp.within && gp.ratio == 1.1);
+	gp = parity_gap(-2.0 - 2.0 * (atol + rtol * 2.0), -2.0, atol, rtol);
+	ck_assert(!gp.within && gp.ratio > 1.9 && gp.ratio < 2.1);
+	/* a zero tolerance: equal is within (0 tolerances), any difference infinitely outside */
+	gp = parity_gap(0.0, 0.0, 0.0, rtol);
+	ck_assert(gp.within && gp.ratio == 0.0);
+	gp = parity_gap(1e-30, 0.0, 0.0, rtol);
+	ck_assert(!gp.within && isinf(gp.ratio));
+	/* a NaN on either side is never within, with a tolerance that would take anything */
+	const double sides[3][2] = {{NAN, 1.0}, {1.0, NAN}, {NAN, NAN}};
+	for (int k = 0; k < 3; k++) {
+		gp = parity_gap(sides[k][0], sides[k][1], INFINITY, rtol);
+		ck_assert_msg(!gp.within && isinf(gp.ratio), "case %d", k);
+		gp = parity_gap(sides[k][0], sides[k][1], 0.0, 0.0);
+		ck_assert_msg(!gp.within && isinf(gp.ratio), "case %d (zero tolerance)", k);
+	}
+	/* the comparison over a vector and the controls' effect follow it */
+	float g[3] = {1.0f, NAN, 0.0f}, ref[3] = {1.0f, 1.0f, NAN};
+	struct parity_stats st;
+	parity_compare(g, ref, 3, atol, rtol, &st);
+	ck_assert(st.outside == 2 && !st.pass);
+	ck_assert(isinf(parity_effect(g + 2, ref + 2, 1, 0.0, 0.0))); /* a NaN reference */
+	ck_assert(parity_effect(g, ref, 1, 0.0, 0.0) == 0.0);
+}
+END_TEST
+
 START_TEST(plans_give_the_same_gradient)
 {
 	struct env v;
@@ -1137,6 +1170,7 @@ int main(void)
 	tcase_add_test(tc, balanced_counts_hide_mean_of_means);
 	tcase_add_test(tc, controls_near_global_token_are_not_required);
 	tcase_add_test(tc, effect_is_measured_in_tolerances);
+	tcase_add_test(tc, the_tolerance_rule_refuses_nan_on_either_side);
 	tcase_add_test(tc, plans_give_the_same_gradient);
 	tcase_add_test(tc, globally_empty_window_is_declined_by_every_rank);
 	tcase_add_test(tc, locally_empty_rank_still_matches);

@@ -25,6 +25,8 @@
  * shard order matching the plan (length with length_bands, balanced with balanced), so
  * the cost of exact mode's per-shard buffers and tree reads as a ratio of the two.
  */
+#include "cmd_bench.h"
+
 #include <cblas.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -35,7 +37,6 @@
 #include <time.h>
 
 #include "clock.h"
-#include "app.h"
 #include "blas_core.h"
 #include "outputs.h"
 #include "run.h"

@@ -5,9 +5,10 @@
  * for real (devcheck.h) and exits ERR_DEVCHECK, naming what failed, when it does not
  * work, the plan itself included.
  */
+#include "cmd_env.h"
+
 #include <stdio.h>
 
-#include "app.h"
 #include "blas_core.h"
 #include "ddptok_config.h"
 #include "devcheck.h"

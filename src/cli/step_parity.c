@@ -1,13 +1,14 @@
 /*
- * cmd_parity: the parity command: the check of parity.c, printed, written to parity.json,
- * and with --dump DIR every tensor it compared (the protocol's parity step dumps into
- * outputs/parity).
+ * step_parity: the parity step: the check of parity.c, printed, written to parity.json,
+ * and with a dump directory every tensor it compared (the protocol's step dumps into
+ * outputs/parity, the parity command where --dump DIR says).
  */
+#include "step_parity.h"
+
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
 #include "fsx.h"
 #include "norm.h"
 #include "npy.h"
@@ -88,7 +89,7 @@ static int dump_mode(void *arg, const struct run *r, int mode, struct err *e)
 	return rc;
 }
 
-/* ---- the command ---------------------------------------------------------------------- */
+/* ---- the step ------------------------------------------------------------------------- */
 
 static void parity_print(const struct app *a, const struct parity_result *p)
 {
@@ -146,12 +147,4 @@ int parity_step(struct app *a, const char *dump_dir, struct parity_result *res, 
 			   a->s.outputs, output_name(OUT_PARITY));
 	env_info(&a->env, "parity: ok (written %s/%s)", a->s.outputs, output_name(OUT_PARITY));
 	return ERR_OK;
-}
-
-int cmd_parity(struct app *a, struct err *e)
-{
-	struct parity_result res;
-	int rc = parity_step(a, a->o.dump_dir, &res, e);
-	parity_result_free(&res);
-	return rc;
 }
