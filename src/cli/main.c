@@ -295,7 +295,7 @@ static void command_help(FILE *f, const struct command *c)
 }
 
 /* The configuration reference as a markdown table, generated from the key table; the
- * README embeds this output and a test fails when the two drift apart. */
+ * docs/configuration.md embeds this output and a test fails when the two drift apart. */
 static void print_keys(void)
 {
 	printf("| key | type | default | allowed | math | meaning |\n");
