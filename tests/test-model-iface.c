@@ -100,7 +100,45 @@ START_TEST(kind_names_a_registered_model)
 	err_clear(&e);
 	ck_assert_int_eq(model_register(&window_mlp_ops, &e), ERR_CONFIG);
 	ck_assert_msg(strstr(e.msg, "'window_mlp' is already known"), "%s", e.msg);
+	/* a table without one of its operations */
+	static struct model_ops partial;
+	partial = bigram_ops;
+	partial.name = "partial";
+	partial.eval = NULL;
+	err_clear(&e);
+	ck_assert_int_eq(model_register(&partial, &e), ERR_CONFIG);
+	ck_assert_msg(strstr(e.msg, "'partial': it has no eval operation"), "%s", e.msg);
+	ck_assert_ptr_null(model_find("partial"));
 	tmpdir_drop(dir);
+}
+END_TEST
+
+/* a model with one tensor more than a shape holds */
+static struct model_ops wide_ops;
+
+static int wide_shape(const struct settings *s, struct model_shape *m, struct err *e)
+{
+	(void)e;
+	model_shape_begin(m, &wide_ops, s->vocab);
+	for (int t = 0; t <= MODEL_MAX_TENSORS; t++)
+		model_shape_add(m, "w", 2, 2, 1);
+	return ERR_OK;
+}
+
+START_TEST(a_shape_past_its_tensor_list_is_refused)
+{
+	struct settings s;
+	struct model_shape m;
+	struct err e;
+	err_clear(&e);
+	wide_ops = bigram_ops;
+	wide_ops.name = "wide";
+	wide_ops.shape = wide_shape;
+	if (!model_find("wide"))
+		ck_assert_int_eq(model_register(&wide_ops, &e), ERR_OK);
+	testutil_settings(&s, "model.kind=wide");
+	ck_assert_int_eq(model_shape_init(&m, &s, &e), ERR_CONFIG);
+	ck_assert_msg(strstr(e.msg, "model wide has 33 tensors, more than the 32"), "%s", e.msg);
 }
 END_TEST
 
@@ -326,6 +364,7 @@ int main(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, kind_names_a_registered_model);
 	tcase_add_test(tc, shapes_compare_by_kind_and_tensor);
+	tcase_add_test(tc, a_shape_past_its_tensor_list_is_refused);
 	tcase_add_test(tc, bigram_gradient_matches_double);
 	tcase_add_test(tc, bigram_parity_catches_the_wrong_normalizations);
 	tcase_add_test(tc, bigram_resume_equals_continuous);

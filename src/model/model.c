@@ -5,7 +5,6 @@
  */
 #include "model.h"
 
-#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,8 +30,36 @@ const struct model_ops *model_find(const char *name)
 	return NULL;
 }
 
+/* The first operation ops lacks ("" when it has them all). */
+static const char *missing_op(const struct model_ops *ops)
+{
+	const struct {
+		const char *name;
+		int present;
+	} need[] = {
+		{"shape", !!ops->shape}, {"init_params", !!ops->init_params},
+		{"max_rows", !!ops->max_rows}, {"batch_alloc", !!ops->batch_alloc},
+		{"batch_free", !!ops->batch_free}, {"batch_build", !!ops->batch_build},
+		{"batch_arrays", !!ops->batch_arrays}, {"upload_bytes", !!ops->upload_bytes},
+		{"ws_bytes", !!ops->ws_bytes}, {"ws_check_size", !!ops->ws_check_size},
+		{"ws_create", !!ops->ws_create}, {"ws_destroy", !!ops->ws_destroy},
+		{"step", !!ops->step}, {"eval", !!ops->eval}, {"dev_needs", !!ops->dev_needs},
+		{"flop_per_token", !!ops->flop_per_token}, {"largest_gemm", !!ops->largest_gemm},
+		{"describe", !!ops->describe},
+	};
+	for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+		if (!need[i].present)
+			return need[i].name;
+	return "";
+}
+
 int model_register(const struct model_ops *ops, struct err *e)
 {
+	if (!ops->name || !ops->name[0])
+		return ERR(e, ERR_CONFIG, "cannot register a model without a name");
+	if (missing_op(ops)[0])
+		return ERR(e, ERR_CONFIG, "cannot register model '%s': it has no %s operation",
+			   ops->name, missing_op(ops));
 	if (strlen(ops->name) >= sizeof(((struct settings *)0)->model_kind))
 		return ERR(e, ERR_CONFIG, "model name '%s' is longer than [model] kind holds",
 			   ops->name);
@@ -64,7 +91,11 @@ int model_shape_init(struct model_shape *m, const struct settings *s, struct err
 		return ERR(e, ERR_CONFIG, "[model] kind = %s: no such model (models: %s)",
 			   s->model_kind, kinds);
 	}
-	return ops->shape(s, m, e);
+	ERR_TRY(ops->shape(s, m, e));
+	if (m->n_tensors > MODEL_MAX_TENSORS)
+		return ERR(e, ERR_CONFIG, "model %s has %d tensors, more than the %d a shape holds",
+			   ops->name, m->n_tensors, MODEL_MAX_TENSORS);
+	return ERR_OK;
 }
 
 void model_shape_begin(struct model_shape *m, const struct model_ops *ops, int vocab)
@@ -76,9 +107,10 @@ void model_shape_begin(struct model_shape *m, const struct model_ops *ops, int v
 
 void model_shape_add(struct model_shape *m, const char *name, int rows, int cols, int decay)
 {
-	/* a model's own table: more tensors than the list holds is a programming error */
-	assert(m->n_tensors < MODEL_MAX_TENSORS);
-	struct param_info *p = &m->p[m->n_tensors++];
+	/* past the list, only counted: model_shape_init() refuses the shape */
+	if (m->n_tensors++ >= MODEL_MAX_TENSORS)
+		return;
+	struct param_info *p = &m->p[m->n_tensors - 1];
 	p->name = name;
 	p->rows = rows;
 	p->cols = cols;

@@ -132,7 +132,8 @@ struct model_ops {
 
 /* The model named `name`, or NULL. */
 const struct model_ops *model_find(const char *name);
-/* Adds a kind (ops must outlive its use); ERR_CONFIG for a name taken or a full table. */
+/* Adds a kind (ops must outlive its use); ERR_CONFIG for a name taken or too long for
+ * [model] kind, an operation missing, or a full table. */
 int model_register(const struct model_ops *ops, struct err *e);
 /* The known names, ", "-separated, into out. */
 void model_kinds(char *out, size_t cap);
@@ -140,9 +141,10 @@ void model_kinds(char *out, size_t cap);
 /* ---- the shape ---- */
 
 /* The shape of settings s's model ([model] kind); ERR_CONFIG naming the key when no model
- * has that name. */
+ * has that name, or when the model adds more than MODEL_MAX_TENSORS tensors. */
 int model_shape_init(struct model_shape *m, const struct settings *s, struct err *e);
-/* For models: an empty shape of kind ops, then tensors appended in parameter order. */
+/* For models: an empty shape of kind ops, then tensors appended in parameter order (past
+ * MODEL_MAX_TENSORS only counted, for model_shape_init to refuse). */
 void model_shape_begin(struct model_shape *m, const struct model_ops *ops, int vocab);
 void model_shape_add(struct model_shape *m, const char *name, int rows, int cols, int decay);
 /* Which tensor holds flat index i, and its (row, col); -1 outside the vector. */
