@@ -238,58 +238,88 @@ static int read_state(const char *dir, uint64_t manifest_step, struct checkpoint
 	return rc;
 }
 
+/* The vocabulary of the model a stored configuration describes: the synthetic source's,
+ * or model.vocab's with the reserved ids; 0 when a file source took it from its files. */
+static int stored_vocab(const struct cfg *stored)
+{
+	int model_vocab = (int)cfg_int(stored, "model", "vocab");
+	if (cfg_enum(stored, "data", "source") == DATA_SYNTHETIC)
+		return (int)cfg_int(stored, "data", "vocab");
+	return model_vocab ? model_vocab + DATA_RESERVED : 0;
+}
+
+/* The shape of the model the stored configuration describes, with `vocab` ids. */
+static int stored_shape(const char *dir, const struct cfg *stored, int vocab,
+			struct model_shape *m, struct err *e)
+{
+	struct settings st;
+	struct err sub;
+	err_clear(&sub);
+	int rc = settings_from_cfg(stored, &st, &sub);
+	st.vocab = vocab;
+	if (rc == ERR_OK)
+		rc = model_shape_init(m, &st, &sub);
+	if (rc != ERR_OK)
+		return ERR(e, ERR_DATA, "checkpoint %s: its config.ini describes no model this "
+			   "program knows: %s", dir, sub.msg);
+	return ERR_OK;
+}
+
 /* 4b. The checkpoint must agree with its own config.ini (its keys as written, not the
  * relations this program checks between them), whatever the current configuration:
  * nothing could load one that does not (its updates_done: 6. below). The model its
- * config.ini describes holds ck->n parameters, with its vocabulary (the synthetic
- * source's, or model.vocab's); a file source that leaves model.vocab = 0 took its
- * vocabulary from its files: then any vocabulary will do that makes the count. */
+ * config.ini describes holds ck->n parameters, with its vocabulary (stored_vocab); a
+ * file source that leaves model.vocab = 0 took its vocabulary from its files: then any
+ * vocabulary will do that makes the count (a model's parameters grow by the same
+ * number with each id). */
 static int check_own_shape(const char *dir, const struct cfg *stored,
 			   const struct checkpoint *ck, struct err *e)
 {
 	struct model_shape m, none, one;
-	int context = (int)cfg_int(stored, "model", "context");
-	int embed = (int)cfg_int(stored, "model", "embed");
-	int hidden = (int)cfg_int(stored, "model", "hidden");
-	int model_vocab = (int)cfg_int(stored, "model", "vocab");
-	int vocab = cfg_enum(stored, "data", "source") == DATA_SYNTHETIC
-			    ? (int)cfg_int(stored, "data", "vocab")
-			    : model_vocab ? model_vocab + DATA_RESERVED : 0;
+	char text[300];
+	int vocab = stored_vocab(stored);
 	if (vocab) {
-		model_shape_init(&m, vocab, context, embed, hidden);
+		ERR_TRY(stored_shape(dir, stored, vocab, &m, e));
 		if (m.n_params == ck->n)
 			return ERR_OK;
+		model_shape_text(&m, text, sizeof text);
 		return ERR(e, ERR_DATA, "checkpoint %s: its config.ini describes a model of %zu "
-			   "parameters (vocab %d, context %d, embed %d, hidden %d), it holds %zu", dir,
-			   m.n_params, vocab, context, embed, hidden, ck->n);
+			   "parameters, %s, it holds %zu", dir, m.n_params, text, ck->n);
 	}
-	model_shape_init(&none, 0, context, embed, hidden);
-	model_shape_init(&one, 1, context, embed, hidden);
+	ERR_TRY(stored_shape(dir, stored, 0, &none, e));
+	ERR_TRY(stored_shape(dir, stored, 1, &one, e));
 	size_t per_id = one.n_params - none.n_params;
-	if (ck->n > none.n_params && (ck->n - none.n_params) % per_id == 0)
+	if (ck->n > none.n_params && per_id > 0 && (ck->n - none.n_params) % per_id == 0)
 		return ERR_OK;
-	return ERR(e, ERR_DATA, "checkpoint %s: no vocabulary makes a model of context %d, embed "
-		   "%d, hidden %d (its config.ini) hold its %zu parameters", dir, context, embed,
-		   hidden, ck->n);
+	model_shape_text(&none, text, sizeof text);
+	return ERR(e, ERR_DATA, "checkpoint %s: no vocabulary makes a model %s (its config.ini) "
+		   "hold its %zu parameters", dir, text, ck->n);
 }
 
 /* 4c. The parameters are read into (and interpreted as) the current configuration's
- * model: its shape keys must be the stored ones; with CHECKPOINT_CHECK_CONFIG the rank count
- * too. */
+ * model: its shape keys must be the stored ones, the model's tensors the same (the
+ * vocabulary of a file source comes from its files) and the parameter count the
+ * checkpoint's; with CHECKPOINT_CHECK_CONFIG the rank count too. */
 static int check_shape(const char *dir, const struct cfg *cur, const struct settings *s,
 		       const struct cfg *stored, unsigned checks, const struct checkpoint *ck,
 		       struct err *e)
 {
-	char diff[600];
-	struct model_shape shape;
+	char diff[600], text[300];
+	struct model_shape shape, theirs;
 	if (checks & (CHECKPOINT_CHECK_SHAPE | CHECKPOINT_CHECK_CONFIG)) {
 		if (cfg_diff(cur, stored, KEY_SHAPE, 0, diff, sizeof diff) > 0)
 			return ERR(e, ERR_DATA, "checkpoint %s holds a model of another shape "
 				   "(this configuration != checkpoint): %s", dir, diff);
-		model_shape_init(&shape, s->vocab, s->context, s->embed, s->hidden);
+		int vocab = stored_vocab(stored);
+		ERR_TRY(model_shape_init(&shape, s, e));
+		ERR_TRY(stored_shape(dir, stored, vocab ? vocab : s->vocab, &theirs, e));
+		if (!model_shape_same(&shape, &theirs, diff, sizeof diff))
+			return ERR(e, ERR_DATA, "checkpoint %s holds a model of another shape "
+				   "(this configuration != checkpoint): %s", dir, diff);
+		model_shape_text(&shape, text, sizeof text);
 		if (ck->n != shape.n_params)
 			return ERR(e, ERR_DATA, "checkpoint %s: %zu parameters, the model of this "
-				   "configuration has %zu", dir, ck->n, shape.n_params);
+				   "configuration, %s, has %zu", dir, ck->n, text, shape.n_params);
 	}
 	if ((checks & CHECKPOINT_CHECK_CONFIG) && !elastic_world_ok(ck, s))
 		return ERR(e, ERR_DATA, "checkpoint %s holds %d ranks, this configuration has "

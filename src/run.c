@@ -74,7 +74,7 @@ void run_close(struct run *r)
 void *run_layout_json(const struct model_shape *m)
 {
 	json_t *arr = json_array();
-	for (int i = 0; i < MODEL_NPARAM; i++) {
+	for (int i = 0; i < m->n_tensors; i++) {
 		const struct param_info *p = &m->p[i];
 		json_t *shape = p->cols == 1 ? json_pack("[i]", p->rows)
 					     : json_pack("[i,i]", p->rows, p->cols);

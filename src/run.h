@@ -27,7 +27,7 @@ int run_open(const struct env *v, struct run *r, struct err *e);
 int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct err *e);
 void run_close(struct run *r);
 /* The JSON layout (a json_t * array) of the tensors of a flat parameter-shaped vector:
- * name, shape, offset and count of each, for summaries. */
+ * name, shape, offset and count of each, in the model's tensor order, for summaries. */
 void *run_layout_json(const struct model_shape *m);
 
 #endif

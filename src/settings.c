@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "model.h"
 
 /* Enum choices, in the order of the C enums they map to (index = enum value). */
 #define CHOICES_LOG "quiet|info|debug"
@@ -97,6 +98,9 @@ const struct cfg_key settings_keys[] = {
 		"shards, 128000 for Llama 3)"),
 
 	/* [model] */
+	STRING_KEY("model", "kind", "window_mlp", SHAPE, AT(model_kind),
+		   "the model: window_mlp (embeddings of the model.context previous tokens, one "
+		   "tanh hidden layer, logits over the vocabulary)"),
 	INT_KEY("model", "context", "8", 1, 64, SHAPE, AT(context),
 		"tokens of left context seen by the model"),
 	INT_KEY("model", "embed", "32", 1, 1024, SHAPE, AT(embed), "embedding width per token"),
@@ -401,6 +405,12 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 		return ERR(e, ERR_CONFIG, "%s: [model] vocab = %d applies to file sources; the "
 			   "synthetic source takes [data] vocab", key_where(c, "model", "vocab"),
 			   s->model_vocab);
+	if (!model_find(cfg_str(c, "model", "kind"))) {
+		char kinds[256];
+		model_kinds(kinds, sizeof kinds);
+		return ERR(e, ERR_CONFIG, "%s: [model] kind = %s: no such model (models: %s)",
+			   key_where(c, "model", "kind"), cfg_str(c, "model", "kind"), kinds);
+	}
 	if (s->source != 0 && !s->data_path[0])
 		return ERR(e, ERR_CONFIG, "%s: [data] source = %s needs [data] path",
 			   key_where(c, "data", "source"), cfg_str(c, "data", "source"));

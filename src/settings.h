@@ -59,6 +59,7 @@ struct settings {
 	int eot;         /* llm.c shards: the end-of-text id that opens each document */
 
 	/* [model] */
+	char model_kind[32]; /* the model's name in the registry (model.h) */
 	int context, embed, hidden;
 	int layout;      /* enum layout_kind */
 	int model_vocab; /* [model] vocab: the files' ids (0: largest id + 1) */

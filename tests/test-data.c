@@ -20,6 +20,7 @@
 #include "fsx.h"
 #include "model.h"
 #include "npy.h"
+#include "window_mlp.h"
 
 #ifndef DDPTOK_DATA_DIR
 #define DDPTOK_DATA_DIR "tests/data"
@@ -584,23 +585,26 @@ static void file_settings(struct settings *s, int source, const char *name)
 /* The ids of the targets of sequence id, as the packed and the padded batch lay them out. */
 static void check_batch_targets(const struct corpus *c, int id)
 {
-	struct batch b;
+	struct model_shape m;
+	struct model_batch *b;
 	struct err e;
 	int len = corpus_len(c, id), k = 0;
 	err_clear(&e);
-	ck_assert_int_eq(batch_alloc(&b, batch_max_rows(1, len), 2, &e), ERR_OK);
-	ck_assert_int_eq(batch_build(&b, c, &id, 1, LAYOUT_PACKED, &e), ERR_OK);
-	ck_assert_int_eq(b.rows, corpus_supervised(c, id));
+	window_mlp_shape(&m, 1, 2, 1, 1); /* the window MLP's batch, two tokens of context */
+	ck_assert_int_eq(model_batch_alloc(&m, model_max_rows(&m, 1, len), &b, &e), ERR_OK);
+	const int32_t *target = window_mlp_batch_of(b)->target;
+	ck_assert_int_eq(model_batch_build(b, c, &id, 1, LAYOUT_PACKED, &e), ERR_OK);
+	ck_assert_int_eq(b->rows, corpus_supervised(c, id));
 	for (int t = 0; t < len; t++)
 		if (c->mask[c->offset[id] + t])
-			ck_assert_int_eq(b.target[k++], c->tokens[c->offset[id] + t]);
-	ck_assert_int_eq(k, b.rows);
-	ck_assert_int_eq(batch_build(&b, c, &id, 1, LAYOUT_PADDED, &e), ERR_OK);
-	ck_assert_int_eq(b.rows, len);
+			ck_assert_int_eq(target[k++], c->tokens[c->offset[id] + t]);
+	ck_assert_int_eq(k, b->rows);
+	ck_assert_int_eq(model_batch_build(b, c, &id, 1, LAYOUT_PADDED, &e), ERR_OK);
+	ck_assert_int_eq(b->rows, len);
 	for (int t = 0; t < len; t++)
-		ck_assert_int_eq(b.target[t], c->mask[c->offset[id] + t] ? c->tokens[c->offset[id] + t]
-									 : -1);
-	batch_free(&b);
+		ck_assert_int_eq(target[t], c->mask[c->offset[id] + t] ? c->tokens[c->offset[id] + t]
+								       : -1);
+	model_batch_free(b);
 }
 
 START_TEST(test_corpus_from_files)

@@ -22,6 +22,7 @@
 #include "norm.h"
 #include "parity.h"
 #include "testutil.h"
+#include "window_mlp.h"
 
 struct env {
 	struct settings s;
@@ -489,7 +490,7 @@ START_TEST(a_diverged_replica_is_detected)
 		env_open(&v, 3, 1, 1, LAYOUT_PACKED, 0);
 		/* rank 2's copy of one weight drifts (host backend: device memory is host
 		 * memory); the replica fingerprint must notice after the update */
-		v.eng->rep[2].params[v.eng->shape.p[MODEL_W1].offset + 5] += 0.5f;
+		v.eng->rep[2].params[v.eng->shape.p[WINDOW_MLP_W1].offset + 5] += 0.5f;
 		struct window_result res;
 		ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
 		int rc = engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, flags[k], &res, &e);
@@ -613,8 +614,9 @@ static double window_gemm_flop(int layout, double *math, double *seconds)
 	ck_assert_msg(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e) ==
 		      ERR_OK, "%s", e.msg);
 	const struct model_shape *m = &v.eng->shape;
-	double per_token = 6.0 * ((double)m->context * m->embed * m->hidden +
-				  (double)m->hidden * m->vocab);
+	const int *dim = m->dim; /* the window MLP's sizes */
+	double per_token = 6.0 * ((double)dim[WINDOW_MLP_CONTEXT] * dim[WINDOW_MLP_EMBED_DIM] *
+				  dim[WINDOW_MLP_HIDDEN] + (double)dim[WINDOW_MLP_HIDDEN] * m->vocab);
 	double flop = 0.0;
 	*math = 0.0;
 	*seconds = 0.0;

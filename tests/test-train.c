@@ -42,6 +42,7 @@
 #include "model.h"
 #include "settings.h"
 #include "train.h"
+#include "window_mlp.h"
 
 #define UPDATES 7
 
@@ -1068,10 +1069,11 @@ struct naive {
 static void naive_eval(const struct corpus *c, const struct model_shape *m, const float *p,
 		       int split, struct naive *out)
 {
-	int C = m->context, D = m->embed, H = m->hidden, V = m->vocab, CD = C * D;
-	const float *emb = p + m->p[MODEL_EMBED].offset, *w1 = p + m->p[MODEL_W1].offset,
-		    *b1 = p + m->p[MODEL_B1].offset, *w2 = p + m->p[MODEL_W2].offset,
-		    *b2 = p + m->p[MODEL_B2].offset;
+	int C = m->dim[WINDOW_MLP_CONTEXT], D = m->dim[WINDOW_MLP_EMBED_DIM],
+	    H = m->dim[WINDOW_MLP_HIDDEN], V = m->vocab, CD = C * D;
+	const float *emb = p + m->p[WINDOW_MLP_EMBED].offset, *w1 = p + m->p[WINDOW_MLP_W1].offset,
+		    *b1 = p + m->p[WINDOW_MLP_B1].offset, *w2 = p + m->p[WINDOW_MLP_W2].offset,
+		    *b2 = p + m->p[WINDOW_MLP_B2].offset;
 	double *x = malloc(sizeof(double) * CD), *h = malloc(sizeof(double) * H),
 	       *z = malloc(sizeof(double) * V);
 	memset(out, 0, sizeof *out);
@@ -1161,7 +1163,7 @@ START_TEST(test_evaluate_matches_naive)
 	ck_assert(latest.test.loss_sum == ev.test.loss_sum);
 
 	ck_assert_int_eq(train_corpus(&a.env, 0, &c, &e), ERR_OK);
-	model_shape_init(&m, a.s.vocab, a.s.context, a.s.embed, a.s.hidden);
+	window_mlp_shape(&m, a.s.vocab, a.s.context, a.s.embed, a.s.hidden);
 	naive_eval(&c, &m, stop.params, SPLIT_TEST, &nt);
 	naive_eval(&c, &m, stop.params, SPLIT_VALIDATION, &nv);
 	ck_assert_int_eq(nt.sequences, 32);

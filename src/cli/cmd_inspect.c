@@ -162,7 +162,7 @@ static void shape_text(const struct param_info *p, char *out, size_t cap)
 
 static int find_param(const struct model_shape *m, const char *name)
 {
-	for (int t = 0; t < MODEL_NPARAM; t++)
+	for (int t = 0; t < m->n_tensors; t++)
 		if (strcmp(m->p[t].name, name) == 0)
 			return t;
 	return -1;
@@ -172,7 +172,7 @@ static void param_names(const struct model_shape *m, char *out, size_t cap)
 {
 	size_t len = 0;
 	out[0] = '\0';
-	for (int t = 0; t < MODEL_NPARAM && len < cap; t++)
+	for (int t = 0; t < m->n_tensors && len < cap; t++)
 		len += snprintf(out + len, cap - len, "%s%s", t ? ", " : "", m->p[t].name);
 }
 
@@ -526,7 +526,7 @@ static int do_grad(struct inspect *in, int argc, char **argv, struct err *e)
 	printf("grad:   %-6s %-9s %12s %12s %13s  first values\n", "tensor", "shape", "L2 norm",
 	       "max |g|", "mean");
 	double s2 = 0.0;
-	for (int t = 0; t < MODEL_NPARAM; t++) {
+	for (int t = 0; t < m->n_tensors; t++) {
 		const struct param_info *p = &m->p[t];
 		if (q.tensor >= 0 && t != q.tensor)
 			continue;

@@ -14,18 +14,22 @@
 #include "norm.h"
 #include "world.h"
 
-static int max_batch_rows(const struct settings *s)
+/* Positions of the largest batch of settings s, for a model of shape m. */
+static int max_batch_rows(const struct model_shape *m, const struct settings *s)
 {
-	return batch_max_rows(s->batch_size, s->max_len);
+	return model_max_rows(m, s->batch_size, s->max_len);
 }
 
 void engine_memory_per_rank(const struct settings *s, struct engine_memory *m)
 {
 	struct model_shape shape;
-	model_shape_init(&shape, s->vocab, s->context, s->embed, s->hidden);
+	struct err ignore;
 	memset(m, 0, sizeof *m);
+	/* settings_from_cfg() found the model: its shape cannot fail here */
+	if (model_shape_init(&shape, s, &ignore) != ERR_OK)
+		return;
 	m->n_params = shape.n_params;
-	m->rows = max_batch_rows(s);
+	m->rows = max_batch_rows(&shape, s);
 	m->state_bytes = 3 * shape.n_params * sizeof(float); /* parameters, gradients, momentum */
 	/* exact mode: rank 0 holds the most tree levels (those of all K shards) */
 	int levels = s->shards > 0 ? coll_tree_levels(s->shards) : 0;
@@ -81,33 +85,36 @@ static int on_rank0(struct engine *eng, rank_op op, void *arg, struct err *e)
 
 /* ---- replica lifecycle ---- */
 
-/* A window's uploads under settings s (each microbatch's token ids and targets, or each
- * sequence's with the sequence unit, padded to 256 bytes), which nothing waits for in
- * between; rank 0 runs all K shards for exact mode's reference. */
-static size_t upload_bytes(const struct settings *s, int context)
+/* A window's uploads under settings s (each microbatch's batch, or each sequence's with
+ * the sequence unit, padded to 256 bytes), which nothing waits for in between; rank 0
+ * runs all K shards for exact mode's reference. */
+static size_t upload_bytes(const struct model_shape *m, const struct settings *s)
 {
-	size_t rows = (size_t)max_batch_rows(s), slots = rows * (size_t)context;
+	size_t batch = model_upload_bytes(m, max_batch_rows(m, s));
 	size_t steps = s->unit == UNIT_SEQUENCE ? (size_t)s->batch_size : 1;
 	size_t micro = (size_t)(s->shards > s->accumulation ? s->shards : s->accumulation);
-	return (slots * sizeof(int32_t) + rows * sizeof(int32_t) + 512 * steps) * micro;
+	return (batch + 512 * steps) * micro;
 }
 
 static int replica_init(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
-	size_t bytes = eng->shape.n_params * sizeof(float);
+	const struct model_shape *m = &eng->shape;
+	size_t bytes = m->n_params * sizeof(float);
+	int rows = max_batch_rows(m, &eng->made);
+	struct model_dev_needs needs;
 	(void)arg;
-	/* the uploads, and the context slots and width of one embed_backward, at most */
-	size_t slots = (size_t)max_batch_rows(&eng->made) * eng->shape.context;
-	ERR_TRY(placement_create_dev(&eng->placement, r->rank,
-				     upload_bytes(&eng->made, eng->shape.context), slots,
-				     (size_t)eng->shape.vocab, (size_t)eng->shape.embed, &r->dev, e));
+	/* the uploads, and what the model's operations need of the device, at most */
+	model_dev_needs(m, rows, &needs);
+	ERR_TRY(placement_create_dev(&eng->placement, r->rank, upload_bytes(m, &eng->made),
+				     needs.embed_slots, needs.embed_ids, needs.embed_dim, &r->dev,
+				     e));
 	struct dev *d = r->dev;
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->momentum, e));
 	ERR_TRY(d->ops->alloc(d, sizeof(double) * ENGINE_LOSS_SLOTS, (void **)&r->loss_slots, e));
-	ERR_TRY(model_ws_create(d, &eng->shape, max_batch_rows(&eng->made), &r->ws, e));
-	ERR_TRY(batch_alloc(&r->batch, max_batch_rows(&eng->made), eng->shape.context, e));
+	ERR_TRY(model_ws_create(d, m, rows, &r->ws, e));
+	ERR_TRY(model_batch_alloc(m, rows, &r->batch, e));
 	return tree_replica_alloc(eng, r, e);
 }
 
@@ -117,7 +124,9 @@ static int replica_destroy(struct engine *eng, struct replica *r, void *arg, str
 	if (!r->dev)
 		return ERR_OK;
 	model_ws_destroy(r->ws);
-	batch_free(&r->batch);
+	model_batch_free(r->batch);
+	r->ws = NULL;
+	r->batch = NULL;
 	tree_replica_release(r);
 	void *bufs[] = {r->params, r->grads, r->momentum, r->loss_slots};
 	for (int i = 0; i < 4; i++)
@@ -206,7 +215,7 @@ int engine_create(const struct settings *s, const struct corpus *c,
 	engine_bind(eng, s, c, opts);
 	eng->made = *s;
 	eng->world = s->world;
-	model_shape_init(&eng->shape, s->vocab, s->context, s->embed, s->hidden);
+	ERR_TRY_GOTO(rc, model_shape_init(&eng->shape, s, e), fail);
 	ERR_TRY_GOTO(rc, engine_local_ranks(s, &eng->local, &eng->first_rank, e), fail);
 	ERR_TRY_GOTO(rc, choose_backend(eng, e), fail);
 	ERR_TRY_GOTO(rc, pool_create(eng->local, s->timeout_s, &eng->pool, e), fail);
@@ -275,11 +284,13 @@ int engine_fits(const struct engine *eng, const struct settings *s)
 	if (s->backend != m->backend || s->collective != m->collective || s->n_ids != m->n_ids ||
 	    memcmp(s->ids, m->ids, sizeof s->ids) != 0 || s->timeout_s != m->timeout_s)
 		return 0;
-	if (s->vocab != m->vocab || s->context != m->context || s->embed != m->embed ||
-	    s->hidden != m->hidden)
+	struct model_shape shape;
+	char why[256];
+	if (model_shape_init(&shape, s, &ignore) != ERR_OK ||
+	    !model_shape_same(&shape, &eng->shape, why, sizeof why))
 		return 0;
-	return max_batch_rows(s) <= max_batch_rows(m) &&
-	       upload_bytes(s, s->context) <= upload_bytes(m, m->context) &&
+	return max_batch_rows(&shape, s) <= max_batch_rows(&shape, m) &&
+	       upload_bytes(&shape, s) <= upload_bytes(&shape, m) &&
 	       (s->shards == m->shards || s->shards == 0);
 }
 
@@ -446,8 +457,8 @@ static int accumulate_sequences(struct engine *eng, struct replica *r, const str
 		if (n_s == 0)
 			continue;
 		double c = norm_unit_factor(UNIT_SEQUENCE, mode, reduce_avg, w, rank, m, n_s);
-		ERR_TRY(batch_build(&r->batch, eng->corpus, &mb->ids[k], 1, eng->s.layout, e));
-		ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, (double)n_s,
+		ERR_TRY(model_batch_build(r->batch, eng->corpus, &mb->ids[k], 1, eng->s.layout, e));
+		ERR_TRY(model_step(r->ws, r->params, r->grads, r->batch, (float)c, (double)n_s,
 				       r->loss_slots, e));
 	}
 	return ERR_OK;
@@ -499,8 +510,8 @@ static int accumulate_micro(struct engine *eng, struct window_shared *ws, struct
 			continue;
 		}
 		double c = norm_unit_factor(UNIT_TOKEN, ws->mode, avg, w, r->rank, m, 0);
-		ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, s->layout, e));
-		ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, 1.0,
+		ERR_TRY(model_batch_build(r->batch, eng->corpus, mb->ids, mb->n, s->layout, e));
+		ERR_TRY(model_step(r->ws, r->params, r->grads, r->batch, (float)c, 1.0,
 				       r->loss_slots, e));
 	}
 	return ERR_OK;
@@ -725,8 +736,8 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 							     e));
 				continue;
 			}
-			ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, eng->s.layout, e));
-			ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, c, 1.0,
+			ERR_TRY(model_batch_build(r->batch, eng->corpus, mb->ids, mb->n, eng->s.layout, e));
+			ERR_TRY(model_step(r->ws, r->params, r->grads, r->batch, c, 1.0,
 					       r->loss_slots, e));
 		}
 	ERR_TRY(engine_loss_read(r, 1, &a->loss_sum, e));
@@ -767,11 +778,11 @@ static int evaluate(struct engine *eng, struct replica *r, void *arg, struct err
 			ids[j] = first + i + j;
 		double part;
 		int64_t hits;
-		ERR_TRY(batch_build(&r->batch, c, ids, k, LAYOUT_PACKED, e));
-		ERR_TRY(model_eval(r->ws, r->params, &r->batch, &part, &hits, e));
+		ERR_TRY(model_batch_build(r->batch, c, ids, k, LAYOUT_PACKED, e));
+		ERR_TRY(model_eval(r->ws, r->params, r->batch, &part, &hits, e));
 		a->loss_sum += part;
 		a->hits += hits;
-		a->tokens += r->batch.supervised;
+		a->tokens += r->batch->supervised;
 		a->sequences += k;
 	}
 	return ERR_OK;

@@ -51,8 +51,8 @@ struct replica {
 	/* device doubles the microbatches add their loss sums to (slot 0; exact mode: one
 	 * per shard), read back once per window */
 	double *loss_slots;
-	struct model_ws *ws;
-	struct batch batch;               /* host */
+	struct model_ws *ws;              /* the model's, on the device */
+	struct model_batch *batch;        /* the model's, on the host */
 	/* per-window output */
 	double loss_sum;                  /* this rank's unscaled loss sum */
 	/* the window's counts and loss sum in their collective (host memory that outlives a
