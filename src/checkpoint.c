@@ -15,7 +15,7 @@
 
 #include "ckpt.h"
 #include "corpus.h"
-#include "data.h"
+#include "sources.h"
 #include "coll.h"
 #include "elastic.h"
 #include "npy.h"

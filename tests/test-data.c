@@ -17,9 +17,13 @@
 #include "check-run.h"
 #include "corpus.h"
 #include "data.h"
+#include "data_llmc.h"
+#include "data_npy.h"
 #include "fsx.h"
 #include "model.h"
 #include "npy.h"
+#include "settings.h"
+#include "sources.h"
 
 #ifndef DDPTOK_DATA_DIR
 #define DDPTOK_DATA_DIR "tests/data"
@@ -672,6 +676,36 @@ START_TEST(test_corpus_from_files)
 }
 END_TEST
 
+/* [data] source takes exactly the names of the table of sources.h, each as its enum
+ * value, and a wrong one is refused with the table's names listed in order. */
+START_TEST(test_source_key_from_table)
+{
+	char want[256] = "expected one of ", set[64];
+	struct cfg cfg;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(cfg_init(&cfg, settings_keys, &e), ERR_OK);
+	for (int i = 0; i < DATA_SOURCE_COUNT; i++) {
+		snprintf(set, sizeof set, "data.source=%s", data_source_name(i));
+		ck_assert_msg(cfg_set(&cfg, set, &e) == ERR_OK, "%s: %s", set, e.msg);
+		ck_assert_int_eq(cfg_enum(&cfg, "data", "source"), i);
+		snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s", i ? "|" : "",
+			 data_source_name(i));
+	}
+	ck_assert_int_eq(cfg_set(&cfg, "data.source=parquet", &e), ERR_CONFIG);
+	ck_assert_msg(strstr(e.msg, want) && !strcmp(strstr(e.msg, want) + strlen(want), ""),
+		      "'%s' does not end with '%s'", e.msg, want);
+	ck_assert_str_eq(data_source_name(DATA_SOURCE_COUNT), "invalid");
+	/* the synthetic source has no reader */
+	struct data_set d;
+	struct data_shape shape = wide_shape();
+	ck_assert_int_eq(load(DATA_SYNTHETIC, "anything", &shape, &d, &e), ERR_CONFIG);
+	ck_assert_ptr_nonnull(strstr(e.msg, "source synthetic has no files to read"));
+	data_free(&d);
+	cfg_free(&cfg);
+}
+END_TEST
+
 static Suite *data_suite(void)
 {
 	Suite *s = suite_create("data");
@@ -682,6 +716,7 @@ static Suite *data_suite(void)
 	tcase_add_test(tc, test_vocab_from_data_and_limit);
 	tcase_add_test(tc, test_digest_follows_bytes);
 	tcase_add_test(tc, test_split_rule_leaves_split_empty);
+	tcase_add_test(tc, test_source_key_from_table);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("shaping");
 	tcase_add_test(tc, test_cut_and_skip);

@@ -23,14 +23,13 @@
 #include <stdint.h>
 
 #include "data.h"
+#include "sources.h"
 #include "err.h"
 #include "settings.h"
 
 #define DATA_BOS 0
 #define DATA_PAD 1
 #define DATA_RESERVED 4
-
-enum split { SPLIT_TRAIN = 0, SPLIT_VALIDATION = 1, SPLIT_TEST = 2 };
 
 /* Version of the generator and of the lock serialization: bump it whenever either changes,
  * so that an old checkpoint can never match a corpus drawn differently. */

@@ -1,6 +1,6 @@
 /*
- * data: the shaping rules shared by the four readers of the user's token files (see
- * data.h), the memory mapping of those files and the digest of their bytes.
+ * data: the shaping rules shared by the readers of the user's token files (see data.h),
+ * the memory mapping of those files and the digest of their bytes.
  *
  * Cutting: a document of len > max_len tokens becomes k = ceil(len / max_len) windows
  * of near-equal length (the first len % k windows one token longer), so that no window
@@ -18,26 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "corpus.h"
-
-static const char *const source_names[DATA_SOURCE_COUNT] = {
-	"synthetic", "npy", "jsonl", "megatron", "llmc",
-};
-
 static const char *const split_words[3] = { "train", "validation", "test" };
-
-const char *data_source_name(int source)
-{
-	return source >= 0 && source < DATA_SOURCE_COUNT ? source_names[source] : "invalid";
-}
-
-int data_source_parse(const char *name)
-{
-	for (int i = 0; name && i < DATA_SOURCE_COUNT; i++)
-		if (!strcmp(name, source_names[i]))
-			return i;
-	return -1;
-}
 
 int data_init(struct data_set *d, const struct data_shape *shape, struct err *e)
 {
@@ -390,19 +371,4 @@ int data_finish(struct data_set *d, const char *what, struct err *e)
 	rc = digest_final(d->files, d->files_digest, e);
 	d->files = NULL;
 	return rc;
-}
-
-int data_read(struct data_set *d, int source, const char *path, struct err *e)
-{
-	int rc;
-	switch (source) {
-	case DATA_NPY: rc = data_read_npy(d, path, e); break;
-	case DATA_JSONL: rc = data_read_jsonl(d, path, e); break;
-	case DATA_MEGATRON: rc = data_read_megatron(d, path, e); break;
-	case DATA_LLMC: rc = data_read_llmc(d, path, e); break;
-	default:
-		return ERR(e, ERR_CONFIG, "data: source %s has no files to read",
-			   data_source_name(source));
-	}
-	return rc ? rc : data_finish(d, path, e);
 }
