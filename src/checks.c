@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "corpus_arrays.h"
 #include "engine.h"
 #include "norm.h"
 #include "sampler.h"

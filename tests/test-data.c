@@ -16,6 +16,9 @@
 
 #include "check-run.h"
 #include "corpus.h"
+#include "corpus_files.h"
+#include "corpus_lock.h"
+#include "corpus_store.h"
 #include "data.h"
 #include "data_llmc.h"
 #include "data_npy.h"

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "app.h"
+#include "corpus_files.h"
+#include "corpus_store.h"
 #include "fsx.h"
 #include "norm.h"
 #include "npy.h"
@@ -14,6 +16,7 @@
 #include "parity.h"
 #include "report.h"
 #include "run.h"
+#include "sources.h"
 
 /* Sequences and targets per split, the masked share, the length histogram and, for a
  * file source, what the files held. */

@@ -40,6 +40,7 @@
 #include "outputs.h"
 #include "run.h"
 #include "shard.h"
+#include "sources.h"
 
 /* the largest GEMM of a microbatch, rows ~ batch * mean length: rows x H x C*D or, for a
  * large vocabulary, rows x V x H */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "app.h"
+#include "corpus_files.h"
 #include "signals.h"
 #include "ddptok_config.h"
 #include "dirlock.h"

@@ -9,11 +9,14 @@
  * is the run of masked tokens that opens it; the whole mask is kept for the masked
  * positions further on.
  */
+#include "corpus_files.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "corpus.h"
+#include "corpus_lock.h"
+#include "sources.h"
 
 /* the largest vocabulary a model takes, reserved ids included (as [model] vocab's range) */
 #define CORPUS_MAX_VOCAB 262144
@@ -152,22 +155,4 @@ int corpus_files_unchanged(const struct settings *s, const struct corpus *c, str
 			 d.files_digest);
 	data_free(&d);
 	return rc;
-}
-
-void corpus_summarize(const struct corpus *c, struct corpus_summary *out)
-{
-	memset(out, 0, sizeof *out);
-	if (c->n == 0)
-		return;
-	out->shortest = out->longest = corpus_len(c, 0);
-	for (int i = 0; i < c->n; i++) {
-		int len = corpus_len(c, i);
-		out->tokens[c->split[i]] += len;
-		out->supervised[c->split[i]] += corpus_supervised(c, i);
-		out->shortest = len < out->shortest ? len : out->shortest;
-		out->longest = len > out->longest ? len : out->longest;
-	}
-	out->width = (out->longest - out->shortest) / CORPUS_HIST + 1;
-	for (int i = 0; i < c->n; i++)
-		out->hist[(corpus_len(c, i) - out->shortest) / out->width]++;
 }

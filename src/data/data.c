@@ -18,7 +18,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *const split_words[3] = { "train", "validation", "test" };
+const char *data_split_name(int split)
+{
+	static const char *const names[3] = { "train", "validation", "test" };
+	return split >= SPLIT_TRAIN && split <= SPLIT_TEST ? names[split] : "invalid";
+}
 
 int data_init(struct data_set *d, const struct data_shape *shape, struct err *e)
 {
@@ -363,7 +367,7 @@ int data_finish(struct data_set *d, const char *what, struct err *e)
 			return ERR(e, ERR_DATA, "%s: no %s sequence (of %" PRId64 " documents, %"
 				   PRId64 " shorter than data.min_len = %d skipped; split rule %d,%d,%d "
 				   "for the documents without a split of their own)", what,
-				   split_words[k], d->stats.documents, d->stats.short_skipped,
+				   data_split_name(k), d->stats.documents, d->stats.short_skipped,
 				   d->shape.min_len, d->shape.split_rule[0], d->shape.split_rule[1],
 				   d->shape.split_rule[2]);
 	if ((rc = order_by_split(d, e)))

@@ -25,6 +25,8 @@
 
 /* The split a sequence belongs to; the corpus orders its sequences so. */
 enum split { SPLIT_TRAIN = 0, SPLIT_VALIDATION = 1, SPLIT_TEST = 2 };
+/* "train", "validation", "test" ("invalid" for another value) */
+const char *data_split_name(int split);
 
 /* the split of a sequence whose file names none: data_finish applies the split rule */
 #define DATA_SPLIT_BY_RULE 255
