@@ -14,11 +14,12 @@
 #include <string.h>
 
 #include "ckpt.h"
-#include "corpus.h"
-#include "sources.h"
 #include "coll.h"
+#include "corpus.h"
+#include "corpus_files.h"
 #include "elastic.h"
 #include "npy.h"
+#include "sources.h"
 
 /* jansson value -> canonical text with a final newline; consumes j */
 static int json_text(json_t *j, char **out, size_t *len, const char *what, struct err *e)
@@ -277,8 +278,8 @@ static int check_own_shape(const char *dir, const struct cfg *stored,
  * model: its shape keys must be the stored ones; with CHECKPOINT_CHECK_CONFIG the rank count
  * too. */
 static int check_shape(const char *dir, const struct cfg *cur, const struct settings *s,
-		       const struct cfg *stored, unsigned checks, const struct checkpoint *ck,
-		       struct err *e)
+		       const struct corpus *c, const struct cfg *stored, unsigned checks,
+		       const struct checkpoint *ck, struct err *e)
 {
 	char diff[600];
 	struct model_shape shape;
@@ -286,7 +287,8 @@ static int check_shape(const char *dir, const struct cfg *cur, const struct sett
 		if (cfg_diff(cur, stored, KEY_SHAPE, 0, diff, sizeof diff) > 0)
 			return ERR(e, ERR_DATA, "checkpoint %s holds a model of another shape "
 				   "(this configuration != checkpoint): %s", dir, diff);
-		model_shape_init(&shape, s->vocab, s->context, s->embed, s->hidden);
+		model_shape_init(&shape, corpus_model_vocab(s, c), s->context, s->embed,
+				 s->hidden);
 		if (ck->n != shape.n_params)
 			return ERR(e, ERR_DATA, "checkpoint %s: %zu parameters, the model of this "
 				   "configuration has %zu", dir, ck->n, shape.n_params);
@@ -408,7 +410,7 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 	    (rc = check_data_lock(dir, c, v->s->outputs, checks, ck, e)) ||
 	    (rc = read_state(dir, manifest_step, ck, e)) ||
 	    (rc = check_own_shape(dir, &stored, ck, e)) ||
-	    (rc = check_shape(dir, v->cfg, v->s, &stored, checks, ck, e)))
+	    (rc = check_shape(dir, v->cfg, v->s, c, &stored, checks, ck, e)))
 		goto out;
 	for (int r = 0; r < ck->world && rc == ERR_OK; r++)
 		rc = read_rank_part(dir, r, ck, e);

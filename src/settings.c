@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "corpus_core.h"
 #include "sources.h"
 
 /* Enum choices, in the order of the C enums they map to (index = enum value). */
@@ -405,6 +406,10 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 	if (s->source != DATA_SYNTHETIC && !s->data_path[0])
 		return ERR(e, ERR_CONFIG, "%s: [data] source = %s needs [data] path",
 			   key_where(c, "data", "source"), cfg_str(c, "data", "source"));
+	/* a file source's vocabulary: model.vocab's ids and the reserved ones, or 0: the
+	 * files', which only their corpus knows (no data file is read here) */
+	if (s->source != DATA_SYNTHETIC)
+		s->vocab = s->model_vocab ? s->model_vocab + DATA_RESERVED : 0;
 
 	int n_ids = 0;
 	if (parse_ids(c, cfg_str(c, "devices", "ids"), s->ids,

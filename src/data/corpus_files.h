@@ -17,10 +17,9 @@ int corpus_from_files(const struct settings *s, struct corpus *c, struct err *e)
 typedef void (*corpus_progress_fn)(void *arg, const char *file, uint64_t done, uint64_t total);
 int corpus_from_files_progress(const struct settings *s, corpus_progress_fn progress,
 			       void *arg, struct corpus *c, struct err *e);
-/* For a file source: sets s->vocab, the model's vocabulary, to model.vocab (or the largest
- * id in the files + 1, which reads them) plus the DATA_RESERVED ids. Nothing for the
- * synthetic source. */
-int corpus_resolve_vocab(struct settings *s, struct err *e);
+/* The vocabulary of the model for settings s trained on corpus c: s->vocab, or when it is
+ * 0 (a file source without model.vocab: the files say) the corpus's (0 when c is NULL). */
+int corpus_model_vocab(const struct settings *s, const struct corpus *c);
 /* For a corpus read from files: reads s's files again and checks that they are the ones
  * c was read from (ERR_DATA naming the path if not). Nothing for a synthetic corpus. */
 int corpus_files_unchanged(const struct settings *s, const struct corpus *c, struct err *e);

@@ -57,8 +57,9 @@ int corpus_params_diff(const struct corpus_params *p, const struct settings *s, 
 		{"data.test", p->test_count, s->test_count, SYN},
 		{"data.min_len", p->min_len, s->min_len, ANY},
 		{"data.max_len", p->max_len, s->max_len, ANY},
+		/* s->vocab 0: the files' vocabulary, whatever the corpus found in them */
 		{files ? "vocabulary (model.vocab or the files)" : "data.vocab", p->vocab, s->vocab,
-		 ANY},
+		 s->vocab ? ANY : 0},
 		{"data.prefix_max", p->prefix_max, s->prefix_max, SYN},
 		{"data.branching", p->branching, s->branching, SYN},
 		{"data.eot", p->eot, recorded_eot(s), FILES},
@@ -321,12 +322,24 @@ static int load_file_params(const uint8_t *p, const char *path, struct corpus_pa
 	return ERR_OK;
 }
 
+/* The parameters in the header p of a corpus.bin (seed at byte 88, words from 96, then
+ * load_file_params). */
+static int decode_params(const uint8_t *p, const char *path, struct corpus_params *q,
+			 struct err *e)
+{
+	int32_t w[8];
+	q->seed = corpus_get_u64(p + 88);
+	for (int k = 0; k < 8; k++)
+		w[k] = (int32_t)corpus_get_u32(p + 96 + 4 * k);
+	params_from_words(q, w);
+	return load_file_params(p, path, q, e);
+}
+
 /* Decodes corpus.bin (buf, size bytes, read from `path`) into c. */
 static int decode_corpus(const char *path, const char *buf, size_t size, char stored[65],
 			 struct corpus *c, struct err *e)
 {
 	const uint8_t *p = (const uint8_t *)buf;
-	int32_t w[8];
 	if (size < CORPUS_HEADER || memcmp(p, CORPUS_MAGIC, 8) != 0)
 		return ERR(e, ERR_DATA, "%s: not a ddptok corpus (bad magic or truncated header)",
 			   path);
@@ -348,11 +361,7 @@ static int decode_corpus(const char *path, const char *buf, size_t size, char st
 			   need);
 	ERR_TRY(corpus_alloc(c, (int)n, total, e));
 	c->vocab = vocab;
-	c->params.seed = corpus_get_u64(p + 88);
-	for (int k = 0; k < 8; k++)
-		w[k] = (int32_t)corpus_get_u32(p + 96 + 4 * k);
-	params_from_words(&c->params, w);
-	ERR_TRY(load_file_params(p, path, &c->params, e));
+	ERR_TRY(decode_params(p, path, &c->params, e));
 	if (has_mask && !(c->mask = malloc(total > 0 ? (size_t)total : 1)))
 		return ERR(e, ERR_NOMEM, "%s: out of memory", path);
 	p += CORPUS_HEADER;
@@ -403,3 +412,24 @@ int corpus_load(const char *dir, struct corpus *c, struct err *e)
 	return rc;
 }
 
+int corpus_store_vocab(const char *dir, const struct settings *s)
+{
+	char path[FSX_PATH_MAX];
+	uint8_t h[CORPUS_HEADER];
+	struct corpus_params q;
+	struct err ignore;
+	FILE *f;
+	size_t got;
+	memset(&q, 0, sizeof q);
+	err_clear(&ignore);
+	if (fsx_join(path, sizeof path, dir, OUTPUT_CORPUS_BIN, &ignore) || !(f = fopen(path, "rb")))
+		return 0;
+	got = fread(h, 1, sizeof h, f);
+	fclose(f);
+	/* a header this program does not read: corpus_load says why when the corpus is opened */
+	if (got != sizeof h || memcmp(h, CORPUS_MAGIC, 8) != 0 ||
+	    corpus_get_u32(h + 72) != CORPUS_FORMAT || decode_params(h, path, &q, &ignore) ||
+	    !corpus_params_match(&q, s))
+		return 0;
+	return (int32_t)corpus_get_u32(h + 80);
+}

@@ -34,5 +34,10 @@ int corpus_save_lock(const struct corpus *c, const char *dir, struct err *e);
  * it against the lock stored in corpus.bin (not data.lock: see above). Any mismatch is
  * ERR_DATA naming the file; an unreadable file is ERR_IO. */
 int corpus_load(const char *dir, struct corpus *c, struct err *e);
+/* The vocabulary that the corpus prepared in dir records, when its header says it was
+ * prepared from the [data] settings of s; 0 when dir holds none that was. Only the header
+ * of corpus.bin is read: whether the files changed since is for corpus_files_unchanged,
+ * when the corpus is opened. For what reports the model without opening a corpus. */
+int corpus_store_vocab(const char *dir, const struct settings *s);
 
 #endif
