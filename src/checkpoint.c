@@ -14,11 +14,12 @@
 #include <string.h>
 
 #include "ckpt.h"
-#include "corpus.h"
-#include "data.h"
 #include "coll.h"
+#include "corpus.h"
+#include "corpus_files.h"
 #include "elastic.h"
 #include "npy.h"
+#include "sources.h"
 
 /* jansson value -> canonical text with a final newline; consumes j */
 static int json_text(json_t *j, char **out, size_t *len, const char *what, struct err *e)
@@ -301,8 +302,8 @@ static int check_own_shape(const char *dir, const struct cfg *stored,
  * vocabulary of a file source comes from its files) and the parameter count the
  * checkpoint's; with CHECKPOINT_CHECK_CONFIG the rank count too. */
 static int check_shape(const char *dir, const struct cfg *cur, const struct settings *s,
-		       const struct cfg *stored, unsigned checks, const struct checkpoint *ck,
-		       struct err *e)
+		       const struct corpus *c, const struct cfg *stored, unsigned checks,
+		       const struct checkpoint *ck, struct err *e)
 {
 	char diff[600], text[300];
 	struct model_shape shape, theirs;
@@ -310,9 +311,12 @@ static int check_shape(const char *dir, const struct cfg *cur, const struct sett
 		if (cfg_diff(cur, stored, KEY_SHAPE, 0, diff, sizeof diff) > 0)
 			return ERR(e, ERR_DATA, "checkpoint %s holds a model of another shape "
 				   "(this configuration != checkpoint): %s", dir, diff);
+		/* the current model's vocabulary: a file source's comes from its corpus */
+		struct settings sv = *s;
+		sv.vocab = corpus_model_vocab(s, c);
 		int vocab = stored_vocab(stored);
-		ERR_TRY(model_shape_init(&shape, s, e));
-		ERR_TRY(stored_shape(dir, stored, vocab ? vocab : s->vocab, &theirs, e));
+		ERR_TRY(model_shape_init(&shape, &sv, e));
+		ERR_TRY(stored_shape(dir, stored, vocab ? vocab : sv.vocab, &theirs, e));
 		if (!model_shape_same(&shape, &theirs, diff, sizeof diff))
 			return ERR(e, ERR_DATA, "checkpoint %s holds a model of another shape "
 				   "(this configuration != checkpoint): %s", dir, diff);
@@ -438,7 +442,7 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 	    (rc = check_data_lock(dir, c, v->s->outputs, checks, ck, e)) ||
 	    (rc = read_state(dir, manifest_step, ck, e)) ||
 	    (rc = check_own_shape(dir, &stored, ck, e)) ||
-	    (rc = check_shape(dir, v->cfg, v->s, &stored, checks, ck, e)))
+	    (rc = check_shape(dir, v->cfg, v->s, c, &stored, checks, ck, e)))
 		goto out;
 	for (int r = 0; r < ck->world && rc == ERR_OK; r++)
 		rc = read_rank_part(dir, r, ck, e);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "corpus_files.h"
+
 int run_open(const struct env *v, struct run *r, struct err *e)
 {
 	struct corpus c;
@@ -34,7 +36,11 @@ int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct
 	ERR_TRY_GOTO(rc, window_init(&r->w, v->s->world, v->s->accumulation, v->s->batch_size, e), fail);
 	r->have_window = 1;
 	r->keep = v->keep;
-	ERR_TRY_GOTO(rc, engine_keep_take(r->keep, v->s, &r->corpus, &v->engine, &r->eng, e), fail);
+	/* the model is made for its corpus, whose files may be what gives the vocabulary */
+	struct settings model_s = *v->s;
+	model_s.vocab = corpus_model_vocab(v->s, &r->corpus);
+	ERR_TRY_GOTO(rc, engine_keep_take(r->keep, &model_s, &r->corpus, &v->engine, &r->eng, e),
+		     fail);
 	r->init_params = malloc(r->eng->shape.n_params * sizeof(float));
 	if (!r->init_params) {
 		rc = ERR(e, ERR_NOMEM, "out of memory");

@@ -13,7 +13,10 @@
 #include <string.h>
 
 #include "clock.h"
+#include "corpus_files.h"
+#include "corpus_store.h"
 #include "outputs.h"
+#include "sources.h"
 
 /* ---- small helpers --------------------------------------------------------------- */
 

@@ -17,6 +17,7 @@
 #include "check-run.h"
 #include "clock.h"
 #include "checks.h"
+#include "corpus_arrays.h"
 #include "engine.h"
 #include "engine_keep.h"
 #include "norm.h"

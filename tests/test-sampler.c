@@ -11,6 +11,7 @@
 
 #include "check-run.h"
 #include "corpus.h"
+#include "corpus_arrays.h"
 #include "sampler.h"
 
 static void data_settings(struct settings *s)

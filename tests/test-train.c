@@ -37,6 +37,8 @@
 #include "ckpt.h"
 #include "config.h"
 #include "corpus.h"
+#include "corpus_lock.h"
+#include "corpus_store.h"
 #include "env.h"
 #include "fsx.h"
 #include "model.h"

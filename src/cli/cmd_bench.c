@@ -41,6 +41,7 @@
 #include "outputs.h"
 #include "run.h"
 #include "shard.h"
+#include "sources.h"
 
 /* the model's largest GEMM of a microbatch, rows ~ batch * mean length (the window MLP:
  * rows x H x C*D or, for a large vocabulary, rows x V x H) */

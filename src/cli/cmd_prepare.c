@@ -6,9 +6,12 @@
 #include "cmd_prepare.h"
 
 #include "corpus.h"
+#include "corpus_files.h"
+#include "corpus_store.h"
 #include "fsx.h"
 #include "outputs.h"
 #include "sampler.h"
+#include "sources.h"
 
 /* Sequences and targets per split, the masked share, the length histogram and, for a
  * file source, what the files held. */

@@ -560,8 +560,6 @@ static int load_configuration(struct cli *cli, struct err *e)
 	for (int i = 0; i < cli->nsets; i++)
 		ERR_TRY(cfg_set(&a->cfg, cli->sets[i], e));
 	ERR_TRY(settings_from_cfg(&a->cfg, &a->s, e));
-	/* a file source's vocabulary (the model's shape) may come from its files */
-	ERR_TRY(corpus_resolve_vocab(&a->s, e));
 	if (a->o.inject_rank >= a->s.world)
 		return ERR(e, ERR_USAGE, "--inject-failure %d:%ld: rank %d does not exist "
 			   "(devices.world = %d)", a->o.inject_rank, a->o.inject_window + 1,
