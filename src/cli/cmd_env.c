@@ -12,6 +12,7 @@
 #include "ddptok_config.h"
 #include "devcheck.h"
 #include "engine.h"
+#include "placement.h"
 #include "procs.h"
 #if DDPTOK_HAVE_CUDA
 #include "gpu.h"
@@ -84,7 +85,7 @@ int cmd_env(struct app *a, struct err *e)
 	if (!a->o.check)
 		return ERR_OK;
 	fflush(stdout);
-	ERR_TRY(devcheck_run(&a->s, &plan, a->o.inject_rank, stdout, e));
+	ERR_TRY(devcheck_run(&a->s, &plan, a->o.fault.inject_rank, stdout, e));
 	printf("env --check: every rank passed\n");
 	return ERR_OK;
 }
