@@ -16,9 +16,10 @@
 #include "config.h"
 #include "env.h"
 #include "err.h"
+#include "evaluate.h"
 #include "fault.h"
 #include "settings.h"
-#include "train.h"
+#include "train_loop.h"
 
 struct app_opts {
 	const char *dump_dir;   /* parity --dump DIR */

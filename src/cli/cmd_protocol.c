@@ -42,7 +42,8 @@
 #include "outputs.h"
 #include "report.h"
 #include "run.h"
-#include "train.h"
+#include "evaluate.h"
+#include "train_loop.h"
 
 struct protocol {
 	struct report rep; /* what the report shows */

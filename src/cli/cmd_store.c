@@ -24,7 +24,7 @@
 #include "fsx.h"
 #include "outputs.h"
 #include "report.h"
-#include "train.h"
+#include "checkpoint.h"
 
 /* ---- where checkpoints live ------------------------------------------------------ */
 

@@ -26,7 +26,8 @@
 #include "fsx.h"
 #include "outputs.h"
 #include "report.h"
-#include "train.h"
+#include "evaluate.h"
+#include "train_loop.h"
 #include "world.h"
 
 /* ---- train ---------------------------------------------------------------------------- */

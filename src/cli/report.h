@@ -1,7 +1,8 @@
 /*
  * report: the results as the user sees them. Each check's result (parity.h, checks.h,
- * train.h) is printed by its command and written as JSON into [run] outputs; the protocol
- * keeps them in memory and report_write() renders report.md and report.json from them.
+ * train_loop.h, evaluate.h) is printed by its command and written as JSON into [run]
+ * outputs; the protocol keeps them in memory and report_write() renders report.md and
+ * report.json from them.
  *
  * The *_step functions are the commands' work on a result the caller holds: compute it,
  * print it, write its JSON, and return ERR_CHECK (after writing) when its check failed.
@@ -14,9 +15,10 @@
 
 #include "app.h"
 #include "checks.h"
+#include "evaluate.h"
 #include "outputs.h"
 #include "parity.h"
-#include "train.h"
+#include "train_loop.h"
 
 /* ---- the steps (cmd_basic.c, cmd_parity.c, cmd_exercise.c, cmd_train.c) ---- */
 
