@@ -1,5 +1,6 @@
 /*
- * run: opening the shared state of a computing command (see run.h).
+ * run: opening the shared state of a computing command, and the prepared corpus the
+ * training commands open it on (see run.h).
  */
 #include "run.h"
 
