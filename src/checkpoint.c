@@ -1,9 +1,9 @@
 /*
  * checkpoint: the content of a training checkpoint, written and read back (the format is
- * described in train.h): checkpoint_write, checkpoint_load, checkpoint_free. The atomic
- * file store underneath, which knows no content, is runtime/ckpt.h (ckpt_*).
+ * described in checkpoint.h): checkpoint_write, checkpoint_load, checkpoint_free. The
+ * atomic file store underneath, which knows no content, is runtime/ckpt.h (ckpt_*).
  */
-#include "train.h"
+#include "checkpoint.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -156,7 +156,7 @@ static int parse_state(const char *dir, json_t *st, struct checkpoint *ck, struc
 		 json_is_string(v) ? json_string_value(v) : "?");
 	v = json_object_get(st, "last_loss");
 	ck->last_loss = json_is_number(v) ? json_number_value(v) : NAN;
-	return elastic_state_parse(dir, st, ck, e);
+	return elastic_state_parse(dir, st, ck->step, &ck->elastic, e);
 }
 
 static int load_config(const char *dir, struct cfg *stored, struct err *e)
@@ -325,7 +325,7 @@ static int check_shape(const char *dir, const struct cfg *cur, const struct sett
 			return ERR(e, ERR_DATA, "checkpoint %s: %zu parameters, the model of this "
 				   "configuration, %s, has %zu", dir, ck->n, text, shape.n_params);
 	}
-	if ((checks & CHECKPOINT_CHECK_CONFIG) && !elastic_world_ok(ck, s))
+	if ((checks & CHECKPOINT_CHECK_CONFIG) && !elastic_world_ok(ck->world, ck->elastic.shards, s))
 		return ERR(e, ERR_DATA, "checkpoint %s holds %d ranks, this configuration has "
 			   "devices.world = %d", dir, ck->world, s->world);
 	return ERR_OK;
@@ -349,22 +349,6 @@ static int read_tensors(const char *dir, struct checkpoint *ck, struct err *e)
 				   bad == 1 ? "" : "s", first);
 	}
 	return ERR_OK;
-}
-
-int train_history_parse(const void *json_obj, struct train_history *out)
-{
-	json_t *h = (json_t *)json_obj;
-	if (!json_is_object(h) || get_int(h, "windows", 0, &out->windows) ||
-	    get_int(h, "sequences", 0, &out->sequences) || get_int(h, "tokens", 0, &out->tokens) ||
-	    get_int(h, "declined", 0, &out->declined) || out->declined > out->windows)
-		return -1;
-	return 0;
-}
-
-int train_history_fits(const struct train_history *h, int64_t step)
-{
-	return h->windows == step && h->sequences <= step * (int64_t)TRAIN_MAX_WINDOW_SEQUENCES &&
-	       h->tokens <= step * (int64_t)TRAIN_MAX_WINDOW_TOKENS;
 }
 
 /* 5. One rank part, rank-R.json: its rank and a history that fits the steps. */
@@ -402,11 +386,11 @@ static int check_updates(const char *dir, const struct cfg *stored, const struct
 			return ERR(e, ERR_DATA, "checkpoint %s: rank-%d.json's history declares %" PRId64
 				   " declined windows, rank-0.json's %" PRId64 " (every rank declines "
 				   "a window together)", dir, r, ck->hist[r].declined, declined);
-	for (int s = 0; s < ck->shards; s++)
-		if (ck->shard_hist[s].declined != declined)
+	for (int s = 0; s < ck->elastic.shards; s++)
+		if (ck->elastic.shard_hist[s].declined != declined)
 			return ERR(e, ERR_DATA, "checkpoint %s: state.json: the history of shard %d "
 				   "declares %" PRId64 " declined windows, rank-0.json's %" PRId64, dir,
-				   s, ck->shard_hist[s].declined, declined);
+				   s, ck->elastic.shard_hist[s].declined, declined);
 	if (declined > 0 && cfg_enum(stored, "train", "empty_window") == EMPTY_ERROR)
 		return ERR(e, ERR_DATA, "checkpoint %s: rank-0.json's history declares %" PRId64
 			   " declined windows, but with train.empty_window = error (its config.ini) "
@@ -456,6 +440,20 @@ out:
 	if (rc)
 		checkpoint_free(ck);
 	return rc;
+}
+
+int checkpoint_open_run(const struct env *v, const struct checkpoint *ck, struct run *r,
+			struct corpus *c, struct err *e)
+{
+	int rc = run_open_corpus(v, r, c, e);
+	if (rc)
+		return rc;
+	if ((rc = engine_set_state(r->eng, ck->params, ck->momentum, ck->updates_done, e))) {
+		run_close(r);
+		return rc;
+	}
+	sampler_set_state(&r->sampler, &ck->sampler);
+	return ERR_OK;
 }
 
 /* ---- writing a checkpoint ----------------------------------------------------------- */
@@ -536,12 +534,12 @@ out:
 }
 
 /* state.json: step, optimizer and sampler state, and what the run was made of. */
-static json_t *state_json(const struct trainer *t)
+static json_t *state_json(const struct checkpoint_source *t)
 {
 	const struct env *v = t->v;
-	const struct engine *eng = t->r.eng;
+	const struct engine *eng = t->r->eng;
 	struct sampler_state ss;
-	sampler_get_state(&t->r.sampler, &ss);
+	sampler_get_state(&t->r->sampler, &ss);
 	json_t *rng = json_array();
 	for (int i = 0; i < 4; i++) {
 		char hex[17];
@@ -550,7 +548,7 @@ static json_t *state_json(const struct trainer *t)
 	}
 	char machine[512];
 	elastic_machine(eng, machine, sizeof machine);
-	json_t *exact = elastic_state_json(t);
+	json_t *exact = elastic_state_json(t->v->s, t->shard_hist);
 	return json_pack(
 		"{s:s, s:I, s:I, s:{s:o, s:I}, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:o, s:o*}",
 		"format", TRAIN_STATE_FORMAT, "step", (json_int_t)t->step, "updates_done",
@@ -573,28 +571,26 @@ static json_t *lock_json(const struct corpus *c)
 }
 
 /* rank-R.json: the rank's device and its history. */
-static json_t *rank_json(const struct trainer *t, int r)
+static json_t *rank_json(const struct checkpoint_source *t, int r)
 {
-	const struct engine *eng = t->r.eng;
+	const struct engine *eng = t->r->eng;
 	char dev[32];
 	snprintf(dev, sizeof dev, "%s:%d", engine_backend_name(eng),
 		 eng->placement.backend == DEV_BACKEND_CUDA ? eng->placement.ids[r] : r);
-	return json_pack("{s:i, s:s, s:s, s:n, s:s, s:{s:I, s:I, s:I, s:I}}", "rank", r, "device", dev,
-			 "backend", engine_backend_name(eng), "rng", "rng_note", "none: the ranks "
-			 "draw no random numbers (the sampler state in state.json is the run's only "
-			 "generator)", "history", "windows", (json_int_t)t->hist[r].windows,
-			 "sequences", (json_int_t)t->hist[r].sequences, "tokens",
-			 (json_int_t)t->hist[r].tokens, "declined", (json_int_t)t->hist[r].declined);
+	return json_pack("{s:i, s:s, s:s, s:n, s:s, s:o}", "rank", r, "device", dev, "backend",
+			 engine_backend_name(eng), "rng", "rng_note", "none: the ranks draw no random "
+			 "numbers (the sampler state in state.json is the run's only generator)",
+			 "history", train_history_json(&t->hist[r]));
 }
 
 /* Every file of the checkpoint, into the open writer w. */
-static int add_files(struct ckpt_writer *w, const struct trainer *t, struct err *e)
+static int add_files(struct ckpt_writer *w, const struct checkpoint_source *t, struct err *e)
 {
-	const struct engine *eng = t->r.eng;
+	const struct engine *eng = t->r->eng;
 	ERR_TRY(add_vector(w, "params.npy", t->params, eng->shape.n_params, e));
 	ERR_TRY(add_vector(w, "momentum.npy", t->momentum, eng->shape.n_params, e));
 	ERR_TRY(add_config(w, t->v->cfg, t->run_mode, t->v->s, e));
-	ERR_TRY(add_json(w, "data.lock", lock_json(&t->r.corpus), e));
+	ERR_TRY(add_json(w, "data.lock", lock_json(&t->r->corpus), e));
 	ERR_TRY(add_json(w, "state.json", state_json(t), e));
 	for (int r = 0; r < eng->world; r++) {
 		char name[32];
@@ -604,8 +600,8 @@ static int add_files(struct ckpt_writer *w, const struct trainer *t, struct err 
 	return ERR_OK;
 }
 
-int checkpoint_write(const struct trainer *t, const char *root, char *out, size_t cap,
-			   struct err *e)
+int checkpoint_write(const struct checkpoint_source *t, const char *root, char *out,
+		     size_t cap, struct err *e)
 {
 	const struct env *v = t->v;
 	struct ckpt_writer *w = NULL;

@@ -12,7 +12,7 @@
 #include "engine.h"
 #include "norm.h"
 #include "sampler.h"
-#include "train.h"
+#include "train_loop.h"
 
 /* ---- check-loss --------------------------------------------------------------------- */
 

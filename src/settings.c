@@ -16,7 +16,6 @@
 
 #include "coll.h"
 #include "corpus_core.h"
-#include "model.h"
 #include "sources.h"
 
 /* Enum choices, in the order of the C enums they map to (index = enum value). */
@@ -407,12 +406,6 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 		return ERR(e, ERR_CONFIG, "%s: [model] vocab = %d applies to file sources; the "
 			   "synthetic source takes [data] vocab", key_where(c, "model", "vocab"),
 			   s->model_vocab);
-	if (!model_find(cfg_str(c, "model", "kind"))) {
-		char kinds[256];
-		model_kinds(kinds, sizeof kinds);
-		return ERR(e, ERR_CONFIG, "%s: [model] kind = %s: no such model (models: %s)",
-			   key_where(c, "model", "kind"), cfg_str(c, "model", "kind"), kinds);
-	}
 	if (s->source != DATA_SYNTHETIC && !s->data_path[0])
 		return ERR(e, ERR_CONFIG, "%s: [data] source = %s needs [data] path",
 			   key_where(c, "data", "source"), cfg_str(c, "data", "source"));

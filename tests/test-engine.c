@@ -355,8 +355,8 @@ START_TEST(injected_failure_releases_every_rank)
 	struct err e;
 	err_clear(&e);
 	env_open(&v, 4, 2, 1, LAYOUT_PACKED, 0);
-	v.eng->inject_rank = 2;
-	v.eng->inject_window = 1;
+	v.eng->fault.inject_rank = 2;
+	v.eng->fault.inject_window = 1;
 	struct window_result res;
 	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
 	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e), ERR_OK);
@@ -371,7 +371,7 @@ START_TEST(injected_failure_releases_every_rank)
 	ck_assert_msg(strstr(e.msg, "window 2: rank 2: injected failure at window 2"), "message: %s",
 		      e.msg);
 	/* the pool is usable again once the failure is gone */
-	v.eng->inject_rank = -1;
+	v.eng->fault.inject_rank = -1;
 	err_clear(&e);
 	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e), ERR_OK);
 	env_close(&v);
@@ -391,9 +391,9 @@ static void check_hang(int world, int rank, double seconds)
 	err_clear(&e);
 	struct engine_opts opts;
 	engine_opts_init(&opts);
-	opts.hang_rank = rank;
-	opts.hang_window = 1;
-	opts.hang_seconds = seconds;
+	opts.fault.hang_rank = rank;
+	opts.fault.hang_window = 1;
+	opts.fault.hang_seconds = seconds;
 	testutil_settings(&v.s, "devices.world=%d devices.timeout=0.5", world);
 	env_start(&v, &opts);
 	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
@@ -953,8 +953,9 @@ static unsigned engines_differ(struct engine *a, struct engine *b)
 	ck_assert_int_eq(engine_get_state(b, pb, pb + n, &e), ERR_OK);
 	if (memcmp(pa, pb, 2 * n * sizeof(float)) != 0)
 		diff |= DIFF_STATE;
-	if (memcmp(&a->s, &b->s, sizeof a->s) != 0 || a->inject_rank != b->inject_rank ||
-	    a->inject_window != b->inject_window || a->corpus != b->corpus)
+	if (memcmp(&a->s, &b->s, sizeof a->s) != 0 ||
+	    a->fault.inject_rank != b->fault.inject_rank ||
+	    a->fault.inject_window != b->fault.inject_window || a->corpus != b->corpus)
 		diff |= DIFF_SETTINGS;
 	if (a->updates_done != b->updates_done)
 		diff |= DIFF_COUNTERS;
@@ -1104,8 +1105,8 @@ START_TEST(the_keep_reuses_fitting_engines_and_replaces_poisoned_ones)
 	ck_assert_int_eq(k.reused, 1);
 	/* a failed window poisons it: never reset, never handed out again */
 	engine_opts_init(&fail);
-	fail.inject_rank = 1;
-	fail.inject_window = 0;
+	fail.fault.inject_rank = 1;
+	fail.fault.inject_window = 0;
 	engine_keep_give(&k, b);
 	ck_assert_int_eq(engine_keep_take(&k, &s, &c, &fail, &b, &e), ERR_OK);
 	double loss[3];

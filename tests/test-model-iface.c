@@ -19,7 +19,8 @@
 #include "run.h"
 #include "testutil.h"
 #include "tmpdir.h"
-#include "train.h"
+#include "train_loop.h"
+#include "trainer.h"
 #include "window_mlp.h"
 
 static void register_bigram(void)
@@ -53,6 +54,8 @@ static int app_open(struct app *a, const char *dir, const char *sets, struct err
 	snprintf(one, sizeof one, "run.artifacts=%s/artifacts", dir);
 	ck_assert_int_eq(cfg_set(&a->cfg, one, e), ERR_OK);
 	int rc = settings_from_cfg(&a->cfg, &a->s, e);
+	if (rc == ERR_OK) /* as the command line checks it, above the settings */
+		rc = model_kind_check(a->s.model_kind, e);
 	env_init(&a->env, &a->cfg, &a->s);
 	return rc;
 }

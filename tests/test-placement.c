@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "check-run.h"
-#include "engine.h"
+#include "placement.h"
 #include "gpu_rules.h"
 
 /* The plan for ranks on the hosts h (NULL: all on this one). */

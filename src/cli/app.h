@@ -16,8 +16,10 @@
 #include "config.h"
 #include "env.h"
 #include "err.h"
+#include "evaluate.h"
+#include "fault.h"
 #include "settings.h"
-#include "train.h"
+#include "train_loop.h"
 
 struct app_opts {
 	const char *dump_dir;   /* parity --dump DIR */
@@ -27,14 +29,11 @@ struct app_opts {
 	int continuous;         /* train --continuous */
 	int dry_run;            /* clean --dry-run */
 	long windows;           /* bench --windows N (0: default) */
-	int inject_rank;        /* --inject-failure R:W (tests); -1 off */
-	long inject_window;
+	/* tests: --inject-failure R:W, --inject-shard-swap R (exact mode) and
+	 * --inject-hang R:W[:S], handed to the engine as they are; off: -1 */
+	struct fault_injection fault;
 	int inject_drift;       /* --inject-drift (tests): a resume flips one parameter bit */
-	int inject_swap_rank;   /* --inject-shard-swap R (tests, exact mode); -1 off */
 	int check;              /* env --check */
-	int hang_rank;          /* --inject-hang R:W[:S] (tests); -1 off */
-	long hang_window;
-	double hang_seconds;    /* < 0: for good */
 };
 
 struct app {

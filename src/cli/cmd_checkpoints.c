@@ -17,7 +17,7 @@
 #include "outputs.h"
 #include "report.h"
 #include "store_scan.h"
-#include "train.h"
+#include "checkpoint.h"
 
 /* ---- where checkpoints live ------------------------------------------------------ */
 

@@ -16,6 +16,7 @@
 #include "engine.h"
 #include "fsx.h"
 #include "outputs.h"
+#include "placement.h"
 #include "procs.h"
 #if DDPTOK_HAVE_CUDA
 #include "gpu.h"
@@ -101,7 +102,7 @@ int cmd_env(struct app *a, struct err *e)
 	if (!a->o.check)
 		return ERR_OK;
 	fflush(stdout);
-	ERR_TRY(devcheck_run(&a->s, &plan, a->o.inject_rank, stdout, e));
+	ERR_TRY(devcheck_run(&a->s, &plan, a->o.fault.inject_rank, stdout, e));
 	printf("env --check: every rank passed\n");
 	return ERR_OK;
 }

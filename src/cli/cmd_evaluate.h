@@ -5,7 +5,7 @@
 #define DDPTOK_CMD_EVALUATE_H
 
 #include "app.h"
-#include "train.h"
+#include "evaluate.h"
 
 int cmd_evaluate(struct app *a, struct err *e);
 /* What cmd_evaluate prints and writes (evaluate.json), for an evaluation already made. */

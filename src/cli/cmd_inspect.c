@@ -11,7 +11,7 @@
  * (or one rank's contribution) under any normalization and sets it against the
  * single-device reference (or that rank's share of it), `mode` switches the
  * normalization, `dump` writes tensors as .npy, `save` checkpoints, `eval` measures the
- * test split. The session holds the trainer itself (train.h): `step` is trainer_step,
+ * test split. The session holds the trainer itself (trainer.h): `step` is trainer_step,
  * the step `train` takes, and `save` is trainer_checkpoint, so a checkpoint of the same
  * step is the same, byte for byte, whichever of the two wrote it.
  *
@@ -54,7 +54,7 @@
 #include "outputs.h"
 #include "parity.h"
 #include "run.h"
-#include "train.h"
+#include "trainer.h"
 
 #define INSPECT_MAX_ARGS 16
 #define INSPECT_MAX_STEPS 1000000L

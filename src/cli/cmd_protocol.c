@@ -51,7 +51,7 @@
 #include "step_elastic.h"
 #include "step_exercise.h"
 #include "step_parity.h"
-#include "train.h"
+#include "train_loop.h"
 
 struct protocol {
 	struct report rep; /* what the report shows */

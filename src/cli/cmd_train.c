@@ -14,6 +14,7 @@
 #include "outputs.h"
 #include "report.h"
 #include "signals.h"
+#include "train_loop.h"
 #include "world.h"
 
 /* The checkpoint to resume from passes the store's verification (a directory of

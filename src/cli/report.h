@@ -1,8 +1,8 @@
 /*
  * report: the results as the user sees them. Each check's result (parity.h, checks.h,
- * train.h) is printed by its step (step_*.h) and written as JSON into [run] outputs; the
- * protocol keeps them in memory and report_write() renders report.md and report.json
- * from them.
+ * train_loop.h, evaluate.h) is printed by its step (step_*.h) and written as JSON into
+ * [run] outputs; the protocol keeps them in memory and report_write() renders report.md
+ * and report.json from them.
  *
  * A step is a command's work on a result the caller holds: compute it, print it, write
  * its JSON, and return ERR_CHECK (after writing) when its check failed. The command frees
@@ -15,10 +15,11 @@
 
 #include "app.h"
 #include "checks.h"
+#include "evaluate.h"
 #include "outputs.h"
 #include "parity.h"
 #include "step_elastic.h"
-#include "train.h"
+#include "train_loop.h"
 
 /* ---- JSON (report.c) ---- */
 

@@ -8,7 +8,7 @@
 
 #include "app.h"
 #include "checks.h"
-#include "train.h"
+#include "train_loop.h"
 
 struct elastic_check {
 	int from_world;

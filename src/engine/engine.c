@@ -6,12 +6,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "engine_tree.h"
 #include "norm.h"
+#include "placement.h"
+#include "procs.h"
 #include "world.h"
 
 /* Positions of the largest batch of settings s, for a model of shape m. */
@@ -149,25 +149,7 @@ static int choose_backend(struct engine *eng, struct err *e)
 
 void engine_opts_init(struct engine_opts *o)
 {
-	o->inject_rank = -1;
-	o->inject_window = -1;
-	o->inject_swap_rank = -1;
-	o->hang_rank = -1;
-	o->hang_window = -1;
-	o->hang_seconds = -1.0;
-}
-
-int engine_local_ranks(const struct settings *s, int *local, int *first, struct err *e)
-{
-	const struct world *wd = world_get();
-	int l = s->local > 0 ? s->local : s->world / wd->procs;
-	if (l * wd->procs != s->world)
-		return ERR(e, ERR_CONFIG, "devices.world = %d is not %d processes x devices.local "
-			   "= %d ranks each: set devices.world = processes x devices.local",
-			   s->world, wd->procs, s->local > 0 ? s->local : l);
-	*local = l;
-	*first = wd->proc * l;
-	return ERR_OK;
+	fault_injection_off(&o->fault);
 }
 
 /* The collective of this process's ranks, spanning the other processes when there are
@@ -189,12 +171,7 @@ static void engine_bind(struct engine *eng, const struct settings *s, const stru
 		opts = &none;
 	eng->s = *s;
 	eng->corpus = c;
-	eng->inject_rank = opts->inject_rank;
-	eng->inject_window = opts->inject_window;
-	eng->inject_swap_rank = opts->inject_swap_rank;
-	eng->hang_rank = opts->hang_rank;
-	eng->hang_window = opts->hang_window;
-	eng->hang_seconds = opts->hang_seconds;
+	eng->fault = opts->fault;
 }
 
 static long engines_created;
@@ -216,7 +193,7 @@ int engine_create(const struct settings *s, const struct corpus *c,
 	eng->made = *s;
 	eng->world = s->world;
 	ERR_TRY_GOTO(rc, model_shape_init(&eng->shape, s, e), fail);
-	ERR_TRY_GOTO(rc, engine_local_ranks(s, &eng->local, &eng->first_rank, e), fail);
+	ERR_TRY_GOTO(rc, procs_local_ranks(s, &eng->local, &eng->first_rank, e), fail);
 	ERR_TRY_GOTO(rc, choose_backend(eng, e), fail);
 	ERR_TRY_GOTO(rc, pool_create(eng->local, s->timeout_s, &eng->pool, e), fail);
 	pool_set_first_rank(eng->pool, eng->first_rank);
@@ -278,7 +255,7 @@ int engine_fits(const struct engine *eng, const struct settings *s)
 	const struct settings *m = &eng->made;
 	int local, first;
 	struct err ignore;
-	if (s->world != eng->world || engine_local_ranks(s, &local, &first, &ignore) != ERR_OK ||
+	if (s->world != eng->world || procs_local_ranks(s, &local, &first, &ignore) != ERR_OK ||
 	    local != eng->local || first != eng->first_rank)
 		return 0;
 	if (s->backend != m->backend || s->collective != m->collective || s->n_ids != m->n_ids ||
@@ -395,36 +372,6 @@ int engine_get_state(struct engine *eng, float *params, float *momentum, struct 
 
 /* ---- the window step ---- */
 
-/* The hang injection: the thread sleeps through aborts, as inside a call that never
- * returns (or returns late), which only the pool's watchdog can deal with. */
-static void injected_hang(double seconds)
-{
-	struct timespec left = {0, 0};
-	if (seconds >= 0) {
-		left.tv_sec = (time_t)seconds;
-		left.tv_nsec = (long)((seconds - (double)left.tv_sec) * 1e9);
-	}
-	for (;;) {
-		if (seconds < 0) {
-			sleep(3600);
-			continue;
-		}
-		if (nanosleep(&left, &left) == 0)
-			return;
-	}
-}
-
-int engine_micro_begin(struct engine *eng, int rank, const struct window *w, int m,
-		       struct err *e)
-{
-	/* rank: the global rank; the pool knows its threads by local rank */
-	ERR_TRY(pool_mark(eng->pool, rank - eng->first_rank, "forward/backward of microbatch",
-			  m + 1, e));
-	if (m == 0 && eng->hang_rank == rank && eng->hang_window == w->index)
-		injected_hang(eng->hang_seconds);
-	return ERR_OK;
-}
-
 /* What each rank reports of a window, gathered from every process (by global rank). */
 struct rank_outcome {
 	double loss_sum;       /* the reduced loss sum the rank received */
@@ -461,21 +408,6 @@ static int accumulate_sequences(struct engine *eng, struct replica *r, const str
 		ERR_TRY(model_step(r->ws, r->params, r->grads, r->batch, (float)c, (double)n_s,
 				       r->loss_slots, e));
 	}
-	return ERR_OK;
-}
-
-int engine_loss_read(struct replica *r, int count, double *loss, struct err *e)
-{
-	double v[ENGINE_LOSS_SLOTS];
-	if (count < 1 || count > ENGINE_LOSS_SLOTS)
-		return ERR(e, ERR_CHECK, "rank %d: %d loss slots, it has %d", r->rank, count,
-			   ENGINE_LOSS_SLOTS);
-	ERR_TRY(r->dev->ops->download(r->dev, v, r->loss_slots, sizeof(double) * count, e));
-	/* the pairwise tree: (0 + 1), (2 + 3), ..., then the pairs, up to the root in v[0] */
-	for (int step = 1; step < count; step *= 2)
-		for (int q = 0; q + step < count; q += 2 * step)
-			v[q] += v[q + step];
-	*loss = v[0];
 	return ERR_OK;
 }
 
@@ -558,7 +490,7 @@ static int window_accumulate(struct engine *eng, struct replica *r, struct windo
 		return ERR_OK;
 	if (eng->s.shards > 0)
 		return tree_subtree(eng, r, w, r->rank, r->rank * w->micro, w->micro, ws->mode,
-				    r->rank == eng->inject_swap_rank, local, e);
+				    r->rank == eng->fault.inject_swap_rank, local, e);
 	ERR_TRY(r->dev->ops->zero(r->dev, r->loss_slots, sizeof(double), e));
 	ERR_TRY(accumulate_micro(eng, ws, r, e));
 	return engine_loss_read(r, 1, local, e);
@@ -575,7 +507,7 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 	size_t n = eng->shape.n_params;
 	int avg = s->reduce == COLL_AVG;
 
-	if (eng->inject_rank == rank && eng->inject_window == w->index)
+	if (eng->fault.inject_rank == rank && eng->fault.inject_window == w->index)
 		return ERR(e, ERR_DEVICE, "injected failure at window %lld",
 			   window_number(w));
 

@@ -1,7 +1,7 @@
 /*
- * model: the registry of models and the shape's tensor list (see model.h). The
- * operations here only pass a call on to the model that made the shape, batch or
- * workspace, so that the engine, checkpoints and the command line name no model.
+ * model: the registry of models (see model.h). The operations here only pass a call on
+ * to the model that made the shape, batch or workspace, so that the engine, checkpoints
+ * and the command line name no model.
  */
 #include "model.h"
 
@@ -82,106 +82,26 @@ void model_kinds(char *out, size_t cap)
 					kind_at(i)->name);
 }
 
+int model_kind_check(const char *kind, struct err *e)
+{
+	char kinds[256];
+	if (model_find(kind))
+		return ERR_OK;
+	model_kinds(kinds, sizeof kinds);
+	return ERR(e, ERR_CONFIG, "[model] kind = %s: no such model (models: %s)", kind, kinds);
+}
+
 int model_shape_init(struct model_shape *m, const struct settings *s, struct err *e)
 {
 	const struct model_ops *ops = model_find(s->model_kind);
-	if (!ops) {
-		char kinds[256];
-		model_kinds(kinds, sizeof kinds);
-		return ERR(e, ERR_CONFIG, "[model] kind = %s: no such model (models: %s)",
-			   s->model_kind, kinds);
-	}
+	if (!ops)
+		return model_kind_check(s->model_kind, e);
 	ERR_TRY(ops->shape(s, m, e));
 	if (m->n_tensors > MODEL_MAX_TENSORS)
 		return ERR(e, ERR_CONFIG, "model %s has %d tensors, more than the %d a shape holds",
 			   ops->name, m->n_tensors, MODEL_MAX_TENSORS);
 	return ERR_OK;
 }
-
-void model_shape_begin(struct model_shape *m, const struct model_ops *ops, int vocab)
-{
-	memset(m, 0, sizeof *m);
-	m->ops = ops;
-	m->vocab = vocab;
-}
-
-void model_shape_add(struct model_shape *m, const char *name, int rows, int cols, int decay)
-{
-	/* past the list, only counted: model_shape_init() refuses the shape */
-	if (m->n_tensors++ >= MODEL_MAX_TENSORS)
-		return;
-	struct param_info *p = &m->p[m->n_tensors - 1];
-	p->name = name;
-	p->rows = rows;
-	p->cols = cols;
-	p->offset = m->n_params;
-	p->count = (size_t)rows * (size_t)cols;
-	p->decay = decay;
-	m->n_params += p->count;
-}
-
-int model_locate(const struct model_shape *m, size_t i, int *row, int *col)
-{
-	for (int t = 0; t < m->n_tensors; t++) {
-		if (i >= m->p[t].offset && i < m->p[t].offset + m->p[t].count) {
-			size_t k = i - m->p[t].offset;
-			*row = (int)(k / m->p[t].cols);
-			*col = (int)(k % m->p[t].cols);
-			return t;
-		}
-	}
-	return -1;
-}
-
-void model_shape_text(const struct model_shape *m, char *out, size_t cap)
-{
-	char sizes[200];
-	m->ops->describe(m, sizes, sizeof sizes);
-	snprintf(out, cap, "%s (%s)", m->ops->name, sizes);
-}
-
-static void tensor_text(const struct param_info *p, char *out, size_t cap)
-{
-	if (p->cols == 1)
-		snprintf(out, cap, "%s [%d]", p->name, p->rows);
-	else
-		snprintf(out, cap, "%s [%d x %d]", p->name, p->rows, p->cols);
-}
-
-int model_shape_same(const struct model_shape *a, const struct model_shape *b, char *why,
-		     size_t cap)
-{
-	char ta[96], tb[96];
-	if (a->ops != b->ops) {
-		snprintf(why, cap, "model %s != %s", a->ops->name, b->ops->name);
-		return 0;
-	}
-	for (int t = 0; t < a->n_tensors || t < b->n_tensors; t++) {
-		if (t >= a->n_tensors || t >= b->n_tensors) {
-			tensor_text(t < a->n_tensors ? &a->p[t] : &b->p[t], ta, sizeof ta);
-			snprintf(why, cap, "model %s: tensor %d, %s, is in one of them only",
-				 a->ops->name, t, ta);
-			return 0;
-		}
-		const struct param_info *p = &a->p[t], *q = &b->p[t];
-		if (strcmp(p->name, q->name) || p->rows != q->rows || p->cols != q->cols) {
-			tensor_text(p, ta, sizeof ta);
-			tensor_text(q, tb, sizeof tb);
-			snprintf(why, cap, "model %s: tensor %d is %s != %s", a->ops->name, t, ta, tb);
-			return 0;
-		}
-	}
-	/* sizes that shape no tensor (a number of heads, say) still change the model */
-	if (a->vocab != b->vocab || memcmp(a->dim, b->dim, sizeof a->dim) != 0) {
-		a->ops->describe(a, ta, sizeof ta);
-		b->ops->describe(b, tb, sizeof tb);
-		snprintf(why, cap, "model %s: %s != %s", a->ops->name, ta, tb);
-		return 0;
-	}
-	return 1;
-}
-
-/* ---- operations ---- */
 
 void model_init_params(const struct model_shape *m, uint64_t seed, float *host_params)
 {

@@ -16,7 +16,7 @@
 #ifndef DDPTOK_WINDOW_MLP_H
 #define DDPTOK_WINDOW_MLP_H
 
-#include "model.h"
+#include "model_shape.h"
 
 /* its tensors, by index in model_shape.p[] */
 enum { WINDOW_MLP_EMBED = 0, WINDOW_MLP_W1, WINDOW_MLP_B1, WINDOW_MLP_W2, WINDOW_MLP_B2,
