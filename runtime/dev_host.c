@@ -164,8 +164,9 @@ static int cut_parts(size_t n, size_t align, size_t min_items, int max_parts, si
 		parts = blocks;
 	if (parts < 2)
 		return 1;
-	*step = (blocks + parts - 1) / parts * align;
-	return (int)(n / *step);
+	size_t per = (blocks + parts - 1) / parts; /* blocks of a part */
+	*step = per * align;
+	return (int)((blocks + per - 1) / per);
 }
 
 /* the range [*lo, *hi) of part p of `parts` parts of `step` items out of n */
