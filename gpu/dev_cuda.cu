@@ -11,38 +11,8 @@
  * is queued on the stream; download, sum, argmax_hits, count_nonfinite, fingerprint and
  * sync wait.
  *
- * Each op mirrors the host function of the same name in runtime/dev_host_kernels.c, with the
- * element math of runtime/kmath.h; the module is compiled with --fmad=false so that
- * the shared formulas round exactly as they do on the host. Reductions run in an order
- * fixed by the sizes alone, never by timing, so results repeat bit for bit:
- *   xent         one block per row; the row maximum from km_row_max on per-thread
- *                chunks (a maximum does not depend on order); the sum of exponentials
- *                in the host's order j = 0..cols-1, so losses and gradients equal the
- *                host's bit for bit up to the last ulp of log()
- *   sum          two passes in double with a fixed grid and fixed trees
- *   fingerprint  the same two passes over the 64-bit terms of kmath.h, added modulo 2^64
- *                (one value in any order); 8 bytes come back to the host
- *   col_sum_acc  up to COLSUM_MIN_CHUNK rows: one thread per column adding rows in order
- *                into out[j], as the host (bit for bit; the exact-mode tree's element
- *                add is this case); more rows: two levels, each of up to COLSUM_GROUPS
- *                threads of a column adds a contiguous chunk of rows in order (the
- *                first chunk starting from out[j]), then the chunks' sums are added in
- *                chunk order: the same bits every run, not the host's
- *   tanh_backward_col_sum  k_tanh_backward, then col_sum_acc over its result (two
- *                launches, col_sum_acc's bits; the host does both in one pass)
- *   embed_backward  a stable radix sort (CUB) of the context slots by token id, over
- *                the ceil(log2 V) bits that ids below the table's V rows use; then each
- *                id's slots are added in the order gpu/gpu_rules.h fixes from their
- *                number n alone: below 128 slots one thread per (id, t) adds them in
- *                ascending slot order, i.e. positions ascending then j ascending,
- *                exactly the host's additions (bit for bit); more slots: col_sum_acc's
- *                two levels, about sqrt(n) chunks of about sqrt(n) slots each added in
- *                order by one thread per (chunk, t) into a scratch row (the first onto
- *                the gradient's value), then the chunks' sums in chunk order: the same
- *                bits every run and on every GPU, not the host's. Three kernels: the
- *                plan (per sorted slot: which chunk it starts, where the chunk's sum
- *                goes), the chunks, the fold.
- * No float atomics anywhere (integer counters only in argmax_hits).
+ * The kernels it queues, and the orders in which their reductions add, are those of
+ * gpu/dev_cuda_kernels.cu; this file holds what surrounds them.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -59,17 +29,12 @@ extern "C" {
 #include "err.h"
 #include "gpu.h"
 }
+#include "dev_cuda_kernels.cuh"
 #include "gpu_rules.h"
-#include "kmath.h"
 
 #define EW_THREADS 256        /* element-wise kernels */
 #define EW_MAX_BLOCKS 65536   /* grid-stride beyond this */
-#define ROW_THREADS 128       /* xent / argmax: one block per row */
-#define RED_THREADS 256       /* reductions */
 #define RED_BLOCKS 256        /* at most this many partial results */
-#define COLSUM_COLS 32        /* col_sum_acc: columns of a block (one warp wide) */
-#define COLSUM_GROUPS 16      /* row chunks of a block, one thread row each */
-#define COLSUM_MIN_CHUNK 64   /* the fewest rows a chunk adds (and the one-level limit) */
 #define STAGE_INIT (1u << 20) /* pinned upload arena: smallest size */
 #define STAGE_MAX (16u << 20) /* and largest (larger uploads are copied directly) */
 
@@ -177,336 +142,6 @@ static unsigned int ew_blocks(size_t n)
 static size_t align_up(size_t n, size_t a)
 {
 	return (n + a - 1) / a * a;
-}
-
-#define GRID_STRIDE(i, n)                                                                    \
-	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);              \
-	     i += (size_t)gridDim.x * blockDim.x)
-
-/* ---- kernels ---- */
-
-/* C = beta * C for k == 0 (what the host does instead of calling BLAS) */
-__global__ void k_gemm_beta(int m, int n, float beta, float *c, int ldc)
-{
-	GRID_STRIDE(i, (size_t)m * n) {
-		size_t r = i / (size_t)n, col = i % (size_t)n;
-		float *p = c + r * (size_t)ldc + col;
-		*p = beta == 0.0f ? 0.0f : beta * *p;
-	}
-}
-
-__global__ void k_embed_gather(int rows, int width, int dim, const int32_t *ctx,
-			       const float *table, float *x)
-{
-	size_t total = (size_t)rows * width * dim;
-	GRID_STRIDE(i, total) {
-		size_t slot = i / (size_t)dim, t = i % (size_t)dim;
-		x[i] = table[(size_t)ctx[slot] * dim + t];
-	}
-}
-
-__global__ void k_bias_tanh(int rows, int cols, const float *bias, float *z)
-{
-	GRID_STRIDE(i, (size_t)rows * cols) {
-		z[i] = km_tanh(z[i] + bias[i % (size_t)cols]);
-	}
-}
-
-/* Softmax cross-entropy of one row per block (see host_xent, line for line). */
-__global__ void k_xent(int cols, const float *bias, const int32_t *target, float scale,
-		       float *logits, float *loss)
-{
-	__shared__ float s_max[ROW_THREADS];
-	__shared__ float s_zt, s_inv;
-	const int p = blockIdx.x, tid = threadIdx.x;
-	float *row = logits + (size_t)p * cols;
-	const int t = target[p];
-	if (t < 0) {
-		for (int j = tid; j < cols; j += ROW_THREADS)
-			row[j] = 0.0f;
-		if (tid == 0)
-			loss[p] = 0.0f;
-		return;
-	}
-	/* row maximum: km_row_max over a contiguous chunk per thread, then a fixed tree */
-	const int chunk = (cols + ROW_THREADS - 1) / ROW_THREADS;
-	const int lo = tid * chunk, hi = min(cols, lo + chunk);
-	s_max[tid] = lo < hi ? km_row_max(row + lo, bias + lo, hi - lo, NULL) : -INFINITY;
-	if (tid == 0)
-		s_zt = row[t] + bias[t]; /* read before the row is overwritten */
-	__syncthreads();
-	for (int s = ROW_THREADS / 2; s > 0; s >>= 1) {
-		if (tid < s && s_max[tid + s] > s_max[tid])
-			s_max[tid] = s_max[tid + s];
-		__syncthreads();
-	}
-	const float mx = s_max[0];
-	for (int j = tid; j < cols; j += ROW_THREADS)
-		row[j] = km_exp(row[j] + bias[j] - mx);
-	__syncthreads();
-	if (tid == 0) {
-		/* the host's order, j ascending, in float */
-		float s = 0.0f;
-#pragma unroll 8
-		for (int j = 0; j < cols; j++)
-			s += row[j];
-		loss[p] = km_xent_loss(mx, s, s_zt);
-		s_inv = 1.0f / s;
-	}
-	__syncthreads();
-	const float inv = s_inv;
-	for (int j = tid; j < cols; j += ROW_THREADS)
-		row[j] = km_xent_grad(row[j], inv, scale, j == t);
-}
-
-/* Fixed-shape tree over RED_THREADS values in shared memory; result in sh[0]. */
-template <typename T> __device__ void block_tree_sum(T *sh)
-{
-	for (int s = RED_THREADS / 2; s > 0; s >>= 1) {
-		__syncthreads();
-		if ((int)threadIdx.x < s)
-			sh[threadIdx.x] += sh[threadIdx.x + s];
-	}
-	__syncthreads();
-}
-
-/* What a reduction adds for x[i]; `index` is first + i (only the fingerprint reads it). */
-struct red_sum {
-	typedef double acc;
-	static __device__ double of(float v, uint32_t) { return (double)v; }
-};
-
-struct red_nonfinite {
-	typedef long long acc;
-	static __device__ long long of(float v, uint32_t) { return km_isfinite(v) ? 0 : 1; }
-};
-
-/* unsigned: the additions wrap modulo 2^64, as the host's */
-struct red_fingerprint {
-	typedef unsigned long long acc;
-	static __device__ unsigned long long of(float v, uint32_t index)
-	{
-		return km_fingerprint_term(index, km_to_bits(v));
-	}
-};
-
-/* pass 1: block b accumulates x[i] for i = b*T + tid + k*G*T (k ascending), then a tree */
-template <class R>
-__global__ void k_reduce_partial(size_t n, const float *x, uint32_t first, typename R::acc *part)
-{
-	__shared__ typename R::acc sh[RED_THREADS];
-	typename R::acc acc = 0;
-	GRID_STRIDE(i, n) {
-		acc += R::of(x[i], first + (uint32_t)i);
-	}
-	sh[threadIdx.x] = acc;
-	block_tree_sum(sh);
-	if (threadIdx.x == 0)
-		part[blockIdx.x] = sh[0];
-}
-
-/* pass 2: one block folds the partials the same way; result in out[0], or with `divisor`
- * non-zero out[0] += result / divisor (sum_acc, in the host's operation order) */
-template <typename T> __global__ void k_reduce_final(int parts, const T *part, T *out, T divisor)
-{
-	__shared__ T sh[RED_THREADS];
-	T acc = 0;
-	for (int i = threadIdx.x; i < parts; i += RED_THREADS)
-		acc += part[i];
-	sh[threadIdx.x] = acc;
-	block_tree_sum(sh);
-	if (threadIdx.x == 0)
-		out[0] = divisor != 0 ? out[0] + sh[0] / divisor : sh[0];
-}
-
-/* The fixed orders of every column sum here (col_sum_acc, embed_backward), one
- * implementation each. `Rows` yields the value of row p of one column. */
-struct dense_rows { /* x[p * stride], x already at the column */
-	const float *x;
-	size_t stride;
-	__device__ float operator()(int p) const { return x[(size_t)p * stride]; }
-};
-
-struct gathered_rows { /* x[idx[p] * stride]: the rows listed by idx */
-	const float *x;
-	const int32_t *idx;
-	size_t stride;
-	__device__ float operator()(int p) const { return x[(size_t)idx[p] * stride]; }
-};
-
-/* One chain: acc + rows(lo) + rows(lo + 1) + ... + rows(hi - 1), in that order. */
-template <class Rows> __device__ float sum_rows_in_order(float acc, int lo, int hi, const Rows &rows)
-{
-	for (int p = lo; p < hi; p++)
-		acc += rows(p);
-	return acc;
-}
-
-/* The first level of a two-level sum into *acc_into: the first chunk adds its rows onto
- * *acc_into's value, the others start from zero. */
-template <class Rows>
-__device__ float chunk_sum(bool first_chunk, const float *acc_into, int lo, int hi, const Rows &rows)
-{
-	return sum_rows_in_order(first_chunk ? *acc_into : 0.0f, lo, hi, rows);
-}
-
-/* The second level: the chunks' sums part[0], part[stride], ... added in chunk order. */
-__device__ float fold_chunks(const float *part, int chunks, size_t stride)
-{
-	float s = part[0];
-	for (int q = 1; q < chunks; q++)
-		s += part[(size_t)q * stride];
-	return s;
-}
-
-/* out[j] += x[p*cols + j] for p ascending, accumulated in out's float like the host */
-__global__ void k_col_sum_acc(int rows, int cols, const float *x, float *out)
-{
-	GRID_STRIDE(j, (size_t)cols) {
-		out[j] = sum_rows_in_order(out[j], 0, rows, dense_rows{x + j, (size_t)cols});
-	}
-}
-
-/* The two-level column sum: block (COLSUM_COLS x COLSUM_GROUPS) threads; thread (c, g)
- * adds rows [g*chunk, (g+1)*chunk) of column j in order (group 0 from out[j]), then
- * group 0 adds the groups' sums in group order. The order depends on rows alone. */
-__global__ void k_col_sum_acc_chunks(int rows, int cols, int chunk, const float *x, float *out)
-{
-	__shared__ float part[COLSUM_GROUPS][COLSUM_COLS];
-	const int c = threadIdx.x, g = threadIdx.y;
-	const size_t j = (size_t)blockIdx.x * COLSUM_COLS + c;
-	const int lo = g * chunk, hi = min(rows, lo + chunk);
-	float acc = 0.0f;
-	if (j < (size_t)cols)
-		acc = chunk_sum(g == 0, out + j, lo, hi, dense_rows{x + j, (size_t)cols});
-	part[g][c] = acc;
-	__syncthreads();
-	if (g == 0 && j < (size_t)cols)
-		out[j] = fold_chunks(&part[0][c], (rows + chunk - 1) / chunk, COLSUM_COLS);
-}
-
-__global__ void k_tanh_backward(size_t n, const float *h, float *dh)
-{
-	GRID_STRIDE(i, n) {
-		dh[i] = km_tanh_backward(h[i], dh[i]);
-	}
-}
-
-__global__ void k_iota(int n, int32_t *v)
-{
-	GRID_STRIDE(i, (size_t)n) {
-		v[i] = (int32_t)i;
-	}
-}
-
-/* The plan of embed_backward, one thread per sorted position i (keys[0..slots) are the
- * slots' ids sorted stably): what position i does for its id (gpu_embed_plan_at,
- * gpu/gpu_rules.h: its id's run by binary search, then gpu_embed_position). */
-__global__ void k_embed_plan(int slots, const int32_t *keys, int32_t *chunk_end,
-			     int32_t *dest_row, int32_t *fold)
-{
-	GRID_STRIDE(w, (size_t)slots) {
-		const int i = (int)w;
-		struct gpu_embed_pos p = gpu_embed_plan_at(keys, slots, i);
-		chunk_end[i] = p.chunk_end;
-		dest_row[i] = p.dest_row;
-		fold[i] = p.fold;
-	}
-}
-
-/* The first level, one thread per (position i, column t): a position that starts a chunk
- * adds the dx rows of the chunk's slots in ascending slot order, the id's first chunk
- * onto table_grad[id, t]; an id's only chunk is stored into table_grad (the CPU backend's
- * order), the others into their row of `part`. */
-__global__ void k_embed_chunks(int slots, int dim, const int32_t *keys, const int32_t *idx,
-			       const int32_t *chunk_end, const int32_t *dest_row, const float *dx,
-			       float *table_grad, float *part)
-{
-	GRID_STRIDE(w, (size_t)slots * dim) {
-		const int i = (int)(w / (size_t)dim), t = (int)(w % (size_t)dim);
-		const int end = chunk_end[i];
-		if (!end)
-			continue;
-		const int32_t id = keys[i];
-		const bool first = i == 0 || keys[i - 1] != id;
-		float *g = table_grad + (size_t)id * dim + t;
-		float s = chunk_sum(first, g, i, end, gathered_rows{dx + t, idx, (size_t)dim});
-		const int row = dest_row[i];
-		if (row < 0)
-			*g = s;
-		else
-			part[(size_t)row * dim + t] = s;
-	}
-}
-
-/* The second level, one thread per (position i, column t): at the first position of an
- * id added in fold[i] >= 2 chunks, their sums in chunk order into table_grad[id, t]. */
-__global__ void k_embed_fold(int slots, int dim, const int32_t *keys, const int32_t *dest_row,
-			     const int32_t *fold, const float *part, float *table_grad)
-{
-	GRID_STRIDE(w, (size_t)slots * dim) {
-		const int i = (int)(w / (size_t)dim), t = (int)(w % (size_t)dim);
-		const int chunks = fold[i];
-		if (!chunks)
-			continue;
-		table_grad[(size_t)keys[i] * dim + t] =
-			fold_chunks(part + (size_t)dest_row[i] * dim + t, chunks, (size_t)dim);
-	}
-}
-
-__global__ void k_scale(size_t n, float alpha, float *x)
-{
-	GRID_STRIDE(i, n) {
-		x[i] *= alpha;
-	}
-}
-
-__global__ void k_sgd(size_t n, float lr, float momentum, float weight_decay, int first, float *p,
-		      const float *g, float *buf)
-{
-	GRID_STRIDE(i, n) {
-		km_sgd(&p[i], g[i], &buf[i], lr, momentum, weight_decay, first);
-	}
-}
-
-/* one block per row: (max, lowest index of the max) over the row, as km_row_max gives it
- * for rows without NaN; counts rows whose argmax equals the target (integer atomics
- * only: the count does not depend on their order) */
-__global__ void k_argmax_hits(int cols, const float *bias, const float *logits,
-			      const int32_t *target, unsigned long long *hits)
-{
-	__shared__ float s_m[ROW_THREADS];
-	__shared__ int s_i[ROW_THREADS];
-	const int p = blockIdx.x, tid = threadIdx.x;
-	const int t = target[p];
-	if (t < 0)
-		return;
-	const float *row = logits + (size_t)p * cols;
-	const int chunk = (cols + ROW_THREADS - 1) / ROW_THREADS;
-	const int lo = tid * chunk, hi = min(cols, lo + chunk);
-	int arg = -1; /* -1: empty chunk */
-	float m = 0.0f;
-	if (lo < hi) {
-		m = km_row_max(row + lo, bias + lo, hi - lo, &arg);
-		arg += lo;
-	}
-	s_m[tid] = m;
-	s_i[tid] = arg;
-	__syncthreads();
-	for (int s = ROW_THREADS / 2; s > 0; s >>= 1) {
-		if (tid < s) {
-			float om = s_m[tid + s];
-			int oi = s_i[tid + s];
-			int ci = s_i[tid];
-			if (oi >= 0 && (ci < 0 || om > s_m[tid] || (om == s_m[tid] && oi < ci))) {
-				s_m[tid] = om;
-				s_i[tid] = oi;
-			}
-		}
-		__syncthreads();
-	}
-	if (tid == 0 && s_i[0] == t)
-		atomicAdd(hits, 1ULL);
 }
 
 /* ---- operations ---- */
@@ -736,10 +371,10 @@ static int queue_reduce(struct cuda_dev *cd, int n, const float *x, int first,
 	size_t blocks = ((size_t)n + RED_THREADS - 1) / RED_THREADS;
 	int parts = (int)(blocks < RED_BLOCKS ? blocks : RED_BLOCKS);
 	T *part = (T *)cd->red;
-	k_reduce_partial<R><<<parts, RED_THREADS, 0, cd->stream>>>((size_t)n, x, (uint32_t)first,
-								     part);
+	launch_reduce_partial<R>((unsigned int)parts, cd->stream, (size_t)n, x, (uint32_t)first,
+				 part);
 	LAUNCH_TRY(cd, "k_reduce_partial", e);
-	k_reduce_final<T><<<1, RED_THREADS, 0, cd->stream>>>(parts, part, out, divisor);
+	launch_reduce_final<T>(cd->stream, parts, part, out, divisor);
 	LAUNCH_TRY(cd, "k_reduce_final", e);
 	return ERR_OK;
 }
@@ -1118,13 +753,6 @@ extern "C" struct CUstream_st *cuda_dev_stream(struct dev *d)
 
 /* ---- the NCCL collective's average ---- */
 
-template <typename T> __global__ void k_divide(size_t n, T divisor, T *x)
-{
-	GRID_STRIDE(i, n) {
-		x[i] = x[i] / divisor;
-	}
-}
-
 extern "C" int cuda_dev_divide(struct dev *d, void *buf, size_t count, int dtype, int divisor,
 			       struct err *e)
 {
@@ -1137,16 +765,16 @@ extern "C" int cuda_dev_divide(struct dev *d, void *buf, size_t count, int dtype
 	unsigned int blocks = ew_blocks(count);
 	switch (dtype) {
 	case 0: /* COLL_F32 */
-		k_divide<float><<<blocks, EW_THREADS, 0, cd->stream>>>(count, (float)divisor,
-								       (float *)buf);
+		launch_divide<float>(blocks, EW_THREADS, cd->stream, count, (float)divisor,
+				     (float *)buf);
 		break;
 	case 1: /* COLL_F64 */
-		k_divide<double><<<blocks, EW_THREADS, 0, cd->stream>>>(count, (double)divisor,
-									(double *)buf);
+		launch_divide<double>(blocks, EW_THREADS, cd->stream, count, (double)divisor,
+				      (double *)buf);
 		break;
 	default: /* COLL_I64 */
-		k_divide<long long><<<blocks, EW_THREADS, 0, cd->stream>>>(count, (long long)divisor,
-									   (long long *)buf);
+		launch_divide<long long>(blocks, EW_THREADS, cd->stream, count,
+					 (long long)divisor, (long long *)buf);
 		break;
 	}
 	LAUNCH_TRY(cd, "k_divide", e);

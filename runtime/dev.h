@@ -173,6 +173,14 @@ static inline struct dev_counts dev_counts_since(const struct dev_counts *now,
 
 /* Host backend: one OpenBLAS thread per device thread; call from the owning thread. */
 int dev_host_create(int rank, struct dev **out, struct err *e);
+/* The same with `threads` threads (1..256): the device thread and threads - 1 helpers
+ * that its larger GEMMs and loops are split over, with the bits of one thread. */
+int dev_host_create_threads(int rank, int threads, struct dev **out, struct err *e);
+/* The threads of each of `ranks_here` host devices on this host for devices.threads =
+ * requested: requested when > 0, else (auto) the CPUs this process may run on divided by
+ * ranks_here, at least 1. dev_host_threads_for takes the CPU count as an argument. */
+int dev_host_threads(int requested, int ranks_here);
+int dev_host_threads_for(int requested, int cpus, int ranks_here);
 /* The build of the host backend's loops this CPU runs: "avx2" or "generic". */
 const char *dev_host_kernels_name(void);
 void dev_destroy(struct dev *d);

@@ -8,20 +8,47 @@
  * the compiler, in the widest build the CPU runs (AVX-512, AVX2 or the baseline; the
  * same bits either way). Every reduction runs in a fixed order, so results are identical run to
  * run and across ranks.
+ *
+ * A device made with T > 1 threads (devices.threads) splits its larger operations over
+ * its team (dev_host_team.h): a GEMM by rows of C, in blocks of GEMM_ROW_BLOCK rows, each
+ * block one single-threaded cblas_sgemm; bias_tanh and xent by rows; scale and sgd by
+ * elements. Every element of a result is computed by the same operations as with one
+ * thread, so the bits do not depend on T (for the GEMM this holds for the OpenBLAS
+ * kernels measured, see docs/threads.md; the unit tests check it on the machine they run
+ * on). The reductions (sum, column sums, embed_backward, fingerprint) stay on one thread.
  */
 #include "dev.h"
 
 #include <cblas.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "dev_host_kernels.h"
+#include "dev_host_team.h"
+
+/* A host device: the device, and with threads > 1 its team and its own operation table
+ * (the loops' table with the split entries). */
+struct host_dev {
+	struct dev dev;
+	struct dev_ops ops;
+	const struct dev_ops *loops; /* the build of the loops this CPU runs */
+	struct team team;
+};
+
+static struct host_dev *hdev(struct dev *d)
+{
+	return d->impl;
+}
 
 static void host_destroy(struct dev *d)
 {
-	free(d);
+	struct host_dev *hd = hdev(d);
+	team_destroy(&hd->team);
+	free(hd);
 }
 
 static int host_alloc(struct dev *d, size_t bytes, void **out, struct err *e)
@@ -113,6 +140,199 @@ static void host_fill_common(struct dev_ops *o)
 	o->gemm = host_gemm;
 }
 
+/* ---- operations split over a device's team ---- */
+
+/* GEMM parts are whole blocks of this many rows of C: OpenBLAS's x86-64 kernels tile the
+ * rows of a row-major C by 16 or 24, and a part starting inside a tile moves the tiles
+ * after it, which rounds some elements differently (measured, docs/threads.md) */
+#define GEMM_ROW_BLOCK 48
+/* the least work worth handing to another thread: floating-point operations of a GEMM
+ * part, elements of a loop's part */
+#define GEMM_PART_FLOP (1u << 22)
+#define LOOP_PART_ELEMS (1u << 14)
+
+/* How to cut `n` items into parts of whole `align`-item blocks, at most max_parts of
+ * them, each of about min_items or more: returns the number of parts (1: do not cut),
+ * *step the items of each part; the last part also takes what remains. */
+static int cut_parts(size_t n, size_t align, size_t min_items, int max_parts, size_t *step)
+{
+	size_t blocks = n / align, parts = (size_t)max_parts;
+	*step = n;
+	if (min_items && parts > n / min_items)
+		parts = n / min_items;
+	if (parts > blocks)
+		parts = blocks;
+	if (parts < 2)
+		return 1;
+	size_t per = (blocks + parts - 1) / parts; /* blocks of a part */
+	*step = per * align;
+	return (int)((blocks + per - 1) / per);
+}
+
+/* the range [*lo, *hi) of part p of `parts` parts of `step` items out of n */
+static void part_range(int p, int parts, size_t step, size_t n, size_t *lo, size_t *hi)
+{
+	*lo = (size_t)p * step;
+	*hi = p == parts - 1 ? n : *lo + step;
+}
+
+struct gemm_args {
+	int trans_a, trans_b, n, k, lda, ldb, ldc;
+	size_t m, step;
+	float alpha, beta;
+	const float *a, *b;
+	float *c;
+};
+
+/* rows [lo, hi) of C, by one single-threaded cblas_sgemm */
+static void gemm_part(void *arg, int p, int parts)
+{
+	const struct gemm_args *g = arg;
+	size_t lo, hi;
+	part_range(p, parts, g->step, g->m, &lo, &hi);
+	const float *a = g->trans_a ? g->a + lo : g->a + lo * (size_t)g->lda;
+	cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
+		    g->trans_b ? CblasTrans : CblasNoTrans, (int)(hi - lo), g->n, g->k, g->alpha, a,
+		    g->lda, g->b, g->ldb, g->beta, g->c + lo * (size_t)g->ldc, g->ldc);
+}
+
+static int split_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha,
+		      const float *a, int lda, const float *b, int ldb, float beta, float *c,
+		      int ldc, struct err *e)
+{
+	struct host_dev *hd = hdev(d);
+	struct gemm_args g = {trans_a, trans_b, n, k, lda, ldb, ldc, (size_t)m, 0, alpha, beta,
+			      a, b, c};
+	double row_flop = 2.0 * (n > 0 ? n : 0) * (k > 0 ? k : 0);
+	size_t min_rows = row_flop > 0 ? (size_t)(GEMM_PART_FLOP / row_flop) + 1 : 0;
+	int parts = m > 0 && row_flop > 0 ? cut_parts((size_t)m, GEMM_ROW_BLOCK, min_rows,
+						       hd->team.threads, &g.step) : 1;
+	if (parts < 2)
+		return host_gemm(d, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+				 e);
+	dev_count(d, 1, 0, 0);
+	double t0 = clock_now_s();
+	team_run(&hd->team, gemm_part, &g, parts);
+	dev_count_gemm(d, m, n, k, clock_now_s() - t0);
+	return ERR_OK;
+}
+
+/* The arguments of the split loops: the loops' table, the rows (or elements) and their
+ * step, and the operation's own arguments (those an operation does not take stay 0). */
+struct loop_args {
+	const struct dev_ops *loops;
+	size_t n, step;
+	int cols, first;
+	float f0, f1, f2;
+	const float *bias, *in;
+	const int32_t *target;
+	float *x, *y, *z;
+};
+
+/* Runs `fn` over the loop's parts, or returns 0 when the loop is too small to cut (the
+ * caller then runs the loops' own operation); counts one launch for the whole. */
+static int run_cut(struct dev *d, struct loop_args *l, size_t align, size_t per_item,
+		   team_fn fn)
+{
+	struct host_dev *hd = hdev(d);
+	size_t min_items = per_item ? LOOP_PART_ELEMS / per_item + 1 : 0;
+	int parts = cut_parts(l->n, align, min_items, hd->team.threads, &l->step);
+	if (parts < 2)
+		return 0;
+	dev_count(d, 1, 0, 0);
+	team_run(&hd->team, fn, l, parts);
+	return 1;
+}
+
+static void bias_tanh_part(void *arg, int p, int parts)
+{
+	const struct loop_args *l = arg;
+	size_t lo, hi;
+	part_range(p, parts, l->step, l->n, &lo, &hi);
+	l->loops->bias_tanh(NULL, (int)(hi - lo), l->cols, l->bias, l->z + lo * l->cols, NULL);
+}
+
+static int split_bias_tanh(struct dev *d, int rows, int cols, const float *bias, float *z,
+			   struct err *e)
+{
+	struct loop_args l = {.loops = hdev(d)->loops, .n = rows > 0 ? (size_t)rows : 0,
+			      .cols = cols, .bias = bias, .z = z};
+	if (cols > 0 && run_cut(d, &l, 1, (size_t)cols, bias_tanh_part))
+		return ERR_OK;
+	return l.loops->bias_tanh(d, rows, cols, bias, z, e);
+}
+
+static void xent_part(void *arg, int p, int parts)
+{
+	const struct loop_args *l = arg;
+	size_t lo, hi;
+	part_range(p, parts, l->step, l->n, &lo, &hi);
+	l->loops->xent(NULL, (int)(hi - lo), l->cols, l->bias, l->target + lo, l->f0,
+		       l->x + lo * l->cols, l->y + lo, NULL);
+}
+
+static int split_xent(struct dev *d, int rows, int cols, const float *bias,
+		      const int32_t *target, float scale, float *logits, float *loss,
+		      struct err *e)
+{
+	struct loop_args l = {.loops = hdev(d)->loops, .n = rows > 0 ? (size_t)rows : 0,
+			      .cols = cols, .f0 = scale, .bias = bias, .target = target,
+			      .x = logits, .y = loss};
+	if (cols > 0 && run_cut(d, &l, 1, (size_t)cols, xent_part))
+		return ERR_OK;
+	return l.loops->xent(d, rows, cols, bias, target, scale, logits, loss, e);
+}
+
+/* element parts in whole cache lines of floats */
+#define LOOP_ELEM_ALIGN 16
+
+static void scale_part(void *arg, int p, int parts)
+{
+	const struct loop_args *l = arg;
+	size_t lo, hi;
+	part_range(p, parts, l->step, l->n, &lo, &hi);
+	l->loops->scale(NULL, (int)(hi - lo), l->f0, l->x + lo, NULL);
+}
+
+static int split_scale(struct dev *d, int n, float alpha, float *x, struct err *e)
+{
+	struct loop_args l = {.loops = hdev(d)->loops, .n = n > 0 ? (size_t)n : 0, .f0 = alpha,
+			      .x = x};
+	if (run_cut(d, &l, LOOP_ELEM_ALIGN, 1, scale_part))
+		return ERR_OK;
+	return l.loops->scale(d, n, alpha, x, e);
+}
+
+static void sgd_part(void *arg, int p, int parts)
+{
+	const struct loop_args *l = arg;
+	size_t lo, hi;
+	part_range(p, parts, l->step, l->n, &lo, &hi);
+	l->loops->sgd(NULL, (int)(hi - lo), l->f0, l->f1, l->f2, l->first, l->x + lo, l->in + lo,
+		      l->z + lo, NULL);
+}
+
+static int split_sgd(struct dev *d, int n, float lr, float momentum, float weight_decay,
+		     int first, float *p, const float *g, float *buf, struct err *e)
+{
+	struct loop_args l = {.loops = hdev(d)->loops, .n = n > 0 ? (size_t)n : 0, .first = first,
+			      .f0 = lr, .f1 = momentum, .f2 = weight_decay, .x = p,
+			      .in = g, .z = buf};
+	if (run_cut(d, &l, LOOP_ELEM_ALIGN, 1, sgd_part))
+		return ERR_OK;
+	return l.loops->sgd(d, n, lr, momentum, weight_decay, first, p, g, buf, e);
+}
+
+/* the entries of a device with a team */
+static void host_split_fill(struct dev_ops *o)
+{
+	o->gemm = split_gemm;
+	o->bias_tanh = split_bias_tanh;
+	o->xent = split_xent;
+	o->scale = split_scale;
+	o->sgd = split_sgd;
+}
+
 /* one operation table per build of the loops, filled once */
 static struct dev_ops host_ops_generic;
 #if DDPTOK_HAVE_AVX2_KERNELS
@@ -174,19 +394,55 @@ static const struct dev_ops *host_ops(void)
 	return &host_ops_generic;
 }
 
-int dev_host_create(int rank, struct dev **out, struct err *e)
+int dev_host_create_threads(int rank, int threads, struct dev **out, struct err *e)
 {
-	struct dev *d = calloc(1, sizeof *d);
-	if (!d)
+	struct host_dev *hd = calloc(1, sizeof *hd);
+	if (!hd)
 		return ERR(e, ERR_NOMEM, "rank %d: out of memory", rank);
-	d->ops = host_ops();
+	int rc = team_init(&hd->team, threads, e);
+	if (rc != ERR_OK) {
+		free(hd);
+		return rc;
+	}
+	struct dev *d = &hd->dev;
+	hd->loops = host_ops();
+	d->ops = hd->loops;
+	if (threads > 1) {
+		hd->ops = *hd->loops;
+		host_split_fill(&hd->ops);
+		d->ops = &hd->ops;
+	}
+	d->impl = hd;
 	d->backend = DEV_BACKEND_CPU;
 	d->rank = rank;
 	d->device_id = rank;
-	/* the pool provides one thread per device: BLAS must not add its own */
+	/* the pool and the teams provide the threads: BLAS must not add its own */
 	openblas_set_num_threads(1);
 	*out = d;
 	return ERR_OK;
+}
+
+int dev_host_create(int rank, struct dev **out, struct err *e)
+{
+	return dev_host_create_threads(rank, 1, out, e);
+}
+
+int dev_host_threads_for(int requested, int cpus, int ranks_here)
+{
+	if (requested > 0)
+		return requested;
+	int t = ranks_here > 0 ? cpus / ranks_here : cpus;
+	return t < 1 ? 1 : t > TEAM_MAX_THREADS ? TEAM_MAX_THREADS : t;
+}
+
+int dev_host_threads(int requested, int ranks_here)
+{
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	int cpus = online > 0 ? (int)online : 1;
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < cpus)
+		cpus = CPU_COUNT(&set);
+	return dev_host_threads_for(requested, cpus, ranks_here);
 }
 
 void dev_destroy(struct dev *d)

@@ -157,6 +157,9 @@ const struct cfg_key settings_keys[] = {
 	INT_KEY("devices", "local", "0", 0, 8, 0, AT(local),
 		"ranks (device threads) of each process under mpirun or srun: devices.world = "
 		"processes x local (0: world / processes)"),
+	INT_KEY("devices", "threads", "0", 0, 256, 0, AT(threads),
+		"cpu backend: threads of each rank for its GEMMs and larger loops, the same bits "
+		"for any count (0: the CPUs of this host / its ranks, at least 1)"),
 	ENUM_KEY("devices", "backend", "auto", CHOICES_BACKEND, 0, AT(backend),
 		 "device backend: auto (cuda when a GPU is visible), cpu or cuda"),
 	ENUM_KEY("devices", "reduce", "avg", CHOICES_REDUCE, MATH, AT(reduce),

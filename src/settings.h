@@ -79,6 +79,7 @@ struct settings {
 	/* [devices] */
 	int world;
 	int local;      /* ranks per process (0: world / processes) */
+	int threads;    /* cpu backend: threads of each rank (0: auto) */
 	int backend;    /* enum backend_choice */
 	int reduce;     /* enum coll_op */
 	int collective; /* enum collective_choice */

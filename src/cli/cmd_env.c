@@ -68,8 +68,8 @@ int cmd_env(struct app *a, struct err *e)
 	printf("ddptok-run %s\n", DDPTOK_VERSION);
 	char blas[256], advice[512];
 	int slow = blas_describe(blas, sizeof blas, advice, sizeof advice);
-	printf("cpu backend: %s (one BLAS thread per device thread), %s build of the element "
-	       "loops\n", blas, dev_host_kernels_name());
+	printf("cpu backend: %s (one-thread BLAS calls; devices.threads splits a rank's GEMMs "
+	       "and loops), %s build of the element loops\n", blas, dev_host_kernels_name());
 	if (slow)
 		printf("cpu backend: warning: %s\n", advice);
 #if DDPTOK_HAVE_CUDA

@@ -33,6 +33,14 @@ static int on_this_host(const struct rank_hosts *h, int r)
 	return !h || h->host[r] == h->here;
 }
 
+static int ranks_on_this_host(const struct rank_hosts *h, int world)
+{
+	int here = 0;
+	for (int r = 0; r < world; r++)
+		here += on_this_host(h, r);
+	return here;
+}
+
 /* Whether two ranks of one host are given the same GPU. */
 static int ids_repeat(const int *ids, int n, const struct rank_hosts *h)
 {
@@ -92,10 +100,8 @@ static int plan_backend(const struct settings *s, const struct rank_hosts *h, in
 {
 	const int w = s->world;
 	const char *asked = gpu_request(s);
-	int here = 0; /* ranks on this host: those that need its GPUs */
+	int here = ranks_on_this_host(h, w); /* those that need its GPUs */
 	char ranks[64];
-	for (int r = 0; r < w; r++)
-		here += on_this_host(h, r);
 	if (here == w)
 		snprintf(ranks, sizeof ranks, "W = %d ranks", w);
 	else
@@ -143,6 +149,7 @@ int placement_decide(const struct settings *s, const struct rank_hosts *hosts, i
 	if (!gpu_why || !*gpu_why)
 		gpu_why = "no GPU visible";
 	ERR_TRY(plan_backend(s, hosts, gpus, gpu_why, p, e));
+	p->threads = dev_host_threads(s->threads, ranks_on_this_host(hosts, w));
 
 	if (p->backend != DEV_BACKEND_CUDA) {
 		if (s->collective == COLLECTIVE_NCCL)
@@ -174,7 +181,7 @@ int placement_create_dev(const struct placement *p, int rank, size_t upload_byte
 			   struct err *e)
 {
 	if (p->backend != DEV_BACKEND_CUDA)
-		return dev_host_create(rank, out, e);
+		return dev_host_create_threads(rank, p->threads, out, e);
 #if DDPTOK_HAVE_CUDA
 	struct cuda_dev_sizes sizes = {upload_bytes, embed_slots, embed_ids, embed_dim};
 	return cuda_dev_create(rank, p->ids[rank], &sizes, out, e);

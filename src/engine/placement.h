@@ -20,6 +20,7 @@ struct placement {
 	int backend;              /* enum dev_backend */
 	int nccl;                 /* 1: NCCL collective; 0: the host allreduce */
 	int ids[MAX_WORLD];  /* device of each rank, by global rank (cuda backend) */
+	int threads;              /* threads of each rank (cpu backend; devices.threads resolved) */
 	char why[256];            /* how the backend was chosen, for the user */
 	char coll_why[160];       /* how the collective was chosen */
 };

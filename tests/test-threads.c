@@ -1,0 +1,290 @@
+/*
+ * test-threads: the threads of a CPU rank (devices.threads, runtime/dev_host.c).
+ *
+ * The key is read and range-checked, auto resolves to the CPUs over the ranks of the host
+ * (at least 1) and reaches the device plan; a team runs each part once, on threads of its
+ * own; and a host device with 2 or 3 threads gives the bits of a device with one thread
+ * for every operation it splits (GEMMs of each transpose, bias_tanh, xent, scale, sgd).
+ * The negative control: the same comparison catches a GEMM whose inner sum is cut in two
+ * (what a BLAS splitting k would do), so bit-identity is a claim the test can refute.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#include "check-run.h"
+#include "config.h"
+#include "dev.h"
+#include "dev_host_team.h"
+#include "engine.h"
+#include "prng.h"
+#include "settings.h"
+
+/* devices.threads after loading `text` (NULL: the defaults); its rc in *rc */
+static int threads_of(const char *text, int *rc)
+{
+	struct cfg c;
+	struct settings s;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(cfg_init(&c, settings_keys, &e), ERR_OK);
+	*rc = text ? cfg_load_text(&c, text, "t.ini", &e) : ERR_OK;
+	if (*rc == ERR_OK)
+		*rc = settings_from_cfg(&c, &s, &e);
+	cfg_free(&c);
+	return *rc == ERR_OK ? s.threads : -1;
+}
+
+START_TEST(key_is_read_and_checked)
+{
+	int rc;
+	ck_assert_int_eq(threads_of(NULL, &rc), 0); /* auto */
+	ck_assert_int_eq(threads_of("[devices]\nthreads = 4\n", &rc), 4);
+	threads_of("[devices]\nthreads = -1\n", &rc);
+	ck_assert_int_eq(rc, ERR_CONFIG);
+	threads_of("[devices]\nthreads = 257\n", &rc);
+	ck_assert_int_eq(rc, ERR_CONFIG);
+	threads_of("[devices]\nthreads = 2x\n", &rc);
+	ck_assert_int_eq(rc, ERR_CONFIG);
+}
+END_TEST
+
+START_TEST(auto_divides_the_cpus_among_the_ranks)
+{
+	ck_assert_int_eq(dev_host_threads_for(0, 16, 2), 8);
+	ck_assert_int_eq(dev_host_threads_for(0, 16, 3), 5);
+	ck_assert_int_eq(dev_host_threads_for(0, 2, 2), 1);
+	ck_assert_int_eq(dev_host_threads_for(0, 2, 4), 1); /* at least one */
+	ck_assert_int_eq(dev_host_threads_for(0, 1, 8), 1);
+	ck_assert_int_eq(dev_host_threads_for(3, 2, 2), 3); /* asked for: taken as is */
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int t = dev_host_threads(0, 1);
+	ck_assert_int_ge(t, 1);
+	ck_assert_int_le(t, cpus > 0 ? cpus : 1);
+	ck_assert_int_eq(dev_host_threads(5, 1), 5);
+}
+END_TEST
+
+/* the device plan resolves the key with the ranks of this host */
+START_TEST(plan_carries_the_resolved_threads)
+{
+	struct settings s;
+	struct placement p;
+	struct err e;
+	memset(&s, 0, sizeof s);
+	err_clear(&e);
+	s.world = 2;
+	s.backend = BACKEND_CPU;
+	ck_assert_int_eq(placement_decide(&s, NULL, 0, "none", &p, &e), ERR_OK);
+	ck_assert_int_eq(p.threads, dev_host_threads(0, 2));
+	s.threads = 3;
+	ck_assert_int_eq(placement_decide(&s, NULL, 0, "none", &p, &e), ERR_OK);
+	ck_assert_int_eq(p.threads, 3);
+	/* two of the four ranks on this host: auto counts those two */
+	struct rank_hosts h = {{0, 0, 1, 1}, 0};
+	s.world = 4;
+	s.threads = 0;
+	ck_assert_int_eq(placement_decide(&s, &h, 0, "none", &p, &e), ERR_OK);
+	ck_assert_int_eq(p.threads, dev_host_threads(0, 2));
+}
+END_TEST
+
+struct seen {
+	pthread_t who[8];
+	int runs[8];
+};
+
+static void record_part(void *arg, int part, int parts)
+{
+	struct seen *s = arg;
+	s->who[part] = pthread_self();
+	s->runs[part]++;
+}
+
+START_TEST(team_runs_each_part_once_on_its_own_thread)
+{
+	struct team t;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(team_init(&t, 0, &e), ERR_CONFIG);
+	ck_assert_int_eq(team_init(&t, 3, &e), ERR_OK);
+	for (int parts = 1; parts <= 3; parts++)
+		for (int round = 0; round < 50; round++) {
+			struct seen s;
+			memset(&s, 0, sizeof s);
+			team_run(&t, record_part, &s, parts);
+			for (int p = 0; p < parts; p++)
+				ck_assert_int_eq(s.runs[p], 1);
+			ck_assert(pthread_equal(s.who[0], pthread_self()));
+			for (int p = 1; p < parts; p++)
+				for (int q = 0; q < p; q++)
+					ck_assert(!pthread_equal(s.who[p], s.who[q]));
+		}
+	team_destroy(&t);
+}
+END_TEST
+
+static float *random_floats(size_t n, uint64_t seed)
+{
+	float *x = malloc(n * sizeof *x);
+	ck_assert_ptr_nonnull(x);
+	uint64_t st = seed;
+	for (size_t i = 0; i < n; i++)
+		x[i] = (float)(prng_splitmix64(&st) >> 40) / (float)(1 << 24) - 0.5f;
+	return x;
+}
+
+static int same_bits(const float *a, const float *b, size_t n)
+{
+	return memcmp(a, b, n * sizeof *a) == 0;
+}
+
+/* C = alpha op(A) op(B) + beta C on a device with `threads` threads into c (m x n) */
+static void gemm_on(int threads, int ta, int tb, int m, int n, int k, float alpha, float beta,
+		    const float *a, const float *b, const float *c0, float *c)
+{
+	struct dev *d;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(dev_host_create_threads(0, threads, &d, &e), ERR_OK);
+	memcpy(c, c0, sizeof *c * (size_t)m * n);
+	ck_assert_int_eq(d->ops->gemm(d, ta, tb, m, n, k, alpha, a, ta ? m : k, b, tb ? k : n,
+				      beta, c, n, &e),
+			 ERR_OK);
+	ck_assert_int_eq(d->counts.launches, 1); /* one operation, however many parts */
+	dev_destroy(d);
+}
+
+/* shapes past the cut thresholds (parts of whole 48-row blocks), with ragged ends */
+static const int gemm_shapes[][3] = {
+	{480, 256, 256}, {1000, 77, 300}, {333, 257, 100}, {150, 640, 64}, {4097, 33, 170},
+};
+
+START_TEST(gemm_bits_do_not_depend_on_threads)
+{
+	for (size_t s = 0; s < sizeof gemm_shapes / sizeof gemm_shapes[0]; s++)
+		for (int tr = 0; tr < 4; tr++) {
+			int m = gemm_shapes[s][0], n = gemm_shapes[s][1], k = gemm_shapes[s][2];
+			int ta = tr & 1, tb = tr >> 1;
+			float *a = random_floats((size_t)m * k, 1 + s);
+			float *b = random_floats((size_t)n * k, 2 + s);
+			float *c0 = random_floats((size_t)m * n, 3 + s);
+			float *want = malloc(sizeof *want * (size_t)m * n);
+			float *got = malloc(sizeof *got * (size_t)m * n);
+			float alpha = tr == 0 ? 1.0f : 0.7f, beta = tr == 0 ? 0.0f : 0.3f;
+			gemm_on(1, ta, tb, m, n, k, alpha, beta, a, b, c0, want);
+			for (int t = 2; t <= 3; t++) {
+				gemm_on(t, ta, tb, m, n, k, alpha, beta, a, b, c0, got);
+				ck_assert_msg(same_bits(want, got, (size_t)m * n),
+					      "gemm %dx%dx%d trans %d%d: %d threads differ from 1", m,
+					      n, k, ta, tb, t);
+			}
+			free(a);
+			free(b);
+			free(c0);
+			free(want);
+			free(got);
+		}
+}
+END_TEST
+
+/* The negative control: the inner sum cut in two (at 101, inside any BLAS k block) and
+ * the two halves added afterwards (a k split)
+ * changes some bits, and the comparison above would see it. */
+START_TEST(a_k_split_is_caught)
+{
+	const int m = 480, n = 256, k = 256, h = 101;
+	float *a = random_floats((size_t)m * k, 11), *b = random_floats((size_t)n * k, 12);
+	float *zero = calloc((size_t)m * n, sizeof(float));
+	float *want = malloc(sizeof *want * (size_t)m * n);
+	float *split = malloc(sizeof *split * (size_t)m * n);
+	float *upper = calloc((size_t)m * n, sizeof(float));
+	gemm_on(2, 0, 0, m, n, k, 1.0f, 0.0f, a, b, zero, want);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, h, 1.0f, a, k, b, n, 0.0f,
+		    split, n);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k - h, 1.0f, a + h, k,
+		    b + (size_t)h * n, n, 0.0f, upper, n);
+	for (size_t i = 0; i < (size_t)m * n; i++)
+		split[i] += upper[i];
+	ck_assert_msg(!same_bits(want, split, (size_t)m * n), "a k split gave the same bits");
+	free(a);
+	free(b);
+	free(zero);
+	free(want);
+	free(split);
+	free(upper);
+}
+END_TEST
+
+/* The split loops against one thread: bias_tanh, xent, scale, sgd. */
+static void loops_on(int threads, int rows, int cols, float **out, size_t *lens)
+{
+	struct dev *d;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(dev_host_create_threads(0, threads, &d, &e), ERR_OK);
+	size_t n = (size_t)rows * cols;
+	float *bias = random_floats((size_t)cols, 21);
+	int32_t *target = malloc(sizeof *target * (size_t)rows);
+	for (int p = 0; p < rows; p++)
+		target[p] = p % 7 == 3 ? -1 : (p * 31) % cols;
+	out[0] = random_floats(n, 22);
+	ck_assert_int_eq(d->ops->bias_tanh(d, rows, cols, bias, out[0], &e), ERR_OK);
+	out[1] = random_floats(n, 23);
+	out[2] = calloc((size_t)rows, sizeof(float));
+	ck_assert_int_eq(d->ops->xent(d, rows, cols, bias, target, 0.01f, out[1], out[2], &e),
+			 ERR_OK);
+	out[3] = random_floats(n, 24);
+	ck_assert_int_eq(d->ops->scale(d, (int)n, 0.3f, out[3], &e), ERR_OK);
+	float *g = random_floats(n, 25);
+	out[4] = random_floats(n, 26);
+	out[5] = random_floats(n, 27);
+	ck_assert_int_eq(d->ops->sgd(d, (int)n, 0.1f, 0.9f, 0.01f, 0, out[4], g, out[5], &e),
+			 ERR_OK);
+	ck_assert_int_eq(d->counts.launches, 4);
+	lens[0] = lens[1] = lens[3] = lens[4] = lens[5] = n;
+	lens[2] = (size_t)rows;
+	free(g);
+	free(bias);
+	free(target);
+	dev_destroy(d);
+}
+
+START_TEST(loop_bits_do_not_depend_on_threads)
+{
+	const int rows = 777, cols = 131;
+	float *want[6], *got[6];
+	size_t lens[6];
+	loops_on(1, rows, cols, want, lens);
+	for (int t = 2; t <= 3; t++) {
+		loops_on(t, rows, cols, got, lens);
+		for (int i = 0; i < 6; i++) {
+			ck_assert_msg(same_bits(want[i], got[i], lens[i]),
+				      "output %d: %d threads differ from 1", i, t);
+			free(got[i]);
+		}
+	}
+	for (int i = 0; i < 6; i++)
+		free(want[i]);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("threads");
+	TCase *tc = tcase_create("threads");
+	tcase_add_test(tc, key_is_read_and_checked);
+	tcase_add_test(tc, auto_divides_the_cpus_among_the_ranks);
+	tcase_add_test(tc, plan_carries_the_resolved_threads);
+	tcase_add_test(tc, team_runs_each_part_once_on_its_own_thread);
+	tcase_add_test(tc, gemm_bits_do_not_depend_on_threads);
+	tcase_add_test(tc, a_k_split_is_caught);
+	tcase_add_test(tc, loop_bits_do_not_depend_on_threads);
+	suite_add_tcase(s, tc);
+	return check_run(s, 0);
+}
