@@ -333,7 +333,7 @@ static int host_layernorm_backward(struct dev *d, int rows, int cols, const floa
 		const float *xr = x + (size_t)p * cols, *g = dout + (size_t)p * cols;
 		float *dxr = dx + (size_t)p * cols, a, b;
 		km_ln_back_means(xr, w, g, cols, mean[p], rstd[p], &a, &b);
-		for (int j = 0; j < cols; j++) /* vectorized: layernorm_backward_dx */
+		for (int j = 0; j < cols; j++)
 			dxr[j] += km_ln_back_dx(xr[j], w[j], g[j], mean[p], rstd[p], a, b);
 		for (int j = 0; j < cols; j++) { /* vectorized: layernorm_backward_dw */
 			dw[j] += g[j] * km_ln_hat(xr[j], mean[p], rstd[p]);

@@ -116,7 +116,8 @@ const struct cfg_key settings_keys[] = {
 	INT_KEY("model", "width", "128", 1, 16384, SHAPE, AT(width),
 		"gpt: residual stream width (the MLP is 4 times as wide)"),
 	ENUM_KEY("model", "layout", "packed", CHOICES_LAYOUT, MATH, AT(layout),
-		 "microbatch layout: packed (supervised positions only) or padded to max_len"),
+		 "microbatch layout: packed (window_mlp: supervised positions only; gpt: whole "
+		 "sequences one after the other) or padded to max_len"),
 	INT_KEY("model", "vocab", "0", 0, 262140, SHAPE, AT(model_vocab),
 		"file source: the tokenizer's number of ids (GPT-2 50257, Llama 3 128256); every "
 		"id must be below it; 0: the largest id in the files + 1. The model adds its "
