@@ -30,6 +30,7 @@ extern "C" {
 #include "gpu.h"
 }
 #include "dev_cuda_kernels.cuh"
+#include "gpt_kernels.h"
 #include "gpu_rules.h"
 
 #define EW_THREADS 256        /* element-wise kernels */
@@ -653,6 +654,15 @@ static const struct dev_ops cuda_ops = {
 	.argmax_hits = cu_argmax_hits,
 	.count_nonfinite = cu_count_nonfinite,
 	.fingerprint = cu_fingerprint,
+	/* the GPT's (gpt_kernels.cu) */
+	.embed_pos = gpt_cu_embed_pos,
+	.bias_add = gpt_cu_bias_add,
+	.layernorm = gpt_cu_layernorm,
+	.layernorm_backward = gpt_cu_layernorm_backward,
+	.gelu = gpt_cu_gelu,
+	.gelu_backward = gpt_cu_gelu_backward,
+	.causal_softmax = gpt_cu_causal_softmax,
+	.causal_softmax_backward = gpt_cu_causal_softmax_backward,
 };
 
 /* ---- creation ---- */

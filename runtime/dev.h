@@ -130,6 +130,36 @@ struct dev_ops {
 	 * in any order of adding; only they reach the host. Waits. */
 	int (*fingerprint)(struct dev *d, int n, const float *x, int first, uint64_t *host_out,
 			   struct err *e);
+
+	/* ---- the GPT model's operations (element math in kmath.h, docs/gpt.md) ---- */
+	/* x[p] = wte[ids[p]] + wpe[pos[p]], rows p < rows of dim floats */
+	int (*embed_pos)(struct dev *d, int rows, int dim, const int32_t *ids,
+			 const int32_t *pos, const float *wte, const float *wpe, float *x,
+			 struct err *e);
+	/* x[p,j] += bias[j] (rows x cols) */
+	int (*bias_add)(struct dev *d, int rows, int cols, const float *bias, float *x,
+			struct err *e);
+	/* LayerNorm of each row of x (rows x cols): km_ln_stats gives mean[p] and rstd[p]
+	 * (both kept for the backward), out[p,j] = km_ln_hat(x[p,j]) * w[j] + b[j] */
+	int (*layernorm)(struct dev *d, int rows, int cols, const float *x, const float *w,
+			 const float *b, float *out, float *mean, float *rstd, struct err *e);
+	/* Its backward from dout: dx[p,j] += km_ln_back_dx(...) (accumulated: dx is the
+	 * residual stream's gradient); dw[j] += sum over p of dout xhat, db[j] += sum over p
+	 * of dout, rows ascending on every backend (the same bits as the host) */
+	int (*layernorm_backward)(struct dev *d, int rows, int cols, const float *x,
+				  const float *w, const float *mean, const float *rstd,
+				  const float *dout, float *dx, float *dw, float *db, struct err *e);
+	/* out[i] = km_gelu(x[i]), n elements (out != x) */
+	int (*gelu)(struct dev *d, int n, const float *x, float *out, struct err *e);
+	/* dout[i] = km_gelu_backward(x[i], dout[i]) in place */
+	int (*gelu_backward)(struct dev *d, int n, const float *x, float *dout, struct err *e);
+	/* every row i < n of the n x n matrix s (ld n) through km_causal_softmax_row, in
+	 * place: the attention probabilities of one head of one document */
+	int (*causal_softmax)(struct dev *d, int n, float scale, float *s, struct err *e);
+	/* every row through km_causal_softmax_back_row: dp (n x n) becomes the gradient of
+	 * the scores, given the probabilities p */
+	int (*causal_softmax_backward)(struct dev *d, int n, float scale, const float *p,
+				       float *dp, struct err *e);
 };
 
 struct dev {

@@ -278,6 +278,104 @@ static int host_fingerprint(struct dev *d, int n, const float *x, int first,
 	return ERR_OK;
 }
 
+/* ---- the GPT model's operations ---- */
+
+static int host_embed_pos(struct dev *d, int rows, int dim, const int32_t *ids,
+			  const int32_t *pos, const float *wte, const float *wpe, float *x,
+			  struct err *e)
+{
+	dev_count(d, 1, 0, 0);
+	for (int p = 0; p < rows; p++) {
+		const float *t = wte + (size_t)ids[p] * dim, *q = wpe + (size_t)pos[p] * dim;
+		float *row = x + (size_t)p * dim;
+		for (int j = 0; j < dim; j++) /* vectorized: embed_pos */
+			row[j] = t[j] + q[j];
+	}
+	return ERR_OK;
+}
+
+static int host_bias_add(struct dev *d, int rows, int cols, const float *bias, float *x,
+			 struct err *e)
+{
+	dev_count(d, 1, 0, 0);
+	for (int p = 0; p < rows; p++) {
+		float *row = x + (size_t)p * cols;
+		for (int j = 0; j < cols; j++) /* vectorized: bias_add */
+			row[j] += bias[j];
+	}
+	return ERR_OK;
+}
+
+static int host_layernorm(struct dev *d, int rows, int cols, const float *x, const float *w,
+			  const float *b, float *out, float *mean, float *rstd, struct err *e)
+{
+	dev_count(d, 1, 0, 0);
+	for (int p = 0; p < rows; p++) {
+		const float *xr = x + (size_t)p * cols;
+		float *o = out + (size_t)p * cols, m, r;
+		km_ln_stats(xr, cols, &m, &r);
+		mean[p] = m;
+		rstd[p] = r;
+		for (int j = 0; j < cols; j++) /* vectorized: layernorm */
+			o[j] = km_ln_hat(xr[j], m, r) * w[j] + b[j];
+	}
+	return ERR_OK;
+}
+
+/* dx rows, then dw and db: each column's sums over the rows in order */
+static int host_layernorm_backward(struct dev *d, int rows, int cols, const float *x,
+				   const float *w, const float *mean, const float *rstd,
+				   const float *dout, float *dx, float *dw, float *db,
+				   struct err *e)
+{
+	dev_count(d, 1, 0, 0);
+	for (int p = 0; p < rows; p++) {
+		const float *xr = x + (size_t)p * cols, *g = dout + (size_t)p * cols;
+		float *dxr = dx + (size_t)p * cols, a, b;
+		km_ln_back_means(xr, w, g, cols, mean[p], rstd[p], &a, &b);
+		for (int j = 0; j < cols; j++)
+			dxr[j] += km_ln_back_dx(xr[j], w[j], g[j], mean[p], rstd[p], a, b);
+		for (int j = 0; j < cols; j++) { /* vectorized: layernorm_backward_dw */
+			dw[j] += g[j] * km_ln_hat(xr[j], mean[p], rstd[p]);
+			db[j] += g[j];
+		}
+	}
+	return ERR_OK;
+}
+
+static int host_gelu(struct dev *d, int n, const float *x, float *out, struct err *e)
+{
+	dev_count(d, 1, 0, 0);
+	for (int i = 0; i < n; i++) /* vectorized: gelu */
+		out[i] = km_gelu(x[i]);
+	return ERR_OK;
+}
+
+static int host_gelu_backward(struct dev *d, int n, const float *x, float *dout, struct err *e)
+{
+	dev_count(d, 1, 0, 0);
+	for (int i = 0; i < n; i++) /* vectorized: gelu_backward */
+		dout[i] = km_gelu_backward(x[i], dout[i]);
+	return ERR_OK;
+}
+
+static int host_causal_softmax(struct dev *d, int n, float scale, float *s, struct err *e)
+{
+	dev_count(d, 1, 0, 0);
+	for (int i = 0; i < n; i++)
+		km_causal_softmax_row(s + (size_t)i * n, i, n, scale);
+	return ERR_OK;
+}
+
+static int host_causal_softmax_backward(struct dev *d, int n, float scale, const float *p,
+					float *dp, struct err *e)
+{
+	dev_count(d, 1, 0, 0);
+	for (int i = 0; i < n; i++)
+		km_causal_softmax_back_row(p + (size_t)i * n, dp + (size_t)i * n, i, n, scale);
+	return ERR_OK;
+}
+
 void HK_JOIN(host_kernels_fill, HOST_KERNELS_VARIANT)(struct dev_ops *o)
 {
 	o->embed_gather = host_embed_gather;
@@ -293,4 +391,12 @@ void HK_JOIN(host_kernels_fill, HOST_KERNELS_VARIANT)(struct dev_ops *o)
 	o->argmax_hits = host_argmax_hits;
 	o->count_nonfinite = host_count_nonfinite;
 	o->fingerprint = host_fingerprint;
+	o->embed_pos = host_embed_pos;
+	o->bias_add = host_bias_add;
+	o->layernorm = host_layernorm;
+	o->layernorm_backward = host_layernorm_backward;
+	o->gelu = host_gelu;
+	o->gelu_backward = host_gelu_backward;
+	o->causal_softmax = host_causal_softmax;
+	o->causal_softmax_backward = host_causal_softmax_backward;
 }

@@ -200,4 +200,112 @@ KM_FN float km_row_max(const float *row, const float *bias, int n, int *arg)
 	return m;
 }
 
+/* ---- the GPT model's element math (docs/gpt.md) ---- */
+
+/* GELU, the tanh approximation of GPT-2:
+ *   gelu(x) = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3) */
+#define KM_GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
+#define KM_GELU_CUBIC 0.044715f
+
+KM_FN float km_gelu(float x)
+{
+	float u = KM_GELU_SCALE * (x + KM_GELU_CUBIC * x * x * x);
+	return 0.5f * x * (1.0f + km_tanh(u));
+}
+
+/* d gelu(x) / dx times dout:
+ *   0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2),  t = tanh(u) */
+KM_FN float km_gelu_backward(float x, float dout)
+{
+	float u = KM_GELU_SCALE * (x + KM_GELU_CUBIC * x * x * x);
+	float t = km_tanh(u);
+	float du = KM_GELU_SCALE * (1.0f + 3.0f * KM_GELU_CUBIC * x * x);
+	return dout * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+}
+
+/* LayerNorm's epsilon, added to the biased variance */
+#define KM_LN_EPS 1e-5f
+
+/* mean and 1 / sqrt(variance + eps) of one row of n floats: the sum of x, then the sum
+ * of (x - mean)^2, each j = 0..n-1 in order, in float */
+KM_FN void km_ln_stats(const float *x, int n, float *mean, float *rstd)
+{
+	float s = 0.0f;
+	for (int j = 0; j < n; j++)
+		s += x[j];
+	float m = s / (float)n;
+	float v = 0.0f;
+	for (int j = 0; j < n; j++) {
+		float c = x[j] - m;
+		v += c * c;
+	}
+	*mean = m;
+	*rstd = 1.0f / sqrtf(v / (float)n + KM_LN_EPS);
+}
+
+/* one normalized element */
+KM_FN float km_ln_hat(float x, float mean, float rstd)
+{
+	return (x - mean) * rstd;
+}
+
+/* The two row means LayerNorm's backward needs, j in order:
+ *   a = mean_j (w_j dout_j),  b = mean_j (w_j dout_j xhat_j) */
+KM_FN void km_ln_back_means(const float *x, const float *w, const float *dout, int n,
+			    float mean, float rstd, float *a, float *b)
+{
+	float sa = 0.0f, sb = 0.0f;
+	for (int j = 0; j < n; j++) {
+		float dn = w[j] * dout[j];
+		sa += dn;
+		sb += dn * km_ln_hat(x[j], mean, rstd);
+	}
+	*a = sa / (float)n;
+	*b = sb / (float)n;
+}
+
+/* d x_j: (w_j dout_j - a - xhat_j b) rstd */
+KM_FN float km_ln_back_dx(float x, float w, float dout, float mean, float rstd, float a,
+			  float b)
+{
+	return (w * dout - a - km_ln_hat(x, mean, rstd) * b) * rstd;
+}
+
+/* Row i of the causal softmax of an n x n score matrix s (ld n), in place:
+ *   p_ij = exp(scale s_ij - max_k<=i scale s_ik) / sum_k<=i exp(...)  for j <= i, 0 after;
+ * the maximum and the sum run k = 0..i in order, exp is km_exp. */
+KM_FN void km_causal_softmax_row(float *row, int i, int n, float scale)
+{
+	float mx = scale * row[0];
+	for (int j = 1; j <= i; j++) {
+		float v = scale * row[j];
+		mx = km_select(km_mask(v > mx), v, mx);
+	}
+	float sum = 0.0f;
+	for (int j = 0; j <= i; j++) {
+		float ex = km_exp(scale * row[j] - mx);
+		row[j] = ex;
+		sum += ex;
+	}
+	float inv = 1.0f / sum;
+	for (int j = 0; j <= i; j++)
+		row[j] = row[j] * inv;
+	for (int j = i + 1; j < n; j++)
+		row[j] = 0.0f;
+}
+
+/* Row i of its backward, in place on dp (the gradient of the probabilities), given the
+ * probabilities p: ds_ij = scale p_ij (dp_ij - sum_k<=i p_ik dp_ik) for j <= i, 0 after;
+ * the sum runs k in order. ds is the gradient of the raw scores s. */
+KM_FN void km_causal_softmax_back_row(const float *p, float *dp, int i, int n, float scale)
+{
+	float dot = 0.0f;
+	for (int j = 0; j <= i; j++)
+		dot += p[j] * dp[j];
+	for (int j = 0; j <= i; j++)
+		dp[j] = scale * (p[j] * (dp[j] - dot));
+	for (int j = i + 1; j < n; j++)
+		dp[j] = 0.0f;
+}
+
 #endif

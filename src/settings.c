@@ -101,13 +101,23 @@ const struct cfg_key settings_keys[] = {
 	/* [model] */
 	STRING_KEY("model", "kind", "window_mlp", SHAPE, AT(model_kind),
 		   "the model: window_mlp (embeddings of the model.context previous tokens, one "
-		   "tanh hidden layer, logits over the vocabulary)"),
-	INT_KEY("model", "context", "8", 1, 64, SHAPE, AT(context),
-		"tokens of left context seen by the model"),
-	INT_KEY("model", "embed", "32", 1, 1024, SHAPE, AT(embed), "embedding width per token"),
-	INT_KEY("model", "hidden", "512", 1, 8192, SHAPE, AT(hidden), "hidden layer width"),
+		   "tanh hidden layer, logits over the vocabulary) or gpt (a GPT-2-style decoder, "
+		   "docs/gpt.md)"),
+	INT_KEY("model", "context", "8", 1, 4096, SHAPE, AT(context),
+		"window_mlp: tokens of left context seen by the model; gpt: positions, at least "
+		"data.max_len"),
+	INT_KEY("model", "embed", "32", 1, 1024, SHAPE, AT(embed),
+		"window_mlp: embedding width per token"),
+	INT_KEY("model", "hidden", "512", 1, 8192, SHAPE, AT(hidden),
+		"window_mlp: hidden layer width"),
+	INT_KEY("model", "layers", "4", 1, 128, SHAPE, AT(layers), "gpt: transformer blocks"),
+	INT_KEY("model", "heads", "4", 1, 128, SHAPE, AT(heads),
+		"gpt: attention heads per block (must divide model.width)"),
+	INT_KEY("model", "width", "128", 1, 16384, SHAPE, AT(width),
+		"gpt: residual stream width (the MLP is 4 times as wide)"),
 	ENUM_KEY("model", "layout", "packed", CHOICES_LAYOUT, MATH, AT(layout),
-		 "microbatch layout: packed (supervised positions only) or padded to max_len"),
+		 "microbatch layout: packed (window_mlp: supervised positions only; gpt: whole "
+		 "sequences one after the other) or padded to max_len"),
 	INT_KEY("model", "vocab", "0", 0, 262140, SHAPE, AT(model_vocab),
 		"file source: the tokenizer's number of ids (GPT-2 50257, Llama 3 128256); every "
 		"id must be below it; 0: the largest id in the files + 1. The model adds its "

@@ -62,6 +62,7 @@ struct settings {
 	/* [model] */
 	char model_kind[32]; /* the model's name in the registry (model.h) */
 	int context, embed, hidden;
+	int layers, heads, width; /* gpt */
 	int layout;      /* enum layout_kind */
 	int model_vocab; /* [model] vocab: the files' ids (0: largest id + 1) */
 

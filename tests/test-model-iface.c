@@ -75,13 +75,13 @@ START_TEST(kind_names_a_registered_model)
 	if (!model_find("bigram")) {
 		ck_assert_int_eq(app_open(&a, dir, "model.kind=bigram", &e), ERR_CONFIG);
 		ck_assert_msg(strstr(e.msg, "[model] kind = bigram: no such model (models: "
-				     "window_mlp)"), "%s", e.msg);
+				     "window_mlp, gpt)"), "%s", e.msg);
 		app_close(&a);
 	}
 	register_bigram();
 	err_clear(&e);
 	ck_assert_int_eq(app_open(&a, dir, "model.kind=nothing", &e), ERR_CONFIG);
-	ck_assert_msg(strstr(e.msg, "(models: window_mlp, bigram)"), "%s", e.msg);
+	ck_assert_msg(strstr(e.msg, "(models: window_mlp, gpt, bigram)"), "%s", e.msg);
 	app_close(&a);
 	ck_assert_msg(app_open(&a, dir, "model.kind=bigram", &e) == ERR_OK, "%s", e.msg);
 	struct model_shape m;

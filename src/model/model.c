@@ -8,10 +8,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gpt.h"
 #include "window_mlp.h"
 
 /* the models the program is built with, then those registered at run time */
-static const struct model_ops *const builtin[] = {&window_mlp_ops};
+static const struct model_ops *const builtin[] = {&window_mlp_ops, &gpt_ops};
 #define N_BUILTIN ((int)(sizeof builtin / sizeof builtin[0]))
 #define MAX_REGISTERED 8
 static const struct model_ops *registered[MAX_REGISTERED];

@@ -1,0 +1,157 @@
+/*
+ * test-gpt-run: the GPT through the program's core, as a configuration selects it
+ * ([model] kind = gpt): parity of W = 2 and 3 against the single-device reference in
+ * both layouts with every wrong normalization caught, exact mode's bits equal to the
+ * reference's on W = 2 and 4, and a stopped and resumed training equal to the
+ * continuous one in every bit.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check-run.h"
+#include "gpt.h"
+#include "parity.h"
+#include "run.h"
+#include "testutil.h"
+#include "tmpdir.h"
+#include "train_loop.h"
+
+/* the tiny configuration's GPT: 2 blocks of width 16, 2 heads, 16 positions */
+#define GPT_SETS "model.kind=gpt model.layers=2 model.heads=2 model.width=16 model.context=16 "
+
+struct conf {
+	struct cfg cfg;
+	struct settings s;
+	struct env env;
+};
+
+/* the tiny configuration, GPT_SETS and `sets`, writing under dir */
+static void conf_open(struct conf *c, const char *dir, const char *sets)
+{
+	char all[1200];
+	struct err e;
+	err_clear(&e);
+	snprintf(all, sizeof all, GPT_SETS "%s run.outputs=%s/outputs run.artifacts=%s/artifacts",
+		 sets, dir, dir);
+	memset(c, 0, sizeof *c);
+	ck_assert_int_eq(cfg_init(&c->cfg, settings_keys, &e), ERR_OK);
+	ck_assert_int_eq(cfg_load_text(&c->cfg, testutil_tiny_ini, "tiny.ini", &e), ERR_OK);
+	for (char *save = NULL, *a = strtok_r(all, " ", &save); a; a = strtok_r(NULL, " ", &save))
+		ck_assert_msg(cfg_set(&c->cfg, a, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_msg(settings_from_cfg(&c->cfg, &c->s, &e) == ERR_OK, "%s", e.msg);
+	env_init(&c->env, &c->cfg, &c->s);
+}
+
+/* parity on window 1 under `sets`: it passes, and each wrong normalization that moves
+ * the gradient is caught; returns how many were, *bits: the components whose bits
+ * differ from the reference's */
+static int parity_of(const char *sets, size_t *bits)
+{
+	struct conf c;
+	struct run r;
+	struct parity_result res;
+	struct err e;
+	int caught = 0;
+	char *dir = tmpdir_make("ddptok-gpt");
+	err_clear(&e);
+	conf_open(&c, dir, sets);
+	ck_assert_msg(run_open(&c.env, &r, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_ptr_eq(r.eng->shape.ops, &gpt_ops);
+	ck_assert_msg(parity_run(&r, &c.s, NULL, &res, &e) == ERR_OK && res.ok, "%s: %s", sets,
+		      e.msg);
+	ck_assert_int_eq(res.modes[NORM_GLOBAL_TOKEN].verdict, PARITY_EXPECTED_PASS);
+	for (int mode = 1; mode < NORM_COUNT; mode++)
+		if (res.modes[mode].required && res.modes[mode].control == PARITY_DISTINCT) {
+			ck_assert_int_eq(res.modes[mode].verdict, PARITY_CAUGHT);
+			caught++;
+		}
+	*bits = res.bits_differ;
+	parity_result_free(&res);
+	run_close(&r);
+	cfg_free(&c.cfg);
+	tmpdir_drop(dir);
+	return caught;
+}
+
+START_TEST(parity_catches_every_wrong_normalization)
+{
+	static const char *const cases[] = {
+		"devices.world=2 train.accumulation=2",
+		"devices.world=2 train.accumulation=3 model.layout=padded data.prefix_max=3",
+		"devices.world=3 train.accumulation=2 devices.reduce=sum",
+	};
+	size_t bits;
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		ck_assert_msg(parity_of(cases[i], &bits) == NORM_COUNT - 1, "%s", cases[i]);
+}
+END_TEST
+
+START_TEST(exact_mode_gives_the_reference_bits)
+{
+	static const char *const cases[] = {
+		"devices.world=2 train.accumulation=2 train.shards=4",
+		"devices.world=4 train.accumulation=1 train.shards=4 model.layout=padded",
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		size_t bits = 1;
+		parity_of(cases[i], &bits);
+		ck_assert_msg(bits == 0, "%s: %zu components differ", cases[i], bits);
+	}
+}
+END_TEST
+
+static void train_to(struct conf *c, int64_t stop, const char *resume, const char *root,
+		     struct train_result *res)
+{
+	struct train_opts o;
+	struct err e;
+	memset(&o, 0, sizeof o);
+	o.stop_at = stop;
+	o.resume_dir = resume;
+	o.mode = c->s.normalization;
+	snprintf(o.ckpt_root, sizeof o.ckpt_root, "%s", root);
+	err_clear(&e);
+	ck_assert_msg(train_run(&c->env, &o, res, &e) == ERR_OK, "to %lld: %s", (long long)stop,
+		      e.msg);
+	ck_assert_int_eq(res->step, stop);
+}
+
+START_TEST(resume_equals_continuous)
+{
+	struct conf c;
+	struct train_result cont, stop, res;
+	char root[3][600], ck[FSX_PATH_MAX];
+	char *dir = tmpdir_make("ddptok-gpt");
+	conf_open(&c, dir, "train.updates=6 train.stop_at=3 train.lr=0.05 model.layout=padded");
+	for (int i = 0; i < 3; i++)
+		snprintf(root[i], sizeof root[i], "%s/run%d", dir, i);
+	train_to(&c, 6, NULL, root[0], &cont);
+	ck_assert_msg(cont.last_loss < cont.first_loss, "loss %g -> %g", cont.first_loss,
+		      cont.last_loss);
+	train_to(&c, 3, NULL, root[1], &stop);
+	snprintf(ck, sizeof ck, "%s", stop.checkpoint);
+	train_to(&c, 6, ck, root[2], &res);
+	ck_assert_int_eq(res.start_step, 3);
+	ck_assert_uint_eq(res.n, cont.n);
+	ck_assert(memcmp(res.params, cont.params, cont.n * sizeof(float)) == 0);
+	ck_assert(memcmp(res.momentum, cont.momentum, cont.n * sizeof(float)) == 0);
+	train_result_free(&cont);
+	train_result_free(&stop);
+	train_result_free(&res);
+	cfg_free(&c.cfg);
+	tmpdir_drop(dir);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("gpt-run");
+	TCase *tc = tcase_create("gpt-run");
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, parity_catches_every_wrong_normalization);
+	tcase_add_test(tc, exact_mode_gives_the_reference_bits);
+	tcase_add_test(tc, resume_equals_continuous);
+	suite_add_tcase(s, tc);
+	return check_run(s, 0);
+}
