@@ -88,8 +88,9 @@ int train_runs_id_of(const struct env *v, const char *ckpt, char *id, size_t cap
 	if (fsx_dirname(run, sizeof run, ckpt, &e) || fsx_dirname(parent, sizeof parent, run, &e) ||
 	    train_runs_root(v, root, sizeof root, &e) || !same_file(parent, root))
 		return 0;
-	const char *slash = strrchr(run, '/');
-	snprintf(id, cap, "%s", slash ? slash + 1 : run);
+	char real[PATH_MAX]; /* through the link `latest`: the run it names */
+	const char *name = realpath(run, real) ? real : run, *slash = strrchr(name, '/');
+	snprintf(id, cap, "%s", slash ? slash + 1 : name);
 	return 1;
 }
 
@@ -126,8 +127,10 @@ int train_plan_run(const struct env *v, struct train_plan *plan, struct err *e)
 	    fsx_dirname(plan->run_dir, sizeof plan->run_dir, plan->resume, &le) == ERR_OK &&
 	    ckpt_latest_valid(plan->run_dir, newest, sizeof newest, NULL, NULL, &le) == ERR_OK &&
 	    same_file(newest, plan->resume)) {
-		plan->continues = 1;
-		return ERR_OK;
+		char root[FSX_PATH_MAX];
+		plan->continues = 1; /* named by its id, not through the link `latest` */
+		ERR_TRY(train_runs_root(v, root, sizeof root, e));
+		return fsx_join(plan->run_dir, sizeof plan->run_dir, root, id, e);
 	}
 	return new_run(v, plan->run_dir, sizeof plan->run_dir, e);
 }
