@@ -66,8 +66,9 @@ const struct cfg_key settings_keys[] = {
 		   "directory for the prepared corpus and its data lock, reports, metrics "
 		   "(JSON/JSONL) and .npy tensors"),
 	STRING_KEY("run", "artifacts", "artifacts", 0, AT(artifacts),
-		   "directory for checkpoints: checkpoints/ (train and its resumed runs), "
-		   "continuous/ (train --continuous) and inspect/ (inspect's save)"),
+		   "directory for checkpoints: runs/ (train's run directories, runs/latest the "
+		   "latest), checkpoints/ and continuous/ (the protocol's runs) and inspect/ "
+		   "(inspect's save)"),
 	ENUM_KEY("run", "log_level", "info", CHOICES_LOG, 0, AT(log_level),
 		 "terminal verbosity: quiet, info or debug"),
 
