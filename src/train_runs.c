@@ -159,6 +159,18 @@ int train_runs_mark_latest(const char *run_dir, struct err *e)
 	return fsx_fsync_dir(root, e);
 }
 
+/* Removes a checkpoint without ever leaving a damaged step-NNNN: it is first renamed to
+ * the store's name for a copy being removed (.step-NNNN.old.<pid>), which a kill may leave
+ * behind (`checkpoints` names it, `clean --scope partial` removes it) and no reader takes. */
+static int remove_checkpoint(const char *run_dir, const struct ckpt_entry *en, struct err *e)
+{
+	char old[FSX_PATH_MAX + 64];
+	snprintf(old, sizeof old, "%s/.%s.old.%ld", run_dir, en->name, (long)getpid());
+	if (rename(en->path, old) != 0)
+		return ERR_ERRNO(e, "cannot move %s aside to remove it", en->path);
+	return fsx_remove_tree(old, e);
+}
+
 int train_runs_prune(const struct env *v, const char *run_dir, int keep, int64_t newest,
 		     struct err *e)
 {
@@ -180,7 +192,7 @@ int train_runs_prune(const struct env *v, const char *run_dir, int keep, int64_t
 			env_info(v, "train: keep = %d: %s left in place (%s)", keep, l.v[i].path, why);
 			continue;
 		}
-		if ((rc = fsx_remove_tree(l.v[i].path, e)) == ERR_OK)
+		if ((rc = remove_checkpoint(run_dir, &l.v[i], e)) == ERR_OK)
 			env_debug(v, "train: keep = %d: removed %s", keep, l.v[i].path);
 	}
 	ckpt_listing_free(&l);
