@@ -31,12 +31,12 @@ static int latest_run(const struct env *v, char *out, size_t cap, struct err *e)
 	ERR_TRY(fsx_join(link, sizeof link, root, OUTPUT_RUNS_LATEST, e));
 	ssize_t n = readlink(link, id, sizeof id - 1);
 	if (n < 0)
-		return ERR(e, ERR_DATA, "--resume latest: no run yet (%s: %s); start one with "
-			   "`train`", link, strerror(errno));
+		return ERR(e, ERR_DATA, "latest: no run yet (%s: %s); start one with `train`",
+			   link, strerror(errno));
 	id[n] = '\0';
 	ERR_TRY(fsx_join(out, cap, root, id, e));
 	if (!fsx_is_dir(out))
-		return ERR(e, ERR_DATA, "--resume latest: %s names run %s, which is gone", link, id);
+		return ERR(e, ERR_DATA, "latest: %s names run %s, which is gone", link, id);
 	return ERR_OK;
 }
 
@@ -61,7 +61,7 @@ int train_plan_resume(const struct env *v, const char *spec, struct train_plan *
 			return ERR_OK;
 		}
 		if (!strcmp(spec, "latest"))
-			return ERR(e, le.code, "--resume latest: %s", le.msg);
+			return ERR(e, le.code, "latest: %s", le.msg);
 	}
 	/* a checkpoint itself (or what is not one: the store's verification says why) */
 	int rc = ckpt_verify(dir, &rep, e);
