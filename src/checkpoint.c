@@ -156,6 +156,10 @@ static int parse_state(const char *dir, json_t *st, struct checkpoint *ck, struc
 		 json_is_string(v) ? json_string_value(v) : "?");
 	v = json_object_get(st, "last_loss");
 	ck->last_loss = json_is_number(v) ? json_number_value(v) : NAN;
+	if (train_changes_parse(json_object_get(st, "changes"), ck->step, &ck->changes))
+		return ERR(e, ERR_DATA, "checkpoint %s: state.json: \"changes\" is not a list of "
+			   "at most %d changes (step, key, from, to) up to step %" PRId64, dir,
+			   TRAIN_MAX_CHANGES, ck->step);
 	return elastic_state_parse(dir, st, ck->step, &ck->elastic, e);
 }
 
@@ -179,12 +183,36 @@ static int load_config(const char *dir, struct cfg *stored, struct err *e)
 	return ERR_OK;
 }
 
+/* The optimizer's keys (KEY_OPTIM) whose value in the current configuration `cur` differs
+ * from the stored one, as changes from the stored value to the current one. */
+static int optim_changes(const char *dir, const struct cfg *cur, const struct cfg *stored,
+			 struct train_changes *out, struct err *e)
+{
+	memset(out, 0, sizeof *out);
+	for (int i = 0; i < cur->n; i++) {
+		const struct cfg_key *k = &cur->keys[i];
+		char key[64];
+		if (!(k->flags & KEY_OPTIM))
+			continue;
+		for (int j = 0; j < stored->n; j++) {
+			if (strcmp(stored->keys[j].section, k->section) ||
+			    strcmp(stored->keys[j].name, k->name) ||
+			    !strcmp(stored->vals[j].text, cur->vals[i].text))
+				continue;
+			snprintf(key, sizeof key, "%s.%s", k->section, k->name);
+			if (train_changes_add(out, 0, key, stored->vals[j].text, cur->vals[i].text))
+				return ERR(e, ERR_DATA, "checkpoint %s: too many changed settings", dir);
+		}
+	}
+	return ERR_OK;
+}
+
 /* 2. The configuration the checkpoint was trained with (`stored`) against the current
  * one `cur`: with CHECKPOINT_CHECK_CONFIG every math key must match, except those the key
  * table marks as allowed to differ here: KEY_MODE with CHECKPOINT_CHECK_ANY_NORMALIZATION,
  * KEY_ELASTIC between checkpoints of exact mode with the same shards. */
 static int check_config(const char *dir, const struct cfg *cur, const struct cfg *stored,
-			unsigned checks, struct err *e)
+			unsigned checks, struct checkpoint *ck, struct err *e)
 {
 	char diff[900];
 	unsigned may_differ = 0;
@@ -192,6 +220,10 @@ static int check_config(const char *dir, const struct cfg *cur, const struct cfg
 		return ERR_OK;
 	if (checks & CHECKPOINT_CHECK_ANY_NORMALIZATION)
 		may_differ |= KEY_MODE;
+	if (checks & CHECKPOINT_CHECK_OPTIM_MAY_CHANGE) {
+		may_differ |= KEY_OPTIM;
+		ERR_TRY(optim_changes(dir, cur, stored, &ck->changed, e));
+	}
 	if (elastic_resizable(cur, stored))
 		may_differ |= KEY_ELASTIC;
 	int nd = cfg_diff(cur, stored, CFG_MATH, may_differ, diff, sizeof diff);
@@ -422,7 +454,7 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 	 * then the tensors: the small files first, so that a checkpoint they refuse is refused
 	 * before its parameters and momentum are read and scanned */
 	if ((rc = load_config(dir, &stored, e)) ||
-	    (rc = check_config(dir, v->cfg, &stored, checks, e)) ||
+	    (rc = check_config(dir, v->cfg, &stored, checks, ck, e)) ||
 	    (rc = check_data_lock(dir, c, v->s->outputs, checks, ck, e)) ||
 	    (rc = read_state(dir, manifest_step, ck, e)) ||
 	    (rc = check_own_shape(dir, &stored, ck, e)) ||
@@ -434,6 +466,8 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 		rc = check_updates(dir, &stored, ck, e);
 	if (rc == ERR_OK)
 		rc = read_tensors(dir, ck, e);
+	for (int i = 0; i < ck->changed.n; i++)
+		ck->changed.v[i].step = ck->step;
 out:
 	if (stored.vals)
 		cfg_free(&stored);
@@ -549,8 +583,10 @@ static json_t *state_json(const struct checkpoint_source *t)
 	char machine[512];
 	elastic_machine(eng, machine, sizeof machine);
 	json_t *exact = elastic_state_json(t->v->s, t->shard_hist);
+	json_t *changes = t->changes ? train_changes_json(t->changes) : NULL;
 	return json_pack(
-		"{s:s, s:I, s:I, s:{s:o, s:I}, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:o, s:o*}",
+		"{s:s, s:I, s:I, s:{s:o, s:I}, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:o, s:o*, "
+		"s:o*}",
 		"format", TRAIN_STATE_FORMAT, "step", (json_int_t)t->step, "updates_done",
 		(json_int_t)eng->updates_done, "sampler", "rng", rng, "window_index",
 		(json_int_t)ss.window_index, "normalization", norm_mode_name(t->run_mode), "backend",
@@ -558,7 +594,7 @@ static json_t *state_json(const struct checkpoint_source *t)
 		"accumulation", v->s->accumulation, "batch_size", v->s->batch_size, "n_params",
 		(json_int_t)eng->shape.n_params, "layout", run_layout_json(&eng->shape), "last_loss",
 		t->step > 0 && isfinite(t->last_loss) ? json_real(t->last_loss) : json_null(),
-		"exact", exact);
+		"exact", exact, "changes", changes);
 }
 
 /* data.lock: the corpus the run was trained on. */

@@ -13,7 +13,9 @@
  *                              index, normalization, backend, machine (BLAS build and
  *                              core, or GPU model and library versions), world, parameter
  *                              layout; in exact mode "exact": shards, shard order and a
- *                              history per shard (elastic.h)
+ *                              history per shard (elastic.h); "changes" (only when
+ *                              there are some): the optimizer settings resumes changed,
+ *                              each with its step (train_history.h)
  *   rank-R.json                one per rank: rank, device, backend, rng (null: the ranks
  *                              draw no random numbers in this model), history (windows,
  *                              sequences and supervised tokens that rank processed, and
@@ -30,7 +32,9 @@
  * corpus whose data lock differs from the stored one, another normalization, or content
  * that does not fit the model (wrong parameter count, missing rank file). devices.world
  * (and with it train.accumulation) may differ in exact mode only; there an exact-mode
- * checkpoint of another backend is refused too (elastic.h).
+ * checkpoint of another backend is refused too (elastic.h). The optimizer's keys
+ * (KEY_OPTIM) may differ when the caller allows it (a resumed train run): the loaded
+ * checkpoint then lists them as changes.
  */
 #ifndef DDPTOK_CHECKPOINT_H
 #define DDPTOK_CHECKPOINT_H
@@ -68,6 +72,9 @@ struct checkpoint {
 	float *params, *momentum;
 	struct train_history hist[MAX_WORLD];
 	struct elastic_record elastic; /* the machine, and exact mode's shards (elastic.h) */
+	struct train_changes changes;  /* the optimizer settings its run changed so far */
+	struct train_changes changed;  /* with CHECKPOINT_CHECK_OPTIM_MAY_CHANGE: the ones the
+					  current configuration changes (at ck->step) */
 };
 
 enum checkpoint_checks {
@@ -80,6 +87,9 @@ enum checkpoint_checks {
 	/* the model's shape (vocab, context, embed, hidden, parameter count) against a->cfg;
 	 * implied by CHECKPOINT_CHECK_CONFIG */
 	CHECKPOINT_CHECK_SHAPE = 8,
+	/* with CHECKPOINT_CHECK_CONFIG: the optimizer's keys (KEY_OPTIM) may differ; the
+	 * differences go to ck->changed */
+	CHECKPOINT_CHECK_OPTIM_MAY_CHANGE = 16,
 };
 
 /* Verifies and reads checkpoint `dir`. Always verifies the store (manifest, sizes,
@@ -108,6 +118,7 @@ struct checkpoint_source {
 	const float *params, *momentum; /* the engine's state, n_params each */
 	const struct train_history *hist;       /* per rank, the engine's world of them */
 	const struct train_history *shard_hist; /* exact mode: per shard */
+	const struct train_changes *changes;    /* the run's changed settings (may be NULL) */
 };
 
 /* Writes checkpoint <root>/step-NNNN (NNNN = t->step) of t through the atomic store; its

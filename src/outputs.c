@@ -44,4 +44,5 @@ const char *const artifacts_table[ART_COUNT] = {
 	[ART_CHECKPOINTS] = "checkpoints",
 	[ART_CONTINUOUS] = "continuous",
 	[ART_INSPECT] = "inspect",
+	[ART_RUNS] = "runs",
 };

@@ -71,8 +71,17 @@ enum artifact_id {
 	ART_CHECKPOINTS, /* train and its resumed runs */
 	ART_CONTINUOUS,  /* train --continuous */
 	ART_INSPECT,     /* inspect's save */
+	ART_RUNS,        /* train's run directories (train_runs.h): each a directory of
+			    checkpoints holding also the files of OUTPUT_RUN_FILES; and the
+			    link `latest` */
 	ART_COUNT
 };
+
+/* What a run directory holds besides its checkpoints (train_runs.h). */
+#define OUTPUT_RUN_METRICS "metrics.jsonl" /* one line per window */
+#define OUTPUT_RUN_SUMMARY "train.json"     /* the summary of the run's last session */
+#define OUTPUT_RUN_FILES {OUTPUT_RUN_METRICS, OUTPUT_RUN_SUMMARY, NULL}
+#define OUTPUT_RUNS_LATEST "latest"
 
 extern const char *const artifacts_table[ART_COUNT];
 

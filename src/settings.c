@@ -3,7 +3,8 @@
  *
  * Every key the program reads is declared here once: section, name, type, default,
  * range or choices, flags (MATH: it changes the computation, so a resumed run refuses to
- * change it; SHAPE: it also sets the model's shape), the field of struct settings its value
+ * change it; SHAPE: it also sets the model's shape; OPTIM: a setting of the optimizer, which
+ * a resume may change and records), the field of struct settings its value
  * lands in, and one doc line. runtime/config.c validates each value against this table
  * and stores it (cfg_store); settings_from_cfg() then checks the relations between keys
  * that a per-key range cannot express. A new key is one line here and a field there.
@@ -37,6 +38,9 @@
 /* flags of a key: MATH changes the computation; SHAPE also sets the model's shape */
 #define MATH CFG_MATH
 #define SHAPE (CFG_MATH | KEY_SHAPE)
+/* OPTIM: a setting of the optimizer, which a resume may change (printed, recorded in the
+ * checkpoint's history of changes) */
+#define OPTIM (CFG_MATH | KEY_OPTIM)
 
 #define INT_KEY(sec, key, dflt, lo, hi, fl, at, text) \
 	{ .section = sec, .name = key, .type = CFG_INT, .def = dflt, .min = lo, .max = hi, \
@@ -62,8 +66,9 @@ const struct cfg_key settings_keys[] = {
 		   "directory for the prepared corpus and its data lock, reports, metrics "
 		   "(JSON/JSONL) and .npy tensors"),
 	STRING_KEY("run", "artifacts", "artifacts", 0, AT(artifacts),
-		   "directory for checkpoints: checkpoints/ (train and its resumed runs), "
-		   "continuous/ (train --continuous) and inspect/ (inspect's save)"),
+		   "directory for checkpoints: runs/ (train's run directories, runs/latest the "
+		   "latest), checkpoints/ and continuous/ (the protocol's runs) and inspect/ "
+		   "(inspect's save)"),
 	ENUM_KEY("run", "log_level", "info", CHOICES_LOG, 0, AT(log_level),
 		 "terminal verbosity: quiet, info or debug"),
 
@@ -129,15 +134,19 @@ const struct cfg_key settings_keys[] = {
 	 * may continue a run to another length */
 	INT_KEY("train", "updates", "100", 1, 1000000, 0, AT(updates),
 		"optimizer steps (accumulation windows) of a full run"),
-	INT_KEY("train", "stop_at", "50", 1, 1000000, 0, AT(stop_at),
-		"step at which the interrupted run stops and checkpoints (must be < updates)"),
+	INT_KEY("train", "stop_at", "0", 0, 1000000, 0, AT(stop_at),
+		"planned stop: train stops (and checkpoints) at this step when it is below "
+		"updates, to be continued with --resume latest (0: none; the protocol stops its "
+		"first run here, at updates / 2 when 0)"),
+	INT_KEY("train", "keep", "0", 0, 1000000, 0, AT(keep),
+		"checkpoints train keeps in its run directory: the newest this many (0: all)"),
 	INT_KEY("train", "accumulation", "2", 1, 64, MATH | KEY_ELASTIC, AT(accumulation),
 		"microbatches per rank per accumulation window"),
 	INT_KEY("train", "batch_size", "8", 1, 4096, MATH, AT(batch_size),
 		"sequences per rank per microbatch"),
-	FLOAT_KEY("train", "lr", "0.2", 0, 10, CFG_OPEN_MIN, MATH, AT(lr), "SGD learning rate"),
-	FLOAT_KEY("train", "momentum", "0.9", 0, 1, CFG_OPEN_MAX, MATH, AT(momentum), "SGD momentum"),
-	FLOAT_KEY("train", "weight_decay", "0", 0, 1, 0, MATH, AT(weight_decay),
+	FLOAT_KEY("train", "lr", "0.2", 0, 10, CFG_OPEN_MIN, OPTIM, AT(lr), "SGD learning rate"),
+	FLOAT_KEY("train", "momentum", "0.9", 0, 1, CFG_OPEN_MAX, OPTIM, AT(momentum), "SGD momentum"),
+	FLOAT_KEY("train", "weight_decay", "0", 0, 1, 0, OPTIM, AT(weight_decay),
 		  "L2 weight decay added to the gradient"),
 	ENUM_KEY("train", "normalization", "global_token", CHOICES_NORM, MATH | KEY_MODE, AT(normalization),
 		 "loss normalization; only global_token is correct, the others are kept as "
@@ -442,8 +451,18 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 	return ERR_OK;
 }
 
-int settings_check_stop_at(const struct cfg *c, const struct settings *s, struct err *e)
+int settings_check_stop_at(struct cfg *c, struct settings *s, struct err *e)
 {
+	char assign[64];
+	if (s->stop_at == 0 && s->updates < 2)
+		return ERR(e, ERR_CONFIG, "%s: the protocol stops its first run halfway and "
+			   "resumes it: it needs [train] updates >= 2 (or a [train] stop_at below "
+			   "updates)", key_where(c, "train", "updates"));
+	if (s->stop_at == 0) { /* no planned stop: halfway, written where checkpoints see it */
+		snprintf(assign, sizeof assign, "train.stop_at=%d", s->updates / 2);
+		ERR_TRY(cfg_set(c, assign, e));
+		s->stop_at = s->updates / 2;
+	}
 	if (s->stop_at >= s->updates)
 		return relation_error(c, e, "train", "stop_at", "less than", "train", "updates");
 	return ERR_OK;

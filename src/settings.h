@@ -4,7 +4,7 @@
  * keys.c holds the one table that declares every key and the field of this struct it
  * lands in (see runtime/config.h); settings_from_cfg() turns a validated cfg into this
  * struct, checking the relations between keys that a per-key range cannot express (e.g.
- * min_len <= max_len; stop_at < updates is checked by the runs that stop there; a window
+ * min_len <= max_len; the protocol's stop_at < updates is checked by the protocol; a window
  * that fits in the smallest sampler pool is checked later by the sampler).
  */
 #ifndef DDPTOK_SETTINGS_H
@@ -27,8 +27,13 @@ enum norm_mode {
  *   KEY_SHAPE    sets the shape of the model's parameters: checked even where the other
  *                math keys may differ (an evaluation reads the parameters into its model);
  *   KEY_MODE     an interactive session may switch it (inspect resumes with any);
- *   KEY_ELASTIC  may change between checkpoints of exact mode with the same shards. */
-enum { KEY_SHAPE = CFG_USER, KEY_MODE = CFG_USER << 1, KEY_ELASTIC = CFG_USER << 2 };
+ *   KEY_ELASTIC  may change between checkpoints of exact mode with the same shards;
+ *   KEY_OPTIM    a setting of the optimizer (rate, momentum, decay, ...): a resumed train
+ *                run may change it; the change is printed and recorded in the checkpoint's
+ *                history (train_history.h), and the run then leaves the original
+ *                trajectory. */
+enum { KEY_SHAPE = CFG_USER, KEY_MODE = CFG_USER << 1, KEY_ELASTIC = CFG_USER << 2,
+       KEY_OPTIM = CFG_USER << 3 };
 
 enum rank_split { RANK_SPLIT_LENGTH_BANDS = 0, RANK_SPLIT_BALANCED = 1 };
 enum shard_order { SHARD_ORDER_LENGTH = 0, SHARD_ORDER_BALANCED = 1 };
@@ -68,6 +73,7 @@ struct settings {
 
 	/* [train] */
 	int updates, stop_at, accumulation, batch_size;
+	int keep;          /* train: the newest checkpoints a run directory keeps (0: all) */
 	double lr, momentum, weight_decay;
 	int normalization; /* enum norm_mode */
 	int unit;          /* enum norm_unit */
@@ -98,9 +104,10 @@ struct settings {
 extern const struct cfg_key settings_keys[];
 
 int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e);
-/* [train] stop_at < [train] updates, which only a run that stops at stop_at needs (train
- * without --continuous or --resume, the protocol): ERR_CONFIG naming both otherwise. */
-int settings_check_stop_at(const struct cfg *c, const struct settings *s, struct err *e);
+/* The protocol's planned stop: [train] stop_at, or when it is 0 updates / 2, set in c and
+ * s (so that reports and checkpoints show it); it must be below [train] updates:
+ * ERR_CONFIG naming both otherwise (and for updates < 2 without a stop_at). */
+int settings_check_stop_at(struct cfg *c, struct settings *s, struct err *e);
 const char *norm_mode_name(int mode);
 int norm_mode_parse(const char *name); /* -1 if unknown */
 /* "length_bands" or "balanced", as [train] plan spells it. */

@@ -4,6 +4,10 @@
  * rank declined for want of a token. The trainer counts it, a checkpoint stores it
  * (rank-R.json; state.json's "exact", elastic.h) and a resume reads it back and checks
  * that it fits the checkpoint's steps.
+ *
+ * Beside it, the run's changes: the optimizer settings (keys flagged KEY_OPTIM) a resume
+ * changed, each with the step it took effect from (state.json's "changes"). A run with a
+ * change no longer follows the trajectory of its original settings bit for bit.
  */
 #ifndef DDPTOK_TRAIN_HISTORY_H
 #define DDPTOK_TRAIN_HISTORY_H
@@ -41,5 +45,32 @@ int train_history_parse(const void *json_obj, struct train_history *out);
 /* Whether a history fits a checkpoint of `step` steps: every rank (and shard) takes part
  * in every window, and what a window holds is bounded. */
 int train_history_fits(const struct train_history *h, int64_t step);
+
+/* At most this many changes are recorded in one run's history. */
+#define TRAIN_MAX_CHANGES 64
+
+struct train_change {
+	int64_t step;   /* the first window trained with the new value is step + 1 */
+	char key[64];   /* section.name */
+	char from[64];  /* the values as the configurations spell them */
+	char to[64];
+};
+
+struct train_changes {
+	int n;
+	struct train_change v[TRAIN_MAX_CHANGES];
+};
+
+/* Appends one change; -1 when the history is full. */
+int train_changes_add(struct train_changes *ch, int64_t step, const char *key,
+		      const char *from, const char *to);
+
+/* The changes as a checkpoint stores them: a JSON array (json_t *) of {step, key, from,
+ * to}, or NULL when there are none (a run without a change stores no "changes"). */
+void *train_changes_json(const struct train_changes *ch);
+
+/* The stored changes (json_obj: NULL when absent) into out; -1 when one is malformed, has a
+ * step past `step`, or there are too many. */
+int train_changes_parse(const void *json_obj, int64_t step, struct train_changes *out);
 
 #endif

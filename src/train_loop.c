@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "outputs.h"
+#include "world.h"
 
 /* ---- small helpers --------------------------------------------------------------- */
 
@@ -30,8 +31,6 @@ int train_opts_for(const struct env *v, enum train_kind kind, const char *resume
 	memset(o, 0, sizeof *o);
 	if (kind == TRAIN_RESUME && !resume_dir)
 		return ERR(e, ERR_USAGE, "a resumed run needs a checkpoint directory");
-	if (kind == TRAIN_STOP && (rc = settings_check_stop_at(v->cfg, v->s, e)))
-		return rc;
 	o->stop_at = kind == TRAIN_STOP ? v->s->stop_at : v->s->updates;
 	o->resume_dir = kind == TRAIN_RESUME ? resume_dir : NULL;
 	o->checkpoint_every = v->s->checkpoint_every;
@@ -41,6 +40,32 @@ int train_opts_for(const struct env *v, enum train_kind kind, const char *resume
 		return rc;
 	return fsx_join(o->metrics_path, sizeof o->metrics_path, v->s->outputs,
 			output_name(OUT_METRICS_STOP + kind), e);
+}
+
+int64_t train_planned_stop(const struct settings *s)
+{
+	return s->stop_at > 0 && s->stop_at < s->updates ? s->stop_at : 0;
+}
+
+int train_opts_in_run(const struct env *v, enum train_kind kind, const struct train_plan *plan,
+		      struct train_opts *o, struct err *e)
+{
+	int64_t planned = train_planned_stop(v->s);
+	ERR_TRY(train_opts_for(v, kind, plan->resume[0] ? plan->resume : NULL, o, e));
+	o->stop_at = kind == TRAIN_STOP && planned ? planned : v->s->updates;
+	snprintf(o->ckpt_root, sizeof o->ckpt_root, "%s", plan->run_dir);
+	o->run_dir = 1;
+	o->keep = v->s->keep;
+	o->metrics_append = plan->continues;
+	o->metrics_path[0] = '\0';
+	/* one metrics file per run, process 0's: every process computes the same global
+	 * numbers, and the artifacts are process 0's alone */
+	if (world_get()->proc == 0)
+		ERR_TRY(fsx_join(o->metrics_path, sizeof o->metrics_path, plan->run_dir,
+				 OUTPUT_RUN_METRICS, e));
+	if (plan->continues && world_get()->proc == 0)
+		ERR_TRY(train_runs_trim_metrics(o->metrics_path, plan->resume_step, e));
+	return ERR_OK;
 }
 
 double train_max_abs_diff(const float *a, const float *b, size_t n, size_t *n_differ)
@@ -148,6 +173,7 @@ static int fill_result(const struct trainer *t, struct train_result *res, struct
 	res->first_loss = t->first_loss;
 	res->last_loss = isnan(t->first_loss) ? NAN : t->last_loss;
 	memcpy(res->hist, t->hist, sizeof t->hist);
+	res->changes = t->changes;
 	memcpy(res->rank_seconds_coll, t->rank_seconds_coll, sizeof t->rank_seconds_coll);
 	snprintf(res->backend, sizeof res->backend, "%s", engine_backend_name(t->r.eng));
 	res->params = malloc(res->n * sizeof(float));

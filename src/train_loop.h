@@ -18,9 +18,10 @@
 #include "fsx.h"
 #include "ranks.h"
 #include "train_history.h"
+#include "train_runs.h"
 #include "trainer.h"
 
-/* The three runs of the protocol. */
+/* The three runs of the protocol (and the kinds of the train command's runs). */
 enum train_kind {
 	TRAIN_STOP,       /* 0 -> [train] stop_at into <artifacts>/checkpoints */
 	TRAIN_CONTINUOUS, /* 0 -> [train] updates into <artifacts>/continuous */
@@ -32,6 +33,18 @@ enum train_kind {
  * checkpoint_every, mode. */
 int train_opts_for(const struct env *v, enum train_kind kind, const char *resume_dir,
 		   struct train_opts *o, struct err *e);
+
+/* The planned stop of a new train run: [train] stop_at when it is set (> 0) and below
+ * [train] updates, else 0 (none: the run trains to updates). */
+int64_t train_planned_stop(const struct settings *s);
+
+/* Fills o for a run of the train command in plan->run_dir (train_runs.h): a new run
+ * (TRAIN_STOP: to its planned stop, or to updates when there is none; TRAIN_CONTINUOUS:
+ * to updates) or a resumed one (to updates); its checkpoints in the run directory, kept
+ * per [train] keep; process 0 writes its metrics there (appended to, when the run
+ * continues, after dropping the lines past the resumed step). */
+int train_opts_in_run(const struct env *v, enum train_kind kind, const struct train_plan *plan,
+		      struct train_opts *o, struct err *e);
 
 struct train_result {
 	int64_t start_step;   /* 0, or the step of the checkpoint resumed from */
@@ -50,6 +63,7 @@ struct train_result {
 	int interrupted;      /* stopped early by the stop flag (or on_window) */
 	char backend[16];
 	struct train_history hist[MAX_WORLD];
+	struct train_changes changes; /* the optimizer settings changed since step 0 */
 	double rank_seconds_coll[MAX_WORLD]; /* each rank's time inside collectives in this
 						run's windows (waits included) */
 };

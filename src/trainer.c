@@ -25,6 +25,7 @@
 #include "elastic.h"
 #include "jsonx.h"
 #include "procs.h"
+#include "train_runs.h"
 #include "world.h"
 
 /* Debug builds also compare the replicas every REPLICA_CHECK_STRIDE steps between
@@ -42,7 +43,7 @@ static int load_resume(struct trainer *t, const struct corpus *c, struct checkpo
 		       struct err *e)
 {
 	const struct train_opts *o = &t->o;
-	unsigned checks = CHECKPOINT_CHECK_ALL;
+	unsigned checks = CHECKPOINT_CHECK_ALL | CHECKPOINT_CHECK_OPTIM_MAY_CHANGE;
 	if (o->mode == TRAIN_MODE_ANY)
 		checks |= CHECKPOINT_CHECK_ANY_NORMALIZATION;
 	/* read by process 0 and handed to the others: no shared file system needed */
@@ -66,6 +67,24 @@ static int load_resume(struct trainer *t, const struct corpus *c, struct checkpo
 	return ERR_OK;
 }
 
+/* The checkpoint's history of changed settings, and the changes this resume makes. */
+static void adopt_changes(struct trainer *t, const struct checkpoint *ck)
+{
+	t->changes = ck->changes;
+	for (int i = 0; i < ck->changed.n; i++) {
+		const struct train_change *c = &ck->changed.v[i];
+		env_info(t->v, "train: %s: %s -> %s from step %" PRId64, c->key, c->from, c->to,
+			 c->step);
+		if (train_changes_add(&t->changes, c->step, c->key, c->from, c->to))
+			env_info(t->v, "train: note: the history holds %d changes, this one is not "
+				 "recorded", TRAIN_MAX_CHANGES);
+	}
+	if (ck->changed.n)
+		env_info(t->v, "train: the optimizer settings changed on resume (recorded in the "
+			 "checkpoints' history): the run no longer follows the trajectory of its "
+			 "original settings bit for bit");
+}
+
 /* Takes over what the checkpoint recorded besides the engine's state. */
 static void adopt_resume(struct trainer *t, const struct checkpoint *ck)
 {
@@ -84,6 +103,7 @@ static void adopt_resume(struct trainer *t, const struct checkpoint *ck)
 				     t->hist);
 	}
 	snprintf(t->checkpoint, sizeof t->checkpoint, "%s", t->o.resume_dir);
+	adopt_changes(t, ck);
 }
 
 /* The engine with the seeded or resumed state. */
@@ -140,7 +160,7 @@ int trainer_open(struct trainer *t, const struct env *v, const struct train_opts
 	 * run.artifacts found at the first checkpoint would lose the work done so far */
 	if (o->ckpt_root[0] && (rc = env_dir_ready(o->ckpt_root, "[run] artifacts", e)))
 		return rc;
-	if (o->metrics_path[0] && t->step < o->stop_at && !(t->metrics = fopen(o->metrics_path, "w")))
+	if (o->metrics_path[0] && t->step < o->stop_at && !(t->metrics = fopen(o->metrics_path, o->metrics_append ? "a" : "w")))
 		return ERR_ERRNO(e, "cannot create %s", o->metrics_path);
 	t->opened_at = clock_now_s();
 	return ERR_OK;
@@ -297,6 +317,16 @@ int trainer_agree_stop(struct trainer *t, struct err *e)
 	return ERR_OK;
 }
 
+/* A run directory's upkeep once its newest checkpoint is safely written: the older ones
+ * past train.keep go, and runs/latest names the run. */
+static int run_dir_after_checkpoint(struct trainer *t, const char *root, struct err *e)
+{
+	if (!t->o.run_dir || strcmp(root, t->o.ckpt_root) != 0)
+		return ERR_OK;
+	ERR_TRY(train_runs_prune(t->v, root, t->o.keep, t->step, e));
+	return train_runs_mark_latest(root, e);
+}
+
 int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t cap,
 		       struct err *e)
 {
@@ -309,7 +339,7 @@ int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t ca
 	struct checkpoint_source src = {
 		.v = t->v, .r = &t->r, .step = t->step, .run_mode = t->run_mode,
 		.last_loss = t->last_loss, .params = t->params, .momentum = t->momentum,
-		.hist = t->hist, .shard_hist = t->shard_hist,
+		.hist = t->hist, .shard_hist = t->shard_hist, .changes = &t->changes,
 	};
 	rc = engine_get_state(t->r.eng, t->params, t->momentum, e);
 	if (rc == ERR_OK && world_get()->proc == 0)
@@ -321,5 +351,5 @@ int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t ca
 		snprintf(out, cap, "%s", t->checkpoint);
 	t->last_ckpt_step = t->step;
 	t->checkpoints_written++;
-	return ERR_OK;
+	return world_get()->proc == 0 ? run_dir_after_checkpoint(t, root, e) : ERR_OK;
 }

@@ -35,6 +35,11 @@ struct train_opts {
 	char ckpt_root[FSX_PATH_MAX];    /* "" : write no checkpoint at all */
 	char metrics_path[FSX_PATH_MAX]; /* "" : no metrics file (JSONL, one line per window) */
 	int checkpoint_every;       /* extra checkpoints every n steps (0: none) */
+	int keep;                   /* keep the newest this many checkpoints of ckpt_root (0:
+				       all; train_runs.h) */
+	int run_dir;                /* ckpt_root is a run directory of train_runs.h: each
+				       checkpoint also points runs/latest to it */
+	int metrics_append;         /* append to metrics_path (a continued run) */
 	int mode;                   /* normalization (enum norm_mode); TRAIN_MODE_ANY: that of
 				       the resumed checkpoint (else the configured one) */
 	/* called after every window (may be NULL); a non-zero return stops the run with that
@@ -66,6 +71,8 @@ struct trainer {
 	double last_loss;          /* global token mean of the last accepted window (NaN: none) */
 	struct train_history hist[MAX_WORLD];
 	struct train_history shard_hist[SHARD_MAX]; /* exact mode: per shard (elastic.h) */
+	struct train_changes changes; /* the optimizer settings changed since step 0, the
+					 resume's own changes included */
 	/* since it was opened */
 	int64_t skipped;           /* empty windows skipped */
 	double rank_seconds_coll[MAX_WORLD]; /* each rank's time inside collectives */
@@ -82,8 +89,10 @@ struct trainer {
  * verified against this configuration and corpus (CHECKPOINT_CHECK_ALL; its normalization must
  * be o->mode unless that is TRAIN_MODE_ANY; its step not past a non-zero o->stop_at) and
  * handed to o->on_resume, the engine with that state (or the seeded one), the checkpoint
- * root made ready and the metrics file created. Close it with trainer_close, also after
- * a failure. */
+ * root made ready and the metrics file created (or appended to). The optimizer's keys
+ * (KEY_OPTIM) may differ from the checkpoint's: each change is printed and added to
+ * t->changes, which every later checkpoint records. Close it with trainer_close, also
+ * after a failure. */
 int trainer_open(struct trainer *t, const struct env *v, const struct train_opts *o,
 		 struct err *e);
 /* One step: draws the next window into w, runs it on every rank under t->mode with the
@@ -101,7 +110,8 @@ int trainer_agree_stop(struct trainer *t, struct err *e);
  * last agreed on, so that every process stops at the same window boundary. */
 int trainer_stop_reason(const struct trainer *t);
 /* Writes checkpoint <root>/step-NNNN of the current step (its directory also goes to out,
- * when cap > 0) and remembers it in t->checkpoint. Call it between steps only. Windows of
+ * when cap > 0) and remembers it in t->checkpoint; then, in a run directory, removes the
+ * checkpoints past o.keep and points runs/latest to it. Call it between steps only. Windows of
  * several normalizations cannot be checkpointed (ERR_USAGE): a checkpoint records one.
  * With several processes process 0 writes it and the others share its result. */
 int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t cap,

@@ -126,7 +126,7 @@ START_TEST(defaults_load)
 	ck_assert_int_eq(s.hidden, 512);
 	ck_assert_int_eq(s.layout, LAYOUT_PACKED);
 	ck_assert_int_eq(s.updates, 100);
-	ck_assert_int_eq(s.stop_at, 50);
+	ck_assert_int_eq(s.stop_at, 0); /* no planned stop by default */
 	ck_assert_int_eq(s.accumulation, 2);
 	ck_assert_int_eq(s.batch_size, 8);
 	ck_assert_double_eq(s.lr, 0.2);
@@ -186,10 +186,16 @@ START_TEST(shipped_minimum)
 	struct settings s;
 	load_conf("minimum.ini", &c, &s);
 	init_defaults(&d);
-	/* minimum.ini is the defaults written out in full: every key, same values. */
+	/* minimum.ini is the defaults written out in full: every key, same values, but for
+	 * its planned stop (the seed's, at 50 of 100 updates; the default is none) */
 	for (int i = 0; i < c.n; i++) {
 		ck_assert_msg(strcmp(c.vals[i].origin, c.path) == 0, "[%s] %s not written in %s",
 			      c.keys[i].section, c.keys[i].name, c.path);
+		if (!strcmp(c.keys[i].name, "stop_at")) {
+			ck_assert_str_eq(c.vals[i].text, "50");
+			ck_assert_str_eq(d.vals[i].text, "0");
+			continue;
+		}
 		ck_assert_msg(strcmp(c.vals[i].text, d.vals[i].text) == 0, "[%s] %s: %s != %s",
 			      c.keys[i].section, c.keys[i].name, c.vals[i].text, d.vals[i].text);
 	}
@@ -252,7 +258,7 @@ START_TEST(shipped_tiny)
 	ck_assert_int_eq(s.embed, 4);
 	ck_assert_int_eq(s.hidden, 8);
 	ck_assert_int_eq(s.updates, 6);
-	ck_assert_int_eq(s.stop_at, 3);
+	ck_assert_int_eq(s.stop_at, 0); /* trains to updates; the protocol stops at 3 */
 	ck_assert_int_eq(s.accumulation, 2);
 	ck_assert_int_eq(s.batch_size, 2);
 	ck_assert_int_eq(s.world, 2);
@@ -813,11 +819,40 @@ START_TEST(diff_math)
 }
 END_TEST
 
+/* The protocol's planned stop: without train.stop_at it stops halfway, written into the
+ * configuration (so that checkpoints and reports show it); updates = 1 has no halfway. */
+START_TEST(protocol_stop_at)
+{
+	struct cfg c;
+	struct err e;
+	struct settings s;
+	init_defaults(&c);
+	err_clear(&e);
+	ck_assert_int_eq(cfg_set(&c, "train.updates=7", &e), ERR_OK);
+	ck_assert_int_eq(settings_from_cfg(&c, &s, &e), ERR_OK);
+	ck_assert_int_eq(s.stop_at, 0);
+	ck_assert_int_eq(settings_check_stop_at(&c, &s, &e), ERR_OK);
+	ck_assert_int_eq(s.stop_at, 3);
+	ck_assert_int_eq(cfg_int(&c, "train", "stop_at"), 3);
+	ck_assert_int_eq(cfg_set(&c, "train.stop_at=5", &e), ERR_OK);
+	ck_assert_int_eq(settings_from_cfg(&c, &s, &e), ERR_OK);
+	ck_assert_int_eq(settings_check_stop_at(&c, &s, &e), ERR_OK);
+	ck_assert_int_eq(s.stop_at, 5); /* a configured stop is kept */
+	ck_assert_int_eq(cfg_set(&c, "train.stop_at=0", &e), ERR_OK);
+	ck_assert_int_eq(cfg_set(&c, "train.updates=1", &e), ERR_OK);
+	ck_assert_int_eq(settings_from_cfg(&c, &s, &e), ERR_OK);
+	ck_assert_int_eq(settings_check_stop_at(&c, &s, &e), ERR_CONFIG);
+	ck_assert_ptr_nonnull(strstr(e.msg, "updates >= 2"));
+	cfg_free(&c);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, defaults_load);
+	tcase_add_test(tc, protocol_stop_at);
 	tcase_add_test(tc, subnormal_floats);
 	tcase_add_test(tc, every_key_documented);
 	tcase_add_test(tc, shipped_minimum);

@@ -5,7 +5,7 @@
     tools/plot.py [-o FILE] METRICS.jsonl [METRICS.jsonl ...]
 
 The second form draws the curves of any training runs from their metrics files (one JSON
-object per window, as `train` writes them): the loss per step, the validation loss where a
+object per window, as `train` writes them: artifacts/runs/<id>/metrics.jsonl): the loss per step, the validation loss where a
 line has "val_loss", and the learning rate where lines have "lr", one curve per file. It
 writes FILE (default: the first file's name with .png instead of .jsonl) and prints its path.
 

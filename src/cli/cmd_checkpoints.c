@@ -116,7 +116,8 @@ static void leftover_status(const struct ckpt_entry *en, int own_root, char *sta
 {
 	char manifest[FSX_PATH_MAX + 32];
 	int running = store_pid_running(en->pid);
-	/* clean looks only in the program's own roots (checkpoints/, continuous/, inspect/) */
+	/* clean looks only in the program's own roots (checkpoints/, continuous/, inspect/ and
+	 * the run directories runs/<id>/) */
 	const char *how = own_root ? "`clean --scope partial` removes it"
 				   : "outside the program's directories: remove it by hand";
 	snprintf(manifest, sizeof manifest, "%s/%s", en->path, CKPT_MANIFEST);
@@ -230,14 +231,24 @@ static void print_tally(const struct ckpt_tally *t)
 	if (t->ok + t->bad + t->partial + t->kept == 0)
 		printf("  (none)\n");
 	printf("checkpoints: %d valid, %d corrupt or unusable, %d partial (leftovers of interrupted "
-	       "writes, never used; `clean --scope partial` removes those of checkpoints/, continuous/ "
-	       "and inspect/ whose writer is gone)", t->ok, t->bad, t->partial);
+	       "writes, never used; `clean --scope partial` removes those of checkpoints/, continuous/, "
+	       "inspect/ and runs/ whose writer is gone)", t->ok, t->bad, t->partial);
 	if (t->kept)
 		printf(", %d kept aside (directories that were in the way of a new checkpoint and were "
 		       "not only what the store wrote; never used, never removed by the program)",
 		       t->kept);
 	printf("\n");
 	fflush(stdout);
+}
+
+/* Whether root (the k-th found) is one `clean` looks into: the program's roots and the
+ * run directories in runs/. */
+static int own_root(const struct ckpt_root *root, size_t k)
+{
+	const char *runs = artifacts_table[ART_RUNS];
+	size_t n = strlen(runs);
+	return k < ART_COUNT || (!strncmp(root->label, runs, n) && root->label[n] == '/' &&
+				 !strchr(root->label + n + 1, '/'));
 }
 
 int cmd_checkpoints(struct app *a, struct err *e)
@@ -253,7 +264,7 @@ int cmd_checkpoints(struct app *a, struct err *e)
 		struct ckpt_listing l;
 		ERR_TRY_GOTO(rc, ckpt_list(rs.v[k].path, &l, e), out);
 		for (size_t i = 0; i < l.n; i++)
-			list_entry(a, &rs.v[k], k < ART_COUNT, &l.v[i], &t);
+			list_entry(a, &rs.v[k], own_root(&rs.v[k], k), &l.v[i], &t);
 		ckpt_listing_free(&l);
 	}
 	print_tally(&t);

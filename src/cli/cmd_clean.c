@@ -275,83 +275,141 @@ static int list_generated(const struct app *a, char roots[][FSX_PATH_MAX], struc
 	return rc;
 }
 
+/* The names of `names` that are files of `files` (NULL: none), whatever their writer. */
+static size_t count_files(const char *root, char **names, size_t count, const char *const *files)
+{
+	size_t n = 0;
+	for (size_t i = 0; files && i < count; i++) {
+		char q[FSX_PATH_MAX];
+		struct err e;
+		n += fsx_join(q, sizeof q, root, names[i], &e) == ERR_OK && is_type(q, 0) &&
+		     file_matches(files, names[i]) && !live_temporary(names[i]);
+	}
+	return n;
+}
+
+/* One directory of checkpoints (see list_checkpoints); `files` (may be NULL) names the
+ * other files the program writes in it (a run directory's). */
+static int list_root(const char *root, int partial_only, const char *const *files,
+		     struct clean_list *p, struct err *e)
+{
+	struct ckpt_listing l;
+	char **names = NULL;
+	size_t count = 0, kept = 0;
+	int *take = NULL, rc;
+	if ((rc = ckpt_list(root, &l, e)))
+		return rc;
+	if ((rc = fsx_list_dir(root, &names, &count, e))) {
+		ckpt_listing_free(&l);
+		return rc;
+	}
+	char (*why)[1100] = calloc(l.n ? l.n : 1, sizeof *why);
+	take = calloc(l.n ? l.n : 1, sizeof *take);
+	if (!why || !take) {
+		rc = ERR(e, ERR_NOMEM, "clean: out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < l.n; i++) {
+		const struct ckpt_entry *en = &l.v[i];
+		if (en->kind == CKPT_PARTIAL || en->kind == CKPT_TRASH) {
+			if (store_pid_running(en->pid))
+				snprintf(why[i], sizeof why[i], "process %ld is running: it may be "
+					 "%s it", en->pid,
+					 en->kind == CKPT_PARTIAL ? "writing" : "removing");
+			else
+				take[i] = 1;
+		} else if (en->kind == CKPT_KEPT) {
+			snprintf(why[i], sizeof why[i], "kept aside by the store for you to look "
+				 "at: remove it by hand");
+		} else if (partial_only) {
+			continue; /* a checkpoint: not this scope's, and not worth a line */
+		} else {
+			take[i] = ckpt_removable(en->path, why[i], sizeof why[i]);
+		}
+		kept += !take[i];
+	}
+	/* the root goes whole only when every name in it is an entry or a file that goes */
+	if (!partial_only && kept == 0 && count == l.n + count_files(root, names, count, files)) {
+		rc = add_target(p, root, e);
+		goto out;
+	}
+	for (size_t i = 0; i < l.n && !rc; i++) {
+		if (take[i])
+			rc = add_target(p, l.v[i].path, e);
+		else if (why[i][0])
+			rc = add_left(p, l.v[i].path, why[i], e);
+	}
+	for (size_t i = 0; i < count && !rc && !partial_only; i++) {
+		int entry = 0;
+		char q[FSX_PATH_MAX];
+		for (size_t j = 0; j < l.n && !entry; j++)
+			entry = !strcmp(l.v[j].name, names[i]);
+		if (entry || (rc = fsx_join(q, sizeof q, root, names[i], e)))
+			continue;
+		if (files && is_type(q, 0) && file_matches(files, names[i]))
+			rc = add_owned_file(p, q, names[i], e);
+		else
+			rc = add_left(p, q, "not a checkpoint", e);
+	}
+out:
+	free(why);
+	free(take);
+	fsx_free_names(names, count);
+	ckpt_listing_free(&l);
+	return rc;
+}
+
+/* The runs directory: each run directory as a directory of checkpoints with its metrics
+ * and summary, and the link `latest` (and a temporary of it); the whole directory when
+ * all of it goes. */
+static int list_runs(const char *runs, int partial_only, struct clean_list *p, struct err *e)
+{
+	static const char *const run_files[] = OUTPUT_RUN_FILES;
+	static const char *const link_files[] = {OUTPUT_RUNS_LATEST, NULL};
+	char **names = NULL;
+	size_t count = 0, n0 = p->n, left0 = p->nleft, whole = 0;
+	int rc = fsx_list_dir(runs, &names, &count, e);
+	for (size_t i = 0; i < count && !rc; i++) {
+		char q[FSX_PATH_MAX];
+		struct stat st;
+		size_t before = p->n;
+		if ((rc = fsx_join(q, sizeof q, runs, names[i], e)) || lstat(q, &st) != 0)
+			continue;
+		if (S_ISLNK(st.st_mode) && file_matches(link_files, names[i]))
+			rc = partial_only ? ERR_OK : add_owned_file(p, q, names[i], e);
+		else if (S_ISDIR(st.st_mode))
+			rc = list_root(q, partial_only, run_files, p, e);
+		else
+			rc = add_left(p, q, "not a run directory", e);
+		whole += p->n == before + 1 && !strcmp(p->v[before].path, q);
+	}
+	fsx_free_names(names, count);
+	if (rc == ERR_OK && !partial_only && whole == count && p->nleft == left0) {
+		p->n = n0; /* all of it goes: one line for the directory */
+		rc = add_target(p, runs, e);
+	}
+	return rc;
+}
+
 /* Scope checkpoints: what the store wrote in the program's roots: valid checkpoints that
  * hold nothing but their manifest's files, and leftovers (partial writes, replaced copies)
- * whose process is gone; whole roots when that is all they hold. Scope partial: only those
- * leftovers. Left and reported: anything else (a step directory that is not such a
- * checkpoint, a kept-aside directory, a leftover whose writer still runs, other names). */
+ * whose process is gone; whole roots when that is all they hold; the run directories of
+ * train with their metrics and summaries. Scope partial: only those leftovers. Left and
+ * reported: anything else (a step directory that is not such a checkpoint, a kept-aside
+ * directory, a leftover whose writer still runs, other names). */
 static int list_checkpoints(char roots[][FSX_PATH_MAX], int partial_only, struct clean_list *p,
 			    struct err *e)
 {
 	int rc = ERR_OK;
 	for (size_t k = 0; k < ART_COUNT && !rc; k++) {
-		struct ckpt_listing l;
-		char **names = NULL;
-		size_t count = 0, kept = 0;
-		int *take = NULL;
 		if (!fsx_exists(roots[k]))
 			continue;
-		if (!store_real_dir(roots[k])) {
+		if (!store_real_dir(roots[k]))
 			rc = add_left(p, roots[k], "not a directory", e);
-			continue;
-		}
-		if ((rc = ckpt_list(roots[k], &l, e)))
-			break;
-		if ((rc = fsx_list_dir(roots[k], &names, &count, e))) {
-			ckpt_listing_free(&l);
-			break;
-		}
-		char (*why)[1100] = calloc(l.n ? l.n : 1, sizeof *why);
-		take = calloc(l.n ? l.n : 1, sizeof *take);
-		if (!why || !take) {
-			rc = ERR(e, ERR_NOMEM, "clean: out of memory");
-			goto next;
-		}
-		for (size_t i = 0; i < l.n; i++) {
-			const struct ckpt_entry *en = &l.v[i];
-			if (en->kind == CKPT_PARTIAL || en->kind == CKPT_TRASH) {
-				if (store_pid_running(en->pid))
-					snprintf(why[i], sizeof why[i], "process %ld is running: it may be "
-						 "%s it", en->pid,
-						 en->kind == CKPT_PARTIAL ? "writing" : "removing");
-				else
-					take[i] = 1;
-			} else if (en->kind == CKPT_KEPT) {
-				snprintf(why[i], sizeof why[i], "kept aside by the store for you to look "
-					 "at: remove it by hand");
-			} else if (partial_only) {
-				continue; /* a checkpoint: not this scope's, and not worth a line */
-			} else {
-				take[i] = ckpt_removable(en->path, why[i], sizeof why[i]);
-			}
-			kept += !take[i];
-		}
-		/* the root goes whole only when every name in it is an entry that goes */
-		if (!partial_only && kept == 0 && count == l.n) {
-			rc = add_target(p, roots[k], e);
-			goto next;
-		}
-		for (size_t i = 0; i < l.n && !rc; i++) {
-			if (take[i])
-				rc = add_target(p, l.v[i].path, e);
-			else if (why[i][0])
-				rc = add_left(p, l.v[i].path, why[i], e);
-		}
-		for (size_t i = 0; i < count && !rc && !partial_only; i++) {
-			int entry = 0;
-			for (size_t j = 0; j < l.n && !entry; j++)
-				entry = !strcmp(l.v[j].name, names[i]);
-			if (!entry) {
-				char q[FSX_PATH_MAX];
-				if (!(rc = fsx_join(q, sizeof q, roots[k], names[i], e)))
-					rc = add_left(p, q, "not a checkpoint", e);
-			}
-		}
-next:
-		free(why);
-		free(take);
-		fsx_free_names(names, count);
-		ckpt_listing_free(&l);
+		else if (k == ART_RUNS)
+			rc = list_runs(roots[k], partial_only, p, e);
+		else
+			rc = list_root(roots[k], partial_only, NULL, p, e);
 	}
 	return rc;
 }

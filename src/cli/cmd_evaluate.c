@@ -1,21 +1,50 @@
 /*
- * cmd_evaluate: the evaluate command: the latest valid checkpoint (or --checkpoint DIR)
+ * cmd_evaluate: the evaluate command: the newest valid checkpoint of the latest train run
+ * (or --checkpoint latest|DIR: a checkpoint, a run or another directory of checkpoints)
  * measured on the test and validation splits (evaluate.c), printed and written to
- * evaluate.json. The protocol prints and writes its own evaluation the same way.
+ * evaluate.json. Without any run it takes the newest of the protocol's checkpoints. The
+ * protocol prints and writes its own evaluation the same way.
  */
 #include "cmd_evaluate.h"
 
 #include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <string.h>
 
 #include "outputs.h"
 #include "report.h"
+#include "train_runs.h"
 #include "world.h"
+
+/* The checkpoint to evaluate, chosen on process 0 (the others take process 0's): the one
+ * --checkpoint names or the newest valid one of the directory it names, else the latest
+ * run's newest valid one; NULL (*dir) when there is no run: evaluate.c's own choice. */
+static int choose(struct app *a, const char **dir, struct train_plan *plan, struct err *e)
+{
+	char runs[FSX_PATH_MAX], link[FSX_PATH_MAX];
+	*dir = a->o.checkpoint;
+	if (world_get()->proc > 0)
+		return ERR_OK;
+	memset(plan, 0, sizeof *plan);
+	ERR_TRY(train_runs_root(&a->env, runs, sizeof runs, e));
+	ERR_TRY(fsx_join(link, sizeof link, runs, OUTPUT_RUNS_LATEST, e));
+	const char *spec = a->o.checkpoint ? a->o.checkpoint : fsx_exists(link) ? "latest" : NULL;
+	if (!spec)
+		return ERR_OK;
+	ERR_TRY(train_plan_resume(&a->env, spec, plan, e));
+	*dir = plan->resume;
+	return ERR_OK;
+}
 
 int cmd_evaluate(struct app *a, struct err *e)
 {
 	struct train_eval ev;
+	struct train_plan plan;
+	const char *dir = NULL;
 	int rc;
-	if ((rc = env_outputs_ready(&a->env, e)) || (rc = train_evaluate(&a->env, a->o.checkpoint, &ev, e)))
+	if ((rc = env_outputs_ready(&a->env, e)) || (rc = choose(a, &dir, &plan, e)) ||
+	    (rc = train_evaluate(&a->env, dir, &ev, e)))
 		return rc;
 	if (world_get()->proc > 0)
 		return ERR_OK; /* it evaluated process 0's checkpoint as process 0 did: one report */
@@ -33,7 +62,14 @@ int cmd_evaluate_write(struct app *a, const struct train_eval *ev, struct err *e
 				 "and %s skipped (see the checkpoints command)", ev->skipped[i].count,
 				 ev->skipped[i].count == 1 ? "" : "s", ev->skipped[i].root,
 				 ev->skipped[i].count == 1 ? "was" : "were");
-	env_info(&a->env, "evaluate: checkpoint %s (step %" PRId64 ")", ev->checkpoint, ev->step);
+	char run[NAME_MAX + 1];
+	int in_run = train_runs_id_of(&a->env, ev->checkpoint, run, sizeof run);
+	if (in_run)
+		env_info(&a->env, "evaluate: run %s, step %" PRId64 " (checkpoint %s)", run, ev->step,
+			 ev->checkpoint);
+	else
+		env_info(&a->env, "evaluate: checkpoint %s (step %" PRId64 ")", ev->checkpoint,
+			 ev->step);
 	env_info(&a->env, "evaluate: %-10s %9s %9s %10s %9s %9s %14s", "split", "sequences", "tokens",
 		 "loss", "hits", "accuracy", "const. guess");
 	for (int i = 0; i < 2; i++)
@@ -43,7 +79,10 @@ int cmd_evaluate_write(struct app *a, const struct train_eval *ev, struct err *e
 	env_info(&a->env, "evaluate: loss = global token mean (sum of token losses / supervised tokens); "
 		 "accuracy = argmax == target; the constant guess always predicts id %d, the most "
 		 "frequent training target", ev->const_id);
-	rc = report_write_json(a, OUT_EVALUATE, evaluate_json(ev), e);
+	json_t *j = evaluate_json(ev);
+	if (in_run)
+		json_object_set_new(j, "run", json_string(run));
+	rc = report_write_json(a, OUT_EVALUATE, j, e);
 	if (!rc)
 		env_info(&a->env, "evaluate: written %s/%s", a->s.outputs, output_name(OUT_EVALUATE));
 	return rc;

@@ -70,12 +70,15 @@ static const struct option_row options[] = {
 	{"dump", required_argument, 'd', OPT_DUMP, "--dump DIR",
 	 "parity: write parameters, batches and gradients as .npy into DIR"},
 	{"resume", required_argument, 'r', OPT_RESUME, "--resume DIR",
-	 "train/inspect: continue from a checkpoint directory"},
+	 "train: continue `latest` (the latest run), a run or other\n"
+	 "directory of checkpoints (its newest valid one) or a checkpoint;\n"
+	 "inspect: continue from a checkpoint"},
 	{"continuous", no_argument, 'c', OPT_CONTINUOUS, "--continuous",
-	 "train: run 0 -> updates without stopping"},
+	 "train: run 0 -> updates, past a planned stop ([train] stop_at)"},
 	{"checkpoint", required_argument, 'k', OPT_CHECKPOINT, "--checkpoint DIR",
-	 "evaluate: the checkpoint to evaluate (default: the newest valid one of\n"
-	 "checkpoints/ and continuous/)"},
+	 "evaluate: a checkpoint, or `latest` or a directory of checkpoints\n"
+	 "(its newest valid one; default: the latest run's, else the newest\n"
+	 "of checkpoints/ and continuous/)"},
 	{"scope", required_argument, 'S', OPT_SCOPE, "--scope S",
 	 "clean: generated, checkpoints, partial or all (default generated)"},
 	{"dry-run", no_argument, 'n', OPT_DRY_RUN, "--dry-run", "clean: list what would be removed"},
@@ -164,16 +167,21 @@ static const struct command commands[] = {
 	 "exercise", 0, ONE_RESULT},
 	{"train", cmd_train, OPT_RESUME | OPT_CONTINUOUS | OPT_INJECT | OPT_DRIFT | OPT_HANG,
 	 WRITES_OUTPUTS | WRITES_ARTIFACTS,
-	 "train to stop_at and checkpoint [--continuous | --resume DIR]",
-	 "Trains from step 0 to [train] stop_at and checkpoints into [run] artifacts\n"
-	 "(checkpoints/); --continuous trains 0 -> updates into continuous/; --resume DIR\n"
-	 "continues a checkpoint to updates. SIGINT/SIGTERM checkpoint and exit 8.",
-	 "train --resume artifacts/checkpoints/step-0050", 1, NULL},
+	 "train to updates in a run directory [--continuous | --resume latest|DIR]",
+	 "Trains from step 0 to [train] updates (or to a planned stop, [train] stop_at) in\n"
+	 "a new run directory, [run] artifacts/runs/<id>/: checkpoints, metrics.jsonl,\n"
+	 "train.json; runs/latest names the latest run. --continuous ignores the planned\n"
+	 "stop; --resume latest (or DIR) continues the newest valid checkpoint to updates\n"
+	 "(raise train.updates to go further; optimizer keys may change, and are recorded).\n"
+	 "[train] keep = K keeps a run's K newest checkpoints. SIGINT/SIGTERM checkpoint\n"
+	 "and exit 8.",
+	 "train --resume latest --set train.updates=200", 1, NULL},
 	{"evaluate", cmd_evaluate, OPT_CHECKPOINT, 0,
 	 "test and validation loss/accuracy of a checkpoint [--checkpoint DIR]",
-	 "Test and validation loss (global token mean) and token accuracy of a checkpoint,\n"
+	 "Test and validation loss (global token mean) and token accuracy of a checkpoint\n"
+	 "(default: the newest valid one of the latest run), naming its run and step;\n"
 	 "printed and written to evaluate.json.",
-	 "evaluate --checkpoint artifacts/continuous/step-0100", 0, NULL},
+	 "evaluate --checkpoint artifacts/runs/latest", 0, NULL},
 	{"checkpoints", cmd_checkpoints, 0, 0,
 	 "verify every checkpoint under the artifacts directory",
 	 "Verifies every checkpoint under [run] artifacts (manifest, sizes, digests, then its\n"
@@ -289,7 +297,7 @@ static void command_help(FILE *f, const struct command *c)
 	for (const struct option_row *o = options; o->name; o++)
 		if ((o->bit & c->opts) || o->val == 's' || o->val == 'h')
 			print_option(f, o);
-	fprintf(f, "\nexample:\n  ddptok-run conf/minimum.ini %s\n", c->example);
+	fprintf(f, "\nexample:\n  ddptok-run configs/minimum.ini %s\n", c->example);
 	if (c->one_process)
 		fprintf(f, "\nOne process only: refused under mpirun or srun with more (exit 2),\n"
 			"since %s.\n", c->one_process);

@@ -65,8 +65,8 @@ printf '[devices]\nworld = 9\n' > range.ini
 expect 3 "world" "$DDPTOK" range.ini prepare
 printf '[train]\nnormalization = whatever\n' > enum.ini
 expect 3 "normalization" "$DDPTOK" enum.ini prepare
-# (stop_at is a rule of the runs that stop there: train, the protocol)
-expect 3 "stop_at" "$DDPTOK" ok.ini train --set train.stop_at=99
+# (stop_at < updates is the protocol's rule: train without it trains to updates)
+expect 3 "stop_at" "$DDPTOK" ok.ini protocol --set train.stop_at=99
 expect 3 "nope" "$DDPTOK" ok.ini prepare --set model.nope=1
 expect 3 "--set" "$DDPTOK" ok.ini prepare --set noequals
 mkdir unreadable.ini
@@ -132,7 +132,7 @@ help_has "CONFIG --help" "^commands:" "$DDPTOK" ok.ini --help
 for c in protocol prepare check-loss reference parity exercise train evaluate checkpoints clean \
 	 inspect bench env; do
 	help_has "help $c" "^usage: ddptok-run CONFIG $c" "$DDPTOK" help "$c"
-	help_has "help $c" "^  ddptok-run conf/minimum.ini $c" "$DDPTOK" help "$c"
+	help_has "help $c" "^  ddptok-run configs/minimum.ini $c" "$DDPTOK" help "$c"
 done
 [ -e outputs ] && { echo "FAIL: help wrote outputs/"; fail=1; }
 "$DDPTOK" --version | grep -q "ddptok-run" || { echo "FAIL: --version"; fail=1; }

@@ -9,10 +9,10 @@ set -eu
 fail() { echo "FAIL: $*"; exit 1; }
 run() { "$DDPTOK" "$CONF/tiny.ini" "$@"; }
 
-run train > train.txt 2>&1 || { cat train.txt; fail "train"; }
+run train --set train.stop_at=3 > train.txt 2>&1 || { cat train.txt; fail "train"; }
 cp outputs/corpus/data.lock good.lock
-ck=artifacts/checkpoints/step-0004
-[ -d "$ck" ] || ck=$(ls -d artifacts/checkpoints/step-* | tail -1)
+ck=artifacts/runs/$(readlink artifacts/runs/latest)/step-0003
+[ -d "$ck" ] || fail "no checkpoint at the planned stop: $(cat train.txt)"
 
 # a deleted synthetic corpus.bin: drawn again, the same (same data.lock), the checkpoint used
 rm outputs/corpus/corpus.bin

@@ -23,16 +23,18 @@ for W in 2 4; do
 	fi
 done
 # elastic: stopped on 2 devices sharing one GPU, resumed on 1
-"$DDPTOK" "$CONF/tiny.ini" train $EX $(on 2) --set devices.ids=0,0 --set devices.collective=host > stop.txt
 "$DDPTOK" "$CONF/tiny.ini" train --continuous $EX $(on 1) > cont.txt
-"$DDPTOK" "$CONF/tiny.ini" train --resume artifacts/checkpoints/step-0003 $EX $(on 1) > res.txt
-cmp artifacts/checkpoints/step-0006/params.npy artifacts/continuous/step-0006/params.npy
-cmp artifacts/checkpoints/step-0006/momentum.npy artifacts/continuous/step-0006/momentum.npy
+cont=artifacts/runs/$(readlink artifacts/runs/latest)
+"$DDPTOK" "$CONF/tiny.ini" train $EX --set train.stop_at=3 $(on 2) --set devices.ids=0,0 \
+	--set devices.collective=host > stop.txt
+"$DDPTOK" "$CONF/tiny.ini" train --resume latest $EX $(on 1) > res.txt
+cmp artifacts/runs/latest/step-0006/params.npy "$cont/step-0006/params.npy"
+cmp artifacts/runs/latest/step-0006/momentum.npy "$cont/step-0006/momentum.npy"
 # a CPU checkpoint: bitwise continuation on the GPU is not possible, and it says so
-"$DDPTOK" "$CONF/tiny.ini" train $MID --set train.shards=8 $(on 2) --set devices.backend=cpu \
-	--set run.artifacts=cpu-art > cpu.txt
+"$DDPTOK" "$CONF/tiny.ini" train $MID --set train.shards=8 --set train.stop_at=3 $(on 2) \
+	--set devices.backend=cpu --set run.artifacts=cpu-art > cpu.txt
 set +e
-"$DDPTOK" "$CONF/tiny.ini" train --resume cpu-art/checkpoints/step-0003 $EX $(on 1) \
+"$DDPTOK" "$CONF/tiny.ini" train --resume latest $EX $(on 1) \
 	--set run.artifacts=cpu-art > cross.txt 2>&1
 rc=$?
 set -e

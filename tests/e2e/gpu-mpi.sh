@@ -27,7 +27,7 @@ set -e
 [ "$rc" -eq 3 ] || { cat d.err; fail "differing devices: exit $rc, expected 3"; }
 grep -q "the processes would run on different devices: process 0 (.*) runs cuda" d.err ||
 	fail "differing devices not named: $(cat d.err)"
-[ ! -e d/checkpoints ] || fail "a checkpoint was written with differing devices"
+[ -z "$(ls -d d/runs/*/step-* 2> /dev/null)" ] || fail "a checkpoint was written with differing devices"
 
 if [ "$GPUS" -lt 2 ]; then
 	echo "SKIP: NCCL across processes needs two GPUs ($GPUS visible)"
@@ -61,7 +61,7 @@ cmp one-ex/parity.json two-ex/parity.json || fail "exact parity.json differs fro
 # shellcheck disable=SC2086
 mpi train --continuous $C $EX --set run.artifacts=p2 > p2.out || { cat p2.out; fail "train"; }
 for f in params.npy momentum.npy; do
-	cmp p1/continuous/step-0006/$f p2/continuous/step-0006/$f ||
+	cmp p1/runs/latest/step-0006/$f p2/runs/latest/step-0006/$f ||
 		fail "exact mode: $f of P = 2 differs from one process's"
 done
 echo "gpu-mpi: ok"

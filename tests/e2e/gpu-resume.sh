@@ -10,13 +10,14 @@ if [ "$W" -ge 2 ]; then DEV="--set devices.world=$W"; else DEV="--set devices.id
 set -x
 for reduce in avg sum; do
 	R="--set devices.reduce=$reduce --set run.outputs=out-$reduce --set run.artifacts=art-$reduce"
-	"$DDPTOK" "$CONF/tiny.ini" train $MID --set devices.backend=cuda $DEV $R > stop-$reduce.txt
 	"$DDPTOK" "$CONF/tiny.ini" train --continuous $MID --set devices.backend=cuda $DEV $R > cont-$reduce.txt
-	"$DDPTOK" "$CONF/tiny.ini" train --resume art-$reduce/checkpoints/step-0003 $MID \
+	cont=art-$reduce/runs/$(readlink art-$reduce/runs/latest)
+	"$DDPTOK" "$CONF/tiny.ini" train $MID --set train.stop_at=3 --set devices.backend=cuda $DEV $R > stop-$reduce.txt
+	"$DDPTOK" "$CONF/tiny.ini" train --resume latest $MID \
 		--set devices.backend=cuda $DEV $R > res-$reduce.txt
-	cmp art-$reduce/checkpoints/step-0006/params.npy art-$reduce/continuous/step-0006/params.npy
-	cmp art-$reduce/checkpoints/step-0006/momentum.npy art-$reduce/continuous/step-0006/momentum.npy
-	grep -q '"backend":"cuda"' out-$reduce/train-continuous.jsonl
+	cmp art-$reduce/runs/latest/step-0006/params.npy "$cont/step-0006/params.npy"
+	cmp art-$reduce/runs/latest/step-0006/momentum.npy "$cont/step-0006/momentum.npy"
+	grep -q '"backend":"cuda"' "$cont/metrics.jsonl"
 done
 set +e
 # devices.timeout far beyond the 120 s allowed: only the abort can release the peers in time

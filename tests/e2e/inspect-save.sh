@@ -10,9 +10,14 @@ set -eu
 
 fail() { echo "FAIL: $*"; for f in *.txt; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
 
-# the trainer's stop run: steps 0 -> 3 (tiny.ini stop_at = 3)
+# the trainer's stop run: steps 0 -> 3 (a planned stop at 3: tiny.ini with stop_at = 3,
+# which every session below shares, so that the checkpoints' config.ini agree)
+sed 's/^updates = 6$/updates = 6\nstop_at = 3/' "$CONF/tiny.ini" > tiny.ini
+grep -q '^stop_at = 3$' tiny.ini || fail "no stop_at in tiny.ini"
+CONF=.
 "$DDPTOK" "$CONF/tiny.ini" train > train.txt 2>&1 || fail "train exited with $?"
-[ -f artifacts/checkpoints/step-0003/MANIFEST.json ] || fail "train wrote no step-0003"
+run=artifacts/runs/$(readlink artifacts/runs/latest)
+[ -f "$run/step-0003/MANIFEST.json" ] || fail "train wrote no step-0003"
 
 # a session that saves at step 2 and at step 3, then goes on to step 5 (its refused save
 # at step 0 fails the script at its end: status 2)
@@ -28,14 +33,14 @@ grep -q 'step 5: window 5, ' a.txt || fail "session a did not reach step 5"
 
 # the same step through inspect and through train: byte-identical checkpoint files
 for f in params.npy momentum.npy state.json rank-0.json rank-1.json config.ini data.lock MANIFEST.json; do
-	cmp -s "artifacts/checkpoints/step-0003/$f" "artifacts/inspect/step-0003/$f" \
+	cmp -s "$run/step-0003/$f" "artifacts/inspect/step-0003/$f" \
 		|| fail "$f differs between train's and inspect's checkpoint of step 3"
 done
 
 # the losses inspect printed are those the trainer recorded (6 decimals)
 for s in 1 2 3; do
-	tl=$(grep "\"step\": *$s," outputs/train-stop.jsonl | sed -n 's/.*"loss": *\([-0-9.eE+]*\).*/\1/p')
-	[ -n "$tl" ] || fail "no loss for step $s in train-stop.jsonl"
+	tl=$(grep "\"step\": *$s," "$run/metrics.jsonl" | sed -n 's/.*"loss": *\([-0-9.eE+]*\).*/\1/p')
+	[ -n "$tl" ] || fail "no loss for step $s in metrics.jsonl"
 	want=$(awk -v x="$tl" 'BEGIN { printf "%.6f", x }')
 	grep -q "step $s: window $s, loss $want " a.txt || fail "step $s: inspect's loss is not the trainer's $want"
 done
@@ -58,7 +63,7 @@ printf 'step\nsave\n' | "$DDPTOK" "$CONF/tiny.ini" inspect --resume artifacts/in
 grep -q 'save: checkpoint artifacts/inspect/step-0003: step 3, 3 updates' f.txt \
 	|| fail "the resumed session saved no step 3"
 for f in params.npy momentum.npy state.json rank-0.json rank-1.json config.ini data.lock MANIFEST.json; do
-	cmp -s "artifacts/checkpoints/step-0003/$f" "artifacts/inspect/step-0003/$f" \
+	cmp -s "$run/step-0003/$f" "artifacts/inspect/step-0003/$f" \
 		|| fail "$f differs between train's step 3 and the resumed session's"
 done
 
@@ -94,7 +99,7 @@ grep -q 'step 3: .*\[mode mean_of_means\]' d2.txt || fail "the resumed session l
 	|| { cat d3.txt; fail "train --resume with the hinted --set exited with $?"; }
 
 # a damaged checkpoint is refused before the session starts
-cp -r artifacts/checkpoints/step-0003 broken
+cp -r "$run"/step-0003 broken
 printf 'garbage' >> broken/params.npy
 set +e
 printf 'step\n' | "$DDPTOK" "$CONF/tiny.ini" inspect --resume broken > e.txt 2> e-err.txt

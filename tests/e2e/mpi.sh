@@ -53,7 +53,7 @@ for mode in "" "--set train.shards=8"; do
 		--set run.artifacts=w4 > /dev/null
 	# shellcheck disable=SC2086
 	mpi 2 train --continuous $S $mode --set devices.world=4 --set run.artifacts=p2 > p2.out
-	same w4/continuous/step-0006 p2/continuous/step-0006
+	same w4/runs/latest/step-0006 p2/runs/latest/step-0006
 	[ "$(grep -c '^train: collectives: rank [0-3] waited most (' p2.out)" -eq 2 ] ||
 		fail "no line naming the rank that waited most: $(cat p2.out)"
 	[ ! -e p2/process-1 ] || fail "process 1 wrote into the artifacts"
@@ -64,20 +64,20 @@ done
 # shellcheck disable=SC2086
 "$DDPTOK" "$T" train --continuous $S --set run.artifacts=c > /dev/null
 # shellcheck disable=SC2086
-mpi 2 train $S --set run.artifacts=a > /dev/null
+mpi 2 train $S --set train.stop_at=3 --set run.artifacts=a > /dev/null
 # shellcheck disable=SC2086
-"$DDPTOK" "$T" train --resume a/checkpoints/step-0003 $S --set run.artifacts=a > /dev/null
-same a/checkpoints/step-0006 c/continuous/step-0006
+"$DDPTOK" "$T" train --resume latest $S --set run.artifacts=a > /dev/null
+same a/runs/latest/step-0006 c/runs/latest/step-0006
 # shellcheck disable=SC2086
-"$DDPTOK" "$T" train $S --set run.artifacts=b > /dev/null
-# process 1 in another directory: the checkpoint reaches it from process 0
+"$DDPTOK" "$T" train $S --set train.stop_at=3 --set run.artifacts=b > /dev/null
+# process 1 in another directory: process 0 resolves `latest`, the checkpoint reaches it
 mkdir elsewhere
 # shellcheck disable=SC2086
-mpirun_ -np 1 "$DDPTOK" "$T" train --resume b/checkpoints/step-0003 $S \
+mpirun_ -np 1 "$DDPTOK" "$T" train --resume latest $S \
 	--set run.artifacts=b : -np 1 -wdir elsewhere "$DDPTOK" "$T" train \
-	--resume b/checkpoints/step-0003 $S --set run.artifacts=b > /dev/null
-same b/checkpoints/step-0006 c/continuous/step-0006
-same b/checkpoints/step-0003 elsewhere/outputs/process-1/resume/step-0003
+	--resume latest $S --set run.artifacts=b > /dev/null
+same b/runs/latest/step-0006 c/runs/latest/step-0006
+same b/runs/latest/step-0003 elsewhere/outputs/process-1/resume/step-0003
 
 # evaluate: process 0 finds the newest checkpoint and sends it to process 1 (elsewhere,
 # without artifacts); one report, the one process's
@@ -90,7 +90,7 @@ mpirun_ -np 1 "$DDPTOK" "$T" evaluate $S --set run.artifacts=b --set run.outputs
 cmp ev1/evaluate.json ev2/evaluate.json || fail "evaluate.json of P = 2 differs from P = 1's"
 [ "$(grep -c '^evaluate: test ' ev.out)" -eq 1 ] || fail "evaluate reported twice: $(cat ev.out)"
 [ ! -e elsewhere/ev2/process-1/evaluate.json ] || fail "process 1 wrote evaluate.json"
-same b/checkpoints/step-0006 elsewhere/ev2/process-1/evaluate/step-0006
+same b/runs/latest/step-0006 elsewhere/ev2/process-1/evaluate/step-0006
 # the protocol with P = 2 x L = 1: each process keeps one engine for every step (they agree
 # before each reuse) and the report holds the one process's numbers
 mkdir p1 p2
@@ -124,7 +124,7 @@ for c in "inspect:it is interactive" \
 	[ "$(grep -c "$want without mpirun or srun" cmd.err)" -eq 2 ] ||
 		fail "$args with P = 2: $(cat cmd.err)"
 done
-[ -f b/checkpoints/step-0006/MANIFEST.json ] && [ -f ev1/evaluate.json ] ||
+[ -f b/runs/latest/step-0006/MANIFEST.json ] && [ -f ev1/evaluate.json ] ||
 	fail "clean with P = 2 removed files"
 [ ! -e ev1/bench.json ] && [ ! -e ev1/process-1 ] || fail "bench with P = 2 wrote something"
 
@@ -138,10 +138,12 @@ grep -q "process 1 (.*): device error: window 2: rank 3: injected failure" cmd.e
 # shellcheck disable=SC2086
 rc_of mpi 2 train --continuous $S --set train.checkpoint_every=2 --inject-failure 1:4
 [ "$rc" -eq 6 ] || { cat cmd.err; fail "injected failure after a checkpoint: exit $rc"; }
-grep -q "rank 1: injected failure.*newest checkpoint: artifacts/continuous/step-0002, step 2" \
+grep -q "rank 1: injected failure.*newest checkpoint: artifacts/runs/[0-9-]*/step-0002, step 2" \
 	cmd.err || fail "the newest checkpoint is not named: $(cat cmd.err)"
-# the metrics lines: every rank's tokens, loss sum and time in collectives, on both processes
-python3 - outputs/train-continuous.jsonl outputs/process-1/train-continuous.jsonl <<'PY' ||
+# the metrics lines (process 0's: the run's one file): every rank's tokens, loss sum and
+# time in collectives
+[ ! -e outputs/process-1/train-continuous.jsonl ] || fail "process 1 wrote metrics"
+python3 - artifacts/runs/latest/metrics.jsonl <<'PY' ||
 import json, sys
 for path in sys.argv[1:]:
     for line in open(path):
@@ -157,7 +159,7 @@ rc_of mpirun_ -np 1 "$DDPTOK" "$T" train $S --set run.artifacts=d : \
 	-np 1 "$DDPTOK" "$T" train $S --set run.artifacts=d --set data.train=65
 [ "$rc" -eq 5 ] || { cat cmd.err; fail "differing data: exit $rc, expected 5"; }
 grep -q "the data differ between processes: process 1 (" cmd.err || fail "$(cat cmd.err)"
-[ ! -e d/checkpoints ] || fail "a checkpoint was written with differing data"
+[ -z "$(ls -d d/runs/*/step-* 2> /dev/null)" ] || fail "a checkpoint was written with differing data"
 
 # long runs for the signals: about a thousand windows
 L="--set train.updates=3000 --set train.stop_at=2900 --set devices.timeout=3"
@@ -169,7 +171,7 @@ start_long() {
 		--set run.artifacts="$1" > "$1.out" 2> "$1.err" &
 	mp=$!
 	i=0
-	while [ ! -s "$1/train-stop.jsonl" ]; do
+	while [ ! -s "$(ls "$1"/runs/*/metrics.jsonl 2> /dev/null | head -1)" ]; do
 		i=$((i + 1))
 		[ "$i" -lt 600 ] || fail "$1: no window trained"
 		sleep 0.05
@@ -213,10 +215,10 @@ finish
 ck=$(sed -n 's/^ddptok-run: process 0.*continue with --resume \(.*\))$/\1/p' term.err)
 [ -f "$ck/MANIFEST.json" ] || fail "no checkpoint named: $(cat term.err)"
 grep -q "process 1 .*--resume $ck)" term.err || fail "process 1 names another checkpoint"
-[ "$(wc -l < term/train-stop.jsonl)" -eq "$(wc -l < term/process-1/train-stop.jsonl)" ] ||
-	fail "the processes stopped at different windows"
+steps=$(grep -o 'interrupted by SIGTERM after step [0-9]*' term.err | sort -u)
+[ "$(echo "$steps" | wc -l)" -eq 1 ] || fail "the processes stopped at different windows: $steps"
 
-echo "mpi: SIGTERM to process 0 ended both at step $(wc -l < term/train-stop.jsonl)"
+echo "mpi: SIGTERM to process 0 ended both: $steps"
 # SIGKILL of process 1: mpirun ends process 0 too
 start_long kill
 kill -KILL "$p1"

@@ -39,7 +39,7 @@ set -e
 [ "$rc4" -eq 4 ] || fail "clean ran beside a train ($rc4): $(cat clean.txt)"
 # readers are not refused
 run checkpoints > ck.txt || fail "checkpoints beside a train: $(cat ck.txt)"
-run evaluate --checkpoint artifacts/checkpoints/step-0003 > ev.txt ||
+run evaluate --checkpoint artifacts/runs/latest > ev.txt ||
 	fail "evaluate beside a train: $(cat ev.txt)"
 run env > env.txt || fail "env beside a train"
 run clean --scope all --dry-run > dry.txt || fail "a dry clean beside a train: $(cat dry.txt)"

@@ -61,8 +61,8 @@ grep -q "memory per rank: .* (3 x [0-9]* floats, vocabulary 50261) + workspace .
 
 # a changed file: the resume is refused (exit 5), a fresh run prepares the corpus again
 cp -r "$DATA/npy" mine
-"$DDPTOK" "$CONF/own-data.ini" --set data.path=mine train > stop.txt 2>&1
-[ -d artifacts/checkpoints/step-0010 ]
+"$DDPTOK" "$CONF/own-data.ini" --set data.path=mine train --set train.stop_at=10 > stop.txt 2>&1
+[ -d artifacts/runs/latest/step-0010 ]
 python3 - <<'PY'
 b = bytearray(open("mine/tokens.npy", "rb").read())
 b[-2] = b[-2] % 90 + 2   # another id, still inside the vocabulary
@@ -70,7 +70,7 @@ b[-1] = 0
 open("mine/tokens.npy", "wb").write(bytes(b))
 PY
 set +e
-"$DDPTOK" "$CONF/own-data.ini" --set data.path=mine train --resume artifacts/checkpoints/step-0010 > resume.txt 2>&1
+"$DDPTOK" "$CONF/own-data.ini" --set data.path=mine train --resume latest > resume.txt 2>&1
 rc=$?
 set -e
 [ "$rc" -eq 5 ] || { cat resume.txt; echo "FAIL: resume on a changed file gave exit $rc"; exit 1; }

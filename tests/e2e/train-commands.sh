@@ -1,5 +1,5 @@
 # train / evaluate / checkpoints / clean through the binary: the three runs and their
-# files, refusals with their exit codes, corrupt checkpoints reported wherever they lie
+# files (each run in its own run directory), refusals with their exit codes, corrupt checkpoints reported wherever they lie
 # under the artifacts directory, a step directory in the way of a new checkpoint kept
 # aside, and clean removing exactly what it lists: only names the program writes, never
 # a user's file, nothing outside the configured directories.
@@ -17,16 +17,20 @@ expect_rc() {
 	[ "$got" -eq "$want" ] || { cat cmd.out cmd.err; fail "'$*' exited $got, expected $want"; }
 }
 
-# the three runs of the protocol, by hand
-run train > stop.out
-[ -f artifacts/checkpoints/step-0003/MANIFEST.json ] || fail "no checkpoint at stop_at"
-[ "$(wc -l < outputs/train-stop.jsonl)" -eq 3 ] || fail "train-stop.jsonl lines"
-grep -q '"grad_norm"' outputs/train-stop.jsonl || fail "no gradient norm in the metrics"
-grep -q '"rank_tokens"' outputs/train-stop.jsonl || fail "no per-rank tokens in the metrics"
+# the three runs of the protocol, by hand: a planned stop, a continuous run, the resume
+run train --set train.stop_at=3 > stop.out
+R1=artifacts/runs/$(readlink artifacts/runs/latest)
+M="$R1/metrics.jsonl"
+[ -f "$R1/step-0003/MANIFEST.json" ] || fail "no checkpoint at stop_at: $(cat stop.out)"
+grep -q "planned stop at step 3 of 6 .*train --resume latest.*train --continuous" stop.out ||
+	fail "the planned stop is not explained: $(cat stop.out)"
+[ "$(wc -l < "$M")" -eq 3 ] || fail "metrics lines"
+grep -q '"grad_norm"' "$M" || fail "no gradient norm in the metrics"
+grep -q '"rank_tokens"' "$M" || fail "no per-rank tokens in the metrics"
 # every line: the learning rate, a UTC time stamp and the seconds since the run opened
-python3 - <<'PY' || fail "metrics lines lack lr / time / elapsed: $(cat outputs/train-stop.jsonl)"
-import datetime, json
-lines = [json.loads(l) for l in open("outputs/train-stop.jsonl")]
+python3 - "$M" <<'PY' || fail "metrics lines lack lr / time / elapsed: $(cat "$M")"
+import datetime, json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
 last = 0.0
 for j in lines:
     assert j["lr"] == 0.2, j
@@ -42,20 +46,30 @@ if grep -q "$(printf '\r')" stop.out; then fail "progress line written to a pipe
 if command -v script > /dev/null; then
 	script -qec "'$DDPTOK' '$T' train --set devices.backend=cpu --set run.outputs=tty-out --set run.artifacts=tty-art" \
 		/dev/null > tty.out || fail "train on a terminal: $(cat tty.out)"
-	grep -q "$(printf '\r')train: step 3/3  loss [0-9.]*  N [0-9]*  [0-9]* tokens/s  elapsed [0-9]*s  ETA 0s" tty.out ||
+	grep -q "$(printf '\r')train: step 6/6  loss [0-9.]*  N [0-9]*  [0-9]* tokens/s  elapsed [0-9]*s  ETA 0s" tty.out ||
 		fail "no progress line with elapsed time and ETA: $(cat -A tty.out)"
 	rm -rf tty-out tty-art
 fi
 run train --continuous > cont.out
-run train --resume artifacts/checkpoints/step-0003 > resume.out
-cmp artifacts/checkpoints/step-0006/params.npy artifacts/continuous/step-0006/params.npy ||
+R2=artifacts/runs/$(readlink artifacts/runs/latest)
+[ "$R2" != "$R1" ] || fail "the continuous run reused the run directory $R1"
+run train --resume "$R1/step-0003" > resume.out
+grep -q "run directory $R1 (this run continued)" resume.out || fail "resume: $(cat resume.out)"
+cmp "$R1/step-0006/params.npy" "$R2/step-0006/params.npy" ||
 	fail "resumed params differ from continuous"
+[ "$(wc -l < "$M")" -eq 6 ] || fail "the resumed run's metrics were not appended"
 for f in rank-0.json rank-1.json state.json; do
-	grep -q . "artifacts/checkpoints/step-0006/$f" || fail "$f missing"
+	grep -q . "$R1/step-0006/$f" || fail "$f missing"
 done
-grep -q '"history"' artifacts/checkpoints/step-0006/rank-1.json || fail "no rank history"
-grep -q '"rng": null' artifacts/checkpoints/step-0006/rank-0.json || fail "rank rng"
-expect_rc 2 train --continuous --resume artifacts/checkpoints/step-0003
+grep -q '"history"' "$R1/step-0006/rank-1.json" || fail "no rank history"
+grep -q '"rng": null' "$R1/step-0006/rank-0.json" || fail "rank rng"
+expect_rc 2 train --continuous --resume "$R1/step-0003"
+# the protocol's directories, laid out from these runs for the commands below (a
+# checkpoint is valid in any directory); without runs, evaluate takes their newest
+mkdir artifacts/checkpoints artifacts/continuous
+cp -r "$R1/step-0003" "$R1/step-0006" artifacts/checkpoints/
+cp -r "$R2/step-0006" artifacts/continuous/
+rm -r artifacts/runs
 
 # evaluate: the newest checkpoint by default, or the one named
 run evaluate > ev.out
@@ -78,8 +92,11 @@ grep -q "another shape (this configuration != checkpoint): model.hidden: 64 != 8
 # refusals through the command line, each with its exit code and message
 expect_rc 5 train --resume artifacts/checkpoints/step-0003 --set model.hidden=9
 grep -q "model.hidden: 9 != 8" cmd.err || fail "math key refusal: $(cat cmd.err)"
-run train --resume artifacts/checkpoints/step-0003 --set devices.timeout=33 > /dev/null ||
+run train --resume artifacts/checkpoints/step-0003 --set devices.timeout=33 > nm.out ||
 	fail "a non-math key change was refused"
+# a checkpoint outside any run: its resume is a new run
+grep -q "run directory artifacts/runs/[0-9-]* (a new run)" nm.out || fail "no new run: $(cat nm.out)"
+rm -r artifacts/runs
 cp -r artifacts/checkpoints/step-0003 artifacts/checkpoints/step-0004
 expect_rc 5 train --resume artifacts/checkpoints/step-0004
 grep -q "manifest is for step 3" cmd.err || fail "renamed checkpoint: $(cat cmd.err)"
@@ -113,11 +130,13 @@ run checkpoints > ck.out || fail "a partial write alone must not fail checkpoint
 grep -q "partial write (pid 999999999)" ck.out || fail "partial not reported: $(cat ck.out)"
 grep -q "1 partial .*clean --scope partial" ck.out || fail "summary: $(cat ck.out)"
 
-# a directory of checkpoints where one checkpoint is expected: called that, the newest named
-expect_rc 5 train --resume artifacts/checkpoints
-grep -q "artifacts/checkpoints is a directory of checkpoints, not a checkpoint: its newest valid one is artifacts/checkpoints/step-0006" cmd.err ||
-	fail "resume from a root: $(cat cmd.err)"
-if grep -q "train: resume run" cmd.out; then fail "a run was announced before the root was refused"; fi
+# a directory of checkpoints: its newest valid one, named; here it finished the run: said,
+# exit 0, nothing written
+expect_rc 0 train --resume artifacts/checkpoints
+grep -q "artifacts/checkpoints/step-0006 is already at updates = 6; raise train.updates to continue" cmd.out ||
+	fail "resume from a root: $(cat cmd.out)"
+[ ! -e artifacts/runs ] || fail "a finished run's resume created a run directory"
+expect_rc 5 train --resume artifacts/nothing
 
 # inspect's saved checkpoints and a user's copy elsewhere under artifacts are verified too
 printf 'step 2\nsave\nquit\n' | "$DDPTOK" "$T" inspect --set devices.backend=cpu > insp.out 2>&1 ||
@@ -143,17 +162,18 @@ cp -r artifacts/checkpoints/step-0003 artifacts/mine/old/
 
 # a step directory in the way of a new checkpoint that is not a valid one (here an
 # incomplete one holding a user's file) is kept aside and reported, never deleted
-rm -r artifacts/checkpoints/step-0006
-mkdir artifacts/checkpoints/step-0006
-echo mine > artifacts/checkpoints/step-0006/notes.txt
-run train --resume artifacts/checkpoints/step-0003 > kept.out
-cmp artifacts/checkpoints/step-0006/params.npy artifacts/continuous/step-0006/params.npy ||
+run train --set train.stop_at=3 > /dev/null
+R3=artifacts/runs/$(readlink artifacts/runs/latest)
+mkdir "$R3/step-0006"
+echo mine > "$R3/step-0006/notes.txt"
+run train --resume latest > kept.out
+cmp "$R3/step-0006/params.npy" artifacts/continuous/step-0006/params.npy ||
 	fail "the rewritten checkpoint differs"
-kept=$(ls -d artifacts/checkpoints/step-0006.kept.*)
-[ "$(cat "$kept/notes.txt")" = mine ] || fail "the user's file was not kept: $(ls -a artifacts/checkpoints)"
+kept=$(ls -d "$R3"/step-0006.kept.*)
+[ "$(cat "$kept/notes.txt")" = mine ] || fail "the user's file was not kept: $(ls -a "$R3")"
 run checkpoints > ck.out || fail "a kept-aside directory must not fail checkpoints: $(cat ck.out)"
 grep -q "step-0006.kept.[0-9]* .* kept aside" ck.out || fail "kept aside not listed: $(cat ck.out)"
-grep -q "5 valid, 0 corrupt or unusable, 1 partial .*, 1 kept aside" ck.out ||
+grep -q "7 valid, 0 corrupt or unusable, 1 partial .*, 1 kept aside" ck.out ||
 	fail "summary: $(cat ck.out)"
 
 # clean --scope partial: the leftovers of interrupted writes only
@@ -163,6 +183,7 @@ run clean --scope partial > part.out
 	fail "partial leftovers remain: $(cat part.out)"
 [ -d artifacts/checkpoints/step-0003 ] && [ -d artifacts/checkpoints/step-0006 ] &&
 	[ -d artifacts/continuous/step-0006 ] && [ -d artifacts/inspect/step-0002 ] &&
+	[ -d "$R3/step-0006" ] &&
 	[ -f "$kept/notes.txt" ] || fail "clean --scope partial removed more: $(cat part.out)"
 grep -q "^clean: scope partial: removed 2 entries" part.out || fail "partial clean: $(cat part.out)"
 grep -q "^clean: left $kept (kept aside" part.out || fail "kept dir not reported: $(cat part.out)"
@@ -238,6 +259,10 @@ grep -q "^clean: left artifacts/checkpoints/.step-0008.tmp.$$ (process $$ is run
 	fail "live partial write not reported: $(cat ck-clean.out)"
 rmdir artifacts/checkpoints/.step-0008.tmp.$$
 [ -d artifacts/mine/old/step-0003 ] || fail "clean removed a user's copy of a checkpoint"
+# a run directory: its checkpoints, metrics and summary go, the kept-aside directory stays
+[ ! -e "$R3/step-0003" ] && [ ! -e "$R3/metrics.jsonl" ] && [ ! -e "$R3/train.json" ] &&
+	[ ! -e artifacts/runs/latest ] || fail "a run remains: $(ls -a "$R3")"
+[ "$(cat "$kept/notes.txt")" = mine ] || fail "scope checkpoints removed a run's kept-aside directory"
 [ "$(cat outside.txt)" = keep ] && [ "$(cat artifacts/notes.txt)" = keep ] ||
 	fail "clean touched a file outside its scope"
 expect_rc 2 clean --scope everything
@@ -249,18 +274,17 @@ for bad in . / .. ./ "" "${HOME:-/}" "$(pwd)"; do
 done
 [ "$(cat outside.txt)" = keep ] || fail "outside file touched"
 
-# stop_at < updates is a rule of the runs that stop at stop_at only: train (stop) and the
-# protocol refuse stop_at = 3 >= updates = 2 before doing anything, train --continuous
-# (which never reads stop_at) runs
-S="--set train.updates=2 --set run.outputs=short-out --set run.artifacts=short-art"
-# shellcheck disable=SC2086
-expect_rc 3 train $S
-grep -q "stop_at .* must be less than .*updates" cmd.err || fail "stop run: $(cat cmd.err)"
-[ ! -e short-out ] && [ ! -e short-art ] || fail "a refused stop run created directories"
+# stop_at < updates is a rule of the protocol only: it refuses stop_at = 3 >= updates = 2
+# before doing anything; train then has no planned stop and trains to updates
+S="--set train.updates=2 --set train.stop_at=3 --set run.outputs=short-out --set run.artifacts=short-art"
 # shellcheck disable=SC2086
 expect_rc 3 protocol $S
 grep -q "stop_at .* must be less than .*updates" cmd.err || fail "protocol: $(cat cmd.err)"
+[ ! -e short-out ] && [ ! -e short-art ] || fail "a refused protocol created directories"
 # shellcheck disable=SC2086
-run train --continuous $S > short.out || fail "train --continuous refused updates < stop_at"
-[ -f short-art/continuous/step-0002/MANIFEST.json ] || fail "the continuous run wrote no step-0002"
+run train $S > short.out || fail "train refused updates < stop_at: $(cat short.out)"
+[ -f short-art/runs/latest/step-0002/MANIFEST.json ] || fail "train wrote no step-0002"
+# without a stop_at the protocol needs updates >= 2 (it stops halfway), and says so
+expect_rc 3 protocol --set train.updates=1 --set run.outputs=short-out2
+grep -q "the protocol stops its first run halfway.*updates >= 2" cmd.err || fail "protocol: $(cat cmd.err)"
 echo "ok"

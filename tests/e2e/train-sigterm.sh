@@ -16,40 +16,49 @@ term_and_wait() {
 	rc=$?
 	set -e
 }
-# wait until the metrics file $1 holds a line (training has started), at most 60 s
+# wait until the metrics file of a run under the artifacts directory $1 holds a line
+# (training has started), at most 60 s; the file in $M
 wait_line() {
 	i=0
-	while [ ! -s "$1" ]; do
+	M=
+	while [ ! -s "$M" ]; do
 		i=$((i + 1))
-		[ "$i" -lt 1200 ] || fail "no metrics line in $1"
+		[ "$i" -lt 1200 ] || fail "no metrics line under $1"
 		sleep 0.05
+		M=$(ls "$1"/runs/*/metrics.jsonl 2> /dev/null | head -1)
 	done
 }
 
 # shellcheck disable=SC2086
 "$DDPTOK" "$CONF/tiny.ini" train $S > stop.out 2> stop.err &
 pid=$!
-wait_line outputs/train-stop.jsonl
+wait_line artifacts
 term_and_wait "$pid"
 [ "$rc" -eq 8 ] || { cat stop.out stop.err; fail "exit $rc after SIGTERM, expected 8"; }
 grep -q "interrupted by SIGTERM" stop.err || fail "no interruption message: $(cat stop.err)"
 ck=$(sed -n 's/.*continue with --resume \(.*\))$/\1/p' stop.err)
 [ -n "$ck" ] && [ -d "$ck" ] || fail "the message names no checkpoint: $(cat stop.err)"
 step=$(basename "$ck" | sed 's/^step-0*//')
-lines=$(wc -l < outputs/train-stop.jsonl)
+lines=$(wc -l < "$M")
 [ "$step" -eq "$lines" ] || fail "checkpoint at step $step but $lines windows were logged"
 [ "$step" -lt 1400 ] || fail "the run was not interrupted early (step $step)"
 "$DDPTOK" "$CONF/tiny.ini" checkpoints $S > ck.out || { cat ck.out; fail "checkpoints"; }
 
 # shellcheck disable=SC2086
 "$DDPTOK" "$CONF/tiny.ini" train --resume "$ck" $S > resume.out
+run=$(dirname "$ck")
 # shellcheck disable=SC2086
 "$DDPTOK" "$CONF/tiny.ini" train --continuous $S > cont.out
+cont=artifacts/runs/$(readlink artifacts/runs/latest)
+[ "$cont" != "$run" ] || fail "the continuous run reused $run"
 for f in params.npy momentum.npy state.json rank-0.json rank-1.json; do
-	cmp artifacts/checkpoints/step-1500/$f artifacts/continuous/step-1500/$f ||
+	cmp "$run/step-1500/$f" "$cont/step-1500/$f" ||
 		fail "$f of the resumed run differs from the continuous run's"
 done
-[ "$(wc -l < outputs/train-resume.jsonl)" -eq $((1500 - step)) ] || fail "resume metrics"
+# the resume went on in the interrupted run: its metrics hold every step once
+[ "$(wc -l < "$M")" -eq 1500 ] || fail "resume metrics: $(wc -l < "$M") lines"
+[ "$(sed -n 's/^{"step": *\([0-9]*\),.*/\1/p' "$M" | uniq | wc -l)" -eq 1500 ] ||
+	fail "the run's metrics repeat or skip steps"
 
 # a second signal: windows of about half a second, TERM twice 50 ms apart
 S2="--set devices.backend=cpu --set data.vocab=512 --set model.embed=64 --set model.hidden=2048
@@ -58,7 +67,7 @@ S2="--set devices.backend=cpu --set data.vocab=512 --set model.embed=64 --set mo
 # shellcheck disable=SC2086
 "$DDPTOK" "$CONF/tiny.ini" train $S2 > two.out 2> two.err &
 pid=$!
-wait_line o2/train-stop.jsonl
+wait_line a2
 kill -TERM "$pid"
 sleep 0.05
 kill -TERM "$pid" 2> /dev/null || true
@@ -67,7 +76,7 @@ wait "$pid"
 rc=$?
 set -e
 [ "$rc" -eq 143 ] || { cat two.out two.err; fail "exit $rc after two signals, expected 143"; }
-[ ! -d a2/checkpoints ] || [ -z "$(ls a2/checkpoints | grep '^step-')" ] ||
+[ -z "$(ls -d a2/runs/*/step-* 2> /dev/null)" ] ||
 	fail "a checkpoint was written although the second signal killed the run"
 echo "ok: interrupted at step $step, resumed bit for bit; a second signal kills"
 

@@ -25,9 +25,11 @@ hung() {
 hung train --inject-hang 1:2
 grep -q "window 2: rank 1 did not arrive within $T s (devices.timeout): last in forward/backward of microbatch 1, for .*; its thread is left behind" err.txt ||
 	fail "parked rank: $(cat err.txt)"
-[ "$(wc -l < outputs/train-stop.jsonl)" -eq 1 ] || fail "metrics of window 2 written"
-[ ! -e outputs/train-stop.json ] || fail "a summary of a failed run was written"
-[ -z "$(ls artifacts/checkpoints 2>/dev/null)" ] || fail "checkpoint written: $(ls artifacts/checkpoints)"
+run=$(ls -d artifacts/runs/*/)
+[ "$(wc -l < "$run/metrics.jsonl")" -eq 1 ] || fail "metrics of window 2 written"
+[ ! -e "$run/train.json" ] || fail "a summary of a failed run was written"
+[ -z "$(ls -d "$run"/*step-* 2>/dev/null)" ] && [ ! -e artifacts/runs/latest ] ||
+	fail "checkpoint written: $(ls -a "$run")"
 
 # slow (six timeouts) rather than parked: named as late; the run ends long before it would
 rm -rf outputs artifacts
