@@ -133,6 +133,27 @@ KM_FN void km_sgd(float *p, float g, float *buf, float lr, float momentum, float
 	*p = *p - lr * b;
 }
 
+/* AdamW with decoupled weight decay, one element (the update rule of docs: optimizers):
+ *   p' = p - lr * wd * p                     (decay first, on the old parameter)
+ *   m' = beta1 * m + (1 - beta1) * g
+ *   v' = beta2 * v + (1 - beta2) * g * g
+ *   p'' = p' - (lr / bc1) * m' / (sqrt(v' / bc2) + eps)
+ * bc1 = 1 - beta1^t and bc2 = 1 - beta2^t (t = 1 for the first update) are computed once
+ * per step in double by the caller and rounded to float; every operation here is one
+ * correctly rounded float operation (sqrtf and division included), so both backends give
+ * the same bits. wd = 0 for tensors that take no decay. */
+KM_FN void km_adamw(float *p, float g, float *m, float *v, float lr, float beta1, float beta2,
+		    float eps, float wd, float bc1, float bc2)
+{
+	float pd = *p - (lr * wd) * *p;
+	float m1 = beta1 * *m + (1.0f - beta1) * g;
+	float v1 = beta2 * *v + (1.0f - beta2) * (g * g);
+	float denom = sqrtf(v1 / bc2) + eps;
+	*m = m1;
+	*v = v1;
+	*p = pd - (lr / bc1) * (m1 / denom);
+}
+
 /* loss of one row from its max, sum of km_exp(z - max) and target logit z_t:
  * logsumexp - z_t = max + log(sum) - z_t, evaluated in double, rounded once */
 KM_FN float km_xent_loss(float mx, float sum, float zt)

@@ -1,9 +1,9 @@
 /*
  * checkpoint: the content of a training checkpoint, written and read back (the format is
- * described in train.h): checkpoint_write, checkpoint_load, checkpoint_free. The atomic
- * file store underneath, which knows no content, is runtime/ckpt.h (ckpt_*).
+ * described in checkpoint.h): checkpoint_write, checkpoint_load, checkpoint_free. The
+ * atomic file store underneath, which knows no content, is runtime/ckpt.h (ckpt_*).
  */
-#include "train.h"
+#include "checkpoint.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -14,11 +14,12 @@
 #include <string.h>
 
 #include "ckpt.h"
-#include "corpus.h"
-#include "data.h"
 #include "coll.h"
+#include "corpus.h"
+#include "corpus_files.h"
 #include "elastic.h"
 #include "npy.h"
+#include "sources.h"
 
 /* jansson value -> canonical text with a final newline; consumes j */
 static int json_text(json_t *j, char **out, size_t *len, const char *what, struct err *e)
@@ -155,7 +156,7 @@ static int parse_state(const char *dir, json_t *st, struct checkpoint *ck, struc
 		 json_is_string(v) ? json_string_value(v) : "?");
 	v = json_object_get(st, "last_loss");
 	ck->last_loss = json_is_number(v) ? json_number_value(v) : NAN;
-	return elastic_state_parse(dir, st, ck, e);
+	return elastic_state_parse(dir, st, ck->step, &ck->elastic, e);
 }
 
 static int load_config(const char *dir, struct cfg *stored, struct err *e)
@@ -238,60 +239,93 @@ static int read_state(const char *dir, uint64_t manifest_step, struct checkpoint
 	return rc;
 }
 
+/* The vocabulary of the model a stored configuration describes: the synthetic source's,
+ * or model.vocab's with the reserved ids; 0 when a file source took it from its files. */
+static int stored_vocab(const struct cfg *stored)
+{
+	int model_vocab = (int)cfg_int(stored, "model", "vocab");
+	if (cfg_enum(stored, "data", "source") == DATA_SYNTHETIC)
+		return (int)cfg_int(stored, "data", "vocab");
+	return model_vocab ? model_vocab + DATA_RESERVED : 0;
+}
+
+/* The shape of the model the stored configuration describes, with `vocab` ids. */
+static int stored_shape(const char *dir, const struct cfg *stored, int vocab,
+			struct model_shape *m, struct err *e)
+{
+	struct settings st;
+	struct err sub;
+	err_clear(&sub);
+	int rc = settings_from_cfg(stored, &st, &sub);
+	st.vocab = vocab;
+	if (rc == ERR_OK)
+		rc = model_shape_init(m, &st, &sub);
+	if (rc != ERR_OK)
+		return ERR(e, ERR_DATA, "checkpoint %s: its config.ini describes no model this "
+			   "program knows: %s", dir, sub.msg);
+	return ERR_OK;
+}
+
 /* 4b. The checkpoint must agree with its own config.ini (its keys as written, not the
  * relations this program checks between them), whatever the current configuration:
  * nothing could load one that does not (its updates_done: 6. below). The model its
- * config.ini describes holds ck->n parameters, with its vocabulary (the synthetic
- * source's, or model.vocab's); a file source that leaves model.vocab = 0 took its
- * vocabulary from its files: then any vocabulary will do that makes the count. */
+ * config.ini describes holds ck->n parameters, with its vocabulary (stored_vocab); a
+ * file source that leaves model.vocab = 0 took its vocabulary from its files: then any
+ * vocabulary will do that makes the count (a model's parameters grow by the same
+ * number with each id). */
 static int check_own_shape(const char *dir, const struct cfg *stored,
 			   const struct checkpoint *ck, struct err *e)
 {
 	struct model_shape m, none, one;
-	int context = (int)cfg_int(stored, "model", "context");
-	int embed = (int)cfg_int(stored, "model", "embed");
-	int hidden = (int)cfg_int(stored, "model", "hidden");
-	int model_vocab = (int)cfg_int(stored, "model", "vocab");
-	int vocab = cfg_enum(stored, "data", "source") == DATA_SYNTHETIC
-			    ? (int)cfg_int(stored, "data", "vocab")
-			    : model_vocab ? model_vocab + DATA_RESERVED : 0;
+	char text[300];
+	int vocab = stored_vocab(stored);
 	if (vocab) {
-		model_shape_init(&m, vocab, context, embed, hidden);
+		ERR_TRY(stored_shape(dir, stored, vocab, &m, e));
 		if (m.n_params == ck->n)
 			return ERR_OK;
+		model_shape_text(&m, text, sizeof text);
 		return ERR(e, ERR_DATA, "checkpoint %s: its config.ini describes a model of %zu "
-			   "parameters (vocab %d, context %d, embed %d, hidden %d), it holds %zu", dir,
-			   m.n_params, vocab, context, embed, hidden, ck->n);
+			   "parameters, %s, it holds %zu", dir, m.n_params, text, ck->n);
 	}
-	model_shape_init(&none, 0, context, embed, hidden);
-	model_shape_init(&one, 1, context, embed, hidden);
+	ERR_TRY(stored_shape(dir, stored, 0, &none, e));
+	ERR_TRY(stored_shape(dir, stored, 1, &one, e));
 	size_t per_id = one.n_params - none.n_params;
-	if (ck->n > none.n_params && (ck->n - none.n_params) % per_id == 0)
+	if (ck->n > none.n_params && per_id > 0 && (ck->n - none.n_params) % per_id == 0)
 		return ERR_OK;
-	return ERR(e, ERR_DATA, "checkpoint %s: no vocabulary makes a model of context %d, embed "
-		   "%d, hidden %d (its config.ini) hold its %zu parameters", dir, context, embed,
-		   hidden, ck->n);
+	model_shape_text(&none, text, sizeof text);
+	return ERR(e, ERR_DATA, "checkpoint %s: no vocabulary makes a model %s (its config.ini) "
+		   "hold its %zu parameters", dir, text, ck->n);
 }
 
 /* 4c. The parameters are read into (and interpreted as) the current configuration's
- * model: its shape keys must be the stored ones; with CHECKPOINT_CHECK_CONFIG the rank count
- * too. */
+ * model: its shape keys must be the stored ones, the model's tensors the same (the
+ * vocabulary of a file source comes from its files) and the parameter count the
+ * checkpoint's; with CHECKPOINT_CHECK_CONFIG the rank count too. */
 static int check_shape(const char *dir, const struct cfg *cur, const struct settings *s,
-		       const struct cfg *stored, unsigned checks, const struct checkpoint *ck,
-		       struct err *e)
+		       const struct corpus *c, const struct cfg *stored, unsigned checks,
+		       const struct checkpoint *ck, struct err *e)
 {
-	char diff[600];
-	struct model_shape shape;
+	char diff[600], text[300];
+	struct model_shape shape, theirs;
 	if (checks & (CHECKPOINT_CHECK_SHAPE | CHECKPOINT_CHECK_CONFIG)) {
 		if (cfg_diff(cur, stored, KEY_SHAPE, 0, diff, sizeof diff) > 0)
 			return ERR(e, ERR_DATA, "checkpoint %s holds a model of another shape "
 				   "(this configuration != checkpoint): %s", dir, diff);
-		model_shape_init(&shape, s->vocab, s->context, s->embed, s->hidden);
+		/* the current model's vocabulary: a file source's comes from its corpus */
+		struct settings sv = *s;
+		sv.vocab = corpus_model_vocab(s, c);
+		int vocab = stored_vocab(stored);
+		ERR_TRY(model_shape_init(&shape, &sv, e));
+		ERR_TRY(stored_shape(dir, stored, vocab ? vocab : sv.vocab, &theirs, e));
+		if (!model_shape_same(&shape, &theirs, diff, sizeof diff))
+			return ERR(e, ERR_DATA, "checkpoint %s holds a model of another shape "
+				   "(this configuration != checkpoint): %s", dir, diff);
+		model_shape_text(&shape, text, sizeof text);
 		if (ck->n != shape.n_params)
 			return ERR(e, ERR_DATA, "checkpoint %s: %zu parameters, the model of this "
-				   "configuration has %zu", dir, ck->n, shape.n_params);
+				   "configuration, %s, has %zu", dir, ck->n, text, shape.n_params);
 	}
-	if ((checks & CHECKPOINT_CHECK_CONFIG) && !elastic_world_ok(ck, s))
+	if ((checks & CHECKPOINT_CHECK_CONFIG) && !elastic_world_ok(ck->world, ck->elastic.shards, s))
 		return ERR(e, ERR_DATA, "checkpoint %s holds %d ranks, this configuration has "
 			   "devices.world = %d", dir, ck->world, s->world);
 	return ERR_OK;
@@ -315,22 +349,6 @@ static int read_tensors(const char *dir, struct checkpoint *ck, struct err *e)
 				   bad == 1 ? "" : "s", first);
 	}
 	return ERR_OK;
-}
-
-int train_history_parse(const void *json_obj, struct train_history *out)
-{
-	json_t *h = (json_t *)json_obj;
-	if (!json_is_object(h) || get_int(h, "windows", 0, &out->windows) ||
-	    get_int(h, "sequences", 0, &out->sequences) || get_int(h, "tokens", 0, &out->tokens) ||
-	    get_int(h, "declined", 0, &out->declined) || out->declined > out->windows)
-		return -1;
-	return 0;
-}
-
-int train_history_fits(const struct train_history *h, int64_t step)
-{
-	return h->windows == step && h->sequences <= step * (int64_t)TRAIN_MAX_WINDOW_SEQUENCES &&
-	       h->tokens <= step * (int64_t)TRAIN_MAX_WINDOW_TOKENS;
 }
 
 /* 5. One rank part, rank-R.json: its rank and a history that fits the steps. */
@@ -368,11 +386,11 @@ static int check_updates(const char *dir, const struct cfg *stored, const struct
 			return ERR(e, ERR_DATA, "checkpoint %s: rank-%d.json's history declares %" PRId64
 				   " declined windows, rank-0.json's %" PRId64 " (every rank declines "
 				   "a window together)", dir, r, ck->hist[r].declined, declined);
-	for (int s = 0; s < ck->shards; s++)
-		if (ck->shard_hist[s].declined != declined)
+	for (int s = 0; s < ck->elastic.shards; s++)
+		if (ck->elastic.shard_hist[s].declined != declined)
 			return ERR(e, ERR_DATA, "checkpoint %s: state.json: the history of shard %d "
 				   "declares %" PRId64 " declined windows, rank-0.json's %" PRId64, dir,
-				   s, ck->shard_hist[s].declined, declined);
+				   s, ck->elastic.shard_hist[s].declined, declined);
 	if (declined > 0 && cfg_enum(stored, "train", "empty_window") == EMPTY_ERROR)
 		return ERR(e, ERR_DATA, "checkpoint %s: rank-0.json's history declares %" PRId64
 			   " declined windows, but with train.empty_window = error (its config.ini) "
@@ -408,7 +426,7 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 	    (rc = check_data_lock(dir, c, v->s->outputs, checks, ck, e)) ||
 	    (rc = read_state(dir, manifest_step, ck, e)) ||
 	    (rc = check_own_shape(dir, &stored, ck, e)) ||
-	    (rc = check_shape(dir, v->cfg, v->s, &stored, checks, ck, e)))
+	    (rc = check_shape(dir, v->cfg, v->s, c, &stored, checks, ck, e)))
 		goto out;
 	for (int r = 0; r < ck->world && rc == ERR_OK; r++)
 		rc = read_rank_part(dir, r, ck, e);
@@ -422,6 +440,20 @@ out:
 	if (rc)
 		checkpoint_free(ck);
 	return rc;
+}
+
+int checkpoint_open_run(const struct env *v, const struct checkpoint *ck, struct run *r,
+			struct corpus *c, struct err *e)
+{
+	int rc = run_open_corpus(v, r, c, e);
+	if (rc)
+		return rc;
+	if ((rc = engine_set_state(r->eng, ck->params, ck->momentum, ck->updates_done, e))) {
+		run_close(r);
+		return rc;
+	}
+	sampler_set_state(&r->sampler, &ck->sampler);
+	return ERR_OK;
 }
 
 /* ---- writing a checkpoint ----------------------------------------------------------- */
@@ -502,12 +534,12 @@ out:
 }
 
 /* state.json: step, optimizer and sampler state, and what the run was made of. */
-static json_t *state_json(const struct trainer *t)
+static json_t *state_json(const struct checkpoint_source *t)
 {
 	const struct env *v = t->v;
-	const struct engine *eng = t->r.eng;
+	const struct engine *eng = t->r->eng;
 	struct sampler_state ss;
-	sampler_get_state(&t->r.sampler, &ss);
+	sampler_get_state(&t->r->sampler, &ss);
 	json_t *rng = json_array();
 	for (int i = 0; i < 4; i++) {
 		char hex[17];
@@ -516,7 +548,7 @@ static json_t *state_json(const struct trainer *t)
 	}
 	char machine[512];
 	elastic_machine(eng, machine, sizeof machine);
-	json_t *exact = elastic_state_json(t);
+	json_t *exact = elastic_state_json(t->v->s, t->shard_hist);
 	return json_pack(
 		"{s:s, s:I, s:I, s:{s:o, s:I}, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:o, s:o*}",
 		"format", TRAIN_STATE_FORMAT, "step", (json_int_t)t->step, "updates_done",
@@ -539,28 +571,26 @@ static json_t *lock_json(const struct corpus *c)
 }
 
 /* rank-R.json: the rank's device and its history. */
-static json_t *rank_json(const struct trainer *t, int r)
+static json_t *rank_json(const struct checkpoint_source *t, int r)
 {
-	const struct engine *eng = t->r.eng;
+	const struct engine *eng = t->r->eng;
 	char dev[32];
 	snprintf(dev, sizeof dev, "%s:%d", engine_backend_name(eng),
 		 eng->placement.backend == DEV_BACKEND_CUDA ? eng->placement.ids[r] : r);
-	return json_pack("{s:i, s:s, s:s, s:n, s:s, s:{s:I, s:I, s:I, s:I}}", "rank", r, "device", dev,
-			 "backend", engine_backend_name(eng), "rng", "rng_note", "none: the ranks "
-			 "draw no random numbers (the sampler state in state.json is the run's only "
-			 "generator)", "history", "windows", (json_int_t)t->hist[r].windows,
-			 "sequences", (json_int_t)t->hist[r].sequences, "tokens",
-			 (json_int_t)t->hist[r].tokens, "declined", (json_int_t)t->hist[r].declined);
+	return json_pack("{s:i, s:s, s:s, s:n, s:s, s:o}", "rank", r, "device", dev, "backend",
+			 engine_backend_name(eng), "rng", "rng_note", "none: the ranks draw no random "
+			 "numbers (the sampler state in state.json is the run's only generator)",
+			 "history", train_history_json(&t->hist[r]));
 }
 
 /* Every file of the checkpoint, into the open writer w. */
-static int add_files(struct ckpt_writer *w, const struct trainer *t, struct err *e)
+static int add_files(struct ckpt_writer *w, const struct checkpoint_source *t, struct err *e)
 {
-	const struct engine *eng = t->r.eng;
+	const struct engine *eng = t->r->eng;
 	ERR_TRY(add_vector(w, "params.npy", t->params, eng->shape.n_params, e));
 	ERR_TRY(add_vector(w, "momentum.npy", t->momentum, eng->shape.n_params, e));
 	ERR_TRY(add_config(w, t->v->cfg, t->run_mode, t->v->s, e));
-	ERR_TRY(add_json(w, "data.lock", lock_json(&t->r.corpus), e));
+	ERR_TRY(add_json(w, "data.lock", lock_json(&t->r->corpus), e));
 	ERR_TRY(add_json(w, "state.json", state_json(t), e));
 	for (int r = 0; r < eng->world; r++) {
 		char name[32];
@@ -570,8 +600,8 @@ static int add_files(struct ckpt_writer *w, const struct trainer *t, struct err 
 	return ERR_OK;
 }
 
-int checkpoint_write(const struct trainer *t, const char *root, char *out, size_t cap,
-			   struct err *e)
+int checkpoint_write(const struct checkpoint_source *t, const char *root, char *out,
+		     size_t cap, struct err *e)
 {
 	const struct env *v = t->v;
 	struct ckpt_writer *w = NULL;

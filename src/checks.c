@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "corpus_arrays.h"
+#include "corpus_files.h"
 #include "engine.h"
 #include "norm.h"
 #include "sampler.h"
-#include "train.h"
+#include "train_loop.h"
 
 /* ---- check-loss --------------------------------------------------------------------- */
 
@@ -101,6 +103,7 @@ static int run_case(const struct settings *settings, const struct corpus *full,
 	int rc = case_corpus(full, short_len, long_id, long_len, &c, e);
 	if (rc != ERR_OK)
 		return rc;
+	s.vocab = corpus_model_vocab(settings, full);
 	s.world = 2;
 	s.accumulation = 1;
 	s.batch_size = 1;

@@ -11,7 +11,6 @@
 
 #include "ddptok_config.h"
 #include "machine.h"
-#include "shard.h"
 #if DDPTOK_HAVE_CUDA
 #include "gpu.h"
 #endif
@@ -56,30 +55,25 @@ void elastic_machine(const struct engine *eng, char *out, size_t cap)
 	snprintf(out, cap, "%s: %s", engine_backend_name(eng), what);
 }
 
-void *elastic_state_json(const struct trainer *t)
+void *elastic_state_json(const struct settings *s, const struct train_history *shard_hist)
 {
-	const struct settings *s = t->v->s;
 	if (s->shards <= 0)
 		return NULL;
 	json_t *hist = json_array();
 	for (int k = 0; k < s->shards; k++)
-		json_array_append_new(hist, json_pack("{s:I, s:I, s:I, s:I}", "windows",
-						      (json_int_t)t->shard_hist[k].windows,
-						      "sequences",
-						      (json_int_t)t->shard_hist[k].sequences, "tokens",
-						      (json_int_t)t->shard_hist[k].tokens, "declined",
-						      (json_int_t)t->shard_hist[k].declined));
+		json_array_append_new(hist, train_history_json(&shard_hist[k]));
 	return json_pack("{s:i, s:s, s:o}", "shards", s->shards, "shard_order",
 			 s->shard_order == SHARD_ORDER_BALANCED ? "balanced" : "length", "history",
 			 hist);
 }
 
-int elastic_state_parse(const char *dir, void *st, struct checkpoint *ck, struct err *e)
+int elastic_state_parse(const char *dir, void *st, int64_t step, struct elastic_record *rec,
+			struct err *e)
 {
 	json_t *m = json_object_get(st, "machine"), *x = json_object_get(st, "exact");
-	snprintf(ck->machine, sizeof ck->machine, "%s",
+	snprintf(rec->machine, sizeof rec->machine, "%s",
 		 json_is_string(m) ? json_string_value(m) : "unrecorded");
-	ck->shards = 0;
+	rec->shards = 0;
 	if (!x)
 		return ERR_OK;
 	json_t *k = json_object_get(x, "shards"), *hist = json_object_get(x, "history");
@@ -89,13 +83,13 @@ int elastic_state_parse(const char *dir, void *st, struct checkpoint *ck, struct
 		return ERR(e, ERR_DATA, "checkpoint %s: state.json: \"exact\" holds no valid shard "
 			   "count and history", dir);
 	for (int s = 0; s < shards; s++) {
-		struct train_history *h = &ck->shard_hist[s];
+		struct train_history *h = &rec->shard_hist[s];
 		if (train_history_parse(json_array_get(hist, (size_t)s), h) ||
-		    !train_history_fits(h, ck->step))
+		    !train_history_fits(h, step))
 			return ERR(e, ERR_DATA, "checkpoint %s: state.json: the history of shard %d "
-				   "does not fit %" PRId64 " steps", dir, s, ck->step);
+				   "does not fit %" PRId64 " steps", dir, s, step);
 	}
-	ck->shards = (int)shards;
+	rec->shards = (int)shards;
 	return ERR_OK;
 }
 
@@ -105,29 +99,28 @@ int elastic_resizable(const struct cfg *cur, const struct cfg *stored)
 	return k > 0 && cfg_int(stored, "train", "shards") == k;
 }
 
-int elastic_world_ok(const struct checkpoint *ck, const struct settings *s)
+int elastic_world_ok(int world, int shards, const struct settings *s)
 {
-	return ck->world == s->world || (s->shards > 0 && ck->shards == s->shards);
+	return world == s->world || (s->shards > 0 && shards == s->shards);
 }
 
-int elastic_check_machine(const struct env *v, const struct checkpoint *ck,
-			  const struct engine *eng, struct err *e)
+int elastic_check_machine(const struct env *v, const char *dir, const char *backend,
+			  const char *machine, const struct engine *eng, struct err *e)
 {
 	char now[512];
-	if (strcmp(ck->backend, engine_backend_name(eng)) != 0) {
+	if (strcmp(backend, engine_backend_name(eng)) != 0) {
 		if (v->s->shards <= 0)
 			return ERR_OK; /* the trainer notes the change of backend */
 		return ERR(e, ERR_DATA, "checkpoint %s was written by the %s backend and this run uses "
 			   "%s: exact mode promises identical bits on one backend only (other GEMM "
 			   "kernels), so bitwise continuation is not possible here; resume it with "
-			   "devices.backend = %s", ck->dir, ck->backend, engine_backend_name(eng),
-			   ck->backend);
+			   "devices.backend = %s", dir, backend, engine_backend_name(eng), backend);
 	}
 	elastic_machine(eng, now, sizeof now);
-	if (strcmp(ck->machine, now) != 0)
+	if (strcmp(machine, now) != 0)
 		env_info(v, "train: note: checkpoint %s was written on [%s], this run is on [%s]: "
 			 "identical bits are promised only on one machine type and set of library "
-			 "versions, so bitwise continuation is not promised here", ck->dir,
-			 ck->machine, now);
+			 "versions, so bitwise continuation is not promised here", dir, machine,
+			 now);
 	return ERR_OK;
 }

@@ -20,7 +20,23 @@
 #ifndef DDPTOK_ELASTIC_H
 #define DDPTOK_ELASTIC_H
 
-#include "train.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "engine.h"
+#include "env.h"
+#include "settings.h"
+#include "shard.h"
+#include "train_history.h"
+
+/* What a checkpoint records for this: the machine its bits depended on and, in exact mode,
+ * the history of every shard. */
+struct elastic_record {
+	char machine[512];   /* what the bits depended on (see above), or "unrecorded" */
+	int shards;          /* exact mode's K, 0 outside it */
+	struct train_history shard_hist[SHARD_MAX]; /* exact mode: per shard */
+};
 
 /* Adds one window to the per-shard histories (exact mode: shard_hist[0..K)). */
 void elastic_history_add(struct train_history *shard_hist, const struct window *w,
@@ -30,21 +46,26 @@ void elastic_rank_history(const struct train_history *shard_hist, int shards, in
 			  int64_t step, struct train_history *hist);
 /* What the engine's bits depend on beyond the program, in words (see above). */
 void elastic_machine(const struct engine *eng, char *out, size_t cap);
-/* state.json's "exact" object of trainer t (a json_t *; NULL outside exact mode). */
-void *elastic_state_json(const struct trainer *t);
-/* Reads state.json's "machine" and, when present, its "exact" object into ck (a checkpoint
- * of exact mode must have one that fits its steps). st is the state.json object. */
-int elastic_state_parse(const char *dir, void *st, struct checkpoint *ck, struct err *e);
+/* state.json's "exact" object (a json_t *; NULL outside exact mode): the shards and shard
+ * order of s and the per-shard histories. */
+void *elastic_state_json(const struct settings *s, const struct train_history *shard_hist);
+/* Reads state.json's "machine" and, when present, its "exact" object into rec (a
+ * checkpoint of exact mode must have one that fits its `step` steps). st is the
+ * state.json object of checkpoint dir. */
+int elastic_state_parse(const char *dir, void *st, int64_t step, struct elastic_record *rec,
+			struct err *e);
 /* Whether both configurations are in exact mode with the same shards: the device count
  * may change there (the KEY_ELASTIC keys, devices.world and train.accumulation, may
  * differ between the checkpoint and the resume). */
 int elastic_resizable(const struct cfg *cur, const struct cfg *stored);
-/* Whether checkpoint ck may run on the world of settings s (always on its own world;
- * another one only in exact mode with the same shards). */
-int elastic_world_ok(const struct checkpoint *ck, const struct settings *s);
-/* A resume: in exact mode refused on another backend; in any mode, on another machine
- * type or library versions, a note that bitwise continuation is not promised. */
-int elastic_check_machine(const struct env *v, const struct checkpoint *ck,
-			  const struct engine *eng, struct err *e);
+/* Whether a checkpoint of `world` ranks and `shards` shards (0: not exact mode) may run
+ * on the world of settings s (always on its own world; another one only in exact mode
+ * with the same shards). */
+int elastic_world_ok(int world, int shards, const struct settings *s);
+/* A resume from checkpoint dir, written by `backend` on `machine`: in exact mode refused
+ * on another backend; in any mode, on another machine type or library versions, a note
+ * that bitwise continuation is not promised. */
+int elastic_check_machine(const struct env *v, const char *dir, const char *backend,
+			  const char *machine, const struct engine *eng, struct err *e);
 
 #endif

@@ -2,7 +2,7 @@
  * evaluate: the held-out loss and accuracy of a checkpoint, and the best constant guess
  * they are compared with.
  */
-#include "train.h"
+#include "evaluate.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,10 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "ckpt.h"
 #include "coll.h"
 #include "npy.h"
 #include "procs.h"
+#include "run.h"
+#include "train_loop.h"
 #include "world.h"
 
 /* How many targets of split are token id (all of them: counts[] of vocab entries). */
@@ -120,7 +123,7 @@ int train_evaluate(const struct env *v, const char *dir, struct train_eval *ev, 
 				      "the newest checkpoint", v->s->timeout_s, e)) ||
 	    (rc = procs_share_checkpoint(ev->checkpoint, v->s->outputs, "evaluate", local,
 					 sizeof local, v->s->timeout_s, e)) ||
-	    (rc = train_corpus(v, CORPUS_READ, &c, e)))
+	    (rc = run_corpus(v, CORPUS_READ, &c, e)))
 		return rc;
 	/* evaluation needs the checkpoint's parameters shaped like this configuration's model
 	 * and the same corpus (its data lock); how they were trained does not matter, so the
@@ -131,7 +134,7 @@ int train_evaluate(const struct env *v, const char *dir, struct train_eval *ev, 
 		return rc;
 	}
 	ev->step = ck.step;
-	ERR_TRY_GOTO(rc, train_open(v, &r, &c, &ck, e), out);
+	ERR_TRY_GOTO(rc, checkpoint_open_run(v, &ck, &r, &c, e), out);
 	snprintf(ev->backend, sizeof ev->backend, "%s", engine_backend_name(r.eng));
 	ev->const_id = train_const_guess(&r.corpus, SPLIT_TRAIN, SPLIT_TEST, &unused);
 	if (ev->const_id < 0)

@@ -19,6 +19,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+struct parity_gap parity_gap(double g, double ref, double atol, double rtol)
+{
+	struct parity_gap gp;
+	gp.diff = fabs(g - ref);
+	gp.tol = atol + rtol * fabs(ref);
+	/* the rule stated, not left to how a comparison with a NaN happens to come out */
+	gp.within = !isnan(g) && !isnan(ref) && gp.diff <= gp.tol;
+	if (!gp.within) /* the quotient is NaN for a NaN, or inf / inf */
+		gp.ratio = gp.tol > 0 && gp.diff / gp.tol >= 1.0 ? gp.diff / gp.tol : INFINITY;
+	else if (gp.tol == 0 || gp.diff == gp.tol) /* 0 / 0, and inf / inf within */
+		gp.ratio = gp.diff == 0 ? 0.0 : 1.0;
+	else
+		gp.ratio = gp.diff / gp.tol;
+	return gp;
+}
+
 void parity_compare(const float *g, const float *ref, size_t n, double atol, double rtol,
 		    struct parity_stats *st)
 {
@@ -27,9 +43,9 @@ void parity_compare(const float *g, const float *ref, size_t n, double atol, dou
 	st->worst = 0;
 	double worst_excess = -INFINITY;
 	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)g[i] - (double)ref[i]);
-		double lim = atol + rtol * fabs((double)ref[i]);
-		if (!(d <= lim))
+		struct parity_gap gp = parity_gap(g[i], ref[i], atol, rtol);
+		double d = gp.diff, lim = gp.tol;
+		if (!gp.within)
 			st->outside++;
 		if (d > st->max_abs || d != d)
 			st->max_abs = d;
@@ -92,11 +108,9 @@ double parity_effect(const float *g_mode, const float *g_global, size_t n, doubl
 {
 	double worst = 0.0;
 	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)g_mode[i] - (double)g_global[i]);
-		double lim = atol + rtol * fabs((double)g_global[i]);
-		double ratio = lim > 0 ? d / lim : (d > 0 ? INFINITY : 0.0);
-		if (!(ratio <= worst)) /* NaN counts as the largest effect */
-			worst = isnan(ratio) ? INFINITY : ratio;
+		double ratio = parity_gap(g_mode[i], g_global[i], atol, rtol).ratio;
+		if (ratio > worst)
+			worst = ratio;
 	}
 	return worst;
 }

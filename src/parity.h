@@ -16,10 +16,21 @@
 
 struct run; /* run.h */
 
+/* One component g against its reference ref under the tolerance atol + rtol |ref|: the
+ * rule every comparison of this program applies (parity, its controls' effect, inspect). */
+struct parity_gap {
+	double diff;  /* |g - ref| */
+	double tol;   /* atol + rtol |ref| */
+	int within;   /* diff <= tol; a NaN on either side never is */
+	double ratio; /* diff / tol, how many tolerances apart: at most 1 when within, at
+			 least 1 when not; infinity outside a zero tolerance and for a NaN */
+};
+struct parity_gap parity_gap(double g, double ref, double atol, double rtol);
+
 struct parity_stats {
 	size_t components;
 	double max_abs, max_rel;
-	size_t outside; /* components with |g - ref| > atol + rtol |ref| */
+	size_t outside; /* components not within tolerance (parity_gap) */
 	size_t worst;   /* index exceeding its tolerance the most (or closest to it) */
 	int pass;
 };
@@ -48,8 +59,8 @@ enum parity_control {
  * the microbatches holding tokens (c: the control's factor, g: global_token's). */
 enum parity_control parity_control_of(int mode, int unit, const struct window *w, int reduce_avg,
 				      double *factor_gap);
-/* The largest |g_mode - g_global| / (atol + rtol |g_global|) over n components (NaN and
- * an unbounded ratio give infinity): how far a control moved the gradient, in tolerances. */
+/* The largest parity_gap ratio of g_mode against g_global over n components: how far a
+ * control moved the gradient, in tolerances. */
 double parity_effect(const float *g_mode, const float *g_global, size_t n, double atol,
 		     double rtol);
 

@@ -1,11 +1,18 @@
 /*
- * run: opening the shared state of a computing command (see run.h).
+ * run: opening the shared state of a computing command, and the prepared corpus the
+ * training commands open it on (see run.h).
  */
 #include "run.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "corpus_files.h"
+#include "corpus_store.h"
+#include "fsx.h"
+#include "outputs.h"
+#include "sources.h"
 
 int run_open(const struct env *v, struct run *r, struct err *e)
 {
@@ -34,7 +41,11 @@ int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct
 	ERR_TRY_GOTO(rc, window_init(&r->w, v->s->world, v->s->accumulation, v->s->batch_size, e), fail);
 	r->have_window = 1;
 	r->keep = v->keep;
-	ERR_TRY_GOTO(rc, engine_keep_take(r->keep, v->s, &r->corpus, &v->engine, &r->eng, e), fail);
+	/* the model is made for its corpus, whose files may be what gives the vocabulary */
+	struct settings model_s = *v->s;
+	model_s.vocab = corpus_model_vocab(v->s, &r->corpus);
+	ERR_TRY_GOTO(rc, engine_keep_take(r->keep, &model_s, &r->corpus, &v->engine, &r->eng, e),
+		     fail);
 	r->init_params = malloc(r->eng->shape.n_params * sizeof(float));
 	if (!r->init_params) {
 		rc = ERR(e, ERR_NOMEM, "out of memory");
@@ -74,7 +85,7 @@ void run_close(struct run *r)
 void *run_layout_json(const struct model_shape *m)
 {
 	json_t *arr = json_array();
-	for (int i = 0; i < MODEL_NPARAM; i++) {
+	for (int i = 0; i < m->n_tensors; i++) {
 		const struct param_info *p = &m->p[i];
 		json_t *shape = p->cols == 1 ? json_pack("[i]", p->rows)
 					     : json_pack("[i,i]", p->rows, p->cols);
@@ -83,4 +94,102 @@ void *run_layout_json(const struct model_shape *m)
 						     (json_int_t)p->count));
 	}
 	return arr;
+}
+
+/* Loads the prepared corpus of dir into c and says whether it is the one this run's
+ * configuration describes (*usable): the same [data] settings and, for a file source,
+ * the same files. One that is not is an error when it may not be replaced (rebuild == 0:
+ * a checkpoint needs the corpus it was trained on), and otherwise freed and reported. */
+static int check_prepared(const struct env *v, int rebuild, const char *dir, struct corpus *c,
+			  int *usable, struct err *e)
+{
+	char diff[700];
+	int rc;
+	*usable = 0;
+	if ((rc = corpus_load(dir, c, e))) {
+		err_prefix(e, "prepared corpus %s (run `prepare` to rebuild it)", dir);
+		return rc;
+	}
+	if (!corpus_params_match(&c->params, v->s)) {
+		corpus_params_diff(&c->params, v->s, diff, sizeof diff);
+		rc = ERR(e, ERR_DATA, "prepared corpus %s was built with other settings than "
+			 "this run's: %s; run with the configuration it was built from (a "
+			 "checkpoint needs the corpus it was trained on), or `prepare` again", dir,
+			 diff);
+	} else if ((rc = corpus_files_unchanged(v->s, c, e))) {
+		err_prefix(e, "prepared corpus %s", dir);
+	}
+	if (rc == ERR_OK) {
+		*usable = 1;
+		return ERR_OK;
+	}
+	corpus_free(c);
+	if (!rebuild)
+		return rc;
+	env_info(v, "train: %s: rebuilding it", e->msg);
+	err_clear(e);
+	return ERR_OK;
+}
+
+/* data.lock describes the corpus.bin beside it; missing or saying anything else (a
+ * rebuild cut between its two renames, an edit), it is written again from corpus.bin,
+ * which checked itself against its own lock. A reader (CORPUS_READ) holds no writer lock
+ * on the outputs, so it only says so. */
+static int repair_lock_file(const struct env *v, enum corpus_use use, const char *dir,
+			    const struct corpus *c, struct err *e)
+{
+	char why[200];
+	int rc = corpus_lock_file_check(dir, c, why, sizeof why, e);
+	if (rc || !why[0])
+		return rc;
+	if (use == CORPUS_READ) {
+		env_info(v, "corpus: %s/%s: %s; %s is used (a writing command will write the "
+			 "description again)", dir, OUTPUT_DATA_LOCK, why, OUTPUT_CORPUS_BIN);
+		return ERR_OK;
+	}
+	env_info(v, "corpus: %s/%s: %s; written again from %s", dir, OUTPUT_DATA_LOCK, why,
+		 OUTPUT_CORPUS_BIN);
+	return corpus_save_lock(c, dir, e);
+}
+
+/* corpus.bin is missing: built from the configuration, and saved unless `use` reads only;
+ * a checkpoint needs the corpus it was trained on: the synthetic one is drawn again the
+ * same (its data lock is then compared with the checkpoint's), one made of the user's
+ * files is not rebuilt from files that may have changed since */
+static int build_missing(const struct env *v, enum corpus_use use, const char *dir,
+			 const char *bin, struct corpus *c, struct err *e)
+{
+	int rc;
+	if (use != CORPUS_TRAIN && v->s->source != DATA_SYNTHETIC)
+		return ERR(e, ERR_DATA, "%s is missing: a resume or evaluate does not rebuild a "
+			   "corpus of your own files (they may have changed since the checkpoint); "
+			   "run `prepare` to build it from them", bin);
+	if (use != CORPUS_TRAIN)
+		env_info(v, "corpus: %s is missing: drawing the synthetic corpus again from [data] "
+			 "and run.seed%s", bin, use == CORPUS_READ ? " (in memory only)" : "");
+	if ((rc = corpus_build(v->s, c, e)) || use == CORPUS_READ)
+		return rc;
+	if ((rc = corpus_save(c, v->s, dir, e))) {
+		corpus_free(c);
+		return rc;
+	}
+	env_info(v, "train: corpus prepared in %s (data lock %.16s...)", dir, c->lock);
+	return ERR_OK;
+}
+
+int run_corpus(const struct env *v, enum corpus_use use, struct corpus *c, struct err *e)
+{
+	char dir[FSX_PATH_MAX], bin[FSX_PATH_MAX];
+	int rc, usable = 0;
+	memset(c, 0, sizeof *c);
+	if ((rc = env_outputs_ready(v, e)) || (rc = fsx_join(dir, sizeof dir, v->s->outputs, output_name(OUT_CORPUS), e)) ||
+	    (rc = fsx_join(bin, sizeof bin, dir, OUTPUT_CORPUS_BIN, e)))
+		return rc;
+	if (fsx_exists(bin) &&
+	    ((rc = check_prepared(v, use == CORPUS_TRAIN, dir, c, &usable, e)) || usable)) {
+		if (rc == ERR_OK && (rc = repair_lock_file(v, use, dir, c, e)))
+			corpus_free(c);
+		return rc;
+	}
+	return build_missing(v, use, dir, bin, c, e);
 }

@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "coll.h"
+#include "corpus_core.h"
+#include "sources.h"
 
 /* Enum choices, in the order of the C enums they map to (index = enum value). */
 #define CHOICES_LOG "quiet|info|debug"
@@ -26,7 +28,7 @@
 #define CHOICES_REDUCE "sum|avg"
 #define CHOICES_COLLECTIVE "auto|host|nccl"
 #define CHOICES_SHARD_ORDER "length|balanced"
-#define CHOICES_SOURCE "synthetic|npy|jsonl|megatron|llmc"
+#define CHOICES_SOURCE DATA_SOURCE_CHOICES /* the table of sources.h */
 #define CHOICES_UNIT "token|sequence"
 
 /* Where a key's value lands in struct settings (NO_FIELD: read by settings_from_cfg). */
@@ -97,6 +99,9 @@ const struct cfg_key settings_keys[] = {
 		"shards, 128000 for Llama 3)"),
 
 	/* [model] */
+	STRING_KEY("model", "kind", "window_mlp", SHAPE, AT(model_kind),
+		   "the model: window_mlp (embeddings of the model.context previous tokens, one "
+		   "tanh hidden layer, logits over the vocabulary)"),
 	INT_KEY("model", "context", "8", 1, 64, SHAPE, AT(context),
 		"tokens of left context seen by the model"),
 	INT_KEY("model", "embed", "32", 1, 1024, SHAPE, AT(embed), "embedding width per token"),
@@ -400,13 +405,17 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 			   s->shards);
 	if (parse_split(c, cfg_str(c, "data", "split"), s->split_rule, e))
 		return e ? e->code : ERR_CONFIG;
-	if (s->source == 0 && s->model_vocab != 0)
+	if (s->source == DATA_SYNTHETIC && s->model_vocab != 0)
 		return ERR(e, ERR_CONFIG, "%s: [model] vocab = %d applies to file sources; the "
 			   "synthetic source takes [data] vocab", key_where(c, "model", "vocab"),
 			   s->model_vocab);
-	if (s->source != 0 && !s->data_path[0])
+	if (s->source != DATA_SYNTHETIC && !s->data_path[0])
 		return ERR(e, ERR_CONFIG, "%s: [data] source = %s needs [data] path",
 			   key_where(c, "data", "source"), cfg_str(c, "data", "source"));
+	/* a file source's vocabulary: model.vocab's ids and the reserved ones, or 0: the
+	 * files', which only their corpus knows (no data file is read here) */
+	if (s->source != DATA_SYNTHETIC)
+		s->vocab = s->model_vocab ? s->model_vocab + DATA_RESERVED : 0;
 
 	int n_ids = 0;
 	if (parse_ids(c, cfg_str(c, "devices", "ids"), s->ids,

@@ -50,7 +50,8 @@ struct settings {
 	int train_count, validation_count, test_count;
 	int min_len, max_len;
 	int vocab;       /* total ids, of which DATA_RESERVED are reserved; for a file source
-			    resolved from the files (corpus_resolve_vocab) */
+			    model.vocab's, or 0: the files', which the corpus made of them
+			    holds (corpus_model_vocab) */
 	int prefix_max;  /* unsupervised prompt length drawn uniformly in [0, prefix_max] */
 	int branching;   /* successors per state of the Markov source */
 	int source;      /* enum data_source: synthetic or a file format */
@@ -59,6 +60,7 @@ struct settings {
 	int eot;         /* llm.c shards: the end-of-text id that opens each document */
 
 	/* [model] */
+	char model_kind[32]; /* the model's name in the registry (model.h) */
 	int context, embed, hidden;
 	int layout;      /* enum layout_kind */
 	int model_vocab; /* [model] vocab: the files' ids (0: largest id + 1) */

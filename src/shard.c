@@ -1,8 +1,6 @@
 /*
  * shard: exact mode's sampler, one W-independent list per window cut into K shards (see
- * shard.h). It uses the sampler's own fields: pool[0] holds every training id, scratch a
- * copy of it plus three window-sized areas (the drawn list, its sorted copy, each
- * sequence's shard), so a window never allocates.
+ * shard.h).
  */
 #include "shard.h"
 
@@ -11,13 +9,13 @@
 
 #define SHARD_STREAM 0x736861726473ULL /* "shards" */
 
-int shard_sampler_init(struct sampler *sp, const struct corpus *c, const struct settings *s,
-		       struct err *e)
+int shard_pool_init(struct shard_pool *p, struct prng *rng, const struct corpus *c,
+		    const struct settings *s, struct err *e)
 {
 	int first = c->split_first[SPLIT_TRAIN], n_train = c->split_count[SPLIT_TRAIN];
 	int64_t need = (int64_t)s->shards * s->batch_size;
 
-	memset(sp, 0, sizeof *sp);
+	memset(p, 0, sizeof *p);
 	if (s->shards > SHARD_MAX || s->world < 1 || s->shards % s->world != 0)
 		return ERR(e, ERR_CONFIG, "train.shards = %d on devices.world = %d: exact mode needs "
 			   "at most %d shards and a world that divides them", s->shards, s->world,
@@ -26,24 +24,28 @@ int shard_sampler_init(struct sampler *sp, const struct corpus *c, const struct 
 		return ERR(e, ERR_CONFIG, "train.shards = %d x train.batch_size = %d = %lld "
 			   "sequences per window, but the training split holds only %d", s->shards,
 			   s->batch_size, (long long)need, n_train);
-	sp->world = s->world;
-	sp->micro = s->shards / s->world;
-	sp->batch = s->batch_size;
-	sp->rank_split = s->rank_split;
-	sp->shards = s->shards;
-	sp->shard_order = s->shard_order;
-	sp->corpus = c;
-	sp->pool[0] = malloc((size_t)n_train * sizeof *sp->pool[0]);
-	sp->scratch = malloc(((size_t)n_train + 3 * (size_t)need) * sizeof *sp->scratch);
-	if (!sp->pool[0] || !sp->scratch) {
-		sampler_free(sp);
+	p->corpus = c;
+	p->shards = s->shards;
+	p->batch = s->batch_size;
+	p->order = s->shard_order;
+	p->ids = malloc((size_t)n_train * sizeof *p->ids);
+	p->scratch = malloc(((size_t)n_train + 3 * (size_t)need) * sizeof *p->scratch);
+	if (!p->ids || !p->scratch) {
+		shard_pool_free(p);
 		return ERR(e, ERR_NOMEM, "sampler: out of memory");
 	}
 	for (int i = 0; i < n_train; i++)
-		sp->pool[0][i] = first + i;
-	sp->pool_n[0] = n_train;
-	prng_seed(&sp->rng, s->seed, SHARD_STREAM);
+		p->ids[i] = first + i;
+	p->n = n_train;
+	prng_seed(rng, s->seed, SHARD_STREAM);
 	return ERR_OK;
+}
+
+void shard_pool_free(struct shard_pool *p)
+{
+	free(p->ids);
+	free(p->scratch);
+	memset(p, 0, sizeof *p);
 }
 
 /* Fewer supervised tokens first; equal counts by ascending id. */
@@ -60,50 +62,47 @@ static int cmp_supervised_asc(const void *a, const void *b, void *arg)
 /* `sorted` (n = shards x batch, ascending) into `out` shard by shard: the largest first
  * to the lightest shard with room, each shard keeping its sequences in the order they
  * came. tag is n ints of scratch. */
-static void cut_balanced(const struct sampler *sp, const int *sorted, int n, int *tag,
+static void cut_balanced(const struct shard_pool *p, const int *sorted, int n, int *tag,
 			 int *out)
 {
 	int64_t load[SHARD_MAX] = {0};
 	int fill[SHARD_MAX] = {0};
 	int start[SHARD_MAX];
 	for (int i = n - 1; i >= 0; i--) {
-		int s = plan_least_loaded(load, fill, sp->shards, sp->batch);
+		int s = window_least_loaded(load, fill, p->shards, p->batch);
 		tag[i] = s;
 		fill[s]++;
-		load[s] += corpus_supervised(sp->corpus, sorted[i]);
+		load[s] += corpus_supervised(p->corpus, sorted[i]);
 	}
-	for (int s = 0; s < sp->shards; s++)
-		start[s] = s * sp->batch;
+	for (int s = 0; s < p->shards; s++)
+		start[s] = s * p->batch;
 	for (int i = n - 1; i >= 0; i--)
 		out[start[tag[i]]++] = sorted[i];
 }
 
-int shard_sampler_next(struct sampler *sp, struct window *w, struct err *e)
+int shard_draw(struct shard_pool *p, struct prng *rng, struct window *w, struct err *e)
 {
 	int counts[MAX_WORLD * WINDOW_MAX_MICRO];
-	int n = sp->pool_n[0], need = sp->shards * sp->batch, rc;
-	int *copy = sp->scratch, *drawn = copy + n, *sorted = drawn + need, *tag = sorted + need;
+	int n = p->n, need = p->shards * p->batch;
+	int *copy = p->scratch, *drawn = copy + n, *sorted = drawn + need, *tag = sorted + need;
 
-	if (w->world * w->micro != sp->shards || w->batch < sp->batch)
-		return ERR(e, ERR_CHECK, "shard_sampler_next: window shaped %dx%dx%d for %d shards "
-			   "of %d", w->world, w->micro, w->batch, sp->shards, sp->batch);
-	memcpy(copy, sp->pool[0], (size_t)n * sizeof *copy);
+	if (w->world * w->micro != p->shards || w->batch < p->batch)
+		return ERR(e, ERR_CHECK, "shard_draw: window shaped %dx%dx%d for %d shards of %d",
+			   w->world, w->micro, w->batch, p->shards, p->batch);
+	memcpy(copy, p->ids, (size_t)n * sizeof *copy);
 	for (int k = 0; k < need; k++) { /* partial Fisher-Yates: the first `need` draws */
-		int j = k + (int)prng_below(&sp->rng, (uint32_t)(n - k));
+		int j = k + (int)prng_below(rng, (uint32_t)(n - k));
 		int t = copy[k];
 		copy[k] = copy[j];
 		copy[j] = t;
 	}
 	memcpy(sorted, copy, (size_t)need * sizeof *sorted);
-	qsort_r(sorted, (size_t)need, sizeof *sorted, cmp_supervised_asc, (void *)sp->corpus);
-	if (sp->shard_order == SHARD_ORDER_BALANCED)
-		cut_balanced(sp, sorted, need, tag, drawn);
+	qsort_r(sorted, (size_t)need, sizeof *sorted, cmp_supervised_asc, (void *)p->corpus);
+	if (p->order == SHARD_ORDER_BALANCED)
+		cut_balanced(p, sorted, need, tag, drawn);
 	else
 		memcpy(drawn, sorted, (size_t)need * sizeof *drawn);
 	for (int i = 0; i < w->world * w->micro; i++)
-		counts[i] = sp->batch;
-	if ((rc = window_assign(w, sp->corpus, drawn, counts, e)))
-		return rc;
-	w->index = sp->window_index++;
-	return ERR_OK;
+		counts[i] = p->batch;
+	return window_assign(w, p->corpus, drawn, counts, e);
 }

@@ -21,16 +21,34 @@
 #ifndef DDPTOK_SHARD_H
 #define DDPTOK_SHARD_H
 
-#include "sampler.h"
+#include "corpus.h"
+#include "err.h"
+#include "prng.h"
+#include "settings.h"
+#include "window.h"
 
 #define SHARD_MAX 64 /* [train] shards: at most 64 */
 
-/* Exact mode's part of sampler_init (s->shards > 0): the one pool and its generator.
- * ERR_CONFIG when the training split holds fewer than shards x batch_size sequences. */
-int shard_sampler_init(struct sampler *sp, const struct corpus *c, const struct settings *s,
-		       struct err *e);
-/* Exact mode's part of sampler_next: draws the list, cuts it, lays it out in w. */
-int shard_sampler_next(struct sampler *sp, struct window *w, struct err *e);
+/* Exact mode's part of the sampler (sampler.h holds one): the one pool and the scratch a
+ * window is drawn and cut in, so that a window never allocates. */
+struct shard_pool {
+	const struct corpus *corpus;
+	int shards, batch; /* K shards of batch sequences each; shards = 0: not exact mode */
+	int order;         /* enum shard_order */
+	int *ids, n;       /* every training id, ascending */
+	int *scratch;      /* a copy of ids, the drawn list, its sorted copy, each one's shard */
+};
+
+/* The pool of c's training split for settings s (s->shards > 0), and the sampler's
+ * generator rng seeded with exact mode's own stream. ERR_CONFIG when the shards do not
+ * fit the world or the training split holds fewer than shards x batch_size sequences;
+ * nothing to free then. */
+int shard_pool_init(struct shard_pool *p, struct prng *rng, const struct corpus *c,
+		    const struct settings *s, struct err *e);
+void shard_pool_free(struct shard_pool *p);
+/* Draws the next window's list from rng, cuts it into the shards and lays them out in w
+ * (shard s is microbatch s % micro of rank s / micro); w->index is the caller's. */
+int shard_draw(struct shard_pool *p, struct prng *rng, struct window *w, struct err *e);
 
 /* Shard s of window w (exact mode). */
 static inline const struct microbatch *shard_of(const struct window *w, int s)

@@ -1,8 +1,8 @@
 /*
- * train: the training run (a loop over the trainer of trainer.c), its options and the
- * prepared corpus it trains on (see train.h).
+ * train_loop: the training run, a loop over the trainer of trainer.c, and its options (see
+ * train_loop.h).
  */
-#include "train.h"
+#include "train_loop.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -57,120 +57,6 @@ double train_max_abs_diff(const float *a, const float *b, size_t n, size_t *n_di
 	if (n_differ)
 		*n_differ = nd;
 	return mx;
-}
-
-/* ---- the corpus ------------------------------------------------------------------- */
-
-/* Loads the prepared corpus of dir into c and says whether it is the one this run's
- * configuration describes (*usable): the same [data] settings and, for a file source,
- * the same files. One that is not is an error when it may not be replaced (rebuild == 0:
- * a checkpoint needs the corpus it was trained on), and otherwise freed and reported. */
-static int check_prepared(const struct env *v, int rebuild, const char *dir, struct corpus *c,
-			  int *usable, struct err *e)
-{
-	char diff[700];
-	int rc;
-	*usable = 0;
-	if ((rc = corpus_load(dir, c, e))) {
-		err_prefix(e, "prepared corpus %s (run `prepare` to rebuild it)", dir);
-		return rc;
-	}
-	if (!corpus_params_match(&c->params, v->s)) {
-		corpus_params_diff(&c->params, v->s, diff, sizeof diff);
-		rc = ERR(e, ERR_DATA, "prepared corpus %s was built with other settings than "
-			 "this run's: %s; run with the configuration it was built from (a "
-			 "checkpoint needs the corpus it was trained on), or `prepare` again", dir,
-			 diff);
-	} else if ((rc = corpus_files_unchanged(v->s, c, e))) {
-		err_prefix(e, "prepared corpus %s", dir);
-	}
-	if (rc == ERR_OK) {
-		*usable = 1;
-		return ERR_OK;
-	}
-	corpus_free(c);
-	if (!rebuild)
-		return rc;
-	env_info(v, "train: %s: rebuilding it", e->msg);
-	err_clear(e);
-	return ERR_OK;
-}
-
-/* data.lock describes the corpus.bin beside it; missing or saying anything else (a
- * rebuild cut between its two renames, an edit), it is written again from corpus.bin,
- * which checked itself against its own lock. A reader (CORPUS_READ) holds no writer lock
- * on the outputs, so it only says so. */
-static int repair_lock_file(const struct env *v, enum corpus_use use, const char *dir,
-			    const struct corpus *c, struct err *e)
-{
-	char why[200];
-	int rc = corpus_lock_file_check(dir, c, why, sizeof why, e);
-	if (rc || !why[0])
-		return rc;
-	if (use == CORPUS_READ) {
-		env_info(v, "corpus: %s/%s: %s; %s is used (a writing command will write the "
-			 "description again)", dir, OUTPUT_DATA_LOCK, why, OUTPUT_CORPUS_BIN);
-		return ERR_OK;
-	}
-	env_info(v, "corpus: %s/%s: %s; written again from %s", dir, OUTPUT_DATA_LOCK, why,
-		 OUTPUT_CORPUS_BIN);
-	return corpus_save_lock(c, dir, e);
-}
-
-/* corpus.bin is missing: built from the configuration, and saved unless `use` reads only;
- * a checkpoint needs the corpus it was trained on: the synthetic one is drawn again the
- * same (its data lock is then compared with the checkpoint's), one made of the user's
- * files is not rebuilt from files that may have changed since */
-static int build_missing(const struct env *v, enum corpus_use use, const char *dir,
-			 const char *bin, struct corpus *c, struct err *e)
-{
-	int rc;
-	if (use != CORPUS_TRAIN && v->s->source != DATA_SYNTHETIC)
-		return ERR(e, ERR_DATA, "%s is missing: a resume or evaluate does not rebuild a "
-			   "corpus of your own files (they may have changed since the checkpoint); "
-			   "run `prepare` to build it from them", bin);
-	if (use != CORPUS_TRAIN)
-		env_info(v, "corpus: %s is missing: drawing the synthetic corpus again from [data] "
-			 "and run.seed%s", bin, use == CORPUS_READ ? " (in memory only)" : "");
-	if ((rc = corpus_build(v->s, c, e)) || use == CORPUS_READ)
-		return rc;
-	if ((rc = corpus_save(c, v->s, dir, e))) {
-		corpus_free(c);
-		return rc;
-	}
-	env_info(v, "train: corpus prepared in %s (data lock %.16s...)", dir, c->lock);
-	return ERR_OK;
-}
-
-int train_corpus(const struct env *v, enum corpus_use use, struct corpus *c, struct err *e)
-{
-	char dir[FSX_PATH_MAX], bin[FSX_PATH_MAX];
-	int rc, usable = 0;
-	memset(c, 0, sizeof *c);
-	if ((rc = env_outputs_ready(v, e)) || (rc = fsx_join(dir, sizeof dir, v->s->outputs, output_name(OUT_CORPUS), e)) ||
-	    (rc = fsx_join(bin, sizeof bin, dir, OUTPUT_CORPUS_BIN, e)))
-		return rc;
-	if (fsx_exists(bin) &&
-	    ((rc = check_prepared(v, use == CORPUS_TRAIN, dir, c, &usable, e)) || usable)) {
-		if (rc == ERR_OK && (rc = repair_lock_file(v, use, dir, c, e)))
-			corpus_free(c);
-		return rc;
-	}
-	return build_missing(v, use, dir, bin, c, e);
-}
-
-int train_open(const struct env *v, struct run *r, struct corpus *c, const struct checkpoint *ck,
-	       struct err *e)
-{
-	int rc = run_open_corpus(v, r, c, e);
-	if (rc || !ck)
-		return rc;
-	if ((rc = engine_set_state(r->eng, ck->params, ck->momentum, ck->updates_done, e))) {
-		run_close(r);
-		return rc;
-	}
-	sampler_set_state(&r->sampler, &ck->sampler);
-	return ERR_OK;
 }
 
 /* A duration as 1h02m03s, 2m05s or 7s. */

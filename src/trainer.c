@@ -1,5 +1,5 @@
 /*
- * trainer: one training run held open (see train.h): what a step does and what a
+ * trainer: one training run held open (see trainer.h): what a step does and what a
  * checkpoint records. train_run's loop and inspect's `step` both go through
  * trainer_step, so a window is trained, counted and logged one way only.
  *
@@ -10,7 +10,7 @@
  * only taken between windows, after engine_window() returned, so no device thread is
  * running while its state is copied out.
  */
-#include "train.h"
+#include "trainer.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -77,10 +77,11 @@ static void adopt_resume(struct trainer *t, const struct checkpoint *ck)
 	t->mode = t->run_mode = t->resume_mode = ck->normalization;
 	t->last_loss = ck->last_loss;
 	memcpy(t->hist, ck->hist, sizeof t->hist);
-	if (ck->shards > 0) { /* exact mode: the rank histories of this run's world */
-		memcpy(t->shard_hist, ck->shard_hist, sizeof t->shard_hist);
+	if (ck->elastic.shards > 0) { /* exact mode: the rank histories of this run's world */
+		memcpy(t->shard_hist, ck->elastic.shard_hist, sizeof t->shard_hist);
 		memset(t->hist, 0, sizeof t->hist);
-		elastic_rank_history(t->shard_hist, ck->shards, t->r.eng->world, ck->step, t->hist);
+		elastic_rank_history(t->shard_hist, ck->elastic.shards, t->r.eng->world, ck->step,
+				     t->hist);
 	}
 	snprintf(t->checkpoint, sizeof t->checkpoint, "%s", t->o.resume_dir);
 }
@@ -92,7 +93,7 @@ static int open_run(struct trainer *t, struct err *e)
 	struct corpus c;
 	const char *resume = t->o.resume_dir;
 	memset(&ck, 0, sizeof ck);
-	int rc = train_corpus(t->v, resume ? CORPUS_RESUME : CORPUS_TRAIN, &c, e);
+	int rc = run_corpus(t->v, resume ? CORPUS_RESUME : CORPUS_TRAIN, &c, e);
 	if (rc)
 		return rc;
 	if ((rc = procs_check_data_lock(c.lock, t->v->s->timeout_s, e))) {
@@ -104,10 +105,13 @@ static int open_run(struct trainer *t, struct err *e)
 		checkpoint_free(&ck);
 		return rc;
 	}
-	rc = train_open(t->v, &t->r, &c, resume ? &ck : NULL, e); /* takes c */
+	/* both take c */
+	rc = resume ? checkpoint_open_run(t->v, &ck, &t->r, &c, e)
+		    : run_open_corpus(t->v, &t->r, &c, e);
 	if (rc == ERR_OK) {
 		t->have_run = 1;
-		if (resume && (rc = elastic_check_machine(t->v, &ck, t->r.eng, e)) == ERR_OK)
+		if (resume && (rc = elastic_check_machine(t->v, ck.dir, ck.backend, ck.elastic.machine,
+							  t->r.eng, e)) == ERR_OK)
 			adopt_resume(t, &ck);
 	}
 	checkpoint_free(&ck);
@@ -155,17 +159,6 @@ int trainer_close(struct trainer *t, struct err *e)
 		run_close(&t->r);
 	t->have_run = 0;
 	return rc;
-}
-
-void train_history_add(struct train_history *hist, const struct window *w, int declined)
-{
-	for (int r = 0; r < w->world; r++) {
-		hist[r].windows++;
-		hist[r].declined += declined != 0;
-		hist[r].tokens += w->rank_tokens[r];
-		for (int m = 0; m < w->micro; m++)
-			hist[r].sequences += w->mb[r][m].n;
-	}
 }
 
 /* The wall-clock time now, UTC, as 2026-01-31T12:34:56.789Z. */
@@ -313,9 +306,14 @@ int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t ca
 			   t->run_mode == -1 ? "no window was run" : "the windows used several");
 	/* process 0 writes the one checkpoint (the replicas are identical); the others take
 	 * its result, so that a failed write fails every process */
+	struct checkpoint_source src = {
+		.v = t->v, .r = &t->r, .step = t->step, .run_mode = t->run_mode,
+		.last_loss = t->last_loss, .params = t->params, .momentum = t->momentum,
+		.hist = t->hist, .shard_hist = t->shard_hist,
+	};
 	rc = engine_get_state(t->r.eng, t->params, t->momentum, e);
 	if (rc == ERR_OK && world_get()->proc == 0)
-		rc = checkpoint_write(t, root, t->checkpoint, sizeof t->checkpoint, e);
+		rc = checkpoint_write(&src, root, t->checkpoint, sizeof t->checkpoint, e);
 	if ((rc = procs_checkpoint_result(rc, t->checkpoint, sizeof t->checkpoint,
 					  t->v->s->timeout_s, e)))
 		return rc;

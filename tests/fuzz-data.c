@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data.h"
+#include "sources.h"
 #include "fsx.h"
 #include "prng.h"
 

@@ -16,6 +16,9 @@
 
 #include "check-run.h"
 #include "corpus.h"
+#include "corpus_arrays.h"
+#include "corpus_lock.h"
+#include "corpus_store.h"
 #include "fsx.h"
 
 static void small_settings(struct settings *s)

@@ -16,10 +16,18 @@
 
 #include "check-run.h"
 #include "corpus.h"
+#include "corpus_files.h"
+#include "corpus_lock.h"
+#include "corpus_store.h"
 #include "data.h"
+#include "data_llmc.h"
+#include "data_npy.h"
 #include "fsx.h"
 #include "model.h"
 #include "npy.h"
+#include "settings.h"
+#include "sources.h"
+#include "window_mlp.h"
 
 #ifndef DDPTOK_DATA_DIR
 #define DDPTOK_DATA_DIR "tests/data"
@@ -584,23 +592,26 @@ static void file_settings(struct settings *s, int source, const char *name)
 /* The ids of the targets of sequence id, as the packed and the padded batch lay them out. */
 static void check_batch_targets(const struct corpus *c, int id)
 {
-	struct batch b;
+	struct model_shape m;
+	struct model_batch *b;
 	struct err e;
 	int len = corpus_len(c, id), k = 0;
 	err_clear(&e);
-	ck_assert_int_eq(batch_alloc(&b, batch_max_rows(1, len), 2, &e), ERR_OK);
-	ck_assert_int_eq(batch_build(&b, c, &id, 1, LAYOUT_PACKED, &e), ERR_OK);
-	ck_assert_int_eq(b.rows, corpus_supervised(c, id));
+	window_mlp_shape(&m, 1, 2, 1, 1); /* the window MLP's batch, two tokens of context */
+	ck_assert_int_eq(model_batch_alloc(&m, model_max_rows(&m, 1, len), &b, &e), ERR_OK);
+	const int32_t *target = window_mlp_batch_of(b)->target;
+	ck_assert_int_eq(model_batch_build(b, c, &id, 1, LAYOUT_PACKED, &e), ERR_OK);
+	ck_assert_int_eq(b->rows, corpus_supervised(c, id));
 	for (int t = 0; t < len; t++)
 		if (c->mask[c->offset[id] + t])
-			ck_assert_int_eq(b.target[k++], c->tokens[c->offset[id] + t]);
-	ck_assert_int_eq(k, b.rows);
-	ck_assert_int_eq(batch_build(&b, c, &id, 1, LAYOUT_PADDED, &e), ERR_OK);
-	ck_assert_int_eq(b.rows, len);
+			ck_assert_int_eq(target[k++], c->tokens[c->offset[id] + t]);
+	ck_assert_int_eq(k, b->rows);
+	ck_assert_int_eq(model_batch_build(b, c, &id, 1, LAYOUT_PADDED, &e), ERR_OK);
+	ck_assert_int_eq(b->rows, len);
 	for (int t = 0; t < len; t++)
-		ck_assert_int_eq(b.target[t], c->mask[c->offset[id] + t] ? c->tokens[c->offset[id] + t]
-									 : -1);
-	batch_free(&b);
+		ck_assert_int_eq(target[t], c->mask[c->offset[id] + t] ? c->tokens[c->offset[id] + t]
+								       : -1);
+	model_batch_free(b);
 }
 
 START_TEST(test_corpus_from_files)
@@ -611,10 +622,10 @@ START_TEST(test_corpus_from_files)
 	char dir[FSX_PATH_MAX];
 	int inner = -1;
 	err_clear(&e);
-	file_settings(&s, DATA_NPY, "npy");
-	ck_assert_int_eq(corpus_resolve_vocab(&s, &e), ERR_OK);
-	ck_assert_int_eq(s.vocab, 96 + DATA_RESERVED); /* the sample's ids are 1..95 */
+	file_settings(&s, DATA_NPY, "npy"); /* s.vocab 0: the files' vocabulary */
 	ck_assert_msg(corpus_from_files(&s, &c, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(c.vocab, 96 + DATA_RESERVED); /* the sample's ids are 1..95 */
+	ck_assert_int_eq(corpus_model_vocab(&s, &c), 96 + DATA_RESERVED);
 	ck_assert_ptr_nonnull(c.mask);
 	ck_assert_int_eq(c.params.source, DATA_NPY);
 	for (int i = 0; i < c.n; i++) {
@@ -642,6 +653,12 @@ START_TEST(test_corpus_from_files)
 	ck_assert_mem_eq(back.mask, c.mask, (size_t)c.offset[c.n]);
 	ck_assert_int_eq(corpus_files_unchanged(&s, &back, &e), ERR_OK);
 	corpus_free(&back);
+	/* corpus.bin records the vocabulary, for the settings it was prepared from only */
+	ck_assert_int_eq(corpus_store_vocab(dir, &s), 96 + DATA_RESERVED);
+	s.max_len++;
+	ck_assert_int_eq(corpus_store_vocab(dir, &s), 0);
+	s.max_len--;
+	ck_assert_int_eq(corpus_store_vocab(tmp_root, &s), 0);
 	{
 		char before[65];
 		int last = c.offset[inner] + corpus_len(&c, inner) - 1, sup = c.supervised[inner];
@@ -652,23 +669,82 @@ START_TEST(test_corpus_from_files)
 		ck_assert_int_eq(c.supervised[inner], sup + (c.mask[last] ? 1 : -1));
 	}
 	corpus_free(&c);
-	/* settings whose vocabulary the files do not call for are refused */
-	s.vocab += 1;
+	/* settings that hold a vocabulary the files do not call for are refused, and a
+	 * prepared corpus is told apart from them */
+	s.vocab = 101;
 	ck_assert_int_eq(corpus_from_files(&s, &c, &e), ERR_DATA);
 	ck_assert_ptr_nonnull(strstr(e.msg, "the files call for a vocabulary of 100"));
+	ck_assert_int_eq(corpus_store_vocab(dir, &s), 0);
 	/* model.vocab sets the vocabulary, and an id at or above it is refused */
 	err_clear(&e);
 	s.model_vocab = 50257;
-	ck_assert_int_eq(corpus_resolve_vocab(&s, &e), ERR_OK);
-	ck_assert_int_eq(s.vocab, 50257 + DATA_RESERVED);
+	s.vocab = 50257 + DATA_RESERVED; /* as settings_from_cfg sets it */
 	ck_assert_int_eq(corpus_from_files(&s, &c, &e), ERR_OK);
 	ck_assert_int_eq(c.vocab, 50261);
 	corpus_free(&c);
 	s.model_vocab = 90;
-	ck_assert_int_eq(corpus_resolve_vocab(&s, &e), ERR_OK);
+	s.vocab = 90 + DATA_RESERVED;
 	ck_assert_int_eq(corpus_from_files(&s, &c, &e), ERR_DATA);
 	ck_assert_ptr_nonnull(strstr(e.msg, "tokens.npy: token "));
 	ck_assert_ptr_nonnull(strstr(e.msg, "outside the vocabulary [0, 90)"));
+}
+END_TEST
+
+/* [data] source takes exactly the names of the table of sources.h, each as its enum
+ * value, and a wrong one is refused with the table's names listed in order. */
+START_TEST(test_source_key_from_table)
+{
+	char want[256] = "expected one of ", set[64];
+	struct cfg cfg;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(cfg_init(&cfg, settings_keys, &e), ERR_OK);
+	for (int i = 0; i < DATA_SOURCE_COUNT; i++) {
+		snprintf(set, sizeof set, "data.source=%s", data_source_name(i));
+		ck_assert_msg(cfg_set(&cfg, set, &e) == ERR_OK, "%s: %s", set, e.msg);
+		ck_assert_int_eq(cfg_enum(&cfg, "data", "source"), i);
+		snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s", i ? "|" : "",
+			 data_source_name(i));
+	}
+	ck_assert_int_eq(cfg_set(&cfg, "data.source=parquet", &e), ERR_CONFIG);
+	ck_assert_msg(strstr(e.msg, want) && !strcmp(strstr(e.msg, want) + strlen(want), ""),
+		      "'%s' does not end with '%s'", e.msg, want);
+	ck_assert_str_eq(data_source_name(DATA_SOURCE_COUNT), "invalid");
+	/* the synthetic source has no reader */
+	struct data_set d;
+	struct data_shape shape = wide_shape();
+	ck_assert_int_eq(load(DATA_SYNTHETIC, "anything", &shape, &d, &e), ERR_CONFIG);
+	ck_assert_ptr_nonnull(strstr(e.msg, "source synthetic has no files to read"));
+	data_free(&d);
+	cfg_free(&cfg);
+}
+END_TEST
+
+/* Loading a configuration reads no data file: a file source's vocabulary is model.vocab's,
+ * or 0 (the files') whatever the files hold, even none; a prepared corpus is compared
+ * with such settings without its vocabulary, and with model.vocab's otherwise. */
+START_TEST(test_configuration_reads_no_files)
+{
+	struct cfg cfg;
+	struct settings s;
+	struct corpus_params p = { .source = DATA_NPY, .min_len = 16, .max_len = 128,
+				   .vocab = 100, .split_rule = { 90, 5, 5 } };
+	char diff[300];
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(cfg_init(&cfg, settings_keys, &e), ERR_OK);
+	ck_assert_int_eq(cfg_set(&cfg, "data.source=npy", &e), ERR_OK);
+	ck_assert_int_eq(cfg_set(&cfg, "data.path=no/such/directory", &e), ERR_OK);
+	ck_assert_msg(settings_from_cfg(&cfg, &s, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(s.vocab, 0);
+	ck_assert_int_eq(corpus_params_diff(&p, &s, diff, sizeof diff), 0);
+	ck_assert_int_eq(cfg_set(&cfg, "model.vocab=50257", &e), ERR_OK);
+	ck_assert_msg(settings_from_cfg(&cfg, &s, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(s.vocab, 50257 + DATA_RESERVED);
+	ck_assert_int_eq(corpus_params_diff(&p, &s, diff, sizeof diff), 1);
+	ck_assert_str_eq(diff, "vocabulary (model.vocab or the files): 100 (corpus) != 50261 "
+			 "(configuration)");
+	cfg_free(&cfg);
 }
 END_TEST
 
@@ -682,6 +758,7 @@ static Suite *data_suite(void)
 	tcase_add_test(tc, test_vocab_from_data_and_limit);
 	tcase_add_test(tc, test_digest_follows_bytes);
 	tcase_add_test(tc, test_split_rule_leaves_split_empty);
+	tcase_add_test(tc, test_source_key_from_table);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("shaping");
 	tcase_add_test(tc, test_cut_and_skip);
@@ -694,6 +771,7 @@ static Suite *data_suite(void)
 	tcase_add_test(tc, test_megatron_refusals);
 	tcase_add_test(tc, test_llmc_refusals);
 	tcase_add_test(tc, test_corpus_from_files);
+	tcase_add_test(tc, test_configuration_reads_no_files);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -18,7 +18,7 @@
 #include "ckpt.h"
 #include "env.h"
 #include "fsx.h"
-#include "train.h"
+#include "train_loop.h"
 
 static char tmp_root[512];
 
@@ -196,7 +196,7 @@ static void other_backend(void *arg, struct checkpoint *ck)
 
 static void other_machine(void *arg, struct checkpoint *ck)
 {
-	snprintf(ck->machine, sizeof ck->machine, "cpu: another BLAS core");
+	snprintf(ck->elastic.machine, sizeof ck->elastic.machine, "cpu: another BLAS core");
 }
 
 /* A W = 2 run with `shards` (0: default mode) stopped at step 3; its checkpoint in ck. */

@@ -17,11 +17,13 @@
 #include "check-run.h"
 #include "clock.h"
 #include "checks.h"
+#include "corpus_arrays.h"
 #include "engine.h"
 #include "engine_keep.h"
 #include "norm.h"
 #include "parity.h"
 #include "testutil.h"
+#include "window_mlp.h"
 
 struct env {
 	struct settings s;
@@ -253,6 +255,39 @@ START_TEST(effect_is_measured_in_tolerances)
 }
 END_TEST
 
+START_TEST(the_tolerance_rule_refuses_nan_on_either_side)
+{
+	const double atol = 1e-6, rtol = 1e-4;
+	/* |g - ref| <= atol + rtol |ref|, its boundary included (numbers exact in binary) */
+	struct parity_gap gp = parity_gap(3.25, 2.0, 0.25, 0.5);
+	ck_assert(gp.diff == 1.25 && gp.tol == 1.25 && gp.within && gp.ratio == 1.0);
+	gp = parity_gap(3.375, 2.0, 0.25, 0.5);
+	ck_assert(!gp.within && gp.ratio == 1.1);
+	gp = parity_gap(-2.0 - 2.0 * (atol + rtol * 2.0), -2.0, atol, rtol);
+	ck_assert(!gp.within && gp.ratio > 1.9 && gp.ratio < 2.1);
+	/* a zero tolerance: equal is within (0 tolerances), any difference infinitely outside */
+	gp = parity_gap(0.0, 0.0, 0.0, rtol);
+	ck_assert(gp.within && gp.ratio == 0.0);
+	gp = parity_gap(1e-30, 0.0, 0.0, rtol);
+	ck_assert(!gp.within && isinf(gp.ratio));
+	/* a NaN on either side is never within, with a tolerance that would take anything */
+	const double sides[3][2] = {{NAN, 1.0}, {1.0, NAN}, {NAN, NAN}};
+	for (int k = 0; k < 3; k++) {
+		gp = parity_gap(sides[k][0], sides[k][1], INFINITY, rtol);
+		ck_assert_msg(!gp.within && isinf(gp.ratio), "case %d", k);
+		gp = parity_gap(sides[k][0], sides[k][1], 0.0, 0.0);
+		ck_assert_msg(!gp.within && isinf(gp.ratio), "case %d (zero tolerance)", k);
+	}
+	/* the comparison over a vector and the controls' effect follow it */
+	float g[3] = {1.0f, NAN, 0.0f}, ref[3] = {1.0f, 1.0f, NAN};
+	struct parity_stats st;
+	parity_compare(g, ref, 3, atol, rtol, &st);
+	ck_assert(st.outside == 2 && !st.pass);
+	ck_assert(isinf(parity_effect(g + 2, ref + 2, 1, 0.0, 0.0))); /* a NaN reference */
+	ck_assert(parity_effect(g, ref, 1, 0.0, 0.0) == 0.0);
+}
+END_TEST
+
 START_TEST(plans_give_the_same_gradient)
 {
 	struct env v;
@@ -320,8 +355,8 @@ START_TEST(injected_failure_releases_every_rank)
 	struct err e;
 	err_clear(&e);
 	env_open(&v, 4, 2, 1, LAYOUT_PACKED, 0);
-	v.eng->inject_rank = 2;
-	v.eng->inject_window = 1;
+	v.eng->fault.inject_rank = 2;
+	v.eng->fault.inject_window = 1;
 	struct window_result res;
 	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
 	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e), ERR_OK);
@@ -336,7 +371,7 @@ START_TEST(injected_failure_releases_every_rank)
 	ck_assert_msg(strstr(e.msg, "window 2: rank 2: injected failure at window 2"), "message: %s",
 		      e.msg);
 	/* the pool is usable again once the failure is gone */
-	v.eng->inject_rank = -1;
+	v.eng->fault.inject_rank = -1;
 	err_clear(&e);
 	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e), ERR_OK);
 	env_close(&v);
@@ -356,9 +391,9 @@ static void check_hang(int world, int rank, double seconds)
 	err_clear(&e);
 	struct engine_opts opts;
 	engine_opts_init(&opts);
-	opts.hang_rank = rank;
-	opts.hang_window = 1;
-	opts.hang_seconds = seconds;
+	opts.fault.hang_rank = rank;
+	opts.fault.hang_window = 1;
+	opts.fault.hang_seconds = seconds;
 	testutil_settings(&v.s, "devices.world=%d devices.timeout=0.5", world);
 	env_start(&v, &opts);
 	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
@@ -456,7 +491,7 @@ START_TEST(a_diverged_replica_is_detected)
 		env_open(&v, 3, 1, 1, LAYOUT_PACKED, 0);
 		/* rank 2's copy of one weight drifts (host backend: device memory is host
 		 * memory); the replica fingerprint must notice after the update */
-		v.eng->rep[2].params[v.eng->shape.p[MODEL_W1].offset + 5] += 0.5f;
+		v.eng->rep[2].params[v.eng->shape.p[WINDOW_MLP_W1].offset + 5] += 0.5f;
 		struct window_result res;
 		ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
 		int rc = engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, flags[k], &res, &e);
@@ -580,8 +615,9 @@ static double window_gemm_flop(int layout, double *math, double *seconds)
 	ck_assert_msg(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e) ==
 		      ERR_OK, "%s", e.msg);
 	const struct model_shape *m = &v.eng->shape;
-	double per_token = 6.0 * ((double)m->context * m->embed * m->hidden +
-				  (double)m->hidden * m->vocab);
+	const int *dim = m->dim; /* the window MLP's sizes */
+	double per_token = 6.0 * ((double)dim[WINDOW_MLP_CONTEXT] * dim[WINDOW_MLP_EMBED_DIM] *
+				  dim[WINDOW_MLP_HIDDEN] + (double)dim[WINDOW_MLP_HIDDEN] * m->vocab);
 	double flop = 0.0;
 	*math = 0.0;
 	*seconds = 0.0;
@@ -917,8 +953,9 @@ static unsigned engines_differ(struct engine *a, struct engine *b)
 	ck_assert_int_eq(engine_get_state(b, pb, pb + n, &e), ERR_OK);
 	if (memcmp(pa, pb, 2 * n * sizeof(float)) != 0)
 		diff |= DIFF_STATE;
-	if (memcmp(&a->s, &b->s, sizeof a->s) != 0 || a->inject_rank != b->inject_rank ||
-	    a->inject_window != b->inject_window || a->corpus != b->corpus)
+	if (memcmp(&a->s, &b->s, sizeof a->s) != 0 ||
+	    a->fault.inject_rank != b->fault.inject_rank ||
+	    a->fault.inject_window != b->fault.inject_window || a->corpus != b->corpus)
 		diff |= DIFF_SETTINGS;
 	if (a->updates_done != b->updates_done)
 		diff |= DIFF_COUNTERS;
@@ -1068,8 +1105,8 @@ START_TEST(the_keep_reuses_fitting_engines_and_replaces_poisoned_ones)
 	ck_assert_int_eq(k.reused, 1);
 	/* a failed window poisons it: never reset, never handed out again */
 	engine_opts_init(&fail);
-	fail.inject_rank = 1;
-	fail.inject_window = 0;
+	fail.fault.inject_rank = 1;
+	fail.fault.inject_window = 0;
 	engine_keep_give(&k, b);
 	ck_assert_int_eq(engine_keep_take(&k, &s, &c, &fail, &b, &e), ERR_OK);
 	double loss[3];
@@ -1137,6 +1174,7 @@ int main(void)
 	tcase_add_test(tc, balanced_counts_hide_mean_of_means);
 	tcase_add_test(tc, controls_near_global_token_are_not_required);
 	tcase_add_test(tc, effect_is_measured_in_tolerances);
+	tcase_add_test(tc, the_tolerance_rule_refuses_nan_on_either_side);
 	tcase_add_test(tc, plans_give_the_same_gradient);
 	tcase_add_test(tc, globally_empty_window_is_declined_by_every_rank);
 	tcase_add_test(tc, locally_empty_rank_still_matches);

@@ -50,7 +50,7 @@ static void exact_open(struct exact_run *x, int world, const char *more, int swa
 	ck_assert_msg(sampler_init(&x->sp, &x->c, &x->s, &e) == ERR_OK, "%s", e.msg);
 	ck_assert_int_eq(window_init(&x->w, world, K / world, x->s.batch_size, &e), ERR_OK);
 	engine_opts_init(&o);
-	o.inject_swap_rank = swap_rank;
+	o.fault.inject_swap_rank = swap_rank;
 	ck_assert_msg(engine_create(&x->s, &x->c, &o, &x->eng, &e) == ERR_OK, "%s", e.msg);
 	x->n = x->eng->shape.n_params;
 	x->params = malloc(x->n * sizeof(float));

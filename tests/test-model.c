@@ -15,11 +15,12 @@
 #include "dev.h"
 #include "kmath.h"
 #include "model.h"
+#include "window_mlp.h"
 #include "testutil.h"
 
 /* model_step with its loss sum on the host: the host backend's device memory is the
  * host's, so the accumulator can be a local double */
-static int step_loss(struct model_ws *ws, const float *params, float *grads, const struct batch *b,
+static int step_loss(struct model_ws *ws, const float *params, float *grads, const struct model_batch *b,
 		     float scale, double *loss, struct err *e)
 {
 	*loss = 0.0;
@@ -32,7 +33,7 @@ struct fixture {
 	struct model_shape m;
 	struct dev *d;
 	struct model_ws *ws;
-	struct batch b;
+	struct model_batch *b;
 	float *params, *grads;
 };
 
@@ -42,26 +43,27 @@ static void fixture_open(struct fixture *f, int prefix_max, int hidden)
 	err_clear(&e);
 	testutil_settings(&f->s, "data.prefix_max=%d model.hidden=%d", prefix_max, hidden);
 	ck_assert_int_eq(corpus_build(&f->s, &f->c, &e), ERR_OK);
-	model_shape_init(&f->m, f->s.vocab, f->s.context, f->s.embed, f->s.hidden);
+	window_mlp_shape(&f->m, f->s.vocab, f->s.context, f->s.embed, f->s.hidden);
 	ck_assert_int_eq(dev_host_create(0, &f->d, &e), ERR_OK);
-	ck_assert_int_eq(model_ws_create(f->d, &f->m, batch_max_rows(4, f->s.max_len), &f->ws, &e),
+	ck_assert_int_eq(model_ws_create(f->d, &f->m, model_max_rows(&f->m, 4, f->s.max_len), &f->ws, &e),
 			 ERR_OK);
-	ck_assert_int_eq(batch_alloc(&f->b, batch_max_rows(4, f->s.max_len), f->s.context, &e), ERR_OK);
+	ck_assert_int_eq(model_batch_alloc(&f->m, model_max_rows(&f->m, 4, f->s.max_len), &f->b, &e),
+			 ERR_OK);
 	f->params = calloc(f->m.n_params, sizeof(float));
 	f->grads = calloc(f->m.n_params, sizeof(float));
 	model_init_params(&f->m, 11, f->params);
 	/* non-zero biases so that their gradients are exercised away from the origin */
-	for (size_t i = 0; i < f->m.p[MODEL_B1].count; i++)
-		f->params[f->m.p[MODEL_B1].offset + i] = 0.05f * (float)((int)(i % 5) - 2);
-	for (size_t i = 0; i < f->m.p[MODEL_B2].count; i++)
-		f->params[f->m.p[MODEL_B2].offset + i] = 0.03f * (float)((int)(i % 7) - 3);
+	for (size_t i = 0; i < f->m.p[WINDOW_MLP_B1].count; i++)
+		f->params[f->m.p[WINDOW_MLP_B1].offset + i] = 0.05f * (float)((int)(i % 5) - 2);
+	for (size_t i = 0; i < f->m.p[WINDOW_MLP_B2].count; i++)
+		f->params[f->m.p[WINDOW_MLP_B2].offset + i] = 0.03f * (float)((int)(i % 7) - 3);
 }
 
 static void fixture_close(struct fixture *f)
 {
 	free(f->params);
 	free(f->grads);
-	batch_free(&f->b);
+	model_batch_free(f->b);
 	model_ws_destroy(f->ws);
 	dev_destroy(f->d);
 	corpus_free(&f->c);
@@ -73,7 +75,7 @@ static double loss_at(struct fixture *f)
 	double loss;
 	int64_t hits;
 	err_clear(&e);
-	ck_assert_int_eq(model_eval(f->ws, f->params, &f->b, &loss, &hits, &e), ERR_OK);
+	ck_assert_int_eq(model_eval(f->ws, f->params, f->b, &loss, &hits, &e), ERR_OK);
 	return loss;
 }
 
@@ -88,14 +90,14 @@ static double loss_at(struct fixture *f)
  */
 struct ref_net {
 	int V, C, D, H;
-	size_t off[MODEL_NPARAM];
-	size_t count[MODEL_NPARAM];
+	size_t off[WINDOW_MLP_NTENSORS];
+	size_t count[WINDOW_MLP_NTENSORS];
 	size_t n;
 };
 
 static void ref_net_init(struct ref_net *r, int vocab, int context, int embed, int hidden)
 {
-	size_t cnt[MODEL_NPARAM] = {
+	size_t cnt[WINDOW_MLP_NTENSORS] = {
 		(size_t)vocab * embed, (size_t)hidden * context * embed, (size_t)hidden,
 		(size_t)vocab * hidden, (size_t)vocab,
 	};
@@ -104,7 +106,7 @@ static void ref_net_init(struct ref_net *r, int vocab, int context, int embed, i
 	r->D = embed;
 	r->H = hidden;
 	r->n = 0;
-	for (int t = 0; t < MODEL_NPARAM; t++) {
+	for (int t = 0; t < WINDOW_MLP_NTENSORS; t++) {
 		r->off[t] = r->n;
 		r->count[t] = cnt[t];
 		r->n += cnt[t];
@@ -119,9 +121,9 @@ static double ref_loss_grad(const struct ref_net *r, const double *th, int rows,
 			    const int32_t *ctx, const int32_t *target, double scale, double *grad)
 {
 	const int V = r->V, C = r->C, D = r->D, H = r->H, CD = C * D;
-	const double *E = th + r->off[MODEL_EMBED], *W1 = th + r->off[MODEL_W1],
-		     *B1 = th + r->off[MODEL_B1], *W2 = th + r->off[MODEL_W2],
-		     *B2 = th + r->off[MODEL_B2];
+	const double *E = th + r->off[WINDOW_MLP_EMBED], *W1 = th + r->off[WINDOW_MLP_W1],
+		     *B1 = th + r->off[WINDOW_MLP_B1], *W2 = th + r->off[WINDOW_MLP_W2],
+		     *B2 = th + r->off[WINDOW_MLP_B2];
 	double x[REF_MAX], h[REF_MAX], l[REF_MAX], dl[REF_MAX], dz[REF_MAX], dx[REF_MAX];
 	double total = 0.0;
 	ck_assert(CD <= REF_MAX && H <= REF_MAX && V <= REF_MAX);
@@ -153,9 +155,9 @@ static double ref_loss_grad(const struct ref_net *r, const double *th, int rows,
 		total += mx + log(se) - l[y];
 		if (!grad)
 			continue;
-		double *gE = grad + r->off[MODEL_EMBED], *gW1 = grad + r->off[MODEL_W1],
-		       *gB1 = grad + r->off[MODEL_B1], *gW2 = grad + r->off[MODEL_W2],
-		       *gB2 = grad + r->off[MODEL_B2];
+		double *gE = grad + r->off[WINDOW_MLP_EMBED], *gW1 = grad + r->off[WINDOW_MLP_W1],
+		       *gB1 = grad + r->off[WINDOW_MLP_B1], *gW2 = grad + r->off[WINDOW_MLP_W2],
+		       *gB2 = grad + r->off[WINDOW_MLP_B2];
 		for (int v = 0; v < V; v++)
 			dl[v] = scale * (exp(l[v] - mx) / se - (v == y ? 1.0 : 0.0));
 		for (int v = 0; v < V; v++) {
@@ -223,9 +225,9 @@ static void ref_batch(int32_t *ctx, int32_t *target)
  * reference see exactly the same values. */
 static void ref_params(const struct ref_net *r, float *pf, double *pd)
 {
-	static const double bound[MODEL_NPARAM] = {1.0, 0.6, 0.3, 0.6, 0.3};
+	static const double bound[WINDOW_MLP_NTENSORS] = {1.0, 0.6, 0.3, 0.6, 0.3};
 	uint64_t s = 99;
-	for (int t = 0; t < MODEL_NPARAM; t++)
+	for (int t = 0; t < WINDOW_MLP_NTENSORS; t++)
 		for (size_t k = 0; k < r->count[t]; k++) {
 			size_t i = r->off[t] + k;
 			pf[i] = (float)(bound[t] * (2.0 * ref_unit(&s) - 1.0));
@@ -262,8 +264,8 @@ START_TEST(reference_gradient_matches_its_finite_differences)
 	}
 	/* the edits of ref_batch() took effect: an untouched embedding row, live others */
 	for (int t = 0; t < REF_D; t++)
-		ck_assert(g[r.off[MODEL_EMBED] + (size_t)REF_UNUSED * REF_D + t] == 0.0);
-	ck_assert(g[r.off[MODEL_EMBED] + 5 * REF_D] != 0.0);
+		ck_assert(g[r.off[WINDOW_MLP_EMBED] + (size_t)REF_UNUSED * REF_D + t] == 0.0);
+	ck_assert(g[r.off[WINDOW_MLP_EMBED] + 5 * REF_D] != 0.0);
 	free(pf);
 	free(th);
 	free(g);
@@ -288,36 +290,38 @@ START_TEST(gradient_matches_double_reference)
 	struct model_shape m;
 	struct dev *d;
 	struct model_ws *ws;
-	struct batch b;
+	struct model_batch *b;
+	struct window_mlp_batch *wb;
 	struct err e;
 	err_clear(&e);
 	ref_net_init(&r, REF_V, REF_C, REF_D, REF_H);
-	model_shape_init(&m, REF_V, REF_C, REF_D, REF_H);
+	window_mlp_shape(&m, REF_V, REF_C, REF_D, REF_H);
 	/* the layout model.h documents is the one the reference assumes */
 	ck_assert_uint_eq(m.n_params, r.n);
-	for (int t = 0; t < MODEL_NPARAM; t++) {
+	for (int t = 0; t < WINDOW_MLP_NTENSORS; t++) {
 		ck_assert_uint_eq(m.p[t].offset, r.off[t]);
 		ck_assert_uint_eq(m.p[t].count, r.count[t]);
 	}
-	ck_assert_int_eq(batch_alloc(&b, REF_ROWS, REF_C, &e), ERR_OK);
-	ref_batch(b.ctx, b.target);
-	b.rows = REF_ROWS;
-	b.supervised = 0;
+	ck_assert_int_eq(model_batch_alloc(&m, REF_ROWS, &b, &e), ERR_OK);
+	wb = window_mlp_batch_of(b);
+	ref_batch(wb->ctx, wb->target);
+	b->rows = REF_ROWS;
+	b->supervised = 0;
 	for (int p = 0; p < REF_ROWS; p++)
-		b.supervised += b.target[p] >= 0;
-	ck_assert_int_eq(b.supervised, REF_ROWS - 1);
+		b->supervised += wb->target[p] >= 0;
+	ck_assert_int_eq(b->supervised, REF_ROWS - 1);
 	float *pf = calloc(r.n, sizeof(float)), *gf = calloc(r.n, sizeof(float));
 	double *th = calloc(r.n, sizeof(double)), *g = calloc(r.n, sizeof(double));
 	ref_params(&r, pf, th);
 	const float scale = 0.375f; /* exact in float: the reference uses the same value */
-	double ref_loss = ref_loss_grad(&r, th, REF_ROWS, b.ctx, b.target, scale, g);
+	double ref_loss = ref_loss_grad(&r, th, REF_ROWS, wb->ctx, wb->target, scale, g);
 
 	ck_assert_int_eq(dev_host_create(0, &d, &e), ERR_OK);
 	ck_assert_int_eq(model_ws_create(d, &m, REF_ROWS, &ws, &e), ERR_OK);
 	double loss, eval_loss;
 	int64_t hits;
-	ck_assert_int_eq(step_loss(ws, pf, gf, &b, scale, &loss, &e), ERR_OK);
-	ck_assert_int_eq(model_eval(ws, pf, &b, &eval_loss, &hits, &e), ERR_OK);
+	ck_assert_int_eq(step_loss(ws, pf, gf, b, scale, &loss, &e), ERR_OK);
+	ck_assert_int_eq(model_eval(ws, pf, b, &eval_loss, &hits, &e), ERR_OK);
 	/* per-row losses are float, rounded once from double (kmath.h) after float logits
 	 * that carry a few 1e-7 of error: at most about 3e-6 over seven rows of about
 	 * log(V) ~ 2 each, under 1e-6 of the sum (observed: 2.5e-7 of 14.7) */
@@ -326,7 +330,7 @@ START_TEST(gradient_matches_double_reference)
 	ck_assert_msg(fabs(eval_loss - ref_loss) <= 1e-6 * ref_loss,
 		      "eval loss %.9g, reference %.9g", eval_loss, ref_loss);
 	/* every component of every tensor, against the double reference */
-	for (int t = 0; t < MODEL_NPARAM; t++) {
+	for (int t = 0; t < WINDOW_MLP_NTENSORS; t++) {
 		double worst = 0.0, largest = 0.0;
 		size_t at = 0;
 		for (size_t k = 0; k < r.count[t]; k++) {
@@ -349,7 +353,7 @@ START_TEST(gradient_matches_double_reference)
 	}
 	model_ws_destroy(ws);
 	dev_destroy(d);
-	batch_free(&b);
+	model_batch_free(b);
 	free(pf);
 	free(gf);
 	free(th);
@@ -364,16 +368,16 @@ START_TEST(gradient_matches_finite_differences)
 	err_clear(&e);
 	fixture_open(&f, 2, 6);
 	int ids[3] = {0, 5, 9};
-	ck_assert_int_eq(batch_build(&f.b, &f.c, ids, 3, LAYOUT_PACKED, &e), ERR_OK);
+	ck_assert_int_eq(model_batch_build(f.b, &f.c, ids, 3, LAYOUT_PACKED, &e), ERR_OK);
 	double loss;
-	ck_assert_int_eq(step_loss(f.ws, f.params, f.grads, &f.b, 1.0f, &loss, &e), ERR_OK);
+	ck_assert_int_eq(step_loss(f.ws, f.params, f.grads, f.b, 1.0f, &loss, &e), ERR_OK);
 	/* every component of every tensor, central differences in float with h = 1e-2: a
 	 * coarse check that model_step and model_eval agree on a corpus batch (float
 	 * differences cannot resolve small errors; gradient_matches_double_reference does);
 	 * the loss is a sum over few positions so its float rounding stays small */
 	const float h = 1e-2f;
 	int checked = 0;
-	for (int t = 0; t < MODEL_NPARAM; t++) {
+	for (int t = 0; t < WINDOW_MLP_NTENSORS; t++) {
 		double worst = 0.0;
 		for (size_t k = 0; k < f.m.p[t].count; k++) {
 			size_t i = f.m.p[t].offset + k;
@@ -404,10 +408,10 @@ START_TEST(gradient_is_linear_in_scale)
 	fixture_open(&f, 0, 8);
 	int ids[2] = {1, 2};
 	double l1, l2;
-	ck_assert_int_eq(batch_build(&f.b, &f.c, ids, 2, LAYOUT_PACKED, &e), ERR_OK);
-	ck_assert_int_eq(step_loss(f.ws, f.params, f.grads, &f.b, 1.0f, &l1, &e), ERR_OK);
+	ck_assert_int_eq(model_batch_build(f.b, &f.c, ids, 2, LAYOUT_PACKED, &e), ERR_OK);
+	ck_assert_int_eq(step_loss(f.ws, f.params, f.grads, f.b, 1.0f, &l1, &e), ERR_OK);
 	float *g2 = calloc(f.m.n_params, sizeof(float));
-	ck_assert_int_eq(step_loss(f.ws, f.params, g2, &f.b, 0.5f, &l2, &e), ERR_OK);
+	ck_assert_int_eq(step_loss(f.ws, f.params, g2, f.b, 0.5f, &l2, &e), ERR_OK);
 	ck_assert(l1 == l2);
 	for (size_t i = 0; i < f.m.n_params; i++)
 		ck_assert_float_eq_tol(g2[i], 0.5f * f.grads[i], 1e-6f + 1e-5f * fabsf(f.grads[i]));
@@ -424,15 +428,15 @@ START_TEST(packed_and_padded_agree)
 	fixture_open(&f, 3, 8);
 	int ids[4] = {0, 3, 7, 12};
 	double lp, lq;
-	ck_assert_int_eq(batch_build(&f.b, &f.c, ids, 4, LAYOUT_PACKED, &e), ERR_OK);
-	int packed_rows = f.b.rows;
-	int64_t sup = f.b.supervised;
-	ck_assert_int_eq(step_loss(f.ws, f.params, f.grads, &f.b, 0.25f, &lp, &e), ERR_OK);
-	ck_assert_int_eq(batch_build(&f.b, &f.c, ids, 4, LAYOUT_PADDED, &e), ERR_OK);
-	ck_assert_int_gt(f.b.rows, packed_rows); /* padding and prompts laid out */
-	ck_assert_int_eq(f.b.supervised, sup);
+	ck_assert_int_eq(model_batch_build(f.b, &f.c, ids, 4, LAYOUT_PACKED, &e), ERR_OK);
+	int packed_rows = f.b->rows;
+	int64_t sup = f.b->supervised;
+	ck_assert_int_eq(step_loss(f.ws, f.params, f.grads, f.b, 0.25f, &lp, &e), ERR_OK);
+	ck_assert_int_eq(model_batch_build(f.b, &f.c, ids, 4, LAYOUT_PADDED, &e), ERR_OK);
+	ck_assert_int_gt(f.b->rows, packed_rows); /* padding and prompts laid out */
+	ck_assert_int_eq(f.b->supervised, sup);
 	float *g2 = calloc(f.m.n_params, sizeof(float));
-	ck_assert_int_eq(step_loss(f.ws, f.params, g2, &f.b, 0.25f, &lq, &e), ERR_OK);
+	ck_assert_int_eq(step_loss(f.ws, f.params, g2, f.b, 0.25f, &lq, &e), ERR_OK);
 	ck_assert_msg(fabs(lp - lq) <= 1e-6 * fabs(lp), "lp %.17g lq %.17g", lp, lq);
 	for (size_t i = 0; i < f.m.n_params; i++)
 		ck_assert_float_eq_tol(g2[i], f.grads[i], 1e-6f + 1e-5f * fabsf(f.grads[i]));
@@ -452,21 +456,21 @@ START_TEST(prefix_positions_are_not_targets)
 		if (f.c.prefix[i] > 0)
 			id = i;
 	ck_assert_int_ge(id, 0);
-	ck_assert_int_eq(batch_build(&f.b, &f.c, &id, 1, LAYOUT_PACKED, &e), ERR_OK);
-	ck_assert_int_eq(f.b.rows, corpus_supervised(&f.c, id));
-	ck_assert_int_eq(f.b.supervised, corpus_len(&f.c, id) - f.c.prefix[id]);
+	ck_assert_int_eq(model_batch_build(f.b, &f.c, &id, 1, LAYOUT_PACKED, &e), ERR_OK);
+	ck_assert_int_eq(f.b->rows, corpus_supervised(&f.c, id));
+	ck_assert_int_eq(f.b->supervised, corpus_len(&f.c, id) - f.c.prefix[id]);
 	double packed_loss;
-	ck_assert_int_eq(step_loss(f.ws, f.params, f.grads, &f.b, 1.0f, &packed_loss, &e), ERR_OK);
+	ck_assert_int_eq(step_loss(f.ws, f.params, f.grads, f.b, 1.0f, &packed_loss, &e), ERR_OK);
 	/* the same sequence with the prompt removed from the targets by hand: building the
 	 * supervised part alone gives the same loss only if prompts were not targets */
-	ck_assert_int_eq(batch_build(&f.b, &f.c, &id, 1, LAYOUT_PADDED, &e), ERR_OK);
+	ck_assert_int_eq(model_batch_build(f.b, &f.c, &id, 1, LAYOUT_PADDED, &e), ERR_OK);
 	int masked = 0;
 	for (int r = 0; r < f.c.prefix[id]; r++)
-		masked += f.b.target[r] == -1;
+		masked += window_mlp_batch_of(f.b)->target[r] == -1;
 	ck_assert_int_eq(masked, f.c.prefix[id]);
 	double padded_loss;
 	int64_t hits;
-	ck_assert_int_eq(model_eval(f.ws, f.params, &f.b, &padded_loss, &hits, &e), ERR_OK);
+	ck_assert_int_eq(model_eval(f.ws, f.params, f.b, &padded_loss, &hits, &e), ERR_OK);
 	ck_assert_double_eq_tol(packed_loss, padded_loss, 1e-9 * fabs(packed_loss));
 	fixture_close(&f);
 }
@@ -522,7 +526,7 @@ START_TEST(counts_past_int_are_refused_before_allocation)
 {
 	struct model_shape m;
 	struct err e;
-	model_shape_init(&m, 65536, 2, 2, 4);
+	window_mlp_shape(&m, 65536, 2, 2, 4);
 	err_clear(&e);
 	ck_assert_int_eq(model_ws_check_size(&m, 32767, &e), ERR_OK);
 	ck_assert_int_eq(model_ws_check_size(&m, 32768, &e), ERR_CONFIG);
@@ -537,7 +541,7 @@ START_TEST(counts_past_int_are_refused_before_allocation)
 	ck_assert_ptr_null(ws);
 	dev_destroy(d);
 	/* rows x hidden: the count tanh_backward gets */
-	model_shape_init(&m, 8, 2, 2, 1 << 20);
+	window_mlp_shape(&m, 8, 2, 2, 1 << 20);
 	err_clear(&e);
 	ck_assert_int_eq(model_ws_check_size(&m, 2048, &e), ERR_CONFIG);
 	ck_assert_msg(strstr(e.msg, "rows x model.hidden"), "%s", e.msg);

@@ -9,7 +9,7 @@
 
 #include "check-run.h"
 #include "outputs.h"
-#include "train.h"
+#include "train_loop.h"
 
 START_TEST(test_every_entry_named_once)
 {

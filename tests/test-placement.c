@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "check-run.h"
-#include "engine.h"
+#include "placement.h"
 #include "gpu_rules.h"
 
 /* The plan for ranks on the hosts h (NULL: all on this one). */
@@ -362,7 +362,7 @@ START_TEST(embed_chunks_follow_the_square_root)
 		ck_assert_msg(last >= len && last < 2 * len, "n %d: last chunk %d of len %d", n,
 			      last, len);
 		int r = gpu_isqrt(n);
-		/* the chain: the last chunk, then k - 1 folds; README's figures */
+		/* the chain: the last chunk, then k - 1 folds; docs/gpus.md's figures */
 		if (r >= GPU_EMBED_CHUNK_MIN)
 			ck_assert_msg(last + k - 1 <= 3 * r + 1, "n %d: a chain of %d additions", n,
 				      last + k - 1);

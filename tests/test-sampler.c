@@ -11,6 +11,7 @@
 
 #include "check-run.h"
 #include "corpus.h"
+#include "corpus_arrays.h"
 #include "sampler.h"
 
 static void data_settings(struct settings *s)
@@ -232,54 +233,103 @@ START_TEST(test_length_bands_windows)
 }
 END_TEST
 
-START_TEST(test_balanced_same_sequences)
+/* The balanced plan draws W x accumulation x batch_size distinct training sequences from
+ * every length (no bands), and its split is more even than the same sequences in draw
+ * order. */
+START_TEST(test_balanced_draws_every_length)
 {
 	struct settings s;
 	struct corpus c;
-	struct sampler sb, sl;
-	struct window wb, wl;
-	int ib[64], il[64], cap;
+	struct sampler sb;
+	struct window wb, wd;
+	struct err e;
+	int ib[64], cap, counts[MAX_WORLD * WINDOW_MAX_MICRO], short_seen = 0, long_seen = 0;
 
 	data_settings(&s);
 	build_ok(&s, &c);
-	sampler_ok(&sl, &c, &s);
-	window_ok(&wl, &s);
 	s.rank_split = RANK_SPLIT_BALANCED;
 	sampler_ok(&sb, &c, &s);
 	window_ok(&wb, &s);
+	window_ok(&wd, &s);
 	cap = s.accumulation * s.batch_size;
+	for (int i = 0; i < s.world * s.accumulation; i++)
+		counts[i] = s.batch_size;
 	for (int win = 0; win < 20; win++) {
-		next_ok(&sl, &wl);
 		next_ok(&sb, &wb);
-		window_ids_sorted(&wl, il);
 		window_ids_sorted(&wb, ib);
-		ck_assert_int_eq(wl.n_ids, wb.n_ids);
-		ck_assert_mem_eq(il, ib, (size_t)wl.n_ids * sizeof *il);
-		ck_assert_int_eq(wl.N, wb.N);
+		ck_assert_int_eq(wb.n_ids, s.world * cap);
+		for (int k = 0; k < wb.n_ids; k++) {
+			ck_assert(k == 0 || ib[k] != ib[k - 1]);
+			ck_assert_int_lt(ib[k], c.split_count[SPLIT_TRAIN]);
+			short_seen += corpus_len(&c, ib[k]) <= s.max_len / 2;
+			long_seen += corpus_len(&c, ib[k]) > s.max_len / 2;
+		}
 		check_counts(&wb, &c);
-		for (int r = 0; r < s.world; r++) {
-			int n = 0;
-			for (int m = 0; m < s.accumulation; m++) {
+		for (int r = 0; r < s.world; r++)
+			for (int m = 0; m < s.accumulation; m++)
 				ck_assert_int_eq(wb.mb[r][m].n, s.batch_size);
-				n += wb.mb[r][m].n;
-			}
-			ck_assert_int_eq(n, cap);
-		}
-		ck_assert_msg(spread(&wb) < spread(&wl), "window %d: balanced spread %lld, "
-			      "bands %lld", win, (long long)spread(&wb), (long long)spread(&wl));
-		/* replanning the length_bands window gives exactly the balanced window */
-		{
-			struct err e;
-			err_clear(&e);
-			ck_assert_int_eq(window_resplit(&wl, &c, RANK_SPLIT_BALANCED, &e), ERR_OK);
-			ck_assert_int_eq(wl.n_ids, wb.n_ids);
-			ck_assert_mem_eq(wl.storage, wb.storage, (size_t)wb.n_ids * sizeof(int));
-		}
+		/* the same sequences in the order drawn are no more even than the balanced split */
+		err_clear(&e);
+		ck_assert_int_eq(window_assign(&wd, &c, wb.storage, counts, &e), ERR_OK);
+		ck_assert_int_le(spread(&wb), spread(&wd));
 	}
+	ck_assert_int_gt(short_seen, 0);
+	ck_assert_int_gt(long_seen, 0);
 	window_free(&wb);
-	window_free(&wl);
+	window_free(&wd);
 	sampler_free(&sb);
-	sampler_free(&sl);
+	corpus_free(&c);
+}
+END_TEST
+
+/* Sequences all of one length (fixed-length chunks) and a handful of documents: every band
+ * but one is empty. The length-band plan refuses and names the balanced plan, which
+ * trains on W = 2 and 4. */
+START_TEST(test_fixed_length_trains_balanced)
+{
+	enum { N_SEQ = 8, LEN = 24 };
+	int32_t len[N_SEQ], pre[N_SEQ], tok[N_SEQ * LEN];
+	struct settings s;
+	struct corpus c;
+	struct sampler sp;
+	struct window w;
+	struct err e;
+
+	for (int i = 0; i < N_SEQ; i++) {
+		len[i] = LEN;
+		pre[i] = 0;
+	}
+	for (int i = 0; i < N_SEQ * LEN; i++)
+		tok[i] = 4 + i % 4; /* ids below 4 are reserved (corpus.h) */
+	err_clear(&e);
+	ck_assert_msg(corpus_from_arrays(N_SEQ, len, pre, tok, 8, &c, &e) == ERR_OK, "%s", e.msg);
+	data_settings(&s);
+	s.max_len = 0;
+	s.batch_size = 1;
+	for (int world = 2; world <= 4; world *= 2) {
+		s.world = world;
+		s.rank_split = RANK_SPLIT_LENGTH_BANDS;
+		err_clear(&e);
+		ck_assert_int_eq(sampler_init(&sp, &c, &s, &e), ERR_CONFIG);
+		ck_assert_msg(strstr(e.msg, "train.plan = balanced"), "%s", e.msg);
+		s.rank_split = RANK_SPLIT_BALANCED;
+		sampler_ok(&sp, &c, &s);
+		window_ok(&w, &s);
+		for (int win = 0; win < 5; win++) {
+			next_ok(&sp, &w);
+			check_counts(&w, &c);
+			for (int r = 0; r < world; r++)
+				ck_assert_int_eq(w.rank_tokens[r], s.accumulation * LEN);
+		}
+		window_free(&w);
+		sampler_free(&sp);
+	}
+	/* 8 sequences cannot fill a window of 4 x 2 x 2 */
+	s.world = 4;
+	s.batch_size = 2;
+	err_clear(&e);
+	ck_assert_int_eq(sampler_init(&sp, &c, &s, &e), ERR_CONFIG);
+	ck_assert_msg(strstr(e.msg, "holds only 8 sequences"), "%s", e.msg);
 	corpus_free(&c);
 }
 END_TEST
@@ -496,7 +546,8 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_bands_seed_cutoff);
 	tcase_add_test(tc, test_pools);
 	tcase_add_test(tc, test_length_bands_windows);
-	tcase_add_test(tc, test_balanced_same_sequences);
+	tcase_add_test(tc, test_balanced_draws_every_length);
+	tcase_add_test(tc, test_fixed_length_trains_balanced);
 	tcase_add_test(tc, test_balanced_by_hand);
 	tcase_add_test(tc, test_assign_empty_and_replan_bands);
 	tcase_add_test(tc, test_state_round_trip);

@@ -34,14 +34,21 @@
 #include <unistd.h>
 
 #include "check-run.h"
+#include "checkpoint.h"
 #include "ckpt.h"
 #include "config.h"
 #include "corpus.h"
+#include "corpus_lock.h"
+#include "corpus_store.h"
 #include "env.h"
+#include "evaluate.h"
 #include "fsx.h"
 #include "model.h"
+#include "run.h"
 #include "settings.h"
-#include "train.h"
+#include "train_loop.h"
+#include "trainer.h"
+#include "window_mlp.h"
 
 #define UPDATES 7
 
@@ -259,12 +266,12 @@ START_TEST(test_resume_negative_controls)
 	ckpt_path(dir, sizeof dir, sroot, 3);
 	for (int variant = 0; variant < 3; variant++) {
 		err_clear(&e);
-		ck_assert_int_eq(train_corpus(&a.env, 0, &c, &e), ERR_OK);
+		ck_assert_int_eq(run_corpus(&a.env, 0, &c, &e), ERR_OK);
 		ck_assert_msg(checkpoint_load(&a.env, dir, &c, CHECKPOINT_CHECK_ALL, &ck, &e) == ERR_OK, "%s",
 			      e.msg);
 		ck_assert_int_eq(ck.step, 3);
 		ck_assert_int_eq(ck.updates_done, 3);
-		ck_assert_int_eq(train_open(&a.env, &r, &c, &ck, &e), ERR_OK);
+		ck_assert_int_eq(checkpoint_open_run(&a.env, &ck, &r, &c, &e), ERR_OK);
 		if (variant == 1) /* momentum lost */
 			ck_assert_int_eq(engine_set_state(r.eng, ck.params, NULL, 3, &e), ERR_OK);
 		if (variant == 2) /* first step rule re-applied (buf = g) */
@@ -332,7 +339,7 @@ START_TEST(test_resume_to_more_updates)
 	/* its step-6 checkpoint holds the 6-update continuous run's final state */
 	ckpt_path(d, sizeof d, rroot, 6);
 	err_clear(&e);
-	ck_assert_int_eq(train_corpus(&a6.env, 0, &c, &e), ERR_OK);
+	ck_assert_int_eq(run_corpus(&a6.env, 0, &c, &e), ERR_OK);
 	ck_assert_msg(checkpoint_load(&a6.env, d, &c, CHECKPOINT_CHECK_ALL, &ck6, &e) == ERR_OK, "%s",
 		      e.msg);
 	ck_assert_int_eq(ck6.step, 6);
@@ -577,7 +584,7 @@ static int64_t hand_steps_equal_run(struct app *a, int64_t k, const char *root,
 	ck_assert(memcmp(t.hist, run.hist, sizeof t.hist) == 0);
 	ck_assert_int_eq(t.run_mode, a->s.normalization);
 	/* the sampler is where the run's checkpoint says it is */
-	ck_assert_int_eq(train_corpus(&a->env, 0, &c, &e), ERR_OK);
+	ck_assert_int_eq(run_corpus(&a->env, 0, &c, &e), ERR_OK);
 	ck_assert_msg(checkpoint_load(&a->env, want, &c, CHECKPOINT_CHECK_ALL, &ck, &e) == ERR_OK, "%s",
 		      e.msg);
 	struct sampler_state ss;
@@ -1068,10 +1075,11 @@ struct naive {
 static void naive_eval(const struct corpus *c, const struct model_shape *m, const float *p,
 		       int split, struct naive *out)
 {
-	int C = m->context, D = m->embed, H = m->hidden, V = m->vocab, CD = C * D;
-	const float *emb = p + m->p[MODEL_EMBED].offset, *w1 = p + m->p[MODEL_W1].offset,
-		    *b1 = p + m->p[MODEL_B1].offset, *w2 = p + m->p[MODEL_W2].offset,
-		    *b2 = p + m->p[MODEL_B2].offset;
+	int C = m->dim[WINDOW_MLP_CONTEXT], D = m->dim[WINDOW_MLP_EMBED_DIM],
+	    H = m->dim[WINDOW_MLP_HIDDEN], V = m->vocab, CD = C * D;
+	const float *emb = p + m->p[WINDOW_MLP_EMBED].offset, *w1 = p + m->p[WINDOW_MLP_W1].offset,
+		    *b1 = p + m->p[WINDOW_MLP_B1].offset, *w2 = p + m->p[WINDOW_MLP_W2].offset,
+		    *b2 = p + m->p[WINDOW_MLP_B2].offset;
 	double *x = malloc(sizeof(double) * CD), *h = malloc(sizeof(double) * H),
 	       *z = malloc(sizeof(double) * V);
 	memset(out, 0, sizeof *out);
@@ -1160,8 +1168,8 @@ START_TEST(test_evaluate_matches_naive)
 	ck_assert_str_eq(latest.checkpoint, stop.checkpoint);
 	ck_assert(latest.test.loss_sum == ev.test.loss_sum);
 
-	ck_assert_int_eq(train_corpus(&a.env, 0, &c, &e), ERR_OK);
-	model_shape_init(&m, a.s.vocab, a.s.context, a.s.embed, a.s.hidden);
+	ck_assert_int_eq(run_corpus(&a.env, 0, &c, &e), ERR_OK);
+	window_mlp_shape(&m, a.s.vocab, a.s.context, a.s.embed, a.s.hidden);
 	naive_eval(&c, &m, stop.params, SPLIT_TEST, &nt);
 	naive_eval(&c, &m, stop.params, SPLIT_VALIDATION, &nv);
 	ck_assert_int_eq(nt.sequences, 32);

@@ -2,6 +2,12 @@
 """plot.py: the protocol's figure, drawn from what `ddptok-run CONFIG` wrote.
 
     tools/plot.py [OUTPUTS_DIR]        (default: outputs)
+    tools/plot.py [-o FILE] METRICS.jsonl [METRICS.jsonl ...]
+
+The second form draws the curves of any training runs from their metrics files (one JSON
+object per window, as `train` writes them): the loss per step, the validation loss where a
+line has "val_loss", and the learning rate where lines have "lr", one curve per file. It
+writes FILE (default: the first file's name with .png instead of .jsonl) and prints its path.
 
 Reads, under OUTPUTS_DIR:
     train-stop.jsonl, train-continuous.jsonl, train-resume.jsonl
@@ -354,15 +360,57 @@ def system_python_fallback(argv):
         pass
 
 
-def main(argv):
-    args = argv[1:]
-    if args and args[0] in ("-h", "--help"):
-        print(__doc__.strip())
-        return 0
-    if len(args) > 1 or (args and args[0].startswith("-")):
-        fail(2, "usage: plot.py [OUTPUTS_DIR]")
-    outdir = args[0] if args else "outputs"
+def read_curve(path):
+    """(steps, losses, (val_steps, val_losses), (lr_steps, lrs)) of one metrics file."""
+    windows = read_windows(path)
+    if not windows:
+        raise InputError(f"{path}: no window in it")
+    kept = [w for w in windows if w["loss"] is not None]
+    val = [w for w in windows if isinstance(w.get("val_loss"), (int, float))]
+    lr = [w for w in windows if isinstance(w.get("lr"), (int, float))]
+    return ([w["step"] for w in kept], [w["loss"] for w in kept],
+            ([w["step"] for w in val], [w["val_loss"] for w in val]),
+            ([w["step"] for w in lr], [w["lr"] for w in lr]))
 
+
+def plot_metrics(plt, paths, out):
+    """The training curves of the metrics files `paths`, written to `out`."""
+    try:
+        curves = [(p, read_curve(p)) for p in paths]
+    except InputError as ex:
+        fail(2, str(ex))
+    has_lr = any(c[3][0] for _, c in curves)
+    fig, axes = plt.subplots(1, 2 if has_lr else 1, figsize=(13 if has_lr else 7.5, 5),
+                             layout="constrained", squeeze=False)
+    ax = axes[0][0]
+    for p, (steps, loss, val, _) in curves:
+        line, = ax.plot(steps, loss, label=f"{p}: training loss")
+        if val[0]:
+            ax.plot(val[0], val[1], "o--", color=line.get_color(), label=f"{p}: validation")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (mean over the window's supervised tokens)")
+    ax.grid(True, alpha=0.3)
+    legend_below(ax)
+    if has_lr:
+        ax = axes[0][1]
+        for p, (_, _, _, lr) in curves:
+            if lr[0]:
+                ax.plot(lr[0], lr[1], label=p)
+        ax.set_xlabel("step")
+        ax.set_ylabel("learning rate")
+        ax.grid(True, alpha=0.3)
+        legend_below(ax)
+    try:
+        fig.savefig(out, dpi=110, metadata={"Software": None})
+    except OSError as ex:
+        fail(2, f"cannot write {ex.filename or out}: {ex.strerror}")
+    plt.close(fig)
+    print(out)
+    return 0
+
+
+def import_plotting(argv):
+    """numpy and matplotlib.pyplot, or exit 3 (after trying the system's interpreter)."""
     try:
         import numpy as np
         import matplotlib
@@ -373,6 +421,40 @@ def main(argv):
         fail(3, f"cannot draw the figure: {ex.name or ex} is not available for {sys.executable} "
                 "(install numpy and matplotlib, e.g. the Debian packages python3-numpy and "
                 "python3-matplotlib); nothing written")
+    return np, plt
+
+
+def metrics_main(argv, args):
+    """plot.py [-o FILE] METRICS.jsonl...: the curves of training runs."""
+    out = None
+    if "-o" in args:
+        i = args.index("-o")
+        if i + 1 >= len(args):
+            fail(2, "usage: plot.py [-o FILE] METRICS.jsonl [METRICS.jsonl ...]")
+        out, args = args[i + 1], args[:i] + args[i + 2:]
+    if not args:
+        fail(2, "usage: plot.py [-o FILE] METRICS.jsonl [METRICS.jsonl ...]")
+    bad = [a for a in args if not a.endswith(".jsonl")]
+    if bad:
+        fail(2, f"not a metrics file (.jsonl): {bad[0]}")
+    missing = [a for a in args if not os.path.isfile(a)]
+    if missing:
+        fail(2, "missing input: " + ", ".join(missing))
+    _, plt = import_plotting(argv)
+    return plot_metrics(plt, args, out or args[0][:-len(".jsonl")] + ".png")
+
+
+def main(argv):
+    args = argv[1:]
+    if args and args[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    if args and ("-o" in args or args[0].endswith(".jsonl")):
+        return metrics_main(argv, args)
+    if len(args) > 1 or (args and args[0].startswith("-")):
+        fail(2, "usage: plot.py [OUTPUTS_DIR] | plot.py [-o FILE] METRICS.jsonl...")
+    outdir = args[0] if args else "outputs"
+    np, plt = import_plotting(argv)
 
     if not os.path.isdir(outdir):
         fail(2, f"missing input: {outdir} is not a directory (run `ddptok-run CONFIG` first)")

@@ -37,12 +37,7 @@ void app_env_init(struct app *a, int tty)
 	a->env.log_arg = a;
 	a->env.progress = tty;
 	a->env.stop = cli_signal_flag();
-	a->env.engine.inject_rank = a->o.inject_rank;
-	a->env.engine.inject_window = a->o.inject_window;
-	a->env.engine.inject_swap_rank = a->o.inject_swap_rank;
-	a->env.engine.hang_rank = a->o.hang_rank;
-	a->env.engine.hang_window = a->o.hang_window;
-	a->env.engine.hang_seconds = a->o.hang_seconds;
+	a->env.engine.fault = a->o.fault;
 }
 
 /* --inject-drift: the smallest change there is, which the protocol's resume check must

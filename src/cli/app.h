@@ -2,8 +2,8 @@
  * app: what every command shares: the loaded configuration, the parsed command-line
  * options, and the environment (env.h) the commands hand to the core.
  *
- * Commands are functions `int cmd_NAME(struct app *a, struct err *e)` (cmd_*.c) that
- * return an err code; main() turns it into the exit status. They print human-readable
+ * Commands are functions `int cmd_NAME(struct app *a, struct err *e)` (cmd_NAME.c, each
+ * declared in its cmd_NAME.h) that return an err code; main() turns it into the exit status. They print human-readable
  * progress to stdout (a terminal gets live progress lines) and write machine-readable
  * JSON/JSONL/.npy beside it in the outputs directory.
  */
@@ -16,8 +16,10 @@
 #include "config.h"
 #include "env.h"
 #include "err.h"
+#include "evaluate.h"
+#include "fault.h"
 #include "settings.h"
-#include "train.h"
+#include "train_loop.h"
 
 struct app_opts {
 	const char *dump_dir;   /* parity --dump DIR */
@@ -27,14 +29,11 @@ struct app_opts {
 	int continuous;         /* train --continuous */
 	int dry_run;            /* clean --dry-run */
 	long windows;           /* bench --windows N (0: default) */
-	int inject_rank;        /* --inject-failure R:W (tests); -1 off */
-	long inject_window;
+	/* tests: --inject-failure R:W, --inject-shard-swap R (exact mode) and
+	 * --inject-hang R:W[:S], handed to the engine as they are; off: -1 */
+	struct fault_injection fault;
 	int inject_drift;       /* --inject-drift (tests): a resume flips one parameter bit */
-	int inject_swap_rank;   /* --inject-shard-swap R (tests, exact mode); -1 off */
 	int check;              /* env --check */
-	int hang_rank;          /* --inject-hang R:W[:S] (tests); -1 off */
-	long hang_window;
-	double hang_seconds;    /* < 0: for good */
 };
 
 struct app {
@@ -57,22 +56,5 @@ void app_progress_close(struct app *a);
 /* train_opts_for(), with --inject-drift applied to a resumed state. */
 int app_train_opts(struct app *a, enum train_kind kind, const char *resume_dir,
 		   struct train_opts *o, struct err *e);
-
-int cmd_prepare(struct app *a, struct err *e);
-int cmd_check_loss(struct app *a, struct err *e);
-int cmd_reference(struct app *a, struct err *e);
-int cmd_parity(struct app *a, struct err *e);
-int cmd_exercise(struct app *a, struct err *e);
-int cmd_train(struct app *a, struct err *e);
-int cmd_evaluate(struct app *a, struct err *e);
-struct train_eval;
-/* What cmd_evaluate prints and writes (evaluate.json), for an evaluation already made. */
-int cmd_evaluate_write(struct app *a, const struct train_eval *ev, struct err *e);
-int cmd_checkpoints(struct app *a, struct err *e);
-int cmd_clean(struct app *a, struct err *e);
-int cmd_inspect(struct app *a, struct err *e);
-int cmd_bench(struct app *a, struct err *e);
-int cmd_env(struct app *a, struct err *e);
-int cmd_protocol(struct app *a, struct err *e);
 
 #endif

@@ -25,6 +25,8 @@
  * shard order matching the plan (length with length_bands, balanced with balanced), so
  * the cost of exact mode's per-shard buffers and tree reads as a ratio of the two.
  */
+#include "cmd_bench.h"
+
 #include <cblas.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -35,14 +37,14 @@
 #include <time.h>
 
 #include "clock.h"
-#include "app.h"
 #include "blas_core.h"
 #include "outputs.h"
 #include "run.h"
 #include "shard.h"
+#include "sources.h"
 
-/* the largest GEMM of a microbatch, rows ~ batch * mean length: rows x H x C*D or, for a
- * large vocabulary, rows x V x H */
+/* the model's largest GEMM of a microbatch, rows ~ batch * mean length (the window MLP:
+ * rows x H x C*D or, for a large vocabulary, rows x V x H) */
 struct gemm_shape {
 	int m, n, k;
 };
@@ -50,10 +52,8 @@ struct gemm_shape {
 static struct gemm_shape largest_gemm(const struct settings *s, const struct model_shape *m)
 {
 	int rows = s->batch_size * (s->min_len + s->max_len) / 2;
-	int cd = m->context * m->embed;
-	if ((double)m->vocab * m->hidden > (double)m->hidden * cd)
-		return (struct gemm_shape){rows, m->vocab, m->hidden};
-	return (struct gemm_shape){rows, m->hidden, cd};
+	struct model_gemm g = model_largest_gemm(m, rows);
+	return (struct gemm_shape){g.m, g.n, g.k};
 }
 
 static double thread_cpu_s(void)
@@ -297,8 +297,7 @@ static int bench_windows(struct run *r, const struct settings *s, long warmup, l
 	const struct model_shape *m = &r->eng->shape;
 	struct sgemm_mats mats;
 	memset(b, 0, sizeof *b);
-	b->flop_per_token = 6.0 * ((double)m->context * m->embed * m->hidden +
-				   (double)m->hidden * m->vocab);
+	b->flop_per_token = model_flop_per_token(m);
 	b->gemm = largest_gemm(s, m);
 	int sgemm = r->eng->placement.backend == DEV_BACKEND_CPU && sgemm_mats_alloc(b->gemm, &mats);
 	if (sgemm)

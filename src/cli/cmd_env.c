@@ -5,13 +5,18 @@
  * for real (devcheck.h) and exits ERR_DEVCHECK, naming what failed, when it does not
  * work, the plan itself included.
  */
+#include "cmd_env.h"
+
 #include <stdio.h>
 
-#include "app.h"
 #include "blas_core.h"
+#include "corpus_store.h"
 #include "ddptok_config.h"
 #include "devcheck.h"
 #include "engine.h"
+#include "fsx.h"
+#include "outputs.h"
+#include "placement.h"
 #include "procs.h"
 #if DDPTOK_HAVE_CUDA
 #include "gpu.h"
@@ -29,11 +34,24 @@ static void print_placement(const struct settings *s, const struct placement *pl
 	printf("collective: %s\n", plan->coll_why);
 }
 
-/* What one rank holds: the vocabulary's share shows (output layer and logits). */
-static void print_memory(const struct settings *s)
+/* What one rank holds: the vocabulary's share shows (output layer and logits). A file
+ * source without model.vocab has the vocabulary its prepared corpus records; the files
+ * themselves are not read for it. */
+static void print_memory(const struct settings *config)
 {
 	struct engine_memory m;
+	struct settings with_vocab = *config, *s = &with_vocab;
+	char dir[FSX_PATH_MAX];
+	struct err ignore = {0};
 	const double mib = 1024.0 * 1024.0;
+	if (!s->vocab && fsx_join(dir, sizeof dir, s->outputs, output_name(OUT_CORPUS),
+				  &ignore) == ERR_OK)
+		s->vocab = corpus_store_vocab(dir, config);
+	if (!s->vocab) {
+		printf("memory per rank: the vocabulary is the files' (model.vocab = 0) and no "
+		       "corpus is prepared from them yet: run prepare, or set model.vocab\n");
+		return;
+	}
 	engine_memory_per_rank(s, &m);
 	printf("memory per rank: %.1f MiB = parameters, gradients and momentum %.1f MiB (3 x %zu "
 	       "floats, vocabulary %d)%s + workspace %.1f MiB for %d positions (logits %.1f MiB)\n",
@@ -84,7 +102,7 @@ int cmd_env(struct app *a, struct err *e)
 	if (!a->o.check)
 		return ERR_OK;
 	fflush(stdout);
-	ERR_TRY(devcheck_run(&a->s, &plan, a->o.inject_rank, stdout, e));
+	ERR_TRY(devcheck_run(&a->s, &plan, a->o.fault.inject_rank, stdout, e));
 	printf("env --check: every rank passed\n");
 	return ERR_OK;
 }

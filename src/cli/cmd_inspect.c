@@ -11,7 +11,7 @@
  * (or one rank's contribution) under any normalization and sets it against the
  * single-device reference (or that rank's share of it), `mode` switches the
  * normalization, `dump` writes tensors as .npy, `save` checkpoints, `eval` measures the
- * test split. The session holds the trainer itself (train.h): `step` is trainer_step,
+ * test split. The session holds the trainer itself (trainer.h): `step` is trainer_step,
  * the step `train` takes, and `save` is trainer_checkpoint, so a checkpoint of the same
  * step is the same, byte for byte, whichever of the two wrote it.
  *
@@ -28,38 +28,36 @@
  * it with an error. A scripted session (stdin not a terminal) that met a mistake ends
  * with the first one's code (the exit status is not 0), so that a script can serve as a
  * check.
+ *
+ * The prompt's line reader is inspect_line.c; the arithmetic and the report of `compare`
+ * are inspect_compare.c.
  */
+#include "cmd_inspect.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "app.h"
 #include "signals.h"
 #include "clock.h"
-#include "ddptok_config.h"
+#include "coll.h"
 #include "fsx.h"
+#include "inspect_compare.h"
+#include "inspect_line.h"
 #include "jsonx.h"
 #include "norm.h"
 #include "npy.h"
 #include "outputs.h"
 #include "parity.h"
 #include "run.h"
-#include "train.h"
+#include "trainer.h"
 
-#if DDPTOK_HAVE_LIBEDIT
-#include <editline/readline.h>
-#endif
-
-#define INSPECT_PROMPT "ddptok> "
-#define INSPECT_LINE_MAX 4095 /* characters in a line, its newline not counted */
 #define INSPECT_MAX_ARGS 16
 #define INSPECT_MAX_STEPS 1000000L
-#define INSPECT_WORST 5
 #define INSPECT_FIRST_VALUES 4
 #define INSPECT_SIGINT_TWICE_S 1.0 /* a second SIGINT this soon after one ends the session */
 
@@ -132,7 +130,7 @@ static int parse_rank(const char *s, int world, int *out, struct err *e)
 
 static const char *reduce_name(const struct app *a)
 {
-	return a->s.reduce == COLL_AVG ? "avg" : "sum";
+	return coll_op_name(a->s.reduce);
 }
 
 static void swap_windows(struct inspect *in)
@@ -154,18 +152,6 @@ static int peek_next(struct inspect *in, struct err *e)
 	return rc;
 }
 
-static void tensor_label(const struct model_shape *m, size_t i, char *out, size_t cap)
-{
-	int row, col;
-	int t = model_locate(m, i, &row, &col);
-	if (t < 0)
-		snprintf(out, cap, "?[%zu]", i);
-	else if (m->p[t].cols == 1)
-		snprintf(out, cap, "%s[%d]", m->p[t].name, row);
-	else
-		snprintf(out, cap, "%s[%d, %d]", m->p[t].name, row, col);
-}
-
 static void shape_text(const struct param_info *p, char *out, size_t cap)
 {
 	if (p->cols == 1)
@@ -176,7 +162,7 @@ static void shape_text(const struct param_info *p, char *out, size_t cap)
 
 static int find_param(const struct model_shape *m, const char *name)
 {
-	for (int t = 0; t < MODEL_NPARAM; t++)
+	for (int t = 0; t < m->n_tensors; t++)
 		if (strcmp(m->p[t].name, name) == 0)
 			return t;
 	return -1;
@@ -186,7 +172,7 @@ static void param_names(const struct model_shape *m, char *out, size_t cap)
 {
 	size_t len = 0;
 	out[0] = '\0';
-	for (int t = 0; t < MODEL_NPARAM && len < cap; t++)
+	for (int t = 0; t < m->n_tensors && len < cap; t++)
 		len += snprintf(out + len, cap - len, "%s%s", t ? ", " : "", m->p[t].name);
 }
 
@@ -540,7 +526,7 @@ static int do_grad(struct inspect *in, int argc, char **argv, struct err *e)
 	printf("grad:   %-6s %-9s %12s %12s %13s  first values\n", "tensor", "shape", "L2 norm",
 	       "max |g|", "mean");
 	double s2 = 0.0;
-	for (int t = 0; t < MODEL_NPARAM; t++) {
+	for (int t = 0; t < m->n_tensors; t++) {
 		const struct param_info *p = &m->p[t];
 		if (q.tensor >= 0 && t != q.tensor)
 			continue;
@@ -555,33 +541,6 @@ static int do_grad(struct inspect *in, int argc, char **argv, struct err *e)
 
 /* ------------------------------------------------------------------ compare */
 
-struct worst {
-	size_t i;
-	double ratio, diff, lim;
-};
-
-/* The components with the largest |g - ref| / (atol + rtol |ref|), largest first (ties:
- * the lowest index). A ratio above 1 is outside the tolerance. */
-static void worst_components(const float *g, const float *ref, size_t n, double atol,
-			     double rtol, struct worst *w, int *nw)
-{
-	int k = 0;
-	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)g[i] - (double)ref[i]);
-		double lim = atol + rtol * fabs((double)ref[i]);
-		double x = d != d ? INFINITY : lim > 0.0 ? d / lim : d > 0.0 ? INFINITY : 0.0;
-		if (k == INSPECT_WORST && !(x > w[k - 1].ratio))
-			continue;
-		int j = k < INSPECT_WORST ? k++ : k - 1;
-		while (j > 0 && x > w[j - 1].ratio) {
-			w[j] = w[j - 1];
-			j--;
-		}
-		w[j] = (struct worst){i, x, d, lim};
-	}
-	*nw = k;
-}
-
 static int restore_state(struct inspect *in, int64_t updates, struct err *e)
 {
 	struct engine *eng = in->t.r.eng;
@@ -594,18 +553,6 @@ static int restore_state(struct inspect *in, int64_t updates, struct err *e)
 		return ERR(e, ERR_CHECK, "compare: the training state could not be restored exactly");
 	}
 	return ERR_OK;
-}
-
-/* The part of window w that rank `rank` computes, as a one-rank window that keeps w's N:
- * its reference gradient (engine_reference weighs every token 1 / N) is that rank's share
- * of the reference gradient of w's token mean. */
-static void rank_share_window(const struct window *w, int rank, struct window *share)
-{
-	*share = *w;
-	share->world = 1;
-	for (int m = 0; m < w->micro; m++)
-		share->mb[0][m] = w->mb[rank][m];
-	share->rank_tokens[0] = w->rank_tokens[rank];
 }
 
 /* "[MODE] [--rank R]" */
@@ -637,8 +584,7 @@ static int parse_compare(struct inspect *in, int argc, char **argv, int *mode, i
 
 /* Runs window w under `mode` from the current engine state, without an update, and puts
  * into in->ref the reference (of the whole window, or of rank's share) and into *g what
- * is compared with it: the reduced gradient, or rank's local one divided by k (k = W for
- * reduce avg: what it contributes to the reduced gradient). */
+ * is compared with it: the reduced gradient, or rank's contribution to it. */
 static int compare_compute(struct inspect *in, const struct window *w, int mode, int rank,
 			   const float **g, struct window_result *res, double *ref_loss,
 			   struct err *e)
@@ -654,56 +600,11 @@ static int compare_compute(struct inspect *in, const struct window *w, int mode,
 		DEV(in, engine_reference(eng, w, in->ref, ref_loss, e));
 		return ERR_OK;
 	}
-	rank_share_window(w, rank, &share);
+	inspect_rank_share(w, rank, &share);
 	DEV(in, engine_reference(eng, &share, in->ref, ref_loss, e));
-	float k = in->a->s.reduce == COLL_AVG ? (float)w->world : 1.0f;
-	for (size_t i = 0; i < in->n; i++)
-		in->contrib[i] = eng->host_local[rank][i] / k;
+	inspect_rank_contribution(eng->host_local[rank], in->n, &in->a->s, w->world, in->contrib);
 	*g = in->contrib;
 	return ERR_OK;
-}
-
-/* The comparison of g with in->ref: the counts and the worst components. */
-static void compare_report(struct inspect *in, const struct window *w, int mode, int rank,
-			   const float *g, const struct window_result *res, double ref_loss)
-{
-	struct app *a = in->a;
-	struct parity_stats st;
-	char who[64] = "";
-	parity_compare(g, in->ref, in->n, a->s.atol, a->s.rtol, &st);
-	if (rank < 0) {
-		printf("compare: mode %s (reduce %s, W = %d, N = %lld) against the single-device "
-		       "reference\n", norm_mode_name(mode), reduce_name(a), w->world, (long long)w->N);
-		printf("compare: loss %.6f (global token mean; reference %.6f)\n", res->loss, ref_loss);
-	} else {
-		snprintf(who, sizeof who, ", rank %d", rank);
-		printf("compare: rank %d's contribution under mode %s (its local gradient%s) against "
-		       "its share of the single-device reference (the gradient of its %lld tokens' "
-		       "losses / N, N = %lld)\n", rank, norm_mode_name(mode),
-		       a->s.reduce == COLL_AVG ? " / W, as reduce avg divides" : "",
-		       (long long)w->rank_tokens[rank], (long long)w->N);
-		printf("compare: rank %d's share of the reference loss: %.6f\n", rank, ref_loss);
-	}
-	printf("compare: max abs error %.3e, max rel error %.3e\n", st.max_abs, st.max_rel);
-	printf("compare: mode %s%s: %zu of %zu components outside tolerance (atol %g, rtol %g): "
-	       "%s\n", norm_mode_name(mode), who, st.outside, st.components, a->s.atol, a->s.rtol,
-	       st.pass ? "pass" : "FAIL");
-	if (mode != NORM_GLOBAL_TOKEN && !parity_distinguishable(mode, a->s.unit, w, a->s.reduce == COLL_AVG))
-		printf("compare: note: on this window %s gives every microbatch the same factor as "
-		       "global_token\n", norm_mode_name(mode));
-	struct worst wv[INSPECT_WORST];
-	int nw = 0;
-	worst_components(g, in->ref, in->n, a->s.atol, a->s.rtol, wv, &nw);
-	printf("compare: the %d worst components (largest |g - ref| / (atol + rtol |ref|)):\n",
-	       nw);
-	for (int i = 0; i < nw; i++) {
-		char label[96];
-		tensor_label(&in->t.r.eng->shape, wv[i].i, label, sizeof label);
-		printf("compare:   %-16s index %-7zu g %+.6e  ref %+.6e  |g - ref| %.3e  "
-		       "tolerance %.3e (%.3g x)%s\n", label, wv[i].i, g[wv[i].i], in->ref[wv[i].i],
-		       wv[i].diff, wv[i].lim, wv[i].ratio,
-		       wv[i].diff <= wv[i].lim ? "" : "  outside");
-	}
 }
 
 static int do_compare(struct inspect *in, int argc, char **argv, struct err *e)
@@ -735,10 +636,12 @@ static int do_compare(struct inspect *in, int argc, char **argv, struct err *e)
 		rc = restore_state(in, updates, e);
 	if (rc != ERR_OK)
 		return rc;
-	if (res.rejected)
+	if (res.rejected) {
 		printf("compare: the window has no supervised token: there is no mean to compare\n");
-	else
-		compare_report(in, w, mode, rank, g, &res, ref_loss);
+		return ERR_OK;
+	}
+	struct inspect_comparison c = {w, mode, rank, g, in->ref, in->n, res.loss, ref_loss};
+	inspect_compare_print(&in->a->s, &eng->shape, &c);
 	return ERR_OK;
 }
 
@@ -967,7 +870,8 @@ static const struct icmd icmds[] = {
 	 "single-device reference gradient of the window's token mean: max abs/rel error, the\n"
 	 "number of components outside |g - ref| <= atol + rtol |ref| ([parity] atol, rtol) and\n"
 	 "the worst components with their parameter name and (row, col). With --rank R, compares\n"
-	 "rank R's contribution instead (its local gradient, divided by W under reduce avg)\n"
+	 "rank R's contribution instead (its local gradient, divided by W under reduce avg, by\n"
+	 "the K shards in exact mode)\n"
 	 "with its share of the reference: the gradient of the losses of its own tokens / N.\n"
 	 "Under global_token every rank's contribution matches its share; a wrong mode shows\n"
 	 "which rank weighs its tokens wrongly. The training state is restored afterwards:\n"
@@ -996,6 +900,12 @@ static const struct icmd icmds[] = {
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
+/* The name of command i of the table (NULL past its end): the prompt completes them. */
+static const char *icmd_name(int i)
+{
+	return icmds[i].name;
+}
+
 static const struct icmd *find_cmd(const char *name)
 {
 	for (const struct icmd *c = icmds; c->name; c++)
@@ -1023,167 +933,6 @@ static int do_help(struct inspect *in, int argc, char **argv, struct err *e)
 	for (const struct icmd *c = icmds; c->name; c++)
 		printf("  %-24s %s\n", c->usage, c->brief);
 	return ERR_OK;
-}
-
-/* ------------------------------------------------------------------ line input */
-
-#if DDPTOK_HAVE_LIBEDIT
-static char *complete_gen(const char *text, int state)
-{
-	static int idx;
-	size_t len = strlen(text);
-	if (!state)
-		idx = 0;
-	while (icmds[idx].name) {
-		const char *n = icmds[idx++].name;
-		if (strncmp(n, text, len) == 0)
-			return strdup(n);
-	}
-	return NULL;
-}
-
-static char **complete(const char *text, int start, int end)
-{
-	(void)end;
-	if (start != 0)
-		return NULL;
-	return rl_completion_matches(text, complete_gen);
-}
-#endif
-
-struct reader {
-	int edit; /* libedit on a terminal */
-	char buf[INSPECT_LINE_MAX + 1];
-	char *owned;
-	char in[4096]; /* scripted: what was read from stdin and not yet taken */
-	size_t in_pos, in_len;
-};
-
-enum { READ_ERROR = -1, READ_END = 0, READ_LINE = 1, READ_SIGNAL = 2 };
-
-/* Waits until standard input has something (or its end) or a signal arrives, whichever
- * thread took it: READ_LINE (input ready), READ_END (a terminal hung up), READ_SIGNAL, or
- * READ_ERROR (errno kept). */
-static int wait_input(int edit)
-{
-	for (;;) {
-		struct pollfd p[2] = {{.fd = STDIN_FILENO, .events = POLLIN},
-				      {.fd = cli_signal_wake_fd(), .events = POLLIN}};
-		if (cli_signal_received())
-			return READ_SIGNAL;
-		int n = poll(p, 2, -1);
-		if (n < 0 && errno != EINTR)
-			return READ_ERROR;
-		if (cli_signal_received())
-			return READ_SIGNAL;
-		if (n <= 0 || (p[1].revents && !p[0].revents))
-			continue; /* interrupted by another signal, or a byte of an earlier one */
-		/* a hung-up terminal stays readable for ever: libedit would read nothing */
-		if (edit && (p[0].revents & (POLLHUP | POLLERR | POLLNVAL)))
-			return READ_END;
-		return READ_LINE;
-	}
-}
-
-/* Scripted: the next byte of standard input into *ch; READ_LINE, READ_END, READ_SIGNAL
- * (before the byte) or READ_ERROR. */
-static int next_byte(struct reader *rd, int *ch)
-{
-	if (rd->in_pos == rd->in_len) {
-		int w = wait_input(0);
-		if (w != READ_LINE)
-			return w;
-		ssize_t n = read(STDIN_FILENO, rd->in, sizeof rd->in);
-		if (n < 0)
-			return READ_ERROR;
-		if (n == 0)
-			return READ_END;
-		rd->in_pos = 0;
-		rd->in_len = (size_t)n;
-	}
-	*ch = (unsigned char)rd->in[rd->in_pos++];
-	return READ_LINE;
-}
-
-#if DDPTOK_HAVE_LIBEDIT
-static char *edited_line; /* what libedit's callback handed over */
-static int edited;        /* a line (or the end of input: edited_line NULL) came */
-
-static void on_edited_line(char *line)
-{
-	edited_line = line;
-	edited = 1;
-}
-
-/* On a terminal: one line through libedit's callback interface, so that the wait for
- * a key can end on a signal too; installing the handler starts an empty line and shows
- * the prompt, removing it gives the terminal back. */
-static int read_edited(struct reader *rd, char **line, int *too_long)
-{
-	int got = READ_LINE;
-	edited = 0;
-	edited_line = NULL;
-	rl_callback_handler_install(INSPECT_PROMPT, on_edited_line);
-	while (!edited && (got = wait_input(1)) == READ_LINE)
-		rl_callback_read_char();
-	rl_callback_handler_remove();
-	if (!edited)
-		return got;
-	if (!edited_line)
-		return READ_END;
-	if (*edited_line)
-		add_history(edited_line);
-	rd->owned = edited_line;
-	*line = edited_line;
-	if (strlen(edited_line) > INSPECT_LINE_MAX) /* the same limit as a scripted line */
-		*too_long = 1;
-	return READ_LINE;
-}
-#endif
-
-/* One line into *line: READ_LINE, READ_END, READ_SIGNAL (what was typed of the line is
- * dropped) or READ_ERROR (errno kept). */
-static int read_line(struct reader *rd, char **line, int *too_long)
-{
-	*too_long = 0;
-	free(rd->owned);
-	rd->owned = NULL;
-#if DDPTOK_HAVE_LIBEDIT
-	if (rd->edit)
-		return read_edited(rd, line, too_long);
-#endif
-	fputs(INSPECT_PROMPT, stdout);
-	fflush(stdout);
-	/* one line, byte by byte: a NUL inside it or a line past the buffer is reported as
-	 * such, and the reading always ends at the newline (the next line stays whole) */
-	size_t len = 0;
-	int ch = 0, any = 0, got;
-	while ((got = next_byte(rd, &ch)) == READ_LINE && ch != '\n') {
-		any = 1;
-		if (ch == '\0')
-			*too_long = *too_long ? *too_long : 2;
-		else if (len + 1 < sizeof rd->buf)
-			rd->buf[len++] = (char)ch;
-		else
-			*too_long = 1;
-	}
-	if (got == READ_ERROR || got == READ_SIGNAL || (got == READ_END && !any))
-		return got;
-	rd->buf[len] = '\0';
-	*line = rd->buf;
-	return READ_LINE;
-}
-
-static int split_args(char *line, char **argv, int max)
-{
-	int argc = 0;
-	char *save = NULL;
-	for (char *t = strtok_r(line, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
-		if (argc == max)
-			return -1;
-		argv[argc++] = t;
-	}
-	return argc;
 }
 
 /* ------------------------------------------------------------------ session */
@@ -1244,7 +993,7 @@ static int inspect_open(struct app *a, struct inspect *in, struct err *e)
 
 /* What a session met: the errors of its commands, which fail a scripted session. */
 struct session {
-	struct reader rd;
+	struct inspect_reader rd;
 	int scripted;             /* stdin is not a terminal */
 	double last_sigint;       /* when the last SIGINT was honoured (monotonic s), or 0 */
 	long line_no;
@@ -1280,7 +1029,7 @@ static int run_line(struct inspect *in, struct session *ss, char *line, int too_
 		session_error(ss, ERR_USAGE, msg);
 		return 0;
 	}
-	int argc = split_args(line, argv, INSPECT_MAX_ARGS);
+	int argc = inspect_split_args(line, argv, INSPECT_MAX_ARGS);
 	if (argc < 0) {
 		snprintf(msg, sizeof msg, "too many words on the line (at most %d)", INSPECT_MAX_ARGS);
 		session_error(ss, ERR_USAGE, msg);
@@ -1338,7 +1087,7 @@ static int run_session(struct inspect *in, struct session *ss, struct err *e)
 	for (;;) {
 		char *line = NULL;
 		int too_long, rc;
-		int got = read_line(&ss->rd, &line, &too_long);
+		int got = inspect_read_line(&ss->rd, &line, &too_long);
 		if (got == READ_ERROR)
 			return ERR(e, ERR_IO, "inspect: cannot read standard input: %s",
 				   strerror(errno));
@@ -1384,17 +1133,7 @@ static void session_start(struct inspect *in, struct session *ss)
 	       a->s.accumulation, norm_mode_name(in->t.mode), in->n, (long long)in->t.step,
 	       (long long)in->t.r.eng->updates_done);
 	fflush(stdout);
-#if DDPTOK_HAVE_LIBEDIT
-	ss->rd.edit = !ss->scripted;
-	if (ss->rd.edit) {
-		rl_readline_name = "ddptok";
-		/* the session's own handlers (cli_signals) stay in place while a line is
-		 * edited: libedit would re-raise SIGINT to the whole process group */
-		rl_catch_signals = 0;
-		rl_attempted_completion_function = complete;
-		using_history();
-	}
-#endif
+	inspect_reader_open(&ss->rd, !ss->scripted, icmd_name);
 }
 
 int cmd_inspect(struct app *a, struct err *e)
@@ -1416,7 +1155,7 @@ int cmd_inspect(struct app *a, struct err *e)
 		rc = ERR(e, ss.first_code, "inspect: %d command%s of the script failed; the first, "
 			 "on line %ld: %s", ss.errors, ss.errors == 1 ? "" : "s", ss.first_line,
 			 ss.first_msg);
-	free(ss.rd.owned);
+	inspect_reader_close(&ss.rd);
 	fflush(stdout);
 	inspect_free(&in);
 	return rc;

@@ -15,8 +15,9 @@
  * is of the resumed run's final checkpoint, the one this protocol just wrote, never of
  * whatever else lies under the checkpoint directory.
  *
- * Each step is the command of that name working on a result the protocol keeps (report.h):
- * the report is rendered from those values, never from the files the commands wrote.
+ * Each step is the command of that name working on a result the protocol keeps (step_*.h,
+ * report.h): the report is rendered from those values, never from the files the commands
+ * wrote.
  *
  * The steps share their engines (engine_keep.h): one per device count and batch room the
  * protocol needs (the configured devices.world, which the exercise's two ranks reuse
@@ -24,6 +25,8 @@
  * new engine would be, so that every result is the one a new engine gives, bit for bit.
  * The report counts them (report.json "engines").
  */
+#include "cmd_protocol.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -35,14 +38,20 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "app.h"
 #include "signals.h"
 #include "engine_keep.h"
 #include "fsx.h"
 #include "outputs.h"
+#include "cmd_evaluate.h"
+#include "cmd_prepare.h"
+#include "cmd_reference.h"
 #include "report.h"
 #include "run.h"
-#include "train.h"
+#include "step_check_loss.h"
+#include "step_elastic.h"
+#include "step_exercise.h"
+#include "step_parity.h"
+#include "train_loop.h"
 
 struct protocol {
 	struct report rep; /* what the report shows */

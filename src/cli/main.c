@@ -19,6 +19,20 @@
 #include <unistd.h>
 
 #include "app.h"
+#include "cmd_bench.h"
+#include "cmd_check_loss.h"
+#include "cmd_checkpoints.h"
+#include "cmd_clean.h"
+#include "cmd_env.h"
+#include "cmd_evaluate.h"
+#include "cmd_exercise.h"
+#include "cmd_inspect.h"
+#include "cmd_parity.h"
+#include "cmd_prepare.h"
+#include "cmd_protocol.h"
+#include "cmd_reference.h"
+#include "cmd_train.h"
+#include "model.h"
 #include "signals.h"
 #include "ddptok_config.h"
 #include "dirlock.h"
@@ -282,7 +296,7 @@ static void command_help(FILE *f, const struct command *c)
 }
 
 /* The configuration reference as a markdown table, generated from the key table; the
- * README embeds this output and a test fails when the two drift apart. */
+ * docs/configuration.md embeds this output and a test fails when the two drift apart. */
 static void print_keys(void)
 {
 	printf("| key | type | default | allowed | math | meaning |\n");
@@ -357,9 +371,9 @@ static int parse_hang(struct app_opts *o, char *arg)
 			"(rank from 0, window from 1, seconds in (0, 86400])\n");
 		return ERR_USAGE;
 	}
-	o->hang_rank = (int)r;
-	o->hang_window = w - 1; /* the engine counts windows from 0 */
-	o->hang_seconds = seconds;
+	o->fault.hang_rank = (int)r;
+	o->fault.hang_window = w - 1; /* the engine counts windows from 0 */
+	o->fault.hang_seconds = seconds;
 	return CLI_RUN;
 }
 
@@ -390,7 +404,7 @@ static int take_option(struct cli *cli, int val, char *arg)
 				"'%s'\n", arg);
 			return ERR_USAGE;
 		}
-		o->inject_swap_rank = (int)r;
+		o->fault.inject_swap_rank = (int)r;
 		break;
 	}
 	case 'i': {
@@ -402,8 +416,8 @@ static int take_option(struct cli *cli, int val, char *arg)
 				"0, window from 1 as the commands number them)\n");
 			return ERR_USAGE;
 		}
-		o->inject_rank = (int)r;
-		o->inject_window = w - 1; /* the engine counts windows from 0 */
+		o->fault.inject_rank = (int)r;
+		o->fault.inject_window = w - 1; /* the engine counts windows from 0 */
 		break;
 	}
 	case 'H':
@@ -547,22 +561,23 @@ static int load_configuration(struct cli *cli, struct err *e)
 	for (int i = 0; i < cli->nsets; i++)
 		ERR_TRY(cfg_set(&a->cfg, cli->sets[i], e));
 	ERR_TRY(settings_from_cfg(&a->cfg, &a->s, e));
-	/* a file source's vocabulary (the model's shape) may come from its files */
-	ERR_TRY(corpus_resolve_vocab(&a->s, e));
-	if (a->o.inject_rank >= a->s.world)
-		return ERR(e, ERR_USAGE, "--inject-failure %d:%ld: rank %d does not exist "
-			   "(devices.world = %d)", a->o.inject_rank, a->o.inject_window + 1,
-			   a->o.inject_rank, a->s.world);
-	if (a->o.inject_swap_rank >= 0 &&
-	    (a->s.shards <= 0 || a->o.inject_swap_rank >= a->s.world ||
+	/* [model] kind names a known model: the registry sits above the settings */
+	ERR_TRY(model_kind_check(a->s.model_kind, e));
+	const struct fault_injection *f = &a->o.fault;
+	if (f->inject_rank >= a->s.world)
+		return ERR(e, ERR_USAGE, "--inject-failure %d:%lld: rank %d does not exist "
+			   "(devices.world = %d)", f->inject_rank, (long long)f->inject_window + 1,
+			   f->inject_rank, a->s.world);
+	if (f->inject_swap_rank >= 0 &&
+	    (a->s.shards <= 0 || f->inject_swap_rank >= a->s.world ||
 	     a->s.shards / a->s.world < 4))
 		return ERR(e, ERR_USAGE, "--inject-shard-swap %d: needs exact mode (train.shards), "
 			   "a rank below devices.world = %d and at least 4 shards per rank (here "
-			   "train.shards = %d)", a->o.inject_swap_rank, a->s.world, a->s.shards);
-	if (a->o.hang_rank >= a->s.world)
-		return ERR(e, ERR_USAGE, "--inject-hang %d:%ld: rank %d does not exist "
-			   "(devices.world = %d)", a->o.hang_rank, a->o.hang_window + 1,
-			   a->o.hang_rank, a->s.world);
+			   "train.shards = %d)", f->inject_swap_rank, a->s.world, a->s.shards);
+	if (f->hang_rank >= a->s.world)
+		return ERR(e, ERR_USAGE, "--inject-hang %d:%lld: rank %d does not exist "
+			   "(devices.world = %d)", f->hang_rank, (long long)f->hang_window + 1,
+			   f->hang_rank, a->s.world);
 	return ERR_OK;
 }
 
@@ -659,11 +674,7 @@ int main(int argc, char **argv)
 
 	err_clear(&e);
 	dirlock_init(&locks);
-	a->o.inject_rank = -1;
-	a->o.inject_window = -1;
-	a->o.inject_swap_rank = -1;
-	a->o.hang_rank = -1;
-	a->o.hang_window = -1;
+	fault_injection_off(&a->o.fault);
 	if ((rc = parse_args(&cli, argc, argv)) != CLI_RUN)
 		return rc;
 	if (cli.help)

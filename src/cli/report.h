@@ -1,11 +1,12 @@
 /*
  * report: the results as the user sees them. Each check's result (parity.h, checks.h,
- * train.h) is printed by its command and written as JSON into [run] outputs; the protocol
- * keeps them in memory and report_write() renders report.md and report.json from them.
+ * train_loop.h, evaluate.h) is printed by its step (step_*.h) and written as JSON into
+ * [run] outputs; the protocol keeps them in memory and report_write() renders report.md
+ * and report.json from them.
  *
- * The *_step functions are the commands' work on a result the caller holds: compute it,
- * print it, write its JSON, and return ERR_CHECK (after writing) when its check failed.
- * The command frees the result; the protocol keeps it for the report.
+ * A step is a command's work on a result the caller holds: compute it, print it, write
+ * its JSON, and return ERR_CHECK (after writing) when its check failed. The command frees
+ * the result; the protocol keeps it for the report.
  */
 #ifndef DDPTOK_REPORT_H
 #define DDPTOK_REPORT_H
@@ -14,29 +15,11 @@
 
 #include "app.h"
 #include "checks.h"
+#include "evaluate.h"
 #include "outputs.h"
 #include "parity.h"
-#include "train.h"
-
-/* ---- the steps (cmd_basic.c, cmd_parity.c, cmd_exercise.c, cmd_train.c) ---- */
-
-int check_loss_step(struct app *a, struct check_loss_result *res, struct err *e);
-/* dump_dir: where the compared tensors go (NULL: nowhere) */
-int parity_step(struct app *a, const char *dump_dir, struct parity_result *res, struct err *e);
-int exercise_step(struct app *a, struct exercise_result *res, struct err *e);
-
-/* The protocol's elastic step (exact mode, cmd_elastic.c): checkpoint `from` resumed on
- * the other valid device counts next to devices.world, each compared with the continuous
- * run `cont` (bit for bit). */
-struct elastic_check {
-	int from_world;
-	int runs;                       /* 0: no other valid world (train.shards = 1) */
-	int worlds[2];
-	struct resume_check resume[2];
-	int ok;
-};
-int elastic_step(struct app *a, const char *from, const struct train_result *cont,
-		 struct elastic_check *res, struct err *e);
+#include "step_elastic.h"
+#include "train_loop.h"
 
 /* ---- JSON (report.c) ---- */
 

@@ -1,5 +1,5 @@
 /*
- * cmd_elastic: the protocol's elastic step (exact mode only): the stopped run's checkpoint
+ * step_elastic: the protocol's elastic step (exact mode only): the stopped run's checkpoint
  * is resumed on other device counts, to the end of the run, and each must end where the
  * continuous run ended, in every bit of the parameters and momentum.
  *
@@ -10,13 +10,10 @@
  * state is compared in memory), and uses the protocol's options otherwise (--inject-drift
  * included: a drifted resume must fail here too).
  */
+#include "step_elastic.h"
+
 #include <stdio.h>
 #include <string.h>
-
-#include "app.h"
-#include "checks.h"
-#include "elastic.h"
-#include "report.h"
 
 /* The configuration of a with devices.world = world (accumulation following), into
  * copy and s. */

@@ -1,13 +1,14 @@
 /*
- * cmd_parity: the parity command: the check of parity.c, printed, written to parity.json,
- * and with --dump DIR every tensor it compared (the protocol's parity step dumps into
- * outputs/parity).
+ * step_parity: the parity step: the check of parity.c, printed, written to parity.json,
+ * and with a dump directory every tensor it compared (the protocol's step dumps into
+ * outputs/parity, the parity command where --dump DIR says).
  */
+#include "step_parity.h"
+
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
 #include "fsx.h"
 #include "norm.h"
 #include "npy.h"
@@ -34,24 +35,26 @@ static int dump_vec(const char *dir, const char *name, const float *x, size_t n,
 /* Every microbatch's model inputs and targets, as the model sees them. */
 static int dump_batches(const struct dump *d, const struct run *r, struct err *e)
 {
-	struct batch b;
-	int rc = batch_alloc(&b, batch_max_rows(d->s->batch_size, d->s->max_len), d->s->context, e);
+	const struct model_shape *m = &r->eng->shape;
+	struct model_batch *b;
+	int rc = model_batch_alloc(m, model_max_rows(m, d->s->batch_size, d->s->max_len), &b, e);
 	if (rc != ERR_OK)
 		return rc;
 	for (int q = 0; q < r->w.world && rc == ERR_OK; q++)
-		for (int m = 0; m < r->w.micro && rc == ERR_OK; m++) {
-			char path[FSX_PATH_MAX + 64];
-			const struct microbatch *mb = &r->w.mb[q][m];
-			if ((rc = batch_build(&b, &r->corpus, mb->ids, mb->n, d->s->layout, e)) != ERR_OK)
+		for (int mi = 0; mi < r->w.micro && rc == ERR_OK; mi++) {
+			const struct microbatch *mb = &r->w.mb[q][mi];
+			struct model_array arr[MODEL_MAX_ARRAYS];
+			if ((rc = model_batch_build(b, &r->corpus, mb->ids, mb->n, d->s->layout, e)))
 				break;
-			size_t shape[2] = {(size_t)b.rows, (size_t)b.context};
-			snprintf(path, sizeof path, "%s/" OUTPUT_DUMP_INPUTS, d->dir, q, m);
-			if ((rc = npy_write(path, NPY_I32, shape, 2, b.ctx, e)) != ERR_OK)
-				break;
-			snprintf(path, sizeof path, "%s/" OUTPUT_DUMP_TARGETS, d->dir, q, m);
-			rc = npy_write(path, NPY_I32, shape, 1, b.target, e);
+			int n = model_batch_arrays(b, arr);
+			for (int i = 0; i < n && rc == ERR_OK; i++) {
+				char path[FSX_PATH_MAX + 64];
+				snprintf(path, sizeof path, "%s/rank%d-micro%d-%s.npy", d->dir, q, mi,
+					 arr[i].name);
+				rc = npy_write(path, NPY_I32, arr[i].dim, arr[i].ndim, arr[i].data, e);
+			}
 		}
-	batch_free(&b);
+	model_batch_free(b);
 	return rc;
 }
 
@@ -88,7 +91,7 @@ static int dump_mode(void *arg, const struct run *r, int mode, struct err *e)
 	return rc;
 }
 
-/* ---- the command ---------------------------------------------------------------------- */
+/* ---- the step ------------------------------------------------------------------------- */
 
 static void parity_print(const struct app *a, const struct parity_result *p)
 {
@@ -146,12 +149,4 @@ int parity_step(struct app *a, const char *dump_dir, struct parity_result *res, 
 			   a->s.outputs, output_name(OUT_PARITY));
 	env_info(&a->env, "parity: ok (written %s/%s)", a->s.outputs, output_name(OUT_PARITY));
 	return ERR_OK;
-}
-
-int cmd_parity(struct app *a, struct err *e)
-{
-	struct parity_result res;
-	int rc = parity_step(a, a->o.dump_dir, &res, e);
-	parity_result_free(&res);
-	return rc;
 }

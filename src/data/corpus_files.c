@@ -5,15 +5,20 @@
  * The files' ids are the tokenizer's, from 0; the model reserves its first DATA_RESERVED
  * ids (the context before a sequence's start, padding), so file id u is corpus id
  * u + DATA_RESERVED and the model's vocabulary is the files' plus DATA_RESERVED. The files'
- * vocabulary is model.vocab, or when it is 0 the largest id found + 1. A sequence's prefix
+ * vocabulary is model.vocab, or when it is 0 the largest id found + 1: then only the
+ * corpus knows it, once the files are read (prepare, or a run that builds its corpus), and
+ * corpus.bin records it, so that the configuration never reads the files to learn it. A sequence's prefix
  * is the run of masked tokens that opens it; the whole mask is kept for the masked
  * positions further on.
  */
+#include "corpus_files.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "corpus.h"
+#include "corpus_lock.h"
+#include "sources.h"
 
 /* the largest vocabulary a model takes, reserved ids included (as [model] vocab's range) */
 #define CORPUS_MAX_VOCAB 262144
@@ -48,21 +53,9 @@ static int vocab_of(const struct settings *s, const struct data_set *d, int *voc
 	return ERR_OK;
 }
 
-int corpus_resolve_vocab(struct settings *s, struct err *e)
+int corpus_model_vocab(const struct settings *s, const struct corpus *c)
 {
-	struct data_set d;
-	int rc;
-	if (s->source == DATA_SYNTHETIC)
-		return ERR_OK;
-	if (s->model_vocab) {
-		s->vocab = s->model_vocab + DATA_RESERVED;
-		return ERR_OK;
-	}
-	if ((rc = read_files(s, NULL, NULL, &d, e)))
-		return rc;
-	rc = vocab_of(s, &d, &s->vocab, e);
-	data_free(&d);
-	return rc;
+	return s->vocab || !c ? s->vocab : c->vocab;
 }
 
 static void record_params(const struct settings *s, const struct data_set *d,
@@ -90,10 +83,9 @@ static int lay_out(const struct settings *s, const struct data_set *d, struct co
 	int vocab = 0, rc;
 	if ((rc = vocab_of(s, d, &vocab, e)))
 		return rc;
-	if (vocab != s->vocab)
+	if (s->vocab && vocab != s->vocab)
 		return ERR(e, ERR_DATA, "%s: the files call for a vocabulary of %d ids (reserved "
-			   "included), the settings hold %d: the files changed since the "
-			   "configuration was read", s->data_path, vocab, s->vocab);
+			   "included), the settings hold %d", s->data_path, vocab, s->vocab);
 	if (d->n > (1 << 24))
 		return ERR(e, ERR_DATA, "%s: %" PRId64 " sequences are too many (at most %d)",
 			   s->data_path, d->n, 1 << 24);
@@ -152,22 +144,4 @@ int corpus_files_unchanged(const struct settings *s, const struct corpus *c, str
 			 d.files_digest);
 	data_free(&d);
 	return rc;
-}
-
-void corpus_summarize(const struct corpus *c, struct corpus_summary *out)
-{
-	memset(out, 0, sizeof *out);
-	if (c->n == 0)
-		return;
-	out->shortest = out->longest = corpus_len(c, 0);
-	for (int i = 0; i < c->n; i++) {
-		int len = corpus_len(c, i);
-		out->tokens[c->split[i]] += len;
-		out->supervised[c->split[i]] += corpus_supervised(c, i);
-		out->shortest = len < out->shortest ? len : out->shortest;
-		out->longest = len > out->longest ? len : out->longest;
-	}
-	out->width = (out->longest - out->shortest) / CORPUS_HIST + 1;
-	for (int i = 0; i < c->n; i++)
-		out->hist[(corpus_len(c, i) - out->shortest) / out->width]++;
 }

@@ -1,6 +1,6 @@
 /*
- * data: the shaping rules shared by the four readers of the user's token files (see
- * data.h), the memory mapping of those files and the digest of their bytes.
+ * data: the shaping rules shared by the readers of the user's token files (see data.h),
+ * the memory mapping of those files and the digest of their bytes.
  *
  * Cutting: a document of len > max_len tokens becomes k = ceil(len / max_len) windows
  * of near-equal length (the first len % k windows one token longer), so that no window
@@ -18,25 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "corpus.h"
-
-static const char *const source_names[DATA_SOURCE_COUNT] = {
-	"synthetic", "npy", "jsonl", "megatron", "llmc",
-};
-
-static const char *const split_words[3] = { "train", "validation", "test" };
-
-const char *data_source_name(int source)
+const char *data_split_name(int split)
 {
-	return source >= 0 && source < DATA_SOURCE_COUNT ? source_names[source] : "invalid";
-}
-
-int data_source_parse(const char *name)
-{
-	for (int i = 0; name && i < DATA_SOURCE_COUNT; i++)
-		if (!strcmp(name, source_names[i]))
-			return i;
-	return -1;
+	static const char *const names[3] = { "train", "validation", "test" };
+	return split >= SPLIT_TRAIN && split <= SPLIT_TEST ? names[split] : "invalid";
 }
 
 int data_init(struct data_set *d, const struct data_shape *shape, struct err *e)
@@ -382,7 +367,7 @@ int data_finish(struct data_set *d, const char *what, struct err *e)
 			return ERR(e, ERR_DATA, "%s: no %s sequence (of %" PRId64 " documents, %"
 				   PRId64 " shorter than data.min_len = %d skipped; split rule %d,%d,%d "
 				   "for the documents without a split of their own)", what,
-				   split_words[k], d->stats.documents, d->stats.short_skipped,
+				   data_split_name(k), d->stats.documents, d->stats.short_skipped,
 				   d->shape.min_len, d->shape.split_rule[0], d->shape.split_rule[1],
 				   d->shape.split_rule[2]);
 	if ((rc = order_by_split(d, e)))
@@ -390,19 +375,4 @@ int data_finish(struct data_set *d, const char *what, struct err *e)
 	rc = digest_final(d->files, d->files_digest, e);
 	d->files = NULL;
 	return rc;
-}
-
-int data_read(struct data_set *d, int source, const char *path, struct err *e)
-{
-	int rc;
-	switch (source) {
-	case DATA_NPY: rc = data_read_npy(d, path, e); break;
-	case DATA_JSONL: rc = data_read_jsonl(d, path, e); break;
-	case DATA_MEGATRON: rc = data_read_megatron(d, path, e); break;
-	case DATA_LLMC: rc = data_read_llmc(d, path, e); break;
-	default:
-		return ERR(e, ERR_CONFIG, "data: source %s has no files to read",
-			   data_source_name(source));
-	}
-	return rc ? rc : data_finish(d, path, e);
 }

@@ -1,15 +1,10 @@
 /*
- * data: the user's own token files, read into sequences ready for the corpus.
- *
- * Four readers parse their format and hand each sequence they find to data_add():
- *     data_npy.c       a directory of .npy arrays (tokens, offsets, loss_mask, split)
- *     data_jsonl.c     one JSON object per line
- *     data_megatron.c  Megatron-LM's indexed dataset (.bin + .idx)
- *     data_llmc.c      llm.c's token shards
- * data_add() applies the shaping rules once for all of them: every id is checked against
- * the vocabulary (an error names the file and the position), a sequence longer than
- * max_len is cut into windows of at most max_len, one shorter than min_len is skipped,
- * and both are counted. data_finish() assigns the sequences whose files name no split
+ * data: the user's own token files, read into sequences ready for the corpus: what every
+ * reader shares. The readers (one file each, listed in the table of sources.h) parse
+ * their format and hand each sequence they find to data_add(), which applies the
+ * shaping rules once for all of them: every id is checked against the vocabulary (an
+ * error names the file and the position), a sequence longer than max_len is cut into
+ * windows of at most max_len, one shorter than min_len is skipped, and both are counted. data_finish() assigns the sequences whose files name no split
  * by the split rule and orders the sequences train, validation, test.
  *
  * Files are memory-mapped (data_map), never read whole, and each one's name, size and
@@ -28,8 +23,10 @@
 #include "digest.h"
 #include "err.h"
 
-enum data_source { DATA_SYNTHETIC = 0, DATA_NPY, DATA_JSONL, DATA_MEGATRON, DATA_LLMC,
-		   DATA_SOURCE_COUNT };
+/* The split a sequence belongs to; the corpus orders its sequences so. */
+enum split { SPLIT_TRAIN = 0, SPLIT_VALIDATION = 1, SPLIT_TEST = 2 };
+/* "train", "validation", "test" ("invalid" for another value) */
+const char *data_split_name(int split);
 
 /* the split of a sequence whose file names none: data_finish applies the split rule */
 #define DATA_SPLIT_BY_RULE 255
@@ -95,9 +92,6 @@ struct data_map {
 	size_t len;
 };
 
-const char *data_source_name(int source);
-int data_source_parse(const char *name); /* -1 if unknown */
-
 int data_init(struct data_set *d, const struct data_shape *shape, struct err *e);
 void data_free(struct data_set *d);
 
@@ -121,16 +115,5 @@ int data_finish(struct data_set *d, const char *what, struct err *e);
 
 /* Counts per split after data_finish. */
 void data_split_counts(const struct data_set *d, int64_t count[3]);
-
-/* The readers: each adds every sequence of the files at path (a directory for npy, a
- * file for jsonl, the path without .bin/.idx for megatron, a shard or a directory of
- * shards for llmc). */
-int data_read_npy(struct data_set *d, const char *dir, struct err *e);
-int data_read_jsonl(struct data_set *d, const char *path, struct err *e);
-int data_read_megatron(struct data_set *d, const char *prefix, struct err *e);
-int data_read_llmc(struct data_set *d, const char *path, struct err *e);
-
-/* Reads path with the reader of source (not DATA_SYNTHETIC), then data_finish. */
-int data_read(struct data_set *d, int source, const char *path, struct err *e);
 
 #endif

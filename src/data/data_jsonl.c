@@ -14,7 +14,7 @@
 
 #include <jansson.h>
 
-#include "data.h"
+#include "data_jsonl.h"
 
 struct jsonl_buf {
 	int64_t *tokens, *mask;

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data.h"
+#include "data_llmc.h"
 #include "fsx.h"
 
 #define LLMC_HEADER_INTS 256

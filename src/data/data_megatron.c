@@ -22,7 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "data.h"
+#include "data_megatron.h"
 #include "fsx.h"
 
 #define IDX_MAGIC "MMIDIDX\0\0"

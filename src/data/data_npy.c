@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "data.h"
+#include "data_npy.h"
 #include "fsx.h"
 #include "npy.h"
 

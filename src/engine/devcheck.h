@@ -15,7 +15,7 @@
 
 #include <stdio.h>
 
-#include "engine.h"
+#include "placement.h"
 #include "settings.h"
 
 /* Runs the checks for plan `p` over s->world ranks, one line per rank on `out`.

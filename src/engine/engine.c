@@ -6,26 +6,30 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "engine_tree.h"
 #include "norm.h"
+#include "placement.h"
+#include "procs.h"
 #include "world.h"
 
-static int max_batch_rows(const struct settings *s)
+/* Positions of the largest batch of settings s, for a model of shape m. */
+static int max_batch_rows(const struct model_shape *m, const struct settings *s)
 {
-	return batch_max_rows(s->batch_size, s->max_len);
+	return model_max_rows(m, s->batch_size, s->max_len);
 }
 
 void engine_memory_per_rank(const struct settings *s, struct engine_memory *m)
 {
 	struct model_shape shape;
-	model_shape_init(&shape, s->vocab, s->context, s->embed, s->hidden);
+	struct err ignore;
 	memset(m, 0, sizeof *m);
+	/* settings_from_cfg() found the model: its shape cannot fail here */
+	if (model_shape_init(&shape, s, &ignore) != ERR_OK)
+		return;
 	m->n_params = shape.n_params;
-	m->rows = max_batch_rows(s);
+	m->rows = max_batch_rows(&shape, s);
 	m->state_bytes = 3 * shape.n_params * sizeof(float); /* parameters, gradients, momentum */
 	/* exact mode: rank 0 holds the most tree levels (those of all K shards) */
 	int levels = s->shards > 0 ? coll_tree_levels(s->shards) : 0;
@@ -81,33 +85,36 @@ static int on_rank0(struct engine *eng, rank_op op, void *arg, struct err *e)
 
 /* ---- replica lifecycle ---- */
 
-/* A window's uploads under settings s (each microbatch's token ids and targets, or each
- * sequence's with the sequence unit, padded to 256 bytes), which nothing waits for in
- * between; rank 0 runs all K shards for exact mode's reference. */
-static size_t upload_bytes(const struct settings *s, int context)
+/* A window's uploads under settings s (each microbatch's batch, or each sequence's with
+ * the sequence unit, padded to 256 bytes), which nothing waits for in between; rank 0
+ * runs all K shards for exact mode's reference. */
+static size_t upload_bytes(const struct model_shape *m, const struct settings *s)
 {
-	size_t rows = (size_t)max_batch_rows(s), slots = rows * (size_t)context;
+	size_t batch = model_upload_bytes(m, max_batch_rows(m, s));
 	size_t steps = s->unit == UNIT_SEQUENCE ? (size_t)s->batch_size : 1;
 	size_t micro = (size_t)(s->shards > s->accumulation ? s->shards : s->accumulation);
-	return (slots * sizeof(int32_t) + rows * sizeof(int32_t) + 512 * steps) * micro;
+	return (batch + 512 * steps) * micro;
 }
 
 static int replica_init(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
-	size_t bytes = eng->shape.n_params * sizeof(float);
+	const struct model_shape *m = &eng->shape;
+	size_t bytes = m->n_params * sizeof(float);
+	int rows = max_batch_rows(m, &eng->made);
+	struct model_dev_needs needs;
 	(void)arg;
-	/* the uploads, and the context slots and width of one embed_backward, at most */
-	size_t slots = (size_t)max_batch_rows(&eng->made) * eng->shape.context;
-	ERR_TRY(placement_create_dev(&eng->placement, r->rank,
-				     upload_bytes(&eng->made, eng->shape.context), slots,
-				     (size_t)eng->shape.vocab, (size_t)eng->shape.embed, &r->dev, e));
+	/* the uploads, and what the model's operations need of the device, at most */
+	model_dev_needs(m, rows, &needs);
+	ERR_TRY(placement_create_dev(&eng->placement, r->rank, upload_bytes(m, &eng->made),
+				     needs.embed_slots, needs.embed_ids, needs.embed_dim, &r->dev,
+				     e));
 	struct dev *d = r->dev;
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->momentum, e));
 	ERR_TRY(d->ops->alloc(d, sizeof(double) * ENGINE_LOSS_SLOTS, (void **)&r->loss_slots, e));
-	ERR_TRY(model_ws_create(d, &eng->shape, max_batch_rows(&eng->made), &r->ws, e));
-	ERR_TRY(batch_alloc(&r->batch, max_batch_rows(&eng->made), eng->shape.context, e));
+	ERR_TRY(model_ws_create(d, m, rows, &r->ws, e));
+	ERR_TRY(model_batch_alloc(m, rows, &r->batch, e));
 	return tree_replica_alloc(eng, r, e);
 }
 
@@ -117,7 +124,9 @@ static int replica_destroy(struct engine *eng, struct replica *r, void *arg, str
 	if (!r->dev)
 		return ERR_OK;
 	model_ws_destroy(r->ws);
-	batch_free(&r->batch);
+	model_batch_free(r->batch);
+	r->ws = NULL;
+	r->batch = NULL;
 	tree_replica_release(r);
 	void *bufs[] = {r->params, r->grads, r->momentum, r->loss_slots};
 	for (int i = 0; i < 4; i++)
@@ -140,25 +149,7 @@ static int choose_backend(struct engine *eng, struct err *e)
 
 void engine_opts_init(struct engine_opts *o)
 {
-	o->inject_rank = -1;
-	o->inject_window = -1;
-	o->inject_swap_rank = -1;
-	o->hang_rank = -1;
-	o->hang_window = -1;
-	o->hang_seconds = -1.0;
-}
-
-int engine_local_ranks(const struct settings *s, int *local, int *first, struct err *e)
-{
-	const struct world *wd = world_get();
-	int l = s->local > 0 ? s->local : s->world / wd->procs;
-	if (l * wd->procs != s->world)
-		return ERR(e, ERR_CONFIG, "devices.world = %d is not %d processes x devices.local "
-			   "= %d ranks each: set devices.world = processes x devices.local",
-			   s->world, wd->procs, s->local > 0 ? s->local : l);
-	*local = l;
-	*first = wd->proc * l;
-	return ERR_OK;
+	fault_injection_off(&o->fault);
 }
 
 /* The collective of this process's ranks, spanning the other processes when there are
@@ -180,12 +171,7 @@ static void engine_bind(struct engine *eng, const struct settings *s, const stru
 		opts = &none;
 	eng->s = *s;
 	eng->corpus = c;
-	eng->inject_rank = opts->inject_rank;
-	eng->inject_window = opts->inject_window;
-	eng->inject_swap_rank = opts->inject_swap_rank;
-	eng->hang_rank = opts->hang_rank;
-	eng->hang_window = opts->hang_window;
-	eng->hang_seconds = opts->hang_seconds;
+	eng->fault = opts->fault;
 }
 
 static long engines_created;
@@ -206,8 +192,8 @@ int engine_create(const struct settings *s, const struct corpus *c,
 	engine_bind(eng, s, c, opts);
 	eng->made = *s;
 	eng->world = s->world;
-	model_shape_init(&eng->shape, s->vocab, s->context, s->embed, s->hidden);
-	ERR_TRY_GOTO(rc, engine_local_ranks(s, &eng->local, &eng->first_rank, e), fail);
+	ERR_TRY_GOTO(rc, model_shape_init(&eng->shape, s, e), fail);
+	ERR_TRY_GOTO(rc, procs_local_ranks(s, &eng->local, &eng->first_rank, e), fail);
 	ERR_TRY_GOTO(rc, choose_backend(eng, e), fail);
 	ERR_TRY_GOTO(rc, pool_create(eng->local, s->timeout_s, &eng->pool, e), fail);
 	pool_set_first_rank(eng->pool, eng->first_rank);
@@ -269,17 +255,19 @@ int engine_fits(const struct engine *eng, const struct settings *s)
 	const struct settings *m = &eng->made;
 	int local, first;
 	struct err ignore;
-	if (s->world != eng->world || engine_local_ranks(s, &local, &first, &ignore) != ERR_OK ||
+	if (s->world != eng->world || procs_local_ranks(s, &local, &first, &ignore) != ERR_OK ||
 	    local != eng->local || first != eng->first_rank)
 		return 0;
 	if (s->backend != m->backend || s->collective != m->collective || s->n_ids != m->n_ids ||
 	    memcmp(s->ids, m->ids, sizeof s->ids) != 0 || s->timeout_s != m->timeout_s)
 		return 0;
-	if (s->vocab != m->vocab || s->context != m->context || s->embed != m->embed ||
-	    s->hidden != m->hidden)
+	struct model_shape shape;
+	char why[256];
+	if (model_shape_init(&shape, s, &ignore) != ERR_OK ||
+	    !model_shape_same(&shape, &eng->shape, why, sizeof why))
 		return 0;
-	return max_batch_rows(s) <= max_batch_rows(m) &&
-	       upload_bytes(s, s->context) <= upload_bytes(m, m->context) &&
+	return max_batch_rows(&shape, s) <= max_batch_rows(&shape, m) &&
+	       upload_bytes(&shape, s) <= upload_bytes(&shape, m) &&
 	       (s->shards == m->shards || s->shards == 0);
 }
 
@@ -384,36 +372,6 @@ int engine_get_state(struct engine *eng, float *params, float *momentum, struct 
 
 /* ---- the window step ---- */
 
-/* The hang injection: the thread sleeps through aborts, as inside a call that never
- * returns (or returns late), which only the pool's watchdog can deal with. */
-static void injected_hang(double seconds)
-{
-	struct timespec left = {0, 0};
-	if (seconds >= 0) {
-		left.tv_sec = (time_t)seconds;
-		left.tv_nsec = (long)((seconds - (double)left.tv_sec) * 1e9);
-	}
-	for (;;) {
-		if (seconds < 0) {
-			sleep(3600);
-			continue;
-		}
-		if (nanosleep(&left, &left) == 0)
-			return;
-	}
-}
-
-int engine_micro_begin(struct engine *eng, int rank, const struct window *w, int m,
-		       struct err *e)
-{
-	/* rank: the global rank; the pool knows its threads by local rank */
-	ERR_TRY(pool_mark(eng->pool, rank - eng->first_rank, "forward/backward of microbatch",
-			  m + 1, e));
-	if (m == 0 && eng->hang_rank == rank && eng->hang_window == w->index)
-		injected_hang(eng->hang_seconds);
-	return ERR_OK;
-}
-
 /* What each rank reports of a window, gathered from every process (by global rank). */
 struct rank_outcome {
 	double loss_sum;       /* the reduced loss sum the rank received */
@@ -446,25 +404,10 @@ static int accumulate_sequences(struct engine *eng, struct replica *r, const str
 		if (n_s == 0)
 			continue;
 		double c = norm_unit_factor(UNIT_SEQUENCE, mode, reduce_avg, w, rank, m, n_s);
-		ERR_TRY(batch_build(&r->batch, eng->corpus, &mb->ids[k], 1, eng->s.layout, e));
-		ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, (double)n_s,
+		ERR_TRY(model_batch_build(r->batch, eng->corpus, &mb->ids[k], 1, eng->s.layout, e));
+		ERR_TRY(model_step(r->ws, r->params, r->grads, r->batch, (float)c, (double)n_s,
 				       r->loss_slots, e));
 	}
-	return ERR_OK;
-}
-
-int engine_loss_read(struct replica *r, int count, double *loss, struct err *e)
-{
-	double v[ENGINE_LOSS_SLOTS];
-	if (count < 1 || count > ENGINE_LOSS_SLOTS)
-		return ERR(e, ERR_CHECK, "rank %d: %d loss slots, it has %d", r->rank, count,
-			   ENGINE_LOSS_SLOTS);
-	ERR_TRY(r->dev->ops->download(r->dev, v, r->loss_slots, sizeof(double) * count, e));
-	/* the pairwise tree: (0 + 1), (2 + 3), ..., then the pairs, up to the root in v[0] */
-	for (int step = 1; step < count; step *= 2)
-		for (int q = 0; q + step < count; q += 2 * step)
-			v[q] += v[q + step];
-	*loss = v[0];
 	return ERR_OK;
 }
 
@@ -499,8 +442,8 @@ static int accumulate_micro(struct engine *eng, struct window_shared *ws, struct
 			continue;
 		}
 		double c = norm_unit_factor(UNIT_TOKEN, ws->mode, avg, w, r->rank, m, 0);
-		ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, s->layout, e));
-		ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, (float)c, 1.0,
+		ERR_TRY(model_batch_build(r->batch, eng->corpus, mb->ids, mb->n, s->layout, e));
+		ERR_TRY(model_step(r->ws, r->params, r->grads, r->batch, (float)c, 1.0,
 				       r->loss_slots, e));
 	}
 	return ERR_OK;
@@ -547,7 +490,7 @@ static int window_accumulate(struct engine *eng, struct replica *r, struct windo
 		return ERR_OK;
 	if (eng->s.shards > 0)
 		return tree_subtree(eng, r, w, r->rank, r->rank * w->micro, w->micro, ws->mode,
-				    r->rank == eng->inject_swap_rank, local, e);
+				    r->rank == eng->fault.inject_swap_rank, local, e);
 	ERR_TRY(r->dev->ops->zero(r->dev, r->loss_slots, sizeof(double), e));
 	ERR_TRY(accumulate_micro(eng, ws, r, e));
 	return engine_loss_read(r, 1, local, e);
@@ -564,7 +507,7 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 	size_t n = eng->shape.n_params;
 	int avg = s->reduce == COLL_AVG;
 
-	if (eng->inject_rank == rank && eng->inject_window == w->index)
+	if (eng->fault.inject_rank == rank && eng->fault.inject_window == w->index)
 		return ERR(e, ERR_DEVICE, "injected failure at window %lld",
 			   window_number(w));
 
@@ -725,8 +668,8 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 							     e));
 				continue;
 			}
-			ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, eng->s.layout, e));
-			ERR_TRY(model_step(r->ws, r->params, r->grads, &r->batch, c, 1.0,
+			ERR_TRY(model_batch_build(r->batch, eng->corpus, mb->ids, mb->n, eng->s.layout, e));
+			ERR_TRY(model_step(r->ws, r->params, r->grads, r->batch, c, 1.0,
 					       r->loss_slots, e));
 		}
 	ERR_TRY(engine_loss_read(r, 1, &a->loss_sum, e));
@@ -767,11 +710,11 @@ static int evaluate(struct engine *eng, struct replica *r, void *arg, struct err
 			ids[j] = first + i + j;
 		double part;
 		int64_t hits;
-		ERR_TRY(batch_build(&r->batch, c, ids, k, LAYOUT_PACKED, e));
-		ERR_TRY(model_eval(r->ws, r->params, &r->batch, &part, &hits, e));
+		ERR_TRY(model_batch_build(r->batch, c, ids, k, LAYOUT_PACKED, e));
+		ERR_TRY(model_eval(r->ws, r->params, r->batch, &part, &hits, e));
 		a->loss_sum += part;
 		a->hits += hits;
-		a->tokens += r->batch.supervised;
+		a->tokens += r->batch->supervised;
 		a->sequences += k;
 	}
 	return ERR_OK;

@@ -50,8 +50,8 @@ static int shard_gradient(struct engine *eng, struct replica *r, const struct mi
 {
 	const struct dev_ops *o = r->dev->ops;
 	ERR_TRY(o->zero(r->dev, grad, eng->shape.n_params * sizeof(float), e));
-	ERR_TRY(batch_build(&r->batch, eng->corpus, mb->ids, mb->n, eng->s.layout, e));
-	return model_step(r->ws, r->params, grad, &r->batch, (float)factor, 1.0, loss, e);
+	ERR_TRY(model_batch_build(r->batch, eng->corpus, mb->ids, mb->n, eng->s.layout, e));
+	return model_step(r->ws, r->params, grad, r->batch, (float)factor, 1.0, loss, e);
 }
 
 int tree_subtree(struct engine *eng, struct replica *r, const struct window *w, int rank,

@@ -15,7 +15,7 @@
 #ifndef DDPTOK_ENGINE_TREE_H
 #define DDPTOK_ENGINE_TREE_H
 
-#include "engine.h"
+#include "engine_replica.h"
 
 /* The subtree buffers of replica r: log2(K/W) of them, log2(K) on rank 0 (which also
  * computes the single-device reference). Nothing outside exact mode. */
@@ -36,13 +36,5 @@ int tree_subtree(struct engine *eng, struct replica *r, const struct window *w, 
 int tree_reduce(struct engine *eng, struct replica *r, struct err *e);
 /* The avg division of a whole tree's root by K (nothing for sum). */
 int tree_finish(struct engine *eng, struct replica *r, struct err *e);
-
-/* (engine.c) Reads r's first `count` loss slots back from the device (one wait) and adds
- * them in the pairwise tree (count a power of two; 1: the slot itself) into *loss. */
-int engine_loss_read(struct replica *r, int count, double *loss, struct err *e);
-/* (engine.c) Marks microbatch or shard m (from 0) of window w as rank's operation for
- * the pool's watchdog, and runs the hang injection where it is the chosen one. */
-int engine_micro_begin(struct engine *eng, int rank, const struct window *w, int m,
-		       struct err *e);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * placement: where the ranks run (placement_decide, declared in engine.h).
+ * placement: where the ranks run (see placement.h).
  *
  * One decision shared by the engine and `env`: the backend, each rank's GPU and the
  * collective, from [devices] and what the machine offers. It is a pure function of its
@@ -10,11 +10,12 @@
  * is asking for GPUs: when they cannot be had, the run is refused with the reason,
  * instead of a CPU run that would end "every check passed" without ever touching a GPU.
  */
+#include "placement.h"
+
 #include <stdio.h>
 #include <string.h>
 
 #include "ddptok_config.h"
-#include "engine.h"
 #include "procs.h"
 #include "world.h"
 #if DDPTOK_HAVE_CUDA
@@ -64,7 +65,7 @@ int placement_rank_hosts(const struct settings *s, struct rank_hosts *h, struct 
 {
 	const struct world *wd = world_get();
 	int local, first;
-	ERR_TRY(engine_local_ranks(s, &local, &first, e));
+	ERR_TRY(procs_local_ranks(s, &local, &first, e));
 	memset(h, 0, sizeof *h);
 	for (int p = 0; p < wd->procs; p++) {
 		int host = p; /* the first process on the same host names it */
@@ -224,6 +225,36 @@ static int create_nccl_span(const struct placement *p, int local, int first,
 #endif
 }
 
+/* what each process says of its placement, compared across processes */
+struct placement_view {
+	int backend, nccl;
+	char why[448]; /* the backend and collective, and why */
+};
+
+/* Every process decided the same backend and collective as process 0 (GPUs differ between
+ * hosts, or some have none); ERR_CONFIG naming a process that differs and both plans
+ * otherwise, on every process. */
+static int agree_placement(const struct placement *p, double timeout_s, struct err *e)
+{
+	const struct world *wd = world_get();
+	struct placement_view mine, all[WORLD_MAX_PROCS];
+	memset(&mine, 0, sizeof mine);
+	mine.backend = p->backend;
+	mine.nccl = p->nccl;
+	snprintf(mine.why, sizeof mine.why, "%s, collective %s", p->why, p->coll_why);
+	ERR_TRY(world_allgather(&mine, sizeof mine, all, timeout_s,
+				"the comparison of the device plans", e));
+	for (int q = 1; q < wd->procs; q++)
+		if (all[q].backend != all[0].backend || all[q].nccl != all[0].nccl) {
+			world_failed_together(); /* every process compared the same plans */
+			return ERR(e, ERR_CONFIG, "the processes would run on different devices: %s "
+				   "runs %s; %s runs %s (every process must take the same backend "
+				   "and collective: set devices.backend and devices.collective)",
+				   world_proc_name(0), all[0].why, world_proc_name(q), all[q].why);
+		}
+	return ERR_OK;
+}
+
 int placement_create_coll_procs(const struct placement *p, int local, int first,
 				struct barrier *barrier, size_t max_count, double timeout_s,
 				struct coll **out, struct err *e)
@@ -232,7 +263,7 @@ int placement_create_coll_procs(const struct placement *p, int local, int first,
 	if (wd->procs == 1)
 		return placement_create_coll(p, local, barrier, max_count, out, e);
 	/* a process that chose otherwise would wait in another collective */
-	ERR_TRY(procs_agree_placement(p, timeout_s, e));
+	ERR_TRY(agree_placement(p, timeout_s, e));
 	if (p->nccl)
 		return create_nccl_span(p, local, first, barrier, max_count, timeout_s, out, e);
 	ERR_TRY(coll_host_create(local, barrier, max_count, out, e));

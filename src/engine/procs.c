@@ -9,9 +9,21 @@
 #include <string.h>
 
 #include "ddptok_config.h"
-#include "engine.h"
 #include "fsx.h"
 #include "world.h"
+
+int procs_local_ranks(const struct settings *s, int *local, int *first, struct err *e)
+{
+	const struct world *wd = world_get();
+	int l = s->local > 0 ? s->local : s->world / wd->procs;
+	if (l * wd->procs != s->world)
+		return ERR(e, ERR_CONFIG, "devices.world = %d is not %d processes x devices.local "
+			   "= %d ranks each: set devices.world = processes x devices.local",
+			   s->world, wd->procs, s->local > 0 ? s->local : l);
+	*local = l;
+	*first = wd->proc * l;
+	return ERR_OK;
+}
 
 int procs_check_data_lock(const char *lock, double timeout_s, struct err *e)
 {
@@ -92,33 +104,6 @@ int procs_from_process0(int rc, void *buf, size_t bytes, const char *what, doubl
 	char doing[160];
 	snprintf(doing, sizeof doing, "failed on %s", what);
 	return send_from_process0(rc, buf, bytes, what, doing, timeout_s, e);
-}
-
-/* what each process says of its placement, compared across processes */
-struct placement_view {
-	int backend, nccl;
-	char why[448]; /* the backend and collective, and why */
-};
-
-int procs_agree_placement(const struct placement *p, double timeout_s, struct err *e)
-{
-	const struct world *wd = world_get();
-	struct placement_view mine, all[WORLD_MAX_PROCS];
-	memset(&mine, 0, sizeof mine);
-	mine.backend = p->backend;
-	mine.nccl = p->nccl;
-	snprintf(mine.why, sizeof mine.why, "%s, collective %s", p->why, p->coll_why);
-	ERR_TRY(world_allgather(&mine, sizeof mine, all, timeout_s,
-				"the comparison of the device plans", e));
-	for (int q = 1; q < wd->procs; q++)
-		if (all[q].backend != all[0].backend || all[q].nccl != all[0].nccl) {
-			world_failed_together(); /* every process compared the same plans */
-			return ERR(e, ERR_CONFIG, "the processes would run on different devices: %s "
-				   "runs %s; %s runs %s (every process must take the same backend "
-				   "and collective: set devices.backend and devices.collective)",
-				   world_proc_name(0), all[0].why, world_proc_name(q), all[q].why);
-		}
-	return ERR_OK;
 }
 
 /* what process 0 sends first when sharing a checkpoint */
@@ -238,7 +223,7 @@ void procs_report(FILE *out, const struct settings *s)
 	err_clear(&e);
 	fprintf(out, "mpi: %s\n", DDPTOK_HAVE_MPI ? (wd->mpi ? wd->library :
 		"built; not started by mpirun or srun") : "not built");
-	if (engine_local_ranks(s, &local, &first, &e) != ERR_OK) {
+	if (procs_local_ranks(s, &local, &first, &e) != ERR_OK) {
 		fprintf(out, "processes: P = %d: %s\n", wd->procs, e.msg);
 		return;
 	}

@@ -1,7 +1,7 @@
 /*
- * procs: what a training run agrees on across processes (world.h) between windows: the
- * data, the stop requests and the checkpoint's commit. In a world of one each of these
- * is the process's own value.
+ * procs: a run over several processes (world.h): how devices.world divides among them,
+ * and what they agree on between windows: the data, the stop requests and the
+ * checkpoint's commit. In a world of one each of these is the process's own value.
  */
 #ifndef DDPTOK_PROCS_H
 #define DDPTOK_PROCS_H
@@ -13,7 +13,10 @@
 #include "err.h"
 #include "settings.h"
 
-struct placement;
+/* This process's share of devices.world: *local ranks from global rank *first (world.h;
+ * W = processes x L). ERR_CONFIG naming devices.world and devices.local when they do not
+ * divide. */
+int procs_local_ranks(const struct settings *s, int *local, int *first, struct err *e);
 
 /* Every process's data lock equals process 0's; ERR_DATA naming the first process (and
  * its host) that differs otherwise, on every process. */
@@ -29,10 +32,6 @@ int procs_checkpoint_result(int rc, char *path, size_t cap, double timeout_s, st
  * Returns rc in a world of one. */
 int procs_from_process0(int rc, void *buf, size_t bytes, const char *what, double timeout_s,
 			struct err *e);
-/* Every process decided the same backend and collective as process 0 (GPUs differ
- * between hosts, or some have none); ERR_CONFIG naming a process that differs and both
- * plans otherwise, on every process. */
-int procs_agree_placement(const struct placement *p, double timeout_s, struct err *e);
 /* The checkpoint directory `dir` as process 0 reads it, on every process, so that no
  * shared file system is needed to resume from it or evaluate it (`purpose`: "resume",
  * "evaluate"): process 0 sends its files, the others write them into

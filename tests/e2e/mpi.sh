@@ -192,7 +192,9 @@ finish() {
 	took=$(($(date +%s) - t0))
 	for q in $p0 $p1; do # a process mpirun reaped is gone at once; allow 2 s anyway
 		i=0
-		while kill -0 "$q" 2> /dev/null; do
+		# a zombie has ended: only its exit status waits for whoever reaps it (on a
+		# fresh machine, an init process that reaps late)
+		while kill -0 "$q" 2> /dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$q/status" 2> /dev/null; do
 			i=$((i + 1))
 			[ "$i" -lt 40 ] || fail "process $q outlived mpirun: $(cat /proc/$q/status)"
 			sleep 0.05

@@ -72,6 +72,20 @@ grep -q "train-resume.jsonl" missing.err || fail "message does not name the file
 "$PY" "$plot" no-such-dir >/dev/null 2>missing.err
 [ $? -eq 2 ] || fail "plot.py on a missing directory did not exit 2"
 
+# the curves of training runs from their metrics files alone
+"$PY" "$plot" outputs/train-continuous.jsonl outputs/train-stop.jsonl -o curves.png >curves.out \
+	2>curves.err || { cat curves.err; fail "plot.py on two metrics files failed"; }
+grep -qx "curves.png" curves.out || fail "plot.py did not print curves.png: $(cat curves.out)"
+[ "$(head -c 8 curves.png | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] ||
+	fail "curves.png is not a PNG"
+cp outputs/train-stop.jsonl run.jsonl
+"$PY" "$plot" run.jsonl >/dev/null 2>&1 && [ -s run.png ] || fail "no run.png beside run.jsonl"
+printf '{"step": 1}\n' > broken.jsonl
+"$PY" "$plot" broken.jsonl >/dev/null 2>broken.err
+[ $? -eq 2 ] && grep -q 'broken.jsonl:1' broken.err || fail "a broken metrics line: $(cat broken.err)"
+"$PY" "$plot" absent.jsonl >/dev/null 2>missing.err
+[ $? -eq 2 ] && grep -q absent.jsonl missing.err || fail "a missing metrics file was not named"
+
 # without site packages (-S) and the environment (-E) numpy/matplotlib are not importable
 # (unless they sit in the standard library's own directory: then this check is moot)
 if ! "$PY" -S -E -c 'import numpy' >/dev/null 2>&1; then

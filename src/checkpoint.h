@@ -1,0 +1,118 @@
+/*
+ * checkpoint: the content of a training checkpoint, written between two windows and read
+ * back by resume, evaluate and inspect. The atomic file store underneath, which knows no
+ * content, is runtime/ckpt.h; checkpoint_write is the only writer of this format, so
+ * equal states give byte-identical files.
+ *
+ * A checkpoint step-NNNN holds:
+ *
+ *   params.npy, momentum.npy   flat float32 vectors (layout in state.json)
+ *   config.ini                 the full resolved configuration
+ *   data.lock                  the data lock of the corpus it was trained on (JSON)
+ *   state.json                 step, updates_done, sampler rng (4 x 64-bit hex) and window
+ *                              index, normalization, backend, machine (BLAS build and
+ *                              core, or GPU model and library versions), world, parameter
+ *                              layout; in exact mode "exact": shards, shard order and a
+ *                              history per shard (elastic.h)
+ *   rank-R.json                one per rank: rank, device, backend, rng (null: the ranks
+ *                              draw no random numbers in this model), history (windows,
+ *                              sequences and supervised tokens that rank processed, and
+ *                              the windows declined for want of a token: updates_done is
+ *                              step minus those; train_history.h)
+ *
+ * Nothing in a checkpoint depends on the time or the machine beyond the backend and the
+ * machine record, so the final checkpoints of a continuous and of a stopped-and-resumed
+ * run are byte-identical (in exact mode also when the resumed run has another world).
+ *
+ * Loading a checkpoint (resume, evaluate, inspect) refuses, each with its own ERR_DATA
+ * message: a checkpoint that fails verification (missing manifest, missing, truncated or
+ * altered file), a configuration whose math keys differ from the stored config.ini, a
+ * corpus whose data lock differs from the stored one, another normalization, or content
+ * that does not fit the model (wrong parameter count, missing rank file). devices.world
+ * (and with it train.accumulation) may differ in exact mode only; there an exact-mode
+ * checkpoint of another backend is refused too (elastic.h).
+ */
+#ifndef DDPTOK_CHECKPOINT_H
+#define DDPTOK_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "corpus.h"
+#include "elastic.h"
+#include "env.h"
+#include "fsx.h"
+#include "ranks.h"
+#include "run.h"
+#include "sampler.h"
+#include "train_history.h"
+
+#define TRAIN_STATE_FORMAT "ddptok-train-state-2"
+/* Bounds a checkpoint's numbers must respect (the configuration's own limits:
+ * train.updates; the largest model; a window's, train_history.h): anything past them is
+ * damage, refused before it can overflow a count. */
+#define TRAIN_MAX_STEP 1000000
+#define TRAIN_MAX_PARAMS (1LL << 31)
+
+/* A checkpoint as the trainer reads it back. */
+struct checkpoint {
+	char dir[FSX_PATH_MAX];
+	int64_t step, updates_done;
+	struct sampler_state sampler;
+	int world;
+	int normalization;
+	char backend[16];
+	char lock[65];
+	double last_loss;
+	size_t n;
+	float *params, *momentum;
+	struct train_history hist[MAX_WORLD];
+	struct elastic_record elastic; /* the machine, and exact mode's shards (elastic.h) */
+};
+
+enum checkpoint_checks {
+	CHECKPOINT_CHECK_CONFIG = 1, /* math keys of a->cfg against the stored config.ini */
+	CHECKPOINT_CHECK_DATA = 2,   /* the stored data lock against corpus c */
+	CHECKPOINT_CHECK_ALL = 3,
+	/* with CHECKPOINT_CHECK_CONFIG: [train] normalization may differ (the interactive mode
+	 * continues with the checkpoint's own) */
+	CHECKPOINT_CHECK_ANY_NORMALIZATION = 4,
+	/* the model's shape (vocab, context, embed, hidden, parameter count) against a->cfg;
+	 * implied by CHECKPOINT_CHECK_CONFIG */
+	CHECKPOINT_CHECK_SHAPE = 8,
+};
+
+/* Verifies and reads checkpoint `dir`. Always verifies the store (manifest, sizes,
+ * digests) and the content (state.json, params/momentum shaped like a->s's model, one
+ * rank file per rank); `checks` adds the comparisons above (c may be NULL without
+ * CHECKPOINT_CHECK_DATA). Every refusal is ERR_DATA with a message naming the checkpoint and
+ * what differs. Free with checkpoint_free (also after a failure). */
+int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c,
+		    unsigned checks, struct checkpoint *ck, struct err *e);
+void checkpoint_free(struct checkpoint *ck);
+
+/* Opens a run on the prepared corpus c (taken, as run_open_corpus does) with the state ck
+ * holds: params, momentum, updates_done and the sampler's. On failure nothing is left
+ * open. */
+int checkpoint_open_run(const struct env *v, const struct checkpoint *ck, struct run *r,
+			struct corpus *c, struct err *e);
+
+/* What a checkpoint is written from: a run between two windows and what was counted
+ * along it. */
+struct checkpoint_source {
+	const struct env *v;
+	const struct run *r;       /* its corpus, sampler and engine */
+	int64_t step;              /* steps done, rejected windows included */
+	int run_mode;              /* the normalization every window so far used */
+	double last_loss;          /* global token mean of the last accepted window (NaN: none) */
+	const float *params, *momentum; /* the engine's state, n_params each */
+	const struct train_history *hist;       /* per rank, the engine's world of them */
+	const struct train_history *shard_hist; /* exact mode: per shard */
+};
+
+/* Writes checkpoint <root>/step-NNNN (NNNN = t->step) of t through the atomic store; its
+ * directory goes to out. */
+int checkpoint_write(const struct checkpoint_source *t, const char *root, char *out,
+		     size_t cap, struct err *e);
+
+#endif

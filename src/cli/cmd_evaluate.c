@@ -1,0 +1,50 @@
+/*
+ * cmd_evaluate: the evaluate command: the latest valid checkpoint (or --checkpoint DIR)
+ * measured on the test and validation splits (evaluate.c), printed and written to
+ * evaluate.json. The protocol prints and writes its own evaluation the same way.
+ */
+#include "cmd_evaluate.h"
+
+#include <inttypes.h>
+
+#include "outputs.h"
+#include "report.h"
+#include "world.h"
+
+int cmd_evaluate(struct app *a, struct err *e)
+{
+	struct train_eval ev;
+	int rc;
+	if ((rc = env_outputs_ready(&a->env, e)) || (rc = train_evaluate(&a->env, a->o.checkpoint, &ev, e)))
+		return rc;
+	if (world_get()->proc > 0)
+		return ERR_OK; /* it evaluated process 0's checkpoint as process 0 did: one report */
+	return cmd_evaluate_write(a, &ev, e);
+}
+
+int cmd_evaluate_write(struct app *a, const struct train_eval *ev, struct err *e)
+{
+	int rc;
+	const struct train_split_eval *sp[2] = {&ev->test, &ev->validation};
+	const char *names[2] = {"test", "validation"};
+	for (int i = 0; i < 2; i++)
+		if (ev->skipped[i].count)
+			env_info(&a->env, "evaluate: %d newer checkpoint%s under %s failed verification "
+				 "and %s skipped (see the checkpoints command)", ev->skipped[i].count,
+				 ev->skipped[i].count == 1 ? "" : "s", ev->skipped[i].root,
+				 ev->skipped[i].count == 1 ? "was" : "were");
+	env_info(&a->env, "evaluate: checkpoint %s (step %" PRId64 ")", ev->checkpoint, ev->step);
+	env_info(&a->env, "evaluate: %-10s %9s %9s %10s %9s %9s %14s", "split", "sequences", "tokens",
+		 "loss", "hits", "accuracy", "const. guess");
+	for (int i = 0; i < 2; i++)
+		env_info(&a->env, "evaluate: %-10s %9" PRId64 " %9" PRId64 " %10.6f %9" PRId64 " %9.4f %14.4f",
+			 names[i], sp[i]->sequences, sp[i]->tokens, sp[i]->loss, sp[i]->hits,
+			 sp[i]->accuracy, sp[i]->const_accuracy);
+	env_info(&a->env, "evaluate: loss = global token mean (sum of token losses / supervised tokens); "
+		 "accuracy = argmax == target; the constant guess always predicts id %d, the most "
+		 "frequent training target", ev->const_id);
+	rc = report_write_json(a, OUT_EVALUATE, evaluate_json(ev), e);
+	if (!rc)
+		env_info(&a->env, "evaluate: written %s/%s", a->s.outputs, output_name(OUT_EVALUATE));
+	return rc;
+}

@@ -1,0 +1,44 @@
+/*
+ * optim: the optimizer's host-side arithmetic: the learning rate of each update (warmup
+ * then a constant, cosine or linear schedule), the factor of global gradient-norm
+ * clipping, and AdamW's bias corrections. All in double, from values every rank holds
+ * identically (the update count, the reduced gradient's norm), so every replica takes the
+ * same step without a collective; the element updates themselves are km_sgd and km_adamw
+ * (kmath.h), run by the device interface.
+ *
+ * The formulas, for update number t = 1, 2, ... (t = updates already taken + 1), base
+ * rate lr, floor lr_min, warmup w and horizon T (train.updates):
+ *   t <= w:     lr * t / w
+ *   otherwise:  q = (t - w) / (T - w), clamped to [0, 1]
+ *     constant  lr
+ *     cosine    lr_min + (lr - lr_min) * (1 + cos(pi * q)) / 2
+ *     linear    lr + (lr_min - lr) * q
+ * The rate is rounded to float once, where the element update takes it. Clipping: with
+ * the reduced gradient's L2 norm n (its squares added in double, in index order) and a
+ * threshold c > 0, the gradient is multiplied by c / (n + 1e-6) when that is below 1.
+ */
+#ifndef DDPTOK_OPTIM_H
+#define DDPTOK_OPTIM_H
+
+#include <stdint.h>
+
+enum optim_kind { OPTIM_SGD = 0, OPTIM_ADAMW = 1 };
+enum optim_schedule { SCHEDULE_CONSTANT = 0, SCHEDULE_COSINE = 1, SCHEDULE_LINEAR = 2 };
+
+/* What decides the learning rate of every update. */
+struct lr_plan {
+	int schedule;     /* enum optim_schedule */
+	double lr, lr_min;
+	int64_t warmup;   /* updates of linear warmup (0: none) */
+	int64_t horizon;  /* the update the schedule ends at (train.updates) */
+};
+
+/* The learning rate of update number t (t >= 1). */
+double optim_lr(const struct lr_plan *p, int64_t t);
+/* The factor the reduced gradient is multiplied by before the update: 1 when clip <= 0
+ * (off) or norm <= clip, else clip / (norm + 1e-6). */
+double optim_clip_factor(double norm, double clip);
+/* AdamW's bias corrections of update number t: 1 - beta^t. */
+double optim_bias_correction(double beta, int64_t t);
+
+#endif

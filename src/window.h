@@ -1,0 +1,65 @@
+/*
+ * window: the sequences of one accumulation window and their split into
+ * mb[rank][microbatch], as the sampler draws them (sampler.h, shard.h) and the engine runs
+ * them. Each microbatch carries its counts of supervised tokens and sequences, each rank
+ * its sums, and the window the global N and S the normalization divides by.
+ */
+#ifndef DDPTOK_WINDOW_H
+#define DDPTOK_WINDOW_H
+
+#include <stdint.h>
+
+#include "corpus.h"
+#include "err.h"
+#include "ranks.h"
+#include "settings.h"
+
+#define WINDOW_MAX_MICRO 64
+
+struct microbatch {
+	int n;            /* sequences in this microbatch */
+	const int *ids;   /* points into window.storage */
+	int64_t tokens;   /* supervised positions */
+	int64_t sequences; /* sequences with at least one supervised position */
+};
+
+struct window {
+	int64_t index;    /* 0-based window number in the run */
+	int world, micro;
+	int batch;        /* most sequences one microbatch may hold */
+	struct microbatch mb[MAX_WORLD][WINDOW_MAX_MICRO];
+	int64_t rank_tokens[MAX_WORLD];
+	int64_t N;        /* sum of rank_tokens */
+	int64_t rank_sequences[MAX_WORLD]; /* sequences holding a supervised token */
+	int64_t S;        /* sum of rank_sequences */
+	int n_ids;
+	int *storage;     /* all ids of the window, rank-major then microbatch (packed) */
+};
+
+/* The window's number as messages, metrics and reports give it: counted from 1 (the
+ * index counts from 0). */
+static inline long long window_number(const struct window *w)
+{
+	return (long long)w->index + 1;
+}
+
+/* Index of the least loaded bin among n that still has room (fill < room; ties: lowest
+ * index), -1 when none has: the greedy step of the balanced splits. */
+int window_least_loaded(const int64_t *load, const int *fill, int n, int room);
+
+int window_init(struct window *w, int world, int micro, int batch, struct err *e);
+void window_free(struct window *w);
+/* Assigns explicit sequence ids (rank-major: ids[r][m][k]) to w and counts tokens.
+ * counts[r * w->micro + m] (0..w->batch) ids for microbatch m of rank r, taken in order
+ * from the packed list ids. */
+int window_assign(struct window *w, const struct corpus *c, const int *ids, const int *counts,
+		  struct err *e);
+/* Re-splits the window's sequences with the given rank split (same sequences).
+ * RANK_SPLIT_BALANCED: n ids -> at most ceil(n / world) per rank, then at most
+ * ceil(k_r / micro) per microbatch, greedily: largest supervised count first, to the least
+ * loaded rank (then microbatch) with room left. RANK_SPLIT_LENGTH_BANDS: a window holds
+ * no band information, so the assignment is kept as it is and only the token counts are
+ * recomputed. */
+int window_resplit(struct window *w, const struct corpus *c, int rank_split, struct err *e);
+
+#endif
