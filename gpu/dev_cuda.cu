@@ -8,8 +8,8 @@
  * buffers for reductions. All of them are allocated at creation, sized by
  * `struct cuda_dev_sizes`: no operation allocates or frees, since freeing pinned memory
  * while other threads' NCCL kernels wait is a known way to hang them. Every operation
- * is queued on the stream; download, sum, argmax_hits, count_nonfinite, fingerprint and
- * sync wait.
+ * is queued on the stream; download, sum, sum_squares, argmax_hits, count_nonfinite,
+ * fingerprint and sync wait.
  *
  * The kernels it queues, and the orders in which their reductions add, are those of
  * gpu/dev_cuda_kernels.cu; this file holds what surrounds them.
@@ -403,6 +403,13 @@ static int cu_sum(struct dev *d, int n, const float *x, double *host_out, struct
 	return reduce<red_sum>(cdev(d), n, x, 0, host_out, e);
 }
 
+/* sum's two passes over the squares: the same launches, copy and wait as sum */
+static int cu_sum_squares(struct dev *d, int n, const float *x, double *host_out,
+			  struct err *e)
+{
+	return reduce<red_sum_squares>(cdev(d), n, x, 0, host_out, e);
+}
+
 static int cu_sum_acc(struct dev *d, int n, const float *x, double divisor, double *acc,
 		      struct err *e)
 {
@@ -608,6 +615,23 @@ static int cu_sgd(struct dev *d, int n, float lr, float momentum, float weight_d
 	return ERR_OK;
 }
 
+static int cu_adamw(struct dev *d, int n, float lr, float beta1, float beta2, float eps,
+		    float wd, float bc1, float bc2, float *p, const float *g, float *m, float *v,
+		    struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	int rc;
+	if (n <= 0)
+		return ERR_OK;
+	if ((rc = enter(cd, e)) != ERR_OK)
+		return rc;
+	k_adamw<<<ew_blocks((size_t)n), EW_THREADS, 0, cd->stream>>>((size_t)n, lr, beta1, beta2,
+								       eps, wd, bc1, bc2, p, g, m,
+								       v);
+	LAUNCH_TRY(cd, "k_adamw", e);
+	return ERR_OK;
+}
+
 static int cu_argmax_hits(struct dev *d, int rows, int cols, const float *bias,
 			  const float *logits, const int32_t *target, int64_t *host_hits,
 			  struct err *e)
@@ -646,11 +670,13 @@ static const struct dev_ops cuda_ops = {
 	.xent = cu_xent,
 	.sum = cu_sum,
 	.sum_acc = cu_sum_acc,
+	.sum_squares = cu_sum_squares,
 	.col_sum_acc = cu_col_sum_acc,
 	.tanh_backward_col_sum = cu_tanh_backward_col_sum,
 	.embed_backward = cu_embed_backward,
 	.scale = cu_scale,
 	.sgd = cu_sgd,
+	.adamw = cu_adamw,
 	.argmax_hits = cu_argmax_hits,
 	.count_nonfinite = cu_count_nonfinite,
 	.fingerprint = cu_fingerprint,

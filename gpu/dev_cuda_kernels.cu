@@ -11,6 +11,7 @@
  *                in the host's order j = 0..cols-1, so losses and gradients equal the
  *                host's bit for bit up to the last ulp of log()
  *   sum          two passes in double with a fixed grid and fixed trees
+ *   sum_squares  the same two passes over the squares (each in double)
  *   fingerprint  the same two passes over the 64-bit terms of kmath.h, added modulo 2^64
  *                (one value in any order); 8 bytes come back to the host
  *   col_sum_acc  up to COLSUM_MIN_CHUNK rows: one thread per column adding rows in order
@@ -133,6 +134,9 @@ template <typename T> __device__ void block_tree_sum(T *sh)
 
 /* what a reduction adds for x[i]; only the fingerprint reads the index */
 __device__ double red_sum::of(float v, uint32_t) { return (double)v; }
+
+/* the square in double, as the host's sum_squares takes it */
+__device__ double red_sum_squares::of(float v, uint32_t) { return (double)v * (double)v; }
 
 __device__ long long red_nonfinite::of(float v, uint32_t) { return km_isfinite(v) ? 0 : 1; }
 
@@ -321,6 +325,14 @@ __global__ void k_sgd(size_t n, float lr, float momentum, float weight_decay, in
 	}
 }
 
+__global__ void k_adamw(size_t n, float lr, float beta1, float beta2, float eps, float wd,
+			float bc1, float bc2, float *p, const float *g, float *m, float *v)
+{
+	GRID_STRIDE(i, n) {
+		km_adamw(&p[i], g[i], &m[i], &v[i], lr, beta1, beta2, eps, wd, bc1, bc2);
+	}
+}
+
 /* one block per row: (max, lowest index of the max) over the row, as km_row_max gives it
  * for rows without NaN; counts rows whose argmax equals the target (integer atomics
  * only: the count does not depend on their order) */
@@ -392,6 +404,8 @@ void launch_divide(unsigned int blocks, unsigned int threads, cudaStream_t strea
 /* the instances the backend launches (declared extern in the header) */
 template void launch_reduce_partial<red_sum>(unsigned int, cudaStream_t, size_t, const float *,
 					     uint32_t, double *);
+template void launch_reduce_partial<red_sum_squares>(unsigned int, cudaStream_t, size_t,
+						     const float *, uint32_t, double *);
 template void launch_reduce_partial<red_nonfinite>(unsigned int, cudaStream_t, size_t,
 						   const float *, uint32_t, long long *);
 template void launch_reduce_partial<red_fingerprint>(unsigned int, cudaStream_t, size_t,

@@ -36,6 +36,10 @@ struct red_sum {
 	typedef double acc;
 	static __device__ double of(float v, uint32_t index);
 };
+struct red_sum_squares {
+	typedef double acc;
+	static __device__ double of(float v, uint32_t index);
+};
 struct red_nonfinite {
 	typedef long long acc;
 	static __device__ long long of(float v, uint32_t index);
@@ -45,7 +49,7 @@ struct red_fingerprint {
 	static __device__ unsigned long long of(float v, uint32_t index);
 };
 
-/* The two passes of a reduction, for the three kinds above (`T` their `acc`): block b of
+/* The two passes of a reduction, for the kinds above (`T` their `acc`): block b of
  * `blocks` (of RED_THREADS) adds into part[b], then one block folds the `parts` partials
  * into out[0] (or out[0] += result / divisor for a non-zero divisor). Kernel templates
  * keep their launch stubs in the file that defines them (nvcc 13), so these launch them
@@ -57,6 +61,9 @@ template <typename T>
 void launch_reduce_final(cudaStream_t stream, int parts, const T *part, T *out, T divisor);
 extern template void launch_reduce_partial<red_sum>(unsigned int, cudaStream_t, size_t,
 						    const float *, uint32_t, double *);
+extern template void launch_reduce_partial<red_sum_squares>(unsigned int, cudaStream_t,
+							    size_t, const float *, uint32_t,
+							    double *);
 extern template void launch_reduce_partial<red_nonfinite>(unsigned int, cudaStream_t, size_t,
 							  const float *, uint32_t, long long *);
 extern template void launch_reduce_partial<red_fingerprint>(unsigned int, cudaStream_t, size_t,
@@ -91,6 +98,8 @@ __global__ void k_embed_fold(int slots, int dim, const int32_t *keys, const int3
 __global__ void k_scale(size_t n, float alpha, float *x);
 __global__ void k_sgd(size_t n, float lr, float momentum, float weight_decay, int first, float *p,
 		      const float *g, float *buf);
+__global__ void k_adamw(size_t n, float lr, float beta1, float beta2, float eps, float wd,
+			float bc1, float bc2, float *p, const float *g, float *m, float *v);
 /* grid: rows blocks of ROW_THREADS; *hits (zeroed by the caller) counts the hits */
 __global__ void k_argmax_hits(int cols, const float *bias, const float *logits,
 			      const int32_t *target, unsigned long long *hits);

@@ -38,7 +38,8 @@ struct dev;
 struct dev_counts {
 	/* operations that made the host wait for the device: a drained stream, a result
 	 * read back, a collective waited for; on the CPU backend the interface's waiting
-	 * operations (download, sum, argmax_hits, count_nonfinite, fingerprint, sync) */
+	 * operations (download, sum, sum_squares, argmax_hits, count_nonfinite,
+	 * fingerprint, sync) */
 	uint64_t syncs;
 	/* kernels and library calls queued (a cuBLAS GEMM, each kernel of a CUB sort); on
 	 * the CPU backend one per compute operation (gemm and the element operations) */
@@ -94,6 +95,11 @@ struct dev_ops {
 	 * nothing happens for n <= 0 */
 	int (*sum_acc)(struct dev *d, int n, const float *x, double divisor, double *acc,
 		       struct err *e);
+	/* *host_out = sum of x[i]^2 over x[0..n), each square and every addition in double,
+	 * in a fixed order (the same every call): i ascending on the host, sum's two passes
+	 * on CUDA (the same bits on each backend, not across them); waits for the result */
+	int (*sum_squares)(struct dev *d, int n, const float *x, double *host_out,
+			   struct err *e);
 	/* out[j] += sum over p < rows of x[p*cols + j] in a fixed order: p ascending on the
 	 * host (and on CUDA up to 64 rows); above that CUDA adds fixed chunks of rows, then
 	 * the chunk sums in order (the same bits every call, not the host's) */
@@ -116,6 +122,13 @@ struct dev_ops {
 	 *   p  -= lr * buf                                        */
 	int (*sgd)(struct dev *d, int n, float lr, float momentum, float weight_decay, int first,
 		   float *p, const float *g, float *buf, struct err *e);
+	/* AdamW, n elements, km_adamw (kmath.h) on each: decoupled decay p -= lr*wd*p, the
+	 * moments m and v, p -= (lr / bc1) * m / (sqrt(v / bc2) + eps). lr, wd and the bias
+	 * corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t come per call, so that a caller
+	 * may update tensors (or runs of them) with their own decay. */
+	int (*adamw)(struct dev *d, int n, float lr, float beta1, float beta2, float eps,
+		     float wd, float bc1, float bc2, float *p, const float *g, float *m, float *v,
+		     struct err *e);
 	/* *host_hits = number of rows p with target[p] >= 0 whose argmax over j of
 	 * (logits[p,j] + bias[j]) equals target[p] (ties: the lowest j). Waits. */
 	int (*argmax_hits)(struct dev *d, int rows, int cols, const float *bias,

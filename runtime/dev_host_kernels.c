@@ -165,6 +165,18 @@ static int host_sum(struct dev *d, int n, const float *x, double *host_out, stru
 	return ERR_OK;
 }
 
+/* the double sum of the squares, i ascending: the host's order of sum_squares */
+static int host_sum_squares(struct dev *d, int n, const float *x, double *host_out,
+			    struct err *e)
+{
+	double s = 0.0;
+	dev_count(d, 1, 0, 1);
+	for (int i = 0; i < n; i++)
+		s += (double)x[i] * (double)x[i];
+	*host_out = s;
+	return ERR_OK;
+}
+
 static int host_sum_acc(struct dev *d, int n, const float *x, double divisor, double *acc,
 			struct err *e)
 {
@@ -235,6 +247,16 @@ static int host_sgd(struct dev *d, int n, float lr, float momentum, float weight
 	dev_count(d, 1, 0, 0);
 	for (int i = 0; i < n; i++) /* vectorized: sgd */
 		km_sgd(&p[i], g[i], &buf[i], lr, momentum, weight_decay, first);
+	return ERR_OK;
+}
+
+static int host_adamw(struct dev *d, int n, float lr, float beta1, float beta2, float eps,
+		      float wd, float bc1, float bc2, float *p, const float *g, float *m, float *v,
+		      struct err *e)
+{
+	dev_count(d, 1, 0, 0);
+	for (int i = 0; i < n; i++) /* vectorized: adamw */
+		km_adamw(&p[i], g[i], &m[i], &v[i], lr, beta1, beta2, eps, wd, bc1, bc2);
 	return ERR_OK;
 }
 
@@ -383,11 +405,13 @@ void HK_JOIN(host_kernels_fill, HOST_KERNELS_VARIANT)(struct dev_ops *o)
 	o->xent = host_xent;
 	o->sum = host_sum;
 	o->sum_acc = host_sum_acc;
+	o->sum_squares = host_sum_squares;
 	o->col_sum_acc = host_col_sum_acc;
 	o->tanh_backward_col_sum = host_tanh_backward_col_sum;
 	o->embed_backward = host_embed_backward;
 	o->scale = host_scale;
 	o->sgd = host_sgd;
+	o->adamw = host_adamw;
 	o->argmax_hits = host_argmax_hits;
 	o->count_nonfinite = host_count_nonfinite;
 	o->fingerprint = host_fingerprint;

@@ -19,6 +19,7 @@
 #include "corpus_files.h"
 #include "elastic.h"
 #include "npy.h"
+#include "optim.h"
 #include "sources.h"
 
 /* jansson value -> canonical text with a final newline; consumes j */
@@ -36,8 +37,8 @@ void checkpoint_free(struct checkpoint *ck)
 	if (!ck)
 		return;
 	free(ck->params);
-	free(ck->momentum);
-	ck->params = ck->momentum = NULL;
+	free(ck->opt_state);
+	ck->params = ck->opt_state = NULL;
 }
 
 /* Reads a listed file of the checkpoint and parses it as JSON. */
@@ -363,24 +364,64 @@ static int check_shape(const char *dir, const struct cfg *cur, const struct sett
 	return ERR_OK;
 }
 
-/* 7. params.npy and momentum.npy, the largest files, read last: a run stops at its first
- * non-finite loss, so no checkpoint holds NaN or infinity. */
+/* The files of an optimizer's state, in the order of its state vectors. */
+static const char *const sgd_files[] = {"momentum.npy"};
+static const char *const adamw_files[] = {"exp_avg.npy", "exp_avg_sq.npy"};
+
+static const char *const *state_files(int optimizer)
+{
+	return optimizer == OPTIM_ADAMW ? adamw_files : sgd_files;
+}
+
+/* A vector read from `name` must be finite: a run stops at its first non-finite loss or
+ * gradient norm, so no checkpoint holds NaN or infinity. */
+static int check_finite(const char *dir, const char *name, const float *x, size_t n,
+			struct err *e)
+{
+	size_t bad = 0, first = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(x[i]) && bad++ == 0)
+			first = i;
+	if (bad)
+		return ERR(e, ERR_DATA, "checkpoint %s: %s holds %zu non-finite value%s (the first "
+			   "at index %zu)", dir, name, bad, bad == 1 ? "" : "s", first);
+	return ERR_OK;
+}
+
+/* 7. params.npy and the optimizer's state files, the largest, read last; the state's
+ * vectors one after the other into ck->opt_state. */
 static int read_tensors(const char *dir, struct checkpoint *ck, struct err *e)
 {
+	int vectors = optim_state_vectors(ck->optimizer);
 	ERR_TRY(read_vector(dir, "params.npy", ck->n, &ck->params, e));
-	ERR_TRY(read_vector(dir, "momentum.npy", ck->n, &ck->momentum, e));
-	for (int v = 0; v < 2; v++) {
-		const float *x = v ? ck->momentum : ck->params;
-		size_t bad = 0, first = 0;
-		for (size_t i = 0; i < ck->n; i++)
-			if (!isfinite(x[i]) && bad++ == 0)
-				first = i;
-		if (bad)
-			return ERR(e, ERR_DATA, "checkpoint %s: %s holds %zu non-finite value%s (the "
-				   "first at index %zu)", dir, v ? "momentum.npy" : "params.npy", bad,
-				   bad == 1 ? "" : "s", first);
+	ERR_TRY(check_finite(dir, "params.npy", ck->params, ck->n, e));
+	if (!(ck->opt_state = malloc((size_t)vectors * ck->n * sizeof(float))))
+		return ERR(e, ERR_NOMEM, "out of memory");
+	for (int k = 0; k < vectors; k++) {
+		const char *name = state_files(ck->optimizer)[k];
+		float *x = NULL;
+		ERR_TRY(read_vector(dir, name, ck->n, &x, e));
+		memcpy(ck->opt_state + (size_t)k * ck->n, x, ck->n * sizeof(float));
+		free(x);
+		ERR_TRY(check_finite(dir, name, ck->opt_state + (size_t)k * ck->n, ck->n, e));
 	}
 	return ERR_OK;
+}
+
+/* 2b. The optimizer whose state it holds (train.optimizer of its config.ini, sgd for a
+ * checkpoint older than the key) must be this run's: SGD's momentum is not AdamW's
+ * moments, and the other way round, so a change is refused rather than started afresh. */
+static int check_optimizer(const char *dir, const struct settings *s, const struct cfg *stored,
+			   unsigned checks, struct checkpoint *ck, struct err *e)
+{
+	ck->optimizer = (int)cfg_enum(stored, "train", "optimizer");
+	if (!(checks & CHECKPOINT_CHECK_CONFIG) || ck->optimizer == s->optimizer)
+		return ERR_OK;
+	return ERR(e, ERR_DATA, "checkpoint %s holds the state of train.optimizer = %s (%s), this "
+		   "run uses %s: one optimizer cannot continue from the other's state (resume with "
+		   "train.optimizer = %s, or start afresh)", dir, optim_kind_name(ck->optimizer),
+		   ck->optimizer == OPTIM_ADAMW ? "its two moments" : "its momentum",
+		   optim_kind_name(s->optimizer), optim_kind_name(ck->optimizer));
 }
 
 /* 5. One rank part, rank-R.json: its rank and a history that fits the steps. */
@@ -454,6 +495,7 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 	 * then the tensors: the small files first, so that a checkpoint they refuse is refused
 	 * before its parameters and momentum are read and scanned */
 	if ((rc = load_config(dir, &stored, e)) ||
+	    (rc = check_optimizer(dir, v->s, &stored, checks, ck, e)) ||
 	    (rc = check_config(dir, v->cfg, &stored, checks, ck, e)) ||
 	    (rc = check_data_lock(dir, c, v->s->outputs, checks, ck, e)) ||
 	    (rc = read_state(dir, manifest_step, ck, e)) ||
@@ -479,10 +521,13 @@ out:
 int checkpoint_open_run(const struct env *v, const struct checkpoint *ck, struct run *r,
 			struct corpus *c, struct err *e)
 {
+	/* another optimizer's state passes only unchecked (CHECKPOINT_CHECK_CONFIG refuses
+	 * it), where nothing trains on: the engine's then starts at zero */
+	const float *state = ck->optimizer == v->s->optimizer ? ck->opt_state : NULL;
 	int rc = run_open_corpus(v, r, c, e);
 	if (rc)
 		return rc;
-	if ((rc = engine_set_state(r->eng, ck->params, ck->momentum, ck->updates_done, e))) {
+	if ((rc = engine_set_state(r->eng, ck->params, state, ck->updates_done, e))) {
 		run_close(r);
 		return rc;
 	}
@@ -623,8 +668,12 @@ static json_t *rank_json(const struct checkpoint_source *t, int r)
 static int add_files(struct ckpt_writer *w, const struct checkpoint_source *t, struct err *e)
 {
 	const struct engine *eng = t->r->eng;
-	ERR_TRY(add_vector(w, "params.npy", t->params, eng->shape.n_params, e));
-	ERR_TRY(add_vector(w, "momentum.npy", t->momentum, eng->shape.n_params, e));
+	size_t n = eng->shape.n_params;
+	int optimizer = eng->s.optimizer;
+	ERR_TRY(add_vector(w, "params.npy", t->params, n, e));
+	for (int k = 0; k < optim_state_vectors(optimizer); k++)
+		ERR_TRY(add_vector(w, state_files(optimizer)[k], t->opt_state + (size_t)k * n, n,
+				   e));
 	ERR_TRY(add_config(w, t->v->cfg, t->run_mode, t->v->s, e));
 	ERR_TRY(add_json(w, "data.lock", lock_json(&t->r->corpus), e));
 	ERR_TRY(add_json(w, "state.json", state_json(t), e));

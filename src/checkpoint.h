@@ -6,7 +6,10 @@
  *
  * A checkpoint step-NNNN holds:
  *
- *   params.npy, momentum.npy   flat float32 vectors (layout in state.json)
+ *   params.npy                 flat float32 vector (layout in state.json)
+ *   momentum.npy               train.optimizer = sgd: the momentum buffer, flat float32
+ *   exp_avg.npy, exp_avg_sq.npy  adamw: the first and second moments, flat float32
+ *                              (which optimizer: train.optimizer of config.ini)
  *   config.ini                 the full resolved configuration
  *   data.lock                  the data lock of the corpus it was trained on (JSON)
  *   state.json                 step, updates_done, sampler rng (4 x 64-bit hex) and window
@@ -29,8 +32,9 @@
  * Loading a checkpoint (resume, evaluate, inspect) refuses, each with its own ERR_DATA
  * message: a checkpoint that fails verification (missing manifest, missing, truncated or
  * altered file), a configuration whose math keys differ from the stored config.ini, a
- * corpus whose data lock differs from the stored one, another normalization, or content
- * that does not fit the model (wrong parameter count, missing rank file). devices.world
+ * corpus whose data lock differs from the stored one, another normalization, another
+ * optimizer (its state cannot become another's), or content that does not fit the model
+ * (wrong parameter count, missing rank file). devices.world
  * (and with it train.accumulation) may differ in exact mode only; there an exact-mode
  * checkpoint of another backend is refused too (elastic.h). The optimizer's keys
  * (KEY_OPTIM) may differ when the caller allows it (a resumed train run): the loaded
@@ -69,7 +73,10 @@ struct checkpoint {
 	char lock[65];
 	double last_loss;
 	size_t n;
-	float *params, *momentum;
+	int optimizer;     /* enum optim_kind: train.optimizer of its config.ini */
+	float *params;     /* n */
+	float *opt_state;  /* optim_state_vectors(optimizer) x n: the momentum, or AdamW's
+			      first moments then its second */
 	struct train_history hist[MAX_WORLD];
 	struct elastic_record elastic; /* the machine, and exact mode's shards (elastic.h) */
 	struct train_changes changes;  /* the optimizer settings its run changed so far */
@@ -93,7 +100,7 @@ enum checkpoint_checks {
 };
 
 /* Verifies and reads checkpoint `dir`. Always verifies the store (manifest, sizes,
- * digests) and the content (state.json, params/momentum shaped like a->s's model, one
+ * digests) and the content (state.json, params and state shaped like a->s's model, one
  * rank file per rank); `checks` adds the comparisons above (c may be NULL without
  * CHECKPOINT_CHECK_DATA). Every refusal is ERR_DATA with a message naming the checkpoint and
  * what differs. Free with checkpoint_free (also after a failure). */
@@ -102,8 +109,9 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 void checkpoint_free(struct checkpoint *ck);
 
 /* Opens a run on the prepared corpus c (taken, as run_open_corpus does) with the state ck
- * holds: params, momentum, updates_done and the sampler's. On failure nothing is left
- * open. */
+ * holds: params, optimizer state, updates_done and the sampler's (a checkpoint of another
+ * optimizer, loaded without CHECKPOINT_CHECK_CONFIG to be evaluated, leaves the engine's
+ * state at zero). On failure nothing is left open. */
 int checkpoint_open_run(const struct env *v, const struct checkpoint *ck, struct run *r,
 			struct corpus *c, struct err *e);
 
@@ -115,7 +123,8 @@ struct checkpoint_source {
 	int64_t step;              /* steps done, rejected windows included */
 	int run_mode;              /* the normalization every window so far used */
 	double last_loss;          /* global token mean of the last accepted window (NaN: none) */
-	const float *params, *momentum; /* the engine's state, n_params each */
+	const float *params;       /* the engine's state: n_params */
+	const float *opt_state;    /* engine_state_floats */
 	const struct train_history *hist;       /* per rank, the engine's world of them */
 	const struct train_history *shard_hist; /* exact mode: per shard */
 	const struct train_changes *changes;    /* the run's changed settings (may be NULL) */

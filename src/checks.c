@@ -167,13 +167,13 @@ int exercise_run(const struct settings *s, const struct corpus *full, struct eng
 
 void resume_compare(const float *params, const float *momentum, int64_t step,
 		    const float *cont_params, const float *cont_momentum, int64_t cont_step,
-		    size_t n, struct resume_check *res)
+		    size_t n, size_t state_n, struct resume_check *res)
 {
 	memset(res, 0, sizeof *res);
 	res->step = step;
 	res->n = n;
 	res->max_abs_diff = train_max_abs_diff(params, cont_params, n, &res->params_differing);
-	train_max_abs_diff(momentum, cont_momentum, n, &res->momentum_differing);
+	train_max_abs_diff(momentum, cont_momentum, state_n, &res->momentum_differing);
 	res->same_step = step == cont_step;
 	res->ok = res->params_differing == 0 && res->momentum_differing == 0 && res->same_step;
 }

@@ -72,13 +72,13 @@ struct resume_check {
 	size_t n;                 /* parameters compared */
 	double max_abs_diff;      /* largest |resumed - continuous| over the parameters */
 	size_t params_differing;  /* parameters that differ in any bit */
-	size_t momentum_differing;
+	size_t momentum_differing; /* elements of the optimizer's state that differ */
 	int same_step;
 	int ok;                   /* bit-identical parameters and momentum, at the same step */
 };
 
 void resume_compare(const float *params, const float *momentum, int64_t step,
 		    const float *cont_params, const float *cont_momentum, int64_t cont_step,
-		    size_t n, struct resume_check *res);
+		    size_t n, size_t state_n, struct resume_check *res);
 
 #endif

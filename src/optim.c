@@ -33,3 +33,13 @@ double optim_bias_correction(double beta, int64_t t)
 {
 	return 1.0 - pow(beta, (double)t);
 }
+
+int optim_state_vectors(int kind)
+{
+	return kind == OPTIM_ADAMW ? 2 : 1;
+}
+
+const char *optim_kind_name(int kind)
+{
+	return kind == OPTIM_ADAMW ? "adamw" : "sgd";
+}

@@ -14,8 +14,9 @@
  *     cosine    lr_min + (lr - lr_min) * (1 + cos(pi * q)) / 2
  *     linear    lr + (lr_min - lr) * q
  * The rate is rounded to float once, where the element update takes it. Clipping: with
- * the reduced gradient's L2 norm n (its squares added in double, in index order) and a
- * threshold c > 0, the gradient is multiplied by c / (n + 1e-6) when that is below 1.
+ * the reduced gradient's L2 norm n (its squares added in double in the device's fixed
+ * order: dev.h sum_squares) and a threshold c > 0, the gradient is multiplied by
+ * (float)(c / (n + 1e-6)) when n > c. docs/optimizers.md has the whole step.
  */
 #ifndef DDPTOK_OPTIM_H
 #define DDPTOK_OPTIM_H
@@ -40,5 +41,10 @@ double optim_lr(const struct lr_plan *p, int64_t t);
 double optim_clip_factor(double norm, double clip);
 /* AdamW's bias corrections of update number t: 1 - beta^t. */
 double optim_bias_correction(double beta, int64_t t);
+/* The optimizer's state vectors of n_params floats each, one after the other in one
+ * buffer: SGD's momentum (1), AdamW's first then second moment (2). */
+int optim_state_vectors(int kind);
+/* "sgd" or "adamw", as train.optimizer spells it. */
+const char *optim_kind_name(int kind);
 
 #endif

@@ -17,6 +17,7 @@
 
 #include "coll.h"
 #include "corpus_core.h"
+#include "optim.h"
 #include "sources.h"
 
 /* Enum choices, in the order of the C enums they map to (index = enum value). */
@@ -31,6 +32,8 @@
 #define CHOICES_SHARD_ORDER "length|balanced"
 #define CHOICES_SOURCE DATA_SOURCE_CHOICES /* the table of sources.h */
 #define CHOICES_UNIT "token|sequence"
+#define CHOICES_OPTIMIZER "sgd|adamw"
+#define CHOICES_SCHEDULE "constant|cosine|linear"
 
 /* Where a key's value lands in struct settings (NO_FIELD: read by settings_from_cfg). */
 #define AT(member) CFG_AT(struct settings, member)
@@ -57,6 +60,9 @@
 
 /* [devices] reduce is stored as its choice index, which is the enum coll_op value */
 _Static_assert(COLL_SUM == 0 && COLL_AVG == 1, "CHOICES_REDUCE follows enum coll_op");
+_Static_assert(OPTIM_SGD == 0 && OPTIM_ADAMW == 1, "CHOICES_OPTIMIZER follows enum optim_kind");
+_Static_assert(SCHEDULE_CONSTANT == 0 && SCHEDULE_COSINE == 1 && SCHEDULE_LINEAR == 2,
+	       "CHOICES_SCHEDULE follows enum optim_schedule");
 
 const struct cfg_key settings_keys[] = {
 	/* [run] */
@@ -129,9 +135,10 @@ const struct cfg_key settings_keys[] = {
 		"reserved ids (synthetic source: must be 0, data.vocab rules)"),
 
 	/* [train] */
-	/* updates and stop_at only say where a run ends: no window's computation depends
-	 * on them (the sampler, the model and the optimizer never read them), so a resume
-	 * may continue a run to another length */
+	/* updates and stop_at say where a run ends: the sampler and the model never read
+	 * them, so a resume may continue a run to another length; a cosine or linear
+	 * schedule takes updates as its horizon, so there a resume with another updates
+	 * follows another learning-rate curve from then on (docs/optimizers.md) */
 	INT_KEY("train", "updates", "100", 1, 1000000, 0, AT(updates),
 		"optimizer steps (accumulation windows) of a full run"),
 	INT_KEY("train", "stop_at", "0", 0, 1000000, 0, AT(stop_at),
@@ -144,10 +151,33 @@ const struct cfg_key settings_keys[] = {
 		"microbatches per rank per accumulation window"),
 	INT_KEY("train", "batch_size", "8", 1, 4096, MATH, AT(batch_size),
 		"sequences per rank per microbatch"),
-	FLOAT_KEY("train", "lr", "0.2", 0, 10, CFG_OPEN_MIN, OPTIM, AT(lr), "SGD learning rate"),
+	/* the optimizer and its schedule (docs/optimizers.md has the formulas); all but the
+	 * optimizer itself (whose state a checkpoint holds) may change on resume (OPTIM) */
+	ENUM_KEY("train", "optimizer", "sgd", CHOICES_OPTIMIZER, MATH, AT(optimizer),
+		 "sgd (with momentum, PyTorch's) or adamw (decoupled weight decay on matrices)"),
+	FLOAT_KEY("train", "lr", "0.2", 0, 10, CFG_OPEN_MIN, OPTIM, AT(lr),
+		  "learning rate: the schedule's peak, reached at the end of the warmup"),
+	ENUM_KEY("train", "schedule", "constant", CHOICES_SCHEDULE, OPTIM, AT(schedule),
+		 "learning rate after the warmup: constant, cosine or linear from lr down to "
+		 "lr_min at update train.updates"),
+	INT_KEY("train", "warmup", "0", 0, 1000000, OPTIM, AT(warmup),
+		"updates of linear warmup: update t <= warmup takes lr * t / warmup"),
+	FLOAT_KEY("train", "lr_min", "0", 0, 10, 0, OPTIM, AT(lr_min),
+		  "cosine and linear schedules: the learning rate they end at (<= lr)"),
+	FLOAT_KEY("train", "clip", "0", 0, 1e6, 0, OPTIM, AT(clip),
+		  "global gradient-norm clipping: the reduced gradient is scaled to this L2 norm "
+		  "when above it (0: off)"),
 	FLOAT_KEY("train", "momentum", "0.9", 0, 1, CFG_OPEN_MAX, OPTIM, AT(momentum), "SGD momentum"),
+	FLOAT_KEY("train", "beta1", "0.9", 0, 1, CFG_OPEN_MAX, OPTIM, AT(beta1),
+		  "adamw: decay of the first moment (the gradient's running mean)"),
+	FLOAT_KEY("train", "beta2", "0.95", 0, 1, CFG_OPEN_MAX, OPTIM, AT(beta2),
+		  "adamw: decay of the second moment (the squared gradient's running mean); "
+		  "0.95 as GPT trainers use, PyTorch's default is 0.999"),
+	FLOAT_KEY("train", "eps", "1e-8", 0, 1, CFG_OPEN_MIN, OPTIM, AT(eps),
+		  "adamw: added to the second moment's root in the denominator"),
 	FLOAT_KEY("train", "weight_decay", "0", 0, 1, 0, OPTIM, AT(weight_decay),
-		  "L2 weight decay added to the gradient"),
+		  "sgd: weight_decay * p added to every tensor's gradient; adamw: decoupled, p "
+		  "shrinks by lr * weight_decay * p on the matrices only"),
 	ENUM_KEY("train", "normalization", "global_token", CHOICES_NORM, MATH | KEY_MODE, AT(normalization),
 		 "loss normalization; only global_token is correct, the others are kept as "
 		 "negative controls"),
@@ -417,6 +447,8 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 		return relation_error(c, e, "data", "min_len", "<=", "data", "max_len");
 	if (s->prefix_max >= s->min_len)
 		return relation_error(c, e, "data", "prefix_max", "less than", "data", "min_len");
+	if (s->lr_min > s->lr)
+		return relation_error(c, e, "train", "lr_min", "<=", "train", "lr");
 	ERR_TRY(exact_mode_relations(c, s, e));
 	if (s->unit == UNIT_SEQUENCE && s->shards > 0)
 		return ERR(e, ERR_CONFIG, "%s: [train] unit = sequence: exact mode ([train] shards "

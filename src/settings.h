@@ -74,7 +74,10 @@ struct settings {
 	/* [train] */
 	int updates, stop_at, accumulation, batch_size;
 	int keep;          /* train: the newest checkpoints a run directory keeps (0: all) */
-	double lr, momentum, weight_decay;
+	int optimizer;     /* enum optim_kind (optim.h) */
+	int schedule;      /* enum optim_schedule */
+	int warmup;        /* updates of linear warmup */
+	double lr, lr_min, clip, momentum, beta1, beta2, eps, weight_decay;
 	int normalization; /* enum norm_mode */
 	int unit;          /* enum norm_unit */
 	int rank_split; /* enum rank_split */

@@ -177,7 +177,8 @@ static int fill_result(const struct trainer *t, struct train_result *res, struct
 	memcpy(res->rank_seconds_coll, t->rank_seconds_coll, sizeof t->rank_seconds_coll);
 	snprintf(res->backend, sizeof res->backend, "%s", engine_backend_name(t->r.eng));
 	res->params = malloc(res->n * sizeof(float));
-	res->momentum = malloc(res->n * sizeof(float));
+	res->state_n = engine_state_floats(t->r.eng);
+	res->momentum = malloc(res->state_n * sizeof(float));
 	if (!res->params || !res->momentum)
 		return ERR(e, ERR_NOMEM, "out of memory");
 	return engine_get_state(t->r.eng, res->params, res->momentum, e);

@@ -52,8 +52,9 @@ struct train_result {
 	int64_t updates_done; /* optimizer steps (step minus skipped windows) */
 	int64_t skipped;      /* empty windows skipped during this run */
 	size_t n;             /* parameters */
-	float *params;        /* host copies at the end, n each */
-	float *momentum;
+	float *params;        /* host copies at the end, n */
+	float *momentum;      /* the optimizer's state (AdamW: both moments), state_n */
+	size_t state_n;
 	char checkpoint[FSX_PATH_MAX]; /* the last checkpoint written (or resumed from), or "" */
 	int checkpoints_written;
 	double seconds;       /* wall time of the windows */

@@ -4,8 +4,9 @@
  * trainer_step, so a window is trained, counted and logged one way only.
  *
  * Bit-exact resume rests on three things: the checkpoint holds everything the next window
- * depends on (parameters, momentum buffers, the count of updates already taken, which
- * decides the first momentum step, and the sampler's generator state and window index);
+ * depends on (parameters, the optimizer's state, the count of updates already taken,
+ * which decides the first momentum step, AdamW's bias corrections and the learning rate,
+ * and the sampler's generator state and window index);
  * the engine's arithmetic is deterministic (fixed reduction orders); and a checkpoint is
  * only taken between windows, after engine_window() returned, so no device thread is
  * running while its state is copied out.
@@ -153,8 +154,8 @@ int trainer_open(struct trainer *t, const struct env *v, const struct train_opts
 		return rc;
 	size_t n = t->r.eng->shape.n_params;
 	t->params = malloc(n * sizeof(float));
-	t->momentum = malloc(n * sizeof(float));
-	if (!t->params || !t->momentum)
+	t->opt_state = malloc(engine_state_floats(t->r.eng) * sizeof(float));
+	if (!t->params || !t->opt_state)
 		return ERR(e, ERR_NOMEM, "out of memory");
 	/* the checkpoint root must be usable before any window is spent: a bad
 	 * run.artifacts found at the first checkpoint would lose the work done so far */
@@ -173,8 +174,8 @@ int trainer_close(struct trainer *t, struct err *e)
 		rc = ERR_ERRNO(e, "cannot write %s", t->o.metrics_path);
 	t->metrics = NULL;
 	free(t->params);
-	free(t->momentum);
-	t->params = t->momentum = NULL;
+	free(t->opt_state);
+	t->params = t->opt_state = NULL;
 	if (t->have_run)
 		run_close(&t->r);
 	t->have_run = 0;
@@ -213,10 +214,13 @@ static json_t *metrics_line(const struct trainer *t, const struct window *w,
 			 wr->seconds, "tokens_per_s",
 			 wr->seconds > 0 ? (double)wr->N / wr->seconds : 0.0, "seconds_coll",
 			 wr->seconds_coll, "backend", engine_backend_name(t->r.eng), "lr",
-			 t->v->s->lr, "time", now, "elapsed",
+			 wr->lr, "time", now, "elapsed",
 			 clock_now_s() - t->opened_at);
 	/* per rank (global rank order): its loss sum and its time inside collectives,
 	 * barrier waits for slower ranks included */
+	/* with clipping on: what the reduced gradient (whose norm is grad_norm) was scaled by */
+	if (line && t->v->s->clip > 0 && !wr->rejected)
+		json_object_set_new(line, "clip_factor", json_real(wr->clip_factor));
 	if (line) {
 		json_object_set_new(line, "rank_loss_sum", sums);
 		json_object_set_new(line, "rank_seconds_coll", waits);
@@ -338,10 +342,10 @@ int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t ca
 	 * its result, so that a failed write fails every process */
 	struct checkpoint_source src = {
 		.v = t->v, .r = &t->r, .step = t->step, .run_mode = t->run_mode,
-		.last_loss = t->last_loss, .params = t->params, .momentum = t->momentum,
+		.last_loss = t->last_loss, .params = t->params, .opt_state = t->opt_state,
 		.hist = t->hist, .shard_hist = t->shard_hist, .changes = &t->changes,
 	};
-	rc = engine_get_state(t->r.eng, t->params, t->momentum, e);
+	rc = engine_get_state(t->r.eng, t->params, t->opt_state, e);
 	if (rc == ERR_OK && world_get()->proc == 0)
 		rc = checkpoint_write(&src, root, t->checkpoint, sizeof t->checkpoint, e);
 	if ((rc = procs_checkpoint_result(rc, t->checkpoint, sizeof t->checkpoint,

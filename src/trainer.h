@@ -80,7 +80,8 @@ struct trainer {
 	double seconds;            /* wall time inside the windows */
 	double first_loss;         /* loss of the first accepted window (NaN: none) */
 	double opened_at;          /* clock_now_s() when it was opened */
-	float *params, *momentum;  /* host scratch for checkpoints, n_params each */
+	float *params;             /* host scratch for checkpoints: n_params */
+	float *opt_state;          /* and the optimizer's state (engine_state_floats) */
 	FILE *metrics;             /* o.metrics_path, while steps remain before o.stop_at */
 };
 

@@ -20,6 +20,7 @@
 #include "coll.h"
 #include "config.h"
 #include "err.h"
+#include "optim.h"
 #include "settings.h"
 
 #ifndef DDPTOK_CONF_DIR
@@ -223,6 +224,28 @@ START_TEST(shipped_masked)
 	ck_assert_int_eq(cfg_diff(&c, &m, CFG_MATH, 0, diff, sizeof diff), 2);
 	ck_assert_ptr_nonnull(strstr(diff, "data.prefix_max: 12 != 0"));
 	ck_assert_ptr_nonnull(strstr(diff, "train.plan: balanced != length_bands"));
+	cfg_free(&c);
+	cfg_free(&m);
+}
+END_TEST
+
+START_TEST(shipped_adamw)
+{
+	struct cfg c, m;
+	struct settings s, sm;
+	char diff[1024];
+	load_conf("adamw.ini", &c, &s);
+	load_conf("minimum.ini", &m, &sm);
+	ck_assert_int_eq(s.optimizer, OPTIM_ADAMW);
+	ck_assert_int_eq(s.schedule, SCHEDULE_COSINE);
+	ck_assert_double_gt(s.clip, 0.0);
+	/* only optimizer keys differ from minimum.ini */
+	ck_assert_int_eq(cfg_diff(&c, &m, CFG_MATH, 0, diff, sizeof diff), 7);
+	static const char *const keys[] = {"train.optimizer", "train.lr:", "train.schedule",
+					   "train.warmup", "train.lr_min", "train.clip",
+					   "train.weight_decay"};
+	for (int k = 0; k < 7; k++)
+		ck_assert_msg(strstr(diff, keys[k]), "%s: %s", keys[k], diff);
 	cfg_free(&c);
 	cfg_free(&m);
 }
@@ -857,6 +880,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, every_key_documented);
 	tcase_add_test(tc, shipped_minimum);
 	tcase_add_test(tc, shipped_masked);
+	tcase_add_test(tc, shipped_adamw);
 	tcase_add_test(tc, shipped_exercise);
 	tcase_add_test(tc, shipped_tiny);
 	tcase_add_test(tc, missing_file);

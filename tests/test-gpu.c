@@ -6,13 +6,13 @@
  * hint to `collective = host`), then the program exits 77 (skipped). With a GPU, every
  * op of the CUDA device is run on random inputs next to the host backend and compared:
  * gemm within 1e-5 of the magnitude sum_k |a||b| (+ |beta c|); the element-wise ops that
- * share their formulas with the host (bias_tanh, tanh_backward_col_sum, scale, sgd,
+ * share their formulas with the host (bias_tanh, tanh_backward_col_sum, scale, sgd, adamw,
  * col_sum_acc up to 64 rows, embed_backward over 31 and over 6 key bits for ids in fewer
  * than 128 slots, xent gradients) bit for bit (col_sum_acc over more rows: repeatable,
  * within rounding; embed_backward's busier ids, up to 5,000 slots: the two-level order of
  * gpu/gpu_rules.h computed here bit for bit, a double sum within 1e-4), also past one
  * launch's grid (16.7 M elements); xent losses within 1e-6 (log differs in its last ulp),
- * sums within 1e-6 relative, gathers, counts, hits and the parameter fingerprint exactly
+ * sums within 1e-6 relative (sums of squares 1e-12), gathers, counts, hits and the parameter fingerprint exactly
  * (over 3 M elements). sum and embed_backward must repeat bit for bit on the GPU; a device
  * allocates at creation only. Then NCCL allreduce over every
  * visible GPU (sum and avg, float32, float64 and int64, device and host buffers) against
@@ -319,11 +319,11 @@ START_TEST(test_elementwise)
 	float *p = frand(&r, (size_t)n, -1, 1), *g = frand(&r, (size_t)n, -1, 1);
 	float *sum0 = frand(&r, (size_t)cols, -1, 1);
 	float *sums[2] = {malloc(sizeof(float) * cols), malloc(sizeof(float) * cols)};
-	float *out[2][6];
+	float *out[2][9];
 	struct dev *devs[2] = {G, H};
 	for (int v = 0; v < 2; v++) {
 		struct dev *d = devs[v];
-		for (int k = 0; k < 6; k++)
+		for (int k = 0; k < 9; k++)
 			out[v][k] = malloc(sizeof(float) * n);
 		float *dz = dput(d, z, sizeof(float) * n), *db = dput(d, bias, sizeof(float) * cols);
 		OK(d->ops->bias_tanh(d, rows, cols, db, dz, &E));
@@ -344,13 +344,24 @@ START_TEST(test_elementwise)
 		dget(d, out[v][4], dbuf, sizeof(float) * n);
 		OK(d->ops->sgd(d, n, 0.1f, 0.0f, 0.0f, 0, dp, dg, dbuf, &E));
 		dget(d, out[v][5], dp, sizeof(float) * n);
-		void *bufs[] = {dz, db, dhh, ddh, dsum, dp, dg, dbuf};
+		/* two AdamW steps (decay, then none) on fresh moments: the host's bits */
+		float *dm = dalloc(d, sizeof(float) * n), *dv = dalloc(d, sizeof(float) * n);
+		OK(d->ops->zero(d, dm, sizeof(float) * n, &E));
+		OK(d->ops->zero(d, dv, sizeof(float) * n, &E));
+		OK(d->ops->adamw(d, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f, dp, dg, dm, dv,
+				 &E));
+		OK(d->ops->adamw(d, n, 2e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.19f, 0.0975f, dp, dz, dm,
+				 dv, &E));
+		dget(d, out[v][6], dp, sizeof(float) * n);
+		dget(d, out[v][7], dm, sizeof(float) * n);
+		dget(d, out[v][8], dv, sizeof(float) * n);
+		void *bufs[] = {dz, db, dhh, ddh, dsum, dp, dg, dbuf, dm, dv};
 		for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 			dfree(d, bufs[i]);
 	}
-	const char *names[6] = {"bias_tanh", "tanh_backward_col_sum dz", "scale", "sgd params",
-				"sgd momentum", "sgd plain"};
-	for (int k = 0; k < 6; k++) {
+	const char *names[9] = {"bias_tanh", "tanh_backward_col_sum dz", "scale", "sgd params",
+				"sgd momentum", "sgd plain", "adamw params", "adamw m", "adamw v"};
+	for (int k = 0; k < 9; k++) {
 		expect_same(names[k], out[0][k], out[1][k], (size_t)n);
 		free(out[0][k]);
 		free(out[1][k]);
@@ -487,6 +498,13 @@ START_TEST(test_sum)
 		ck_assert_msg(fabs(sg - sh) <= 1e-6 * fmax(1e-300, fabs(sh)) || (n == 0 && sg == 0.0),
 			      "sum n=%d: gpu %.17g host %.17g", n, sg, sh);
 		printf("  sum n=%-8d gpu %.17g host %.17g\n", n, sg, sh);
+		/* sum_squares: the same passes over the squares (clipping's norm) */
+		OK(G->ops->sum_squares(G, n, dg, &sg, &E));
+		OK(G->ops->sum_squares(G, n, dg, &sg2, &E));
+		OK(H->ops->sum_squares(H, n, dh, &sh, &E));
+		ck_assert_msg(memcmp(&sg, &sg2, sizeof sg) == 0, "sum_squares n=%d not repeatable", n);
+		ck_assert_msg(fabs(sg - sh) <= 1e-12 * fabs(sh) || (n == 0 && sg == 0.0),
+			      "sum_squares n=%d: gpu %.17g host %.17g", n, sg, sh);
 		dfree(G, dg);
 		dfree(H, dh);
 		free(x);

@@ -237,6 +237,62 @@ START_TEST(sgd_bits)
 }
 END_TEST
 
+/* AdamW's loop: every build gives the scalar build's bits (sqrtf and the divisions are
+ * correctly rounded in both), with and without decay, from zero and from non-zero
+ * moments. */
+START_TEST(adamw_bits)
+{
+	const size_t n = 1001;
+	float *p0 = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
+	float *m0 = malloc(sizeof(float) * n), *v0 = malloc(sizeof(float) * n);
+	float *p[2], *m[2], *v[2];
+	struct err e;
+	for (int k = 0; k < 2; k++) {
+		p[k] = malloc(sizeof(float) * n);
+		m[k] = malloc(sizeof(float) * n);
+		v[k] = malloc(sizeof(float) * n);
+	}
+	fill_inputs(p0, n, 71, 0);
+	fill_inputs(g, n, 72, 0);
+	fill_inputs(m0, n, 73, 0);
+	for (size_t i = 0; i < n; i++)
+		v0[i] = m0[i] * m0[i]; /* a second moment is never negative */
+	for (int fresh = 0; fresh <= 1; fresh++)
+		for (int wd = 0; wd <= 1; wd++)
+			for (int vi = 0; vi < n_variants; vi++) {
+				const struct dev_ops *ops[2] = {&scalar, &variants[vi].ops};
+				for (int k = 0; k < 2; k++) {
+					memcpy(p[k], p0, sizeof(float) * n);
+					if (fresh) {
+						memset(m[k], 0, sizeof(float) * n);
+						memset(v[k], 0, sizeof(float) * n);
+					} else {
+						memcpy(m[k], m0, sizeof(float) * n);
+						memcpy(v[k], v0, sizeof(float) * n);
+					}
+					ck_assert_int_eq(ops[k]->adamw(NULL, (int)n, 3e-3f, 0.9f, 0.95f,
+								       1e-8f, wd ? 0.1f : 0.0f,
+								       fresh ? 0.1f : 0.271f,
+								       fresh ? 0.05f : 0.142625f,
+								       p[k], g, m[k], v[k], &e),
+							 ERR_OK);
+				}
+				assert_same_bits("adamw parameters", variants[vi].name, p[0], p[1], n);
+				assert_same_bits("adamw first moment", variants[vi].name, m[0], m[1], n);
+				assert_same_bits("adamw second moment", variants[vi].name, v[0], v[1], n);
+			}
+	for (int k = 0; k < 2; k++) {
+		free(p[k]);
+		free(m[k]);
+		free(v[k]);
+	}
+	free(p0);
+	free(g);
+	free(m0);
+	free(v0);
+}
+END_TEST
+
 START_TEST(embedding_bits)
 {
 	const int rows = 9, width = 3, dim = 13, vocab = 5;
@@ -276,6 +332,12 @@ START_TEST(reductions_agree)
 	double s_want, s_got;
 	int64_t bad_want, bad_got, hits_want, hits_got;
 	ck_assert_int_eq(scalar.sum(NULL, (int)n, x, &s_want, &e), ERR_OK);
+	/* sum_squares: each square in double, added in index order */
+	double squares_want = 0.0, squares_scalar;
+	for (size_t i = 0; i < n; i++)
+		squares_want += (double)x[i] * (double)x[i];
+	ck_assert_int_eq(scalar.sum_squares(NULL, (int)n, x, &squares_scalar, &e), ERR_OK);
+	ck_assert(memcmp(&squares_scalar, &squares_want, sizeof squares_want) == 0);
 	ck_assert_int_eq(scalar.argmax_hits(NULL, rows, cols, bias, x, target, &hits_want, &e),
 			 ERR_OK);
 	float *y = malloc(sizeof(float) * n); /* x with two non-finite entries */
@@ -289,6 +351,9 @@ START_TEST(reductions_agree)
 		ck_assert_int_eq(o->sum(NULL, (int)n, x, &s_got, &e), ERR_OK);
 		ck_assert_msg(memcmp(&s_got, &s_want, sizeof s_got) == 0, "sum, %s build",
 			      variants[v].name);
+		ck_assert_int_eq(o->sum_squares(NULL, (int)n, x, &s_got, &e), ERR_OK);
+		ck_assert_msg(memcmp(&s_got, &squares_want, sizeof s_got) == 0,
+			      "sum_squares, %s build", variants[v].name);
 		ck_assert_int_eq(o->argmax_hits(NULL, rows, cols, bias, x, target, &hits_got, &e),
 				 ERR_OK);
 		ck_assert_int_eq(hits_got, hits_want);
@@ -557,10 +622,11 @@ START_TEST(host_backend_counts_waits_launches_and_copies)
 	ck_assert_int_eq(o->sum(d, 8, x, &s, &e), ERR_OK);
 	ck_assert_int_eq(o->count_nonfinite(d, 8, x, &bad, &e), ERR_OK);
 	ck_assert_int_eq(o->fingerprint(d, 8, x, 0, &fp, &e), ERR_OK); /* no copy of x */
+	ck_assert_int_eq(o->sum_squares(d, 8, x, &s, &e), ERR_OK);
 	ck_assert_int_eq(o->download(d, y, x, sizeof x, &e), ERR_OK);
 	ck_assert_int_eq(o->sync(d, &e), ERR_OK);
-	ck_assert_uint_eq(d->counts.syncs, 5);
-	ck_assert_uint_eq(d->counts.launches, 5);
+	ck_assert_uint_eq(d->counts.syncs, 6);
+	ck_assert_uint_eq(d->counts.launches, 6);
 	ck_assert_uint_eq(d->counts.copies, 3);
 	dev_destroy(d);
 }
@@ -577,6 +643,7 @@ int main(void)
 	tcase_add_test(tc, elementwise_bits);
 	tcase_add_test(tc, tanh_backward_col_sum_is_the_two_passes);
 	tcase_add_test(tc, sgd_bits);
+	tcase_add_test(tc, adamw_bits);
 	tcase_add_test(tc, embedding_bits);
 	tcase_add_test(tc, reductions_agree);
 	tcase_add_test(tc, fingerprint_sees_bits_and_places);

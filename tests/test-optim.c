@@ -1,13 +1,22 @@
 /*
  * test-optim: the learning-rate schedules, the clipping factor and AdamW's element update
- * (optim.h, kmath.h) against values worked out independently in double.
+ * (optim.h, kmath.h) against values worked out independently in double; and the engine's
+ * first updates (clipping, schedule, SGD or AdamW with decay on the matrices only)
+ * recomputed in double from the parameters and reduced gradients it starts from, with the
+ * formulas of docs/optimizers.md, as anyone can from the parity and checkpoint dumps.
  */
 #include <check.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "check-run.h"
+#include "corpus.h"
+#include "engine.h"
 #include "kmath.h"
+#include "model.h"
 #include "optim.h"
+#include "sampler.h"
+#include "testutil.h"
 
 START_TEST(test_warmup_then_schedules)
 {
@@ -84,6 +93,153 @@ START_TEST(test_adamw_against_double)
 }
 END_TEST
 
+/* ---- the engine's updates against float64 ---- */
+
+/* The rate of update t by docs/optimizers.md, written out again here. */
+static double doc_lr(const struct settings *s, int64_t t)
+{
+	if (s->warmup > 0 && t <= s->warmup)
+		return s->lr * (double)t / s->warmup;
+	double q = (double)(t - s->warmup) / (double)(s->updates - s->warmup);
+	q = q > 1.0 ? 1.0 : q;
+	if (s->schedule == SCHEDULE_COSINE)
+		return s->lr_min + (s->lr - s->lr_min) * 0.5 * (1.0 + cos(M_PI * q));
+	if (s->schedule == SCHEDULE_LINEAR)
+		return s->lr + (s->lr_min - s->lr) * q;
+	return s->lr;
+}
+
+/* What a recomputation may get wrong on purpose: the negative controls. */
+enum doc_slip { SLIP_NONE, SLIP_DECAY_ALL, SLIP_NO_CLIP };
+
+/* Update t of parameters p and state st (double; AdamW: first moments, then second) from
+ * the reduced gradient g (float, as dumped) in double; returns the gradient's norm. */
+static double doc_step(const struct settings *s, const struct model_shape *m, int64_t t,
+		       const float *g, double *p, double *st, enum doc_slip slip)
+{
+	size_t n = m->n_params;
+	double sq = 0.0;
+	for (size_t i = 0; i < n; i++)
+		sq += (double)g[i] * g[i];
+	double norm = sqrt(sq), lr = doc_lr(s, t), f = 1.0;
+	if (s->clip > 0 && norm > s->clip && slip != SLIP_NO_CLIP)
+		f = s->clip / (norm + 1e-6);
+	double bc1 = 1.0 - pow(s->beta1, (double)t), bc2 = 1.0 - pow(s->beta2, (double)t);
+	for (int k = 0; k < m->n_tensors; k++) {
+		int decay = m->p[k].decay || slip == SLIP_DECAY_ALL;
+		for (size_t i = m->p[k].offset; i < m->p[k].offset + m->p[k].count; i++) {
+			double gi = f * g[i];
+			if (s->optimizer == OPTIM_SGD) {
+				gi += s->weight_decay * p[i];
+				st[i] = t == 1 ? gi : s->momentum * st[i] + gi;
+				p[i] -= lr * st[i];
+				continue;
+			}
+			double *m1 = &st[i], *m2 = &st[n + i];
+			if (decay)
+				p[i] -= lr * s->weight_decay * p[i];
+			*m1 = s->beta1 * *m1 + (1.0 - s->beta1) * gi;
+			*m2 = s->beta2 * *m2 + (1.0 - s->beta2) * gi * gi;
+			p[i] -= lr / bc1 * *m1 / (sqrt(*m2 / bc2) + s->eps);
+		}
+	}
+	return norm;
+}
+
+/* Largest |float - double| over n values. */
+static double max_gap(const float *x, const double *y, size_t n)
+{
+	double worst = 0.0;
+	for (size_t i = 0; i < n; i++)
+		worst = fmax(worst, fabs((double)x[i] - y[i]));
+	return worst;
+}
+
+/* Three updates of a W = 2 engine under `sets`, each recomputed in double from the
+ * engine's own reduced gradient: the parameters and state agree within float rounding
+ * (1e-6), the slip does not (by more than 1e-5) unless it is SLIP_NONE. *clipped: the
+ * updates whose gradient was clipped. */
+static void engine_against_double(const char *sets, enum doc_slip slip, int *clipped)
+{
+	struct settings s;
+	struct corpus c;
+	struct sampler sp;
+	struct window w;
+	struct engine *eng;
+	struct err e;
+	err_clear(&e);
+	testutil_settings(&s, "%s", sets);
+	ck_assert_int_eq(corpus_build(&s, &c, &e), ERR_OK);
+	ck_assert_msg(sampler_init(&sp, &c, &s, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(window_init(&w, s.world, s.accumulation, s.batch_size, &e), ERR_OK);
+	ck_assert_msg(engine_create(&s, &c, NULL, &eng, &e) == ERR_OK, "%s", e.msg);
+	size_t n = eng->shape.n_params, ns = engine_state_floats(eng);
+	float *p = malloc(n * sizeof(float)), *st = malloc(ns * sizeof(float));
+	double *pd = malloc(n * sizeof(double)), *sd = calloc(ns, sizeof(double));
+	model_init_params(&eng->shape, s.seed, p);
+	for (size_t i = 0; i < n; i++)
+		pd[i] = p[i];
+	ck_assert_int_eq(engine_set_state(eng, p, NULL, 0, &e), ERR_OK);
+	double worst = 0.0;
+	*clipped = 0;
+	for (int64_t t = 1; t <= 3; t++) {
+		struct window_result res;
+		ck_assert_int_eq(sampler_next(&sp, &w, &e), ERR_OK);
+		ck_assert_msg(engine_window(eng, &w, NORM_GLOBAL_TOKEN,
+					    ENGINE_UPDATE | ENGINE_CAPTURE_REDUCED, &res, &e) == ERR_OK,
+			      "%s", e.msg);
+		double norm = doc_step(&s, &eng->shape, t, eng->host_reduced, pd, sd, slip);
+		/* the norm the engine reports is the one clipped by, the host's sum exactly */
+		ck_assert_double_eq(res.grad_norm, norm);
+		ck_assert_double_eq(res.lr, optim_lr(&(struct lr_plan){s.schedule, s.lr, s.lr_min,
+								      s.warmup, s.updates}, t));
+		*clipped += res.clip_factor < 1.0;
+		ck_assert_int_eq(engine_get_state(eng, p, st, &e), ERR_OK);
+		worst = fmax(worst, fmax(max_gap(p, pd, n), max_gap(st, sd, ns)));
+	}
+	if (slip == SLIP_NONE)
+		ck_assert_msg(worst < 1e-6, "%s: the engine is %g from the float64 steps", sets,
+			      worst);
+	else
+		ck_assert_msg(worst > 1e-5, "%s: slip %d went unnoticed (%g)", sets, slip, worst);
+	free(p);
+	free(st);
+	free(pd);
+	free(sd);
+	engine_destroy(eng);
+	window_free(&w);
+	sampler_free(&sp);
+	corpus_free(&c);
+}
+
+static const char adamw_sets[] = "train.optimizer=adamw train.lr=0.01 train.schedule=cosine "
+				 "train.warmup=2 train.lr_min=0.001 train.clip=0.3 "
+				 "train.weight_decay=0.5";
+
+START_TEST(adamw_steps_are_the_documented_ones)
+{
+	int clipped;
+	engine_against_double(adamw_sets, SLIP_NONE, &clipped);
+	ck_assert_msg(clipped >= 1, "no update was clipped: the test would miss clipping");
+	engine_against_double(adamw_sets, SLIP_DECAY_ALL, &clipped);
+	engine_against_double(adamw_sets, SLIP_NO_CLIP, &clipped);
+}
+END_TEST
+
+START_TEST(sgd_steps_are_the_documented_ones)
+{
+	static const char sets[] = "train.schedule=linear train.warmup=1 train.lr_min=0.01 "
+				   "train.clip=0.3 train.weight_decay=0.01";
+	int clipped;
+	engine_against_double(sets, SLIP_NONE, &clipped);
+	ck_assert_int_ge(clipped, 1);
+	engine_against_double(sets, SLIP_NO_CLIP, &clipped);
+	/* the defaults: no clipping, the constant rate */
+	engine_against_double("", SLIP_NONE, &clipped);
+	ck_assert_int_eq(clipped, 0);
+}
+END_TEST
+
 static Suite *optim_suite(void)
 {
 	Suite *s = suite_create("optim");
@@ -93,6 +249,8 @@ static Suite *optim_suite(void)
 	tcase_add_test(tc, test_clip_factor);
 	tcase_add_test(tc, test_adamw_first_step);
 	tcase_add_test(tc, test_adamw_against_double);
+	tcase_add_test(tc, adamw_steps_are_the_documented_ones);
+	tcase_add_test(tc, sgd_steps_are_the_documented_ones);
 	suite_add_tcase(s, tc);
 	return s;
 }

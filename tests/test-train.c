@@ -180,8 +180,9 @@ static void same_result(const struct train_result *r, const struct train_result 
 	ck_assert_msg(memcmp(r->params, c->params, r->n * sizeof(float)) == 0,
 		      "%s: params differ from the continuous run (%zu values, max %g)", what, ndiff,
 		      d);
-	ck_assert_msg(memcmp(r->momentum, c->momentum, r->n * sizeof(float)) == 0,
-		      "%s: momentum differs from the continuous run", what);
+	ck_assert_uint_eq(r->state_n, c->state_n);
+	ck_assert_msg(memcmp(r->momentum, c->momentum, r->state_n * sizeof(float)) == 0,
+		      "%s: the optimizer's state differs from the continuous run", what);
 	ck_assert_int_eq(r->updates_done, c->updates_done);
 	ck_assert_msg(memcmp(r->hist, c->hist, sizeof r->hist) == 0, "%s: rank histories differ",
 		      what);
@@ -275,7 +276,7 @@ START_TEST(test_resume_negative_controls)
 		if (variant == 1) /* momentum lost */
 			ck_assert_int_eq(engine_set_state(r.eng, ck.params, NULL, 3, &e), ERR_OK);
 		if (variant == 2) /* first step rule re-applied (buf = g) */
-			ck_assert_int_eq(engine_set_state(r.eng, ck.params, ck.momentum, 0, &e), ERR_OK);
+			ck_assert_int_eq(engine_set_state(r.eng, ck.params, ck.opt_state, 0, &e), ERR_OK);
 		for (int k = 3; k < UPDATES; k++) {
 			struct window_result wr;
 			ck_assert_int_eq(sampler_next(&r.sampler, &r.w, &e), ERR_OK);
@@ -347,7 +348,7 @@ START_TEST(test_resume_to_more_updates)
 	ck_assert_uint_eq(ck6.n, cont6.n);
 	ck_assert_msg(memcmp(ck6.params, cont6.params, cont6.n * sizeof(float)) == 0,
 		      "step 6 of the lengthened run differs from the 6-update run");
-	ck_assert_msg(memcmp(ck6.momentum, cont6.momentum, cont6.n * sizeof(float)) == 0,
+	ck_assert_msg(memcmp(ck6.opt_state, cont6.momentum, cont6.n * sizeof(float)) == 0,
 		      "momentum at step 6 differs from the 6-update run");
 	ck_assert_msg(memcmp(ck6.hist, cont6.hist, sizeof ck6.hist) == 0, "histories differ");
 	/* every file but config.ini (which records updates = 8) is byte-identical */
@@ -380,6 +381,67 @@ START_TEST(test_resume_to_more_updates)
 	app_drop(&a4);
 	app_drop(&a6);
 	app_drop(&a8);
+	remove_tmp();
+}
+END_TEST
+
+/* AdamW with a cosine schedule after a warmup, clipping and decay, in the default mode:
+ * stopped at 3 and resumed, it ends where the continuous run does (parameters, both
+ * moments, histories; the final checkpoints' files byte for byte). A checkpoint of one
+ * optimizer is refused under the other, naming both. */
+START_TEST(test_resume_adamw)
+{
+	struct app a, sgd;
+	struct train_result cont, stop, res;
+	struct err e;
+	char croot[FSX_PATH_MAX], sroot[FSX_PATH_MAX], rroot[FSX_PATH_MAX], ck[FSX_PATH_MAX],
+		p[FSX_PATH_MAX], q[FSX_PATH_MAX], d[FSX_PATH_MAX];
+	make_tmp();
+	app_make(&a, "adamw", "train.optimizer=adamw", "train.lr=0.01", "train.schedule=cosine",
+		 "train.warmup=2", "train.lr_min=0.001", "train.clip=0.25",
+		 "train.weight_decay=0.1", NULL);
+	sub(croot, sizeof croot, "cont");
+	sub(sroot, sizeof sroot, "stop");
+	sub(rroot, sizeof rroot, "res");
+	must_train(&a, UPDATES, NULL, croot, &cont);
+	ck_assert_uint_eq(cont.state_n, 2 * cont.n);
+	must_train(&a, 3, NULL, sroot, &stop);
+	ckpt_path(ck, sizeof ck, sroot, 3);
+	must_train(&a, UPDATES, ck, rroot, &res);
+	same_result(&res, &cont, "adamw, stopped at 3");
+	static const char *files[] = {"params.npy", "exp_avg.npy", "exp_avg_sq.npy", "state.json",
+				      "rank-1.json", NULL};
+	for (int f = 0; files[f]; f++) {
+		ckpt_path(d, sizeof d, rroot, UPDATES);
+		pjoin(p, sizeof p, d, files[f]);
+		ckpt_path(d, sizeof d, croot, UPDATES);
+		pjoin(q, sizeof q, d, files[f]);
+		same_file(p, q);
+	}
+	pjoin(p, sizeof p, ck, "momentum.npy");
+	ck_assert_msg(!fsx_exists(p), "an AdamW checkpoint holds momentum.npy");
+	train_result_free(&res);
+
+	/* SGD cannot continue AdamW's state, nor AdamW SGD's */
+	app_make(&sgd, "adamw", NULL);
+	sub(rroot, sizeof rroot, "res-sgd");
+	ck_assert_int_eq(train_to(&sgd, UPDATES, ck, rroot, &res, &e), ERR_DATA);
+	ck_assert_msg(strstr(e.msg, "train.optimizer = adamw") && strstr(e.msg, "uses sgd"), "%s",
+		      e.msg);
+	train_result_free(&res);
+	sub(sroot, sizeof sroot, "stop-sgd");
+	train_result_free(&stop);
+	must_train(&sgd, 3, NULL, sroot, &stop);
+	ckpt_path(ck, sizeof ck, sroot, 3);
+	sub(rroot, sizeof rroot, "res-adamw");
+	ck_assert_int_eq(train_to(&a, UPDATES, ck, rroot, &res, &e), ERR_DATA);
+	ck_assert_msg(strstr(e.msg, "train.optimizer = sgd") && strstr(e.msg, "uses adamw"), "%s",
+		      e.msg);
+	train_result_free(&res);
+	train_result_free(&stop);
+	train_result_free(&cont);
+	app_drop(&a);
+	app_drop(&sgd);
 	remove_tmp();
 }
 END_TEST
@@ -1245,6 +1307,7 @@ static Suite *train_suite(void)
 	tcase_add_test(tc, test_resume_w2_avg);
 	tcase_add_test(tc, test_resume_negative_controls);
 	tcase_add_test(tc, test_resume_to_more_updates);
+	tcase_add_test(tc, test_resume_adamw);
 	tcase_add_test(tc, test_checkpoint_every);
 	tcase_add_test(tc, test_sigterm_checkpoints_and_resumes);
 	tcase_add_test(tc, test_empty_windows);

@@ -15,6 +15,7 @@
 #include "devcheck.h"
 #include "engine.h"
 #include "fsx.h"
+#include "optim.h"
 #include "outputs.h"
 #include "placement.h"
 #include "procs.h"
@@ -53,9 +54,10 @@ static void print_memory(const struct settings *config)
 		return;
 	}
 	engine_memory_per_rank(s, &m);
-	printf("memory per rank: %.1f MiB = parameters, gradients and momentum %.1f MiB (3 x %zu "
+	printf("memory per rank: %.1f MiB = parameters, gradients and %s %.1f MiB (%zu x %zu "
 	       "floats, vocabulary %d)%s + workspace %.1f MiB for %d positions (logits %.1f MiB)\n",
-	       m.total / mib, m.state_bytes / mib, m.n_params, s->vocab,
+	       m.total / mib, s->optimizer == OPTIM_ADAMW ? "AdamW's moments" : "momentum",
+	       m.state_bytes / mib, m.state_bytes / sizeof(float) / m.n_params, m.n_params, s->vocab,
 	       m.tree_bytes ? " + exact mode's tree" : "", m.workspace_bytes / mib, m.rows,
 	       m.logits_bytes / mib);
 	if (m.tree_bytes)

@@ -548,7 +548,7 @@ static int restore_state(struct inspect *in, int64_t updates, struct err *e)
 	/* read back (next_m is free between steps) */
 	DEV(in, engine_get_state(eng, in->check_p, in->next_m, e));
 	if (memcmp(in->check_p, in->cur_p, in->n * sizeof(float)) != 0 ||
-	    memcmp(in->next_m, in->cur_m, in->n * sizeof(float)) != 0) {
+	    memcmp(in->next_m, in->cur_m, engine_state_floats(eng) * sizeof(float)) != 0) {
 		in->fatal = 1;
 		return ERR(e, ERR_CHECK, "compare: the training state could not be restored exactly");
 	}
@@ -978,7 +978,8 @@ static int inspect_open(struct app *a, struct inspect *in, struct err *e)
 	in->last = &in->t.r.w;
 	in->draw = &in->extra;
 	in->n = in->t.r.eng->shape.n_params;
-	size_t bytes = in->n * sizeof(float);
+	/* each as long as the longest vector, the optimizer's state (AdamW: 2 n_params) */
+	size_t bytes = engine_state_floats(in->t.r.eng) * sizeof(float);
 	float **bufs[] = {&in->before_p, &in->before_m, &in->next_p, &in->next_m,
 			  &in->last_reduced, &in->cur_p, &in->cur_m, &in->check_p, &in->ref,
 			  &in->contrib};

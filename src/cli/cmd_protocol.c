@@ -206,7 +206,7 @@ static int do_resume(struct app *a, struct protocol *p, struct err *e)
 	if (rc == ERR_OK) {
 		snprintf(p->final_ckpt, sizeof p->final_ckpt, "%s", res.checkpoint);
 		resume_compare(res.params, res.momentum, res.step, cont->params, cont->momentum,
-			       cont->step, res.n, rs);
+			       cont->step, res.n, res.state_n, rs);
 	}
 	train_result_free(&res);
 	if (rc != ERR_OK)

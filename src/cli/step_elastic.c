@@ -54,7 +54,7 @@ static int resume_on(struct app *a, int world, const char *from, const struct tr
 	}
 	if (rc == ERR_OK)
 		resume_compare(res.params, res.momentum, res.step, cont->params, cont->momentum,
-			       cont->step, res.n, rs);
+			       cont->step, res.n, res.state_n, rs);
 	train_result_free(&res);
 	if (copy.vals)
 		cfg_free(&copy);

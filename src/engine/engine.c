@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "engine_tree.h"
 #include "norm.h"
+#include "optim.h"
 #include "placement.h"
 #include "procs.h"
 #include "world.h"
@@ -30,7 +31,9 @@ void engine_memory_per_rank(const struct settings *s, struct engine_memory *m)
 		return;
 	m->n_params = shape.n_params;
 	m->rows = max_batch_rows(&shape, s);
-	m->state_bytes = 3 * shape.n_params * sizeof(float); /* parameters, gradients, momentum */
+	/* parameters, gradients and the optimizer's state (momentum; AdamW's two moments) */
+	m->state_bytes = (size_t)(2 + optim_state_vectors(s->optimizer)) * shape.n_params *
+			 sizeof(float);
 	/* exact mode: rank 0 holds the most tree levels (those of all K shards) */
 	int levels = s->shards > 0 ? coll_tree_levels(s->shards) : 0;
 	m->tree_bytes = (size_t)(levels > 0 ? levels : 0) * shape.n_params * sizeof(float);
@@ -111,7 +114,8 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	struct dev *d = r->dev;
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));
-	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->momentum, e));
+	ERR_TRY(d->ops->alloc(d, bytes * (size_t)optim_state_vectors(eng->made.optimizer),
+			      (void **)&r->opt_state, e));
 	ERR_TRY(d->ops->alloc(d, sizeof(double) * ENGINE_LOSS_SLOTS, (void **)&r->loss_slots, e));
 	ERR_TRY(model_ws_create(d, m, rows, &r->ws, e));
 	ERR_TRY(model_batch_alloc(m, rows, &r->batch, e));
@@ -128,7 +132,7 @@ static int replica_destroy(struct engine *eng, struct replica *r, void *arg, str
 	r->ws = NULL;
 	r->batch = NULL;
 	tree_replica_release(r);
-	void *bufs[] = {r->params, r->grads, r->momentum, r->loss_slots};
+	void *bufs[] = {r->params, r->grads, r->opt_state, r->loss_slots};
 	for (int i = 0; i < 4; i++)
 		if (bufs[i])
 			r->dev->ops->release(r->dev, bufs[i]);
@@ -268,6 +272,7 @@ int engine_fits(const struct engine *eng, const struct settings *s)
 		return 0;
 	return max_batch_rows(&shape, s) <= max_batch_rows(&shape, m) &&
 	       upload_bytes(&shape, s) <= upload_bytes(&shape, m) &&
+	       optim_state_vectors(s->optimizer) <= optim_state_vectors(m->optimizer) &&
 	       (s->shards == m->shards || s->shards == 0);
 }
 
@@ -276,12 +281,14 @@ static int zero_state(struct engine *eng, struct replica *r, void *arg, struct e
 {
 	struct dev *d = r->dev;
 	size_t bytes = eng->shape.n_params * sizeof(float);
-	float *bufs[3 + ENGINE_TREE_LEVELS] = {r->params, r->grads, r->momentum};
+	float *bufs[2 + ENGINE_TREE_LEVELS] = {r->params, r->grads};
 	(void)arg;
 	for (int i = 0; i < r->tree_slots; i++)
-		bufs[3 + i] = r->tree[i];
-	for (int i = 0; i < 3 + r->tree_slots; i++)
+		bufs[2 + i] = r->tree[i];
+	for (int i = 0; i < 2 + r->tree_slots; i++)
 		ERR_TRY(d->ops->zero(d, bufs[i], bytes, e));
+	ERR_TRY(d->ops->zero(d, r->opt_state,
+			     bytes * (size_t)optim_state_vectors(eng->made.optimizer), e));
 	ERR_TRY(d->ops->zero(d, r->loss_slots, sizeof(double) * ENGINE_LOSS_SLOTS, e));
 	r->loss_sum = 0.0;
 	return d->ops->sync(d, e);
@@ -329,26 +336,32 @@ const char *engine_backend_name(const struct engine *eng)
 
 /* ---- state ---- */
 
+size_t engine_state_floats(const struct engine *eng)
+{
+	return (size_t)optim_state_vectors(eng->s.optimizer) * eng->shape.n_params;
+}
+
 struct state_arg {
-	const float *params, *momentum;
+	const float *params, *opt_state;
 };
 
 static int set_state(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	const struct state_arg *a = arg;
 	size_t bytes = eng->shape.n_params * sizeof(float);
+	size_t state_bytes = engine_state_floats(eng) * sizeof(float);
 	ERR_TRY(r->dev->ops->upload(r->dev, r->params, a->params, bytes, e));
-	if (a->momentum)
-		ERR_TRY(r->dev->ops->upload(r->dev, r->momentum, a->momentum, bytes, e));
+	if (a->opt_state)
+		ERR_TRY(r->dev->ops->upload(r->dev, r->opt_state, a->opt_state, state_bytes, e));
 	else
-		ERR_TRY(r->dev->ops->zero(r->dev, r->momentum, bytes, e));
+		ERR_TRY(r->dev->ops->zero(r->dev, r->opt_state, state_bytes, e));
 	return r->dev->ops->sync(r->dev, e);
 }
 
-int engine_set_state(struct engine *eng, const float *params, const float *momentum,
+int engine_set_state(struct engine *eng, const float *params, const float *opt_state,
 		     int64_t updates_done, struct err *e)
 {
-	struct state_arg a = {params, momentum};
+	struct state_arg a = {params, opt_state};
 	eng->updates_done = updates_done;
 	return on_ranks(eng, set_state, &a, e);
 }
@@ -359,14 +372,15 @@ static int get_state(struct engine *eng, struct replica *r, void *arg, struct er
 	size_t bytes = eng->shape.n_params * sizeof(float);
 	if (a->params)
 		ERR_TRY(r->dev->ops->download(r->dev, (float *)a->params, r->params, bytes, e));
-	if (a->momentum)
-		ERR_TRY(r->dev->ops->download(r->dev, (float *)a->momentum, r->momentum, bytes, e));
+	if (a->opt_state)
+		ERR_TRY(r->dev->ops->download(r->dev, (float *)a->opt_state, r->opt_state,
+					      engine_state_floats(eng) * sizeof(float), e));
 	return ERR_OK;
 }
 
-int engine_get_state(struct engine *eng, float *params, float *momentum, struct err *e)
+int engine_get_state(struct engine *eng, float *params, float *opt_state, struct err *e)
 {
-	struct state_arg a = {params, momentum};
+	struct state_arg a = {params, opt_state};
 	return on_rank0(eng, get_state, &a, e);
 }
 
@@ -388,6 +402,7 @@ struct window_shared {
 	double loss_sum[MAX_WORLD];
 	int rejected[MAX_WORLD];
 	uint64_t param_fingerprint[MAX_WORLD];
+	double grad_norm[MAX_WORLD], clip_factor[MAX_WORLD]; /* with clipping, by global rank */
 	struct dev_counts counts[MAX_WORLD];
 	struct rank_outcome out[MAX_WORLD]; /* by global rank */
 };
@@ -496,6 +511,68 @@ static int window_accumulate(struct engine *eng, struct replica *r, struct windo
 	return engine_loss_read(r, 1, local, e);
 }
 
+/* ---- the optimizer step (docs/optimizers.md) ---- */
+
+double engine_next_lr(const struct engine *eng)
+{
+	const struct settings *s = &eng->s;
+	struct lr_plan plan = {s->schedule, s->lr, s->lr_min, s->warmup, s->updates};
+	return optim_lr(&plan, eng->updates_done + 1);
+}
+
+/* AdamW on replica r at rate lr, one call per run of consecutive tensors that share their
+ * decay flag (the tensors tile the flat vector in order): the matrices decay by
+ * lr * weight_decay, the others not; the first moments fill opt_state[0, n), the second
+ * [n, 2n). */
+static int adamw_step(struct engine *eng, struct replica *r, float lr, struct err *e)
+{
+	const struct settings *s = &eng->s;
+	const struct model_shape *m = &eng->shape;
+	struct dev *d = r->dev;
+	int64_t t = eng->updates_done + 1;
+	float bc1 = (float)optim_bias_correction(s->beta1, t);
+	float bc2 = (float)optim_bias_correction(s->beta2, t);
+	float *m1 = r->opt_state, *m2 = r->opt_state + m->n_params;
+	for (int i = 0, j; i < m->n_tensors; i = j) {
+		for (j = i + 1; j < m->n_tensors && m->p[j].decay == m->p[i].decay; j++)
+			;
+		size_t lo = m->p[i].offset, count = m->p[j - 1].offset + m->p[j - 1].count - lo;
+		float wd = m->p[i].decay ? (float)s->weight_decay : 0.0f;
+		ERR_TRY(d->ops->adamw(d, (int)count, lr, (float)s->beta1, (float)s->beta2,
+				      (float)s->eps, wd, bc1, bc2, r->params + lo, r->grads + lo,
+				      m1 + lo, m2 + lo, e));
+	}
+	return ERR_OK;
+}
+
+/* Replica r's update from its reduced gradient, the same bits on every replica: with
+ * clipping on, the gradient's norm (*norm, before clipping: its squares added in the
+ * device's fixed order) and the factor it is then scaled by (*factor); then update
+ * number updates_done + 1 at the schedule's rate, by SGD or AdamW. */
+static int optimizer_step(struct engine *eng, struct replica *r, double *norm, double *factor,
+			  struct err *e)
+{
+	const struct settings *s = &eng->s;
+	struct dev *d = r->dev;
+	int n = (int)eng->shape.n_params;
+	float lr = (float)engine_next_lr(eng);
+	*factor = 1.0;
+	if (s->clip > 0) {
+		double squares;
+		ERR_TRY(d->ops->sum_squares(d, n, r->grads, &squares, e));
+		*norm = sqrt(squares);
+		if (!isfinite(*norm))
+			return ERR(e, ERR_CHECK, "non-finite gradient norm (the training diverged)");
+		*factor = optim_clip_factor(*norm, s->clip);
+		if (*factor < 1.0)
+			ERR_TRY(d->ops->scale(d, n, (float)*factor, r->grads, e));
+	}
+	if (s->optimizer == OPTIM_ADAMW)
+		return adamw_step(eng, r, lr, e);
+	return d->ops->sgd(d, n, lr, (float)s->momentum, (float)s->weight_decay,
+			   eng->updates_done == 0, r->params, r->grads, r->opt_state, e);
+}
+
 static int window_work(struct engine *eng, struct replica *r, struct window_shared *ws,
 		       struct err *e)
 {
@@ -547,8 +624,7 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 
 	ERR_TRY(pool_mark(eng->pool, r->local, "the optimizer step", 0, e));
 	if (ws->flags & ENGINE_UPDATE)
-		ERR_TRY(o->sgd(d, (int)n, (float)s->lr, (float)s->momentum, (float)s->weight_decay,
-			   eng->updates_done == 0, r->params, r->grads, r->momentum, e));
+		ERR_TRY(optimizer_step(eng, r, &ws->grad_norm[rank], &ws->clip_factor[rank], e));
 
 	/* computed on the device: only its 8 bytes come back */
 	if (ws->flags & ENGINE_CHECK_REPLICAS)
@@ -583,6 +659,8 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 	ws.w = w;
 	ws.mode = mode;
 	ws.flags = flags;
+	res->lr = engine_next_lr(eng);
+	res->clip_factor = 1.0;
 	/* the collective times itself (its barrier waits included) */
 	for (int l = 0; l < eng->local; l++)
 		eng->coll->seconds[l] = 0;
@@ -629,6 +707,10 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 		for (size_t i = 0; i < eng->shape.n_params; i++)
 			g2 += (double)eng->host_reduced[i] * eng->host_reduced[i];
 		res->grad_norm = sqrt(g2);
+	}
+	if ((flags & ENGINE_UPDATE) && eng->s.clip > 0) { /* the norm the step clipped by */
+		res->grad_norm = ws.grad_norm[eng->first_rank];
+		res->clip_factor = ws.clip_factor[eng->first_rank];
 	}
 	if (flags & ENGINE_UPDATE)
 		eng->updates_done++;

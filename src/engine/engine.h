@@ -2,7 +2,7 @@
  * engine: the data-parallel machinery for one window, on W device threads.
  *
  * The engine owns the device pool, one replica per rank (its device, parameters,
- * gradients, momentum buffer, model workspace and host batch) and the collective. The
+ * gradients, optimizer state, model workspace and host batch) and the collective. The
  * host-side scheduler (the caller) draws a window and hands it here; engine_window()
  * then runs, on every device thread:
  *   1. zero the gradients;
@@ -19,7 +19,9 @@
  *      in exact mode ([train] shards > 0) steps 2-4 follow one fixed tree over the
  *      window's shards instead (engine_tree.h), whatever the number of ranks;
  *   5. optionally the optimizer step, identical on every replica (queued: the window does
- *      not wait for it; whatever reads the parameters next does).
+ *      not wait for it; whatever reads the parameters next does): with train.clip the
+ *      reduced gradient's norm (one wait) and its clipping, then SGD or AdamW at the
+ *      schedule's rate (docs/optimizers.md).
  * Results the caller may inspect: the per-rank local gradients (when captured) and the
  * reduced gradient, on the host.
  */
@@ -50,7 +52,10 @@ struct window_result {
 	double rank_seconds_coll[MAX_WORLD]; /* each rank's time inside collectives */
 	double loss_sum;   /* global sum of token losses */
 	double loss;       /* loss_sum / N (the global token mean) */
-	double grad_norm;  /* L2 norm of the reduced gradient (when captured) */
+	double grad_norm;  /* L2 norm of the reduced gradient (when captured, or with
+			      clipping: the norm it clipped by), before clipping */
+	double clip_factor; /* what clipping multiplied the gradient by (1: not clipped) */
+	double lr;         /* the learning rate of this window's update */
 	double seconds;    /* wall time of the window */
 	double seconds_coll;    /* max over ranks of the time inside collectives (their
 				   barrier waits, i.e. waiting for the slowest rank, included) */
@@ -82,7 +87,7 @@ int engine_fits(const struct engine *eng, const struct settings *s);
 /* The parts of a reset (tests may leave one out to show that it matters). */
 enum engine_reset_part {
 	ENGINE_RESET_SETTINGS = 1, /* settings, corpus and engine_opts (injections) */
-	ENGINE_RESET_STATE = 2,    /* every replica's parameters, gradients, momentum, loss
+	ENGINE_RESET_STATE = 2,    /* every replica's parameters, gradients, optimizer state, loss
 				      slots and tree buffers zeroed */
 	ENGINE_RESET_COUNTERS = 4, /* updates_done, the devices' counts, collective times */
 	ENGINE_RESET_ALL = 7
@@ -96,17 +101,24 @@ int engine_reset(struct engine *eng, const struct settings *s, const struct corp
 int engine_reset_parts(struct engine *eng, const struct settings *s, const struct corpus *c,
 		       const struct engine_opts *opts, unsigned parts, struct err *e);
 /* What one rank holds in device memory for settings s (vocab resolved): parameters,
- * gradients and momentum, exact mode's tree buffers, and the model's workspace. */
+ * gradients and the optimizer's state, exact mode's tree buffers, and the model's
+ * workspace. */
 struct engine_memory {
 	size_t n_params, state_bytes, tree_bytes, workspace_bytes, logits_bytes, total;
 	int rows;
 };
 void engine_memory_per_rank(const struct settings *s, struct engine_memory *m);
-/* Copies host parameters (and optionally momentum, NULL = zero) to every replica. */
-int engine_set_state(struct engine *eng, const float *params, const float *momentum,
+/* Floats of the optimizer's state under the engine's settings: n_params times
+ * optim_state_vectors (SGD's momentum; AdamW's first moments, then its second). */
+size_t engine_state_floats(const struct engine *eng);
+/* Copies host parameters (n_params) and optionally the optimizer's state
+ * (engine_state_floats; NULL = zero) to every replica. */
+int engine_set_state(struct engine *eng, const float *params, const float *opt_state,
 		     int64_t updates_done, struct err *e);
-/* Copies rank 0's parameters and momentum to the host (either may be NULL). */
-int engine_get_state(struct engine *eng, float *params, float *momentum, struct err *e);
+/* Copies rank 0's parameters and optimizer state to the host (either may be NULL). */
+int engine_get_state(struct engine *eng, float *params, float *opt_state, struct err *e);
+/* The learning rate of the next update, number updates_done + 1 (optim.h). */
+double engine_next_lr(const struct engine *eng);
 /* Runs one window with normalization `mode` (see above). */
 int engine_window(struct engine *eng, const struct window *w, int mode, int flags,
 		  struct window_result *res, struct err *e);

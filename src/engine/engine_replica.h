@@ -29,7 +29,10 @@ struct replica {
 	int rank;                         /* global rank: process * local + local rank */
 	int local;                        /* this process's device thread */
 	struct dev *dev;
-	float *params, *grads, *momentum; /* device */
+	float *params, *grads;            /* device */
+	/* the optimizer's state (device): SGD's momentum, or AdamW's first moments then its
+	 * second ones (optim_state_vectors x n_params floats) */
+	float *opt_state;
 	float *tree[ENGINE_TREE_LEVELS];  /* exact mode: the subtree stack (engine_tree.h) */
 	int tree_slots;
 	/* device doubles the microbatches add their loss sums to (slot 0; exact mode: one
@@ -56,7 +59,7 @@ struct engine {
 	int local;      /* L, this process's ranks (W = processes * L) */
 	int first_rank; /* the global rank of local rank 0 */
 	struct placement placement; /* backend, devices and collective actually used */
-	int64_t updates_done; /* optimizer steps taken (first step: buf = g) */
+	int64_t updates_done; /* optimizer steps taken (the next is number updates_done + 1) */
 	float *host_reduced;  /* n_params, filled with ENGINE_CAPTURE_REDUCED */
 	float *host_local[MAX_WORLD]; /* by global rank; this process's ranks only */
 	struct fault_injection fault; /* tests: what to inject (engine_opts) */
