@@ -65,7 +65,10 @@ const struct cfg_key settings_keys[] = {
 		   "directory for checkpoints: checkpoints/ (train and its resumed runs), "
 		   "continuous/ (train --continuous) and inspect/ (inspect's save)"),
 	ENUM_KEY("run", "log_level", "info", CHOICES_LOG, 0, AT(log_level),
-		 "terminal verbosity: quiet, info or debug"),
+		 "terminal verbosity: quiet, info or debug (debug: a progress line per step)"),
+	INT_KEY("run", "log_every", "0", 0, 1000000, 0, AT(log_every),
+		"off a terminal (a pipe, a log file), a training run prints a progress line every "
+		"this many steps (0: about 20 per run, and at least one every 30 s)"),
 
 	/* [data] */
 	INT_KEY("data", "train", "1024", 1, 100000, MATH, AT(train_count), "number of training sequences"),
@@ -143,6 +146,9 @@ const struct cfg_key settings_keys[] = {
 		 "what a window without supervised tokens does: skip it or stop with an error"),
 	INT_KEY("train", "checkpoint_every", "0", 0, 1000000, 0, AT(checkpoint_every),
 		"checkpoint every this many steps (0: only at stop_at, the end or a signal)"),
+	INT_KEY("train", "eval_every", "0", 0, 1000000, 0, AT(eval_every),
+		"validation loss and accuracy (global token mean) every this many steps, in the "
+		"metrics and the progress line (0: never); training itself does not change"),
 	INT_KEY("train", "shards", "0", 0, 64, MATH, AT(shards),
 		"exact mode: a window is one list of sequences cut into this many shards of "
 		"batch_size (a power of two; 0: off), added in one fixed tree, so that every "

@@ -45,6 +45,7 @@ struct settings {
 	char outputs[512];
 	char artifacts[512];
 	int log_level; /* 0 quiet, 1 info, 2 debug */
+	int log_every; /* a progress line every n steps off a terminal (0: auto, progress.h) */
 
 	/* [data] */
 	int train_count, validation_count, test_count;
@@ -73,6 +74,7 @@ struct settings {
 	int rank_split; /* enum rank_split */
 	int empty_window;  /* enum empty_policy */
 	int checkpoint_every; /* 0: only at stop_at / end / signal */
+	int eval_every;       /* validation loss every n steps (0: never) */
 	int shards;        /* exact mode: K shards per window (0: off); see shard.h */
 	int shard_order;   /* enum shard_order */
 

@@ -30,12 +30,13 @@ void app_progress_close(struct app *a)
 	fflush(stdout);
 }
 
-void app_env_init(struct app *a, int tty)
+void app_env_init(struct app *a, int tty, int lines)
 {
 	env_init(&a->env, &a->cfg, &a->s);
 	a->env.log = app_log;
 	a->env.log_arg = a;
 	a->env.progress = tty;
+	a->env.progress_lines = lines;
 	a->env.stop = cli_signal_flag();
 	a->env.engine.fault = a->o.fault;
 }

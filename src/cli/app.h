@@ -47,10 +47,11 @@ struct app {
 };
 
 /* Points a->env to a's configuration and settings; its log prints to stdout ([run]
- * log_level), with live progress lines when stdout is a terminal; its stop flag is the
- * one of cli_signals.h; its engines get the --inject-failure, --inject-shard-swap and
+ * log_level), with live progress lines when stdout is a terminal (tty), else whole
+ * progress lines now and then when `lines` (progress.h); its stop flag is the one of
+ * cli_signals.h; its engines get the --inject-failure, --inject-shard-swap and
  * --inject-hang options. */
-void app_env_init(struct app *a, int tty);
+void app_env_init(struct app *a, int tty, int lines);
 /* Ends a progress line left open on the terminal (before anything else is printed). */
 void app_progress_close(struct app *a);
 /* train_opts_for(), with --inject-drift applied to a resumed state. */

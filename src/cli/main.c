@@ -36,6 +36,7 @@
 #include "signals.h"
 #include "ddptok_config.h"
 #include "dirlock.h"
+#include "fsx.h"
 #include "pool.h"
 #include "world.h"
 
@@ -637,6 +638,31 @@ static int process_outputs(struct app *a, struct err *e)
 	return ERR_OK;
 }
 
+/* Under mpirun only process 0 prints: the others write what they would print into
+ * <outputs>/process-<p>/log.txt, which process 0 names first. Commands that write no
+ * outputs keep their stdout (env shows each process's view; evaluate prints on process 0
+ * only). Errors still go to every process's stderr. */
+static int process_log(const struct command *cmd, struct app *a, struct err *e)
+{
+	const struct world *wd = world_get();
+	char path[FSX_PATH_MAX];
+	if (wd->procs == 1 || !(cmd->writes & WRITES_OUTPUTS))
+		return ERR_OK;
+	if (wd->proc == 0) {
+		if (a->s.log_level >= ENV_INFO && wd->procs == 2)
+			printf("log: process 1 writes its log to %s/process-1/log.txt\n", a->s.outputs);
+		else if (a->s.log_level >= ENV_INFO)
+			printf("log: processes 1..%d write their logs to %s/process-<p>/log.txt\n",
+			       wd->procs - 1, a->s.outputs);
+		return ERR_OK;
+	}
+	ERR_TRY(env_dir_ready(a->s.outputs, "[run] outputs", e));
+	ERR_TRY(fsx_join(path, sizeof path, a->s.outputs, "log.txt", e));
+	if (!freopen(path, "w", stdout))
+		return ERR_ERRNO(e, "%s: cannot write this process's log", path);
+	return ERR_OK;
+}
+
 /* A command that runs in one process only (its one_process says why) is refused by every
  * process alike when several were started, before it reads or writes anything. */
 static int runs_in_these_processes(const struct command *cmd, struct err *e)
@@ -693,9 +719,13 @@ int main(int argc, char **argv)
 	    (rc = runs_in_these_processes(cmd, &e)) == ERR_OK &&
 	    (rc = load_configuration(&cli, &e)) == ERR_OK &&
 	    (rc = process_outputs(a, &e)) == ERR_OK &&
-	    (rc = lock_roots(cmd, &cli, argc, argv, &locks, &e)) == ERR_OK) {
-		/* progress lines of several processes would overwrite each other */
-		app_env_init(a, isatty(STDOUT_FILENO) && world_get()->procs == 1);
+	    (rc = lock_roots(cmd, &cli, argc, argv, &locks, &e)) == ERR_OK &&
+	    (rc = process_log(cmd, a, &e)) == ERR_OK) {
+		/* the protocol's steps print their own summaries: no progress lines in its log.
+		 * mpirun hands its processes a pseudo-terminal whatever its own output is: a
+		 * live line only in a process of one */
+		app_env_init(a, isatty(STDOUT_FILENO) && world_get()->procs == 1,
+			     strcmp(cmd->name, "protocol") != 0);
 		rc = cmd->fn(a, &e);
 		app_progress_close(a);
 	}
