@@ -254,6 +254,12 @@ static void print_option(FILE *f, const struct option_row *o)
 	fprintf(f, "%s\n", t);
 }
 
+static void list_commands(FILE *f)
+{
+	for (const struct command *c = commands; c->name; c++)
+		fprintf(f, "  %-12s %s\n", c->name, c->summary);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -264,8 +270,7 @@ static void usage(FILE *f)
 		"mean loss over every supervised token of the accumulation window.\n"
 		"\n"
 		"commands:\n");
-	for (const struct command *c = commands; c->name; c++)
-		fprintf(f, "  %-12s %s\n", c->name, c->summary);
+	list_commands(f);
 	fprintf(f, "\noptions:\n");
 	for (const struct option_row *o = options; o->name; o++)
 		print_option(f, o);
@@ -427,6 +432,27 @@ static int take_option(struct cli *cli, int val, char *arg)
 	return CLI_RUN;
 }
 
+/* "unknown option '--contiuous' (did you mean '--continuous'?)" on stderr: the nearest
+ * option name to what came before any '='. */
+static void unknown_long_option(const char *arg)
+{
+	char name[64];
+	const char *best = NULL;
+	int best_d = INT_MAX;
+	snprintf(name, sizeof name, "%.*s", (int)strcspn(arg + 2, "="), arg + 2);
+	for (const struct option_row *o = options; o->name; o++) {
+		int d = cfg_near_distance(name, o->name);
+		if (d < best_d) {
+			best_d = d;
+			best = o->name;
+		}
+	}
+	if (best)
+		fprintf(stderr, "ddptok-run: unknown option '%s' (did you mean '--%s'?)\n", arg, best);
+	else
+		fprintf(stderr, "ddptok-run: unknown option '%s' (see --help)\n", arg);
+}
+
 /* One option getopt returned (argv[at] holds it); CLI_RUN or the exit status. */
 static int take(struct cli *cli, int c, char **argv, int at)
 {
@@ -461,7 +487,7 @@ static int take(struct cli *cli, int c, char **argv, int at)
 		if (strncmp(argv[at], "--", 2) != 0 && optopt)
 			fprintf(stderr, "ddptok-run: unknown option '-%c' (see --help)\n", optopt);
 		else
-			fprintf(stderr, "ddptok-run: unknown option '%s' (see --help)\n", argv[at]);
+			unknown_long_option(argv[at]);
 		return ERR_USAGE;
 	}
 }
@@ -520,8 +546,12 @@ static int print_help(const struct cli *cli)
 		return 0;
 	}
 	const struct command *c = find_command(name);
-	if (!c)
-		return unknown_command(name);
+	if (!c) {
+		unknown_command(name);
+		fprintf(stderr, "\ncommands:\n");
+		list_commands(stderr);
+		return ERR_USAGE;
+	}
 	command_help(stdout, c);
 	return 0;
 }
@@ -681,8 +711,11 @@ static int runs_in_these_processes(const struct command *cmd, struct err *e)
 static void report_failure(const struct app *a, struct err *e)
 {
 	const struct world *wd = world_get();
-	fprintf(stderr, "ddptok-run: %s%s%s: %s\n", wd->procs > 1 ? world_proc_name(wd->proc) : "",
-		wd->procs > 1 ? ": " : "", err_code_name(e->code), e->msg);
+	const char *kind = err_code_name(e->code);
+	/* "interrupted by SIGINT ..." already says what kind of failure it is */
+	int says_kind = strncmp(e->msg, kind, strlen(kind)) == 0;
+	fprintf(stderr, "ddptok-run: %s%s%s%s%s\n", wd->procs > 1 ? world_proc_name(wd->proc) : "",
+		wd->procs > 1 ? ": " : "", says_kind ? "" : kind, says_kind ? "" : ": ", e->msg);
 	if (a->s.log_level >= 2 && e->file)
 		fprintf(stderr, "  (at %s:%d)\n", e->file, e->line);
 	if (e->code != ERR_INTERRUPTED)
