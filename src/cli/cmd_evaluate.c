@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 
+#include "corpus_core.h"
 #include "outputs.h"
 #include "report.h"
 #include "world.h"
@@ -41,8 +42,8 @@ int cmd_evaluate_write(struct app *a, const struct train_eval *ev, struct err *e
 			 names[i], sp[i]->sequences, sp[i]->tokens, sp[i]->loss, sp[i]->hits,
 			 sp[i]->accuracy, sp[i]->const_accuracy);
 	env_info(&a->env, "evaluate: loss = global token mean (sum of token losses / supervised tokens); "
-		 "accuracy = argmax == target; the constant guess always predicts id %d, the most "
-		 "frequent training target", ev->const_id);
+		 "accuracy = argmax == target; the constant guess always predicts id %lld, the most "
+		 "frequent training target", corpus_user_id(a->s.source, ev->const_id));
 	rc = report_write_json(a, OUT_EVALUATE, evaluate_json(ev), e);
 	if (!rc)
 		env_info(&a->env, "evaluate: written %s/%s", a->s.outputs, output_name(OUT_EVALUATE));

@@ -84,8 +84,9 @@ static int lay_out(const struct settings *s, const struct data_set *d, struct co
 	if ((rc = vocab_of(s, d, &vocab, e)))
 		return rc;
 	if (s->vocab && vocab != s->vocab)
-		return ERR(e, ERR_DATA, "%s: the files call for a vocabulary of %d ids (reserved "
-			   "included), the settings hold %d", s->data_path, vocab, s->vocab);
+		return ERR(e, ERR_DATA, "%s: the files call for a vocabulary of %lld ids, the "
+			   "settings hold %lld", s->data_path, corpus_user_id(s->source, vocab),
+			   corpus_user_id(s->source, s->vocab));
 	if (d->n > (1 << 24))
 		return ERR(e, ERR_DATA, "%s: %" PRId64 " sequences are too many (at most %d)",
 			   s->data_path, d->n, 1 << 24);

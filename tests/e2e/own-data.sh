@@ -108,3 +108,10 @@ rc=$?
 set -e
 [ "$rc" -ne 0 ] || { cat plan.txt; echo "FAIL: an unfillable window was accepted"; exit 1; }
 exit 0
+# ids in messages are the files' own: the corpus shifts them by its 4 reserved ids
+python3 - out-npy/evaluate.json out-npy/report.md <<'PY' || { echo "FAIL: the constant guess is not named by the files' id"; exit 1; }
+import json, sys
+rep = json.load(open(sys.argv[1]))
+internal = rep["constant_guess_id"]
+assert "predicts id %d, the most" % (internal - 4) in open(sys.argv[2]).read(), internal
+PY
