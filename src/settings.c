@@ -92,8 +92,9 @@ const struct cfg_key settings_keys[] = {
 		 "files in one of the formats npy, jsonl, megatron, llmc (README \"Your own data\")"),
 	STRING_KEY("data", "path", "", 0, AT(data_path),
 		   "file source: a directory (npy), a file (jsonl), a path without .bin/.idx "
-		   "(megatron), a shard or a directory of shards (llmc); relative to the working "
-		   "directory. The data lock holds the files' SHA-256, so a changed file is noticed"),
+		   "(megatron), a shard or a directory of shards (llmc); relative to the "
+		   "configuration file's directory (given with --set: to the working directory). "
+		   "The data lock holds the files' SHA-256, so a changed file is noticed"),
 	STRING_KEY("data", "split", "90,5,5", MATH, NO_FIELD,
 		   "file source: relative weights of train, validation and test for the documents "
 		   "whose files name no split, given to consecutive blocks in file order"),
@@ -387,6 +388,36 @@ static int parse_split(const struct cfg *c, const char *text, int w[3], struct e
 	return ERR_OK;
 }
 
+/* [data] path written in the configuration file c was loaded from, and relative: it is
+ * taken relative to that file's directory, which becomes part of s->data_path. */
+static int resolve_data_path(const struct cfg *c, struct settings *s, struct err *e)
+{
+	const char *origin = "default";
+	for (int i = 0; i < c->n; i++)
+		if (!strcmp(c->keys[i].section, "data") && !strcmp(c->keys[i].name, "path"))
+			origin = c->vals[i].origin;
+	if (!s->data_path[0] || s->data_path[0] == '/') {
+		s->data_path_base = DATA_PATH_ABSOLUTE;
+		return ERR_OK;
+	}
+	s->data_path_base = DATA_PATH_CWD;
+	if (!strcmp(origin, "--set") || !strcmp(origin, "default") || !c->path[0])
+		return ERR_OK;
+	s->data_path_base = DATA_PATH_CONFIG_DIR;
+	const char *slash = strrchr(c->path, '/');
+	if (!slash)
+		return ERR_OK; /* the file is in the working directory */
+	char joined[sizeof s->data_path];
+	int n = snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - c->path), c->path,
+			 s->data_path);
+	if (n < 0 || (size_t)n >= sizeof joined)
+		return ERR(e, ERR_CONFIG, "%s: [data] path = %s: too long once joined to the "
+			   "configuration file's directory", key_where(c, "data", "path"),
+			   s->data_path);
+	memcpy(s->data_path, joined, sizeof joined);
+	return ERR_OK;
+}
+
 int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 {
 	memset(s, 0, sizeof *s);
@@ -415,6 +446,7 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 	if (s->source != DATA_SYNTHETIC && !s->data_path[0])
 		return ERR(e, ERR_CONFIG, "%s: [data] source = %s needs [data] path",
 			   key_where(c, "data", "source"), cfg_str(c, "data", "source"));
+	ERR_TRY(resolve_data_path(c, s, e));
 	/* a file source's vocabulary: model.vocab's ids and the reserved ones, or 0: the
 	 * files', which only their corpus knows (no data file is read here) */
 	if (s->source != DATA_SYNTHETIC)

@@ -39,6 +39,11 @@ enum empty_policy { EMPTY_SKIP = 0, EMPTY_ERROR = 1 };
 enum backend_choice { BACKEND_AUTO = 0, BACKEND_CPU = 1, BACKEND_CUDA = 2 };
 enum collective_choice { COLLECTIVE_AUTO = 0, COLLECTIVE_HOST = 1, COLLECTIVE_NCCL = 2 };
 
+/* What [data] path is relative to: written in a configuration file, to that file's
+ * directory (so a configuration finds its data from any working directory); given with
+ * --set, to the working directory, like any path typed on a command line. */
+enum data_path_base { DATA_PATH_ABSOLUTE = 0, DATA_PATH_CONFIG_DIR = 1, DATA_PATH_CWD = 2 };
+
 struct settings {
 	/* [run] */
 	unsigned long long seed;
@@ -56,7 +61,9 @@ struct settings {
 	int prefix_max;  /* unsupervised prompt length drawn uniformly in [0, prefix_max] */
 	int branching;   /* successors per state of the Markov source */
 	int source;      /* enum data_source: synthetic or a file format */
-	char data_path[512]; /* the files of a file source */
+	char data_path[512]; /* the files of a file source: a relative path from the
+				configuration file is made relative to that file's directory */
+	int data_path_base;  /* enum data_path_base: what a relative data_path was relative to */
 	int split_rule[3];   /* [data] split: weights of train, validation, test */
 	int eot;         /* llm.c shards: the end-of-text id that opens each document */
 
