@@ -221,7 +221,7 @@ START_TEST(test_cut_and_skip)
 		mask[i] = i >= 2;
 	}
 	struct data_ints t = { tok, DATA_I32 }, m = { mask, DATA_U8 };
-	struct data_where w = { "hand", 0, 0 };
+	struct data_where w = { "hand", 0, 0, NULL };
 	ck_assert_int_eq(data_init(&d, &shape, &e), ERR_OK);
 	/* 20 tokens, max_len 8: three windows of 7, 7, 6 */
 	ck_assert_int_eq(data_add(&d, &t, &m, 20, SPLIT_TRAIN, &w, &e), ERR_OK);
@@ -259,7 +259,7 @@ START_TEST(test_bad_ids_and_mask)
 	int64_t tok[4] = { 3, 4, 50, 5 }, neg[2] = { 1, -1 };
 	uint8_t mask[4] = { 0, 1, 2, 1 };
 	struct data_ints t = { tok, DATA_I64 }, m = { NULL, DATA_U8 };
-	struct data_where w = { "f.bin", 0, 100 };
+	struct data_where w = { "f.bin", 0, 100, NULL };
 	ck_assert_int_eq(data_init(&d, &shape, &e), ERR_OK);
 	ck_assert_int_eq(data_add(&d, &t, &m, 4, SPLIT_TRAIN, &w, &e), ERR_DATA);
 	ck_assert_ptr_nonnull(strstr(e.msg, "f.bin: token 102: id 50 outside the vocabulary [0, 50)"));
@@ -274,6 +274,18 @@ START_TEST(test_bad_ids_and_mask)
 	ck_assert_int_eq(data_add(&d, &t, &m, 2, SPLIT_TRAIN, &w, &e), ERR_OK);
 	ck_assert_int_eq(data_add(&d, &t, &m, 3, SPLIT_TRAIN, &w, &e), ERR_DATA);
 	ck_assert_ptr_nonnull(strstr(e.msg, "f.bin: mask 102: mask value 2"));
+	/* a mask of its own file is named by that file */
+	err_clear(&e);
+	w.mask_file = "f.mask";
+	ck_assert_int_eq(data_add(&d, &t, &m, 3, SPLIT_TRAIN, &w, &e), ERR_DATA);
+	ck_assert_ptr_nonnull(strstr(e.msg, "f.mask: mask 102: mask value 2"));
+	/* the largest uint64 is printed as it is, not clamped to INT64_MAX */
+	err_clear(&e);
+	uint64_t big[2] = { 3, UINT64_MAX };
+	struct data_ints u = { big, DATA_U64 }, none = { NULL, DATA_U8 };
+	ck_assert_int_eq(data_add(&d, &u, &none, 2, SPLIT_TRAIN, &w, &e), ERR_DATA);
+	ck_assert_msg(strstr(e.msg, "f.bin: token 101: id 18446744073709551615 outside") != NULL,
+		      "%s", e.msg);
 	data_free(&d);
 }
 END_TEST
@@ -392,6 +404,16 @@ START_TEST(test_npy_refusals)
 		free(buf);
 	}
 	expect_refused(DATA_NPY, "npy", "split.npy", "split[319] = 3");
+	/* an invalid mask value is reported against loss_mask.npy, not tokens.npy */
+	npy_sample_dir();
+	{
+		size_t len;
+		char *buf = slurp("npy/loss_mask.npy", &len);
+		buf[len - 1] = 2;
+		put_file("npy/loss_mask.npy", buf, len);
+		free(buf);
+	}
+	expect_refused(DATA_NPY, "npy", "loss_mask.npy: mask ", "mask value 2");
 	npy_sample_dir();
 	{
 		const float f[3] = { 5, 6, 7 };
