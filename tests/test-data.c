@@ -274,6 +274,16 @@ START_TEST(test_bad_ids_and_mask)
 	ck_assert_int_eq(data_add(&d, &t, &m, 2, SPLIT_TRAIN, &w, &e), ERR_OK);
 	ck_assert_int_eq(data_add(&d, &t, &m, 3, SPLIT_TRAIN, &w, &e), ERR_DATA);
 	ck_assert_ptr_nonnull(strstr(e.msg, "f.bin: mask 102: mask value 2"));
+	/* a document masked whole is kept, as a sequence with no target (docs/commands.md,
+	 * exit 7) */
+	{
+		uint8_t none_sup[3] = { 0, 0, 0 };
+		struct data_ints zm = { none_sup, DATA_U8 };
+		int64_t n = d.n, sup = d.stats.supervised;
+		ck_assert_int_eq(data_add(&d, &t, &zm, 3, SPLIT_TRAIN, &w, &e), ERR_OK);
+		ck_assert_int_eq(d.n, n + 1);
+		ck_assert_int_eq(d.stats.supervised, sup);
+	}
 	/* a mask of its own file is named by that file */
 	err_clear(&e);
 	w.mask_file = "f.mask";
