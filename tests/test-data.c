@@ -385,6 +385,16 @@ static void patch_offset(int k, int64_t v)
 	free(buf);
 }
 
+/* the last byte of the sample's file name (its last element, one byte wide), rewritten */
+static void patch_last_byte(const char *name, char v)
+{
+	size_t len;
+	char *buf = slurp(name, &len);
+	buf[len - 1] = v;
+	put_file(name, buf, len);
+	free(buf);
+}
+
 START_TEST(test_npy_refusals)
 {
 	npy_sample_dir();
@@ -406,23 +416,11 @@ START_TEST(test_npy_refusals)
 	}
 	expect_refused(DATA_NPY, "npy", "loss_mask.npy", "values");
 	npy_sample_dir();
-	{
-		size_t len;
-		char *buf = slurp("npy/split.npy", &len);
-		buf[len - 1] = 3;
-		put_file("npy/split.npy", buf, len);
-		free(buf);
-	}
+	patch_last_byte("npy/split.npy", 3);
 	expect_refused(DATA_NPY, "npy", "split.npy", "split[319] = 3");
 	/* an invalid mask value is reported against loss_mask.npy, not tokens.npy */
 	npy_sample_dir();
-	{
-		size_t len;
-		char *buf = slurp("npy/loss_mask.npy", &len);
-		buf[len - 1] = 2;
-		put_file("npy/loss_mask.npy", buf, len);
-		free(buf);
-	}
+	patch_last_byte("npy/loss_mask.npy", 2);
 	expect_refused(DATA_NPY, "npy", "loss_mask.npy: mask ", "mask value 2");
 	npy_sample_dir();
 	{

@@ -3,6 +3,7 @@
  */
 #include "app.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -65,4 +66,18 @@ int app_train_opts(struct app *a, enum train_kind kind, const char *resume_dir,
 		o->on_resume_arg = a;
 	}
 	return rc;
+}
+
+const char *app_nearest(const char *word, const char *(*name_of)(int i))
+{
+	const char *best = NULL, *name;
+	int best_d = INT_MAX;
+	for (int i = 0; (name = name_of(i)); i++) {
+		int d = cfg_near_distance(word, name);
+		if (d < best_d) {
+			best_d = d;
+			best = name;
+		}
+	}
+	return best;
 }

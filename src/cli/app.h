@@ -54,6 +54,10 @@ struct app {
 void app_env_init(struct app *a, int tty, int lines);
 /* Ends a progress line left open on the terminal (before anything else is printed). */
 void app_progress_close(struct app *a);
+/* The name nearest to a mistyped `word` for a "did you mean" hint, among name_of(0),
+ * name_of(1), ... up to the first NULL (cfg_near_distance; ties: the first), or NULL when
+ * none is near. */
+const char *app_nearest(const char *word, const char *(*name_of)(int i));
 /* train_opts_for(), with --inject-drift applied to a resumed state. */
 int app_train_opts(struct app *a, enum train_kind kind, const char *resume_dir,
 		   struct train_opts *o, struct err *e);

@@ -36,7 +36,6 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -921,15 +920,7 @@ static const struct icmd *find_cmd(const char *name)
  * " (type 'help')" when none is near. */
 static void unknown_cmd_hint(const char *name, char *out, size_t cap)
 {
-	const char *best = NULL;
-	int best_d = INT_MAX;
-	for (const struct icmd *c = icmds; c->name; c++) {
-		int d = cfg_near_distance(name, c->name);
-		if (d < best_d) {
-			best_d = d;
-			best = c->name;
-		}
-	}
+	const char *best = app_nearest(name, icmd_name);
 	if (best)
 		snprintf(out, cap, " (did you mean '%s'?)", best);
 	else

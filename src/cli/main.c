@@ -225,18 +225,20 @@ static const struct command *find_command(const char *name)
 	return NULL;
 }
 
+static const char *command_name(int i)
+{
+	return commands[i].name;
+}
+
+static const char *option_name(int i)
+{
+	return options[i].name;
+}
+
 /* "ddptok-run: unknown command 'x'" with the nearest command, on stderr. */
 static int unknown_command(const char *name)
 {
-	const char *best = NULL;
-	int best_d = INT_MAX;
-	for (const struct command *c = commands; c->name; c++) {
-		int d = cfg_near_distance(name, c->name);
-		if (d < best_d) {
-			best_d = d;
-			best = c->name;
-		}
-	}
+	const char *best = app_nearest(name, command_name);
 	if (best)
 		fprintf(stderr, "ddptok-run: unknown command '%s' (did you mean '%s'?)\n", name, best);
 	else
@@ -437,16 +439,8 @@ static int take_option(struct cli *cli, int val, char *arg)
 static void unknown_long_option(const char *arg)
 {
 	char name[64];
-	const char *best = NULL;
-	int best_d = INT_MAX;
 	snprintf(name, sizeof name, "%.*s", (int)strcspn(arg + 2, "="), arg + 2);
-	for (const struct option_row *o = options; o->name; o++) {
-		int d = cfg_near_distance(name, o->name);
-		if (d < best_d) {
-			best_d = d;
-			best = o->name;
-		}
-	}
+	const char *best = app_nearest(name, option_name);
 	if (best)
 		fprintf(stderr, "ddptok-run: unknown option '%s' (did you mean '--%s'?)\n", arg, best);
 	else
