@@ -468,6 +468,7 @@ static int check_updates(const char *dir, const struct cfg *stored, const struct
 		return ERR(e, ERR_DATA, "checkpoint %s: rank-0.json's history declares %" PRId64
 			   " declined windows, but with train.empty_window = error (its config.ini) "
 			   "no window is declined", dir, declined);
+	ERR_TRY(elastic_check_rank_totals(dir, &ck->elastic, ck->hist, ck->world, ck->step, e));
 	if (ck->updates_done != ck->step - declined)
 		return ERR(e, ERR_DATA, "checkpoint %s: state.json: updates_done = %" PRId64 ", but "
 			   "step %" PRId64 " minus the %" PRId64 " declined windows of rank-0.json's "

@@ -42,6 +42,27 @@ void elastic_rank_history(const struct train_history *shard_hist, int shards, in
 	}
 }
 
+int elastic_check_rank_totals(const char *dir, const struct elastic_record *rec,
+			      const struct train_history *hist, int world, int64_t step,
+			      struct err *e)
+{
+	struct train_history want[MAX_WORLD];
+	if (rec->shards == 0)
+		return ERR_OK;
+	if (world < 1 || world > MAX_WORLD || rec->shards % world)
+		return ERR(e, ERR_DATA, "checkpoint %s: %d ranks cannot share %d shards", dir,
+			   world, rec->shards);
+	elastic_rank_history(rec->shard_hist, rec->shards, world, step, want);
+	for (int r = 0; r < world; r++)
+		if (memcmp(&want[r], &hist[r], sizeof want[r]) != 0)
+			return ERR(e, ERR_DATA, "checkpoint %s: rank-%d.json's history (%" PRId64
+				   " sequences, %" PRId64 " tokens) is not what its shards in "
+				   "state.json add up to (%" PRId64 " sequences, %" PRId64 " tokens)",
+				   dir, r, hist[r].sequences, hist[r].tokens, want[r].sequences,
+				   want[r].tokens);
+	return ERR_OK;
+}
+
 void elastic_machine(const struct engine *eng, char *out, size_t cap)
 {
 	char what[400] = "";

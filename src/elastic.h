@@ -44,6 +44,12 @@ void elastic_history_add(struct train_history *shard_hist, const struct window *
 /* The per-rank histories hist[0..world) at `step` from the K per-shard ones. */
 void elastic_rank_history(const struct train_history *shard_hist, int shards, int world,
 			  int64_t step, struct train_history *hist);
+/* Exact mode: the rank histories hist[0..world) of checkpoint dir must be what its shard
+ * histories add up to (each rank computed its block of shards): ERR_DATA naming the first
+ * rank that differs. Nothing to check outside exact mode (rec->shards = 0). */
+int elastic_check_rank_totals(const char *dir, const struct elastic_record *rec,
+			      const struct train_history *hist, int world, int64_t step,
+			      struct err *e);
 /* What the engine's bits depend on beyond the program, in words (see above). */
 void elastic_machine(const struct engine *eng, char *out, size_t cap);
 /* state.json's "exact" object (a json_t *; NULL outside exact mode): the shards and shard

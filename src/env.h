@@ -39,6 +39,8 @@ struct env {
 	env_log_fn log;               /* NULL: nothing is logged */
 	void *log_arg;
 	int progress;                 /* live progress lines are wanted (a terminal) */
+	int progress_lines;           /* not a terminal: a training run prints whole progress
+					 lines now and then instead (progress.h) */
 	/* Non-zero: stop at the next window boundary (checkpointing first); the value names
 	 * the reason: SIGINT or SIGTERM, any other value a stop request. NULL: never. */
 	const volatile sig_atomic_t *stop;

@@ -53,13 +53,16 @@ int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct
 	}
 	model_init_params(&r->eng->shape, v->s->seed, r->init_params);
 	ERR_TRY_GOTO(rc, engine_set_state(r->eng, r->init_params, NULL, 0, e), fail);
-	/* say once per process which backend runs and why (auto may fall back to the CPU) */
+	/* say once per process which backend runs; why (auto may fall back to the CPU) only
+	 * at log_level = debug or when a backend or collective was asked for */
 	static int told;
-	if (!told) {
+	if (!told && (v->s->log_level >= ENV_DEBUG || v->s->backend != BACKEND_AUTO ||
+		      v->s->collective != COLLECTIVE_AUTO))
 		env_info(v, "backend: %s; collective %s", r->eng->placement.why,
 			 r->eng->placement.coll_why);
-		told = 1;
-	}
+	else if (!told)
+		env_info(v, "backend: %s", engine_backend_name(r->eng));
+	told = 1;
 	return ERR_OK;
 fail:
 	run_close(r);

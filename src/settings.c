@@ -76,7 +76,10 @@ const struct cfg_key settings_keys[] = {
 		   "latest), checkpoints/ and continuous/ (the protocol's runs) and inspect/ "
 		   "(inspect's save)"),
 	ENUM_KEY("run", "log_level", "info", CHOICES_LOG, 0, AT(log_level),
-		 "terminal verbosity: quiet, info or debug"),
+		 "terminal verbosity: quiet, info or debug (debug: a progress line per step)"),
+	INT_KEY("run", "log_every", "0", 0, 1000000, 0, AT(log_every),
+		"off a terminal (a pipe, a log file), a training run prints a progress line every "
+		"this many steps (0: about 20 per run, and at least one every 30 s)"),
 
 	/* [data] */
 	INT_KEY("data", "train", "1024", 1, 100000, MATH, AT(train_count), "number of training sequences"),
@@ -100,8 +103,9 @@ const struct cfg_key settings_keys[] = {
 		 "files in one of the formats npy, jsonl, megatron, llmc (README \"Your own data\")"),
 	STRING_KEY("data", "path", "", 0, AT(data_path),
 		   "file source: a directory (npy), a file (jsonl), a path without .bin/.idx "
-		   "(megatron), a shard or a directory of shards (llmc); relative to the working "
-		   "directory. The data lock holds the files' SHA-256, so a changed file is noticed"),
+		   "(megatron), a shard or a directory of shards (llmc); relative to the "
+		   "configuration file's directory (given with --set: to the working directory). "
+		   "The data lock holds the files' SHA-256, so a changed file is noticed"),
 	STRING_KEY("data", "split", "90,5,5", MATH, NO_FIELD,
 		   "file source: relative weights of train, validation and test for the documents "
 		   "whose files name no split, given to consecutive blocks in file order"),
@@ -192,6 +196,9 @@ const struct cfg_key settings_keys[] = {
 		 "what a window without supervised tokens does: skip it or stop with an error"),
 	INT_KEY("train", "checkpoint_every", "0", 0, 1000000, 0, AT(checkpoint_every),
 		"checkpoint every this many steps (0: only at stop_at, the end or a signal)"),
+	INT_KEY("train", "eval_every", "0", 0, 1000000, 0, AT(eval_every),
+		"validation loss and accuracy (global token mean) every this many steps, in the "
+		"metrics and the progress line (0: never); training itself does not change"),
 	INT_KEY("train", "shards", "0", 0, 64, MATH, AT(shards),
 		"exact mode: a window is one list of sequences cut into this many shards of "
 		"batch_size (a power of two; 0: off), added in one fixed tree, so that every "
@@ -433,6 +440,36 @@ static int parse_split(const struct cfg *c, const char *text, int w[3], struct e
 	return ERR_OK;
 }
 
+/* [data] path written in the configuration file c was loaded from, and relative: it is
+ * taken relative to that file's directory, which becomes part of s->data_path. */
+static int resolve_data_path(const struct cfg *c, struct settings *s, struct err *e)
+{
+	const char *origin = "default";
+	for (int i = 0; i < c->n; i++)
+		if (!strcmp(c->keys[i].section, "data") && !strcmp(c->keys[i].name, "path"))
+			origin = c->vals[i].origin;
+	if (!s->data_path[0] || s->data_path[0] == '/') {
+		s->data_path_base = DATA_PATH_ABSOLUTE;
+		return ERR_OK;
+	}
+	s->data_path_base = DATA_PATH_CWD;
+	if (!strcmp(origin, "--set") || !strcmp(origin, "default") || !c->path[0])
+		return ERR_OK;
+	s->data_path_base = DATA_PATH_CONFIG_DIR;
+	const char *slash = strrchr(c->path, '/');
+	if (!slash)
+		return ERR_OK; /* the file is in the working directory */
+	char joined[sizeof s->data_path];
+	int n = snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - c->path), c->path,
+			 s->data_path);
+	if (n < 0 || (size_t)n >= sizeof joined)
+		return ERR(e, ERR_CONFIG, "%s: [data] path = %s: too long once joined to the "
+			   "configuration file's directory", key_where(c, "data", "path"),
+			   s->data_path);
+	memcpy(s->data_path, joined, sizeof joined);
+	return ERR_OK;
+}
+
 int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 {
 	memset(s, 0, sizeof *s);
@@ -463,6 +500,7 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 	if (s->source != DATA_SYNTHETIC && !s->data_path[0])
 		return ERR(e, ERR_CONFIG, "%s: [data] source = %s needs [data] path",
 			   key_where(c, "data", "source"), cfg_str(c, "data", "source"));
+	ERR_TRY(resolve_data_path(c, s, e));
 	/* a file source's vocabulary: model.vocab's ids and the reserved ones, or 0: the
 	 * files', which only their corpus knows (no data file is read here) */
 	if (s->source != DATA_SYNTHETIC)

@@ -44,12 +44,18 @@ enum empty_policy { EMPTY_SKIP = 0, EMPTY_ERROR = 1 };
 enum backend_choice { BACKEND_AUTO = 0, BACKEND_CPU = 1, BACKEND_CUDA = 2 };
 enum collective_choice { COLLECTIVE_AUTO = 0, COLLECTIVE_HOST = 1, COLLECTIVE_NCCL = 2 };
 
+/* What [data] path is relative to: written in a configuration file, to that file's
+ * directory (so a configuration finds its data from any working directory); given with
+ * --set, to the working directory, like any path typed on a command line. */
+enum data_path_base { DATA_PATH_ABSOLUTE = 0, DATA_PATH_CONFIG_DIR = 1, DATA_PATH_CWD = 2 };
+
 struct settings {
 	/* [run] */
 	unsigned long long seed;
 	char outputs[512];
 	char artifacts[512];
 	int log_level; /* 0 quiet, 1 info, 2 debug */
+	int log_every; /* a progress line every n steps off a terminal (0: auto, progress.h) */
 
 	/* [data] */
 	int train_count, validation_count, test_count;
@@ -60,7 +66,9 @@ struct settings {
 	int prefix_max;  /* unsupervised prompt length drawn uniformly in [0, prefix_max] */
 	int branching;   /* successors per state of the Markov source */
 	int source;      /* enum data_source: synthetic or a file format */
-	char data_path[512]; /* the files of a file source */
+	char data_path[512]; /* the files of a file source: a relative path from the
+				configuration file is made relative to that file's directory */
+	int data_path_base;  /* enum data_path_base: what a relative data_path was relative to */
 	int split_rule[3];   /* [data] split: weights of train, validation, test */
 	int eot;         /* llm.c shards: the end-of-text id that opens each document */
 
@@ -83,6 +91,7 @@ struct settings {
 	int rank_split; /* enum rank_split */
 	int empty_window;  /* enum empty_policy */
 	int checkpoint_every; /* 0: only at stop_at / end / signal */
+	int eval_every;       /* validation loss every n steps (0: never) */
 	int shards;        /* exact mode: K shards per window (0: off); see shard.h */
 	int shard_order;   /* enum shard_order */
 

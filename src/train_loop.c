@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "outputs.h"
+#include "progress.h"
 #include "world.h"
 
 /* ---- small helpers --------------------------------------------------------------- */
@@ -84,30 +85,18 @@ double train_max_abs_diff(const float *a, const float *b, size_t n, size_t *n_di
 	return mx;
 }
 
-/* A duration as 1h02m03s, 2m05s or 7s. */
-static void duration_text(double s, char *out, size_t cap)
+/* Where the run stands after a step, for its progress line (progress.h). */
+static void show_progress(const struct trainer *t, struct progress *pg)
 {
-	long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
-	if (t >= 3600)
-		snprintf(out, cap, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
-	else if (t >= 60)
-		snprintf(out, cap, "%ldm%02lds", t / 60, t % 60);
-	else
-		snprintf(out, cap, "%lds", t);
-}
-
-/* The live progress line: where the run is, how long it has taken and how long the steps
- * left should take at the pace so far. */
-static void show_progress(const struct trainer *t, const struct window_result *wr)
-{
-	char elapsed[32], eta[32];
-	double spent = clock_now_s() - t->opened_at;
+	double now = clock_now_s(), spent = now - t->opened_at;
 	int64_t done = t->step - t->start_step, left = t->o.stop_at - t->step;
-	duration_text(spent, elapsed, sizeof elapsed);
-	duration_text(done > 0 ? spent / (double)done * (double)left : 0.0, eta, sizeof eta);
-	env_progress(t->v, "train: step %" PRId64 "/%" PRId64 "  loss %.4f  N %" PRId64
-		     "  %.0f tokens/s  elapsed %s  ETA %s", t->step, t->o.stop_at, t->last_loss,
-		     wr->N, wr->seconds > 0 ? wr->N / wr->seconds : 0.0, elapsed, eta);
+	struct progress_point pt = {
+		.step = t->step, .stop_at = t->o.stop_at, .loss = t->last_loss,
+		.val_loss = t->val.step > 0 ? t->val.loss : NAN, .lr = t->v->s->lr,
+		.tokens_per_s = t->seconds > 0 ? (double)t->tokens / t->seconds : 0.0,
+		.elapsed_s = spent, .eta_s = done > 0 ? spent / (double)done * (double)left : 0.0,
+	};
+	progress_show(pg, t->v, &pt, now);
 }
 
 /* Steps up to o.stop_at, with the periodic checkpoints, until the stop flag or on_window
@@ -115,22 +104,22 @@ static void show_progress(const struct trainer *t, const struct window_result *w
 static int train_loop(struct trainer *t, struct err *e)
 {
 	const struct train_opts *o = &t->o;
-	int rc = ERR_OK, shown = 0;
+	int rc = ERR_OK;
+	struct progress pg;
+	progress_start(&pg, t->v, t->start_step, o->stop_at, clock_now_s());
 	while ((rc = trainer_agree_stop(t, e)) == ERR_OK && t->step < o->stop_at &&
 	       !trainer_stop_reason(t)) {
 		struct window_result wr;
 		if ((rc = trainer_step(t, &t->r.w, 0, &wr, e)))
 			break;
-		show_progress(t, &wr);
-		shown = 1;
+		show_progress(t, &pg);
 		if (o->on_window && o->on_window(o->on_window_arg, t->step, &wr))
 			break;
 		if (t->step < o->stop_at && train_ckpt_due(o, t->step) && !trainer_stop_reason(t) &&
 		    (rc = trainer_checkpoint(t, o->ckpt_root, NULL, 0, e)))
 			break;
 	}
-	if (shown)
-		env_progress_end(t->v);
+	progress_end(&pg, t->v);
 	return rc;
 }
 

@@ -228,6 +228,13 @@ static json_t *metrics_line(const struct trainer *t, const struct window *w,
 		json_decref(sums);
 		json_decref(waits);
 	}
+	/* the validation loss, on the steps [train] eval_every evaluates */
+	if (line && t->val.step == t->step && t->step > 0) {
+		json_object_set_new(line, "val_loss",
+				    isnan(t->val.loss) ? json_null() : json_real(t->val.loss));
+		json_object_set_new(line, "val_accuracy", isnan(t->val.accuracy) ? json_null() :
+				    json_real(t->val.accuracy));
+	}
 	return line;
 }
 
@@ -301,6 +308,8 @@ int trainer_step(struct trainer *t, struct window *w, int flags, struct window_r
 			   "over such windows)", window_number(w), t->step + 1);
 	}
 	count_step(t, w, wr);
+	if (train_val_due(t->v->s, t->step) && (rc = train_validate(t->r.eng, t->step, &t->val, e)))
+		return rc;
 	if (t->metrics)
 		return write_metrics(t, w, wr, e);
 	return ERR_OK;

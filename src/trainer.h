@@ -23,6 +23,7 @@
 #include "run.h"
 #include "shard.h"
 #include "train_history.h"
+#include "validation.h"
 
 /* What a trainer is opened with (train_opts_for fills it for the protocol's runs,
  * train_loop.h). mode = TRAIN_MODE_ANY: the resumed checkpoint's normalization. */
@@ -69,6 +70,7 @@ struct trainer {
 	int stop_agreed;           /* several processes: the stop reason they agreed on before
 				      the current window (0: none) */
 	double last_loss;          /* global token mean of the last accepted window (NaN: none) */
+	struct train_val val;      /* the newest validation loss ([train] eval_every) */
 	struct train_history hist[MAX_WORLD];
 	struct train_history shard_hist[SHARD_MAX]; /* exact mode: per shard (elastic.h) */
 	struct train_changes changes; /* the optimizer settings changed since step 0, the

@@ -221,7 +221,7 @@ START_TEST(test_cut_and_skip)
 		mask[i] = i >= 2;
 	}
 	struct data_ints t = { tok, DATA_I32 }, m = { mask, DATA_U8 };
-	struct data_where w = { "hand", 0, 0 };
+	struct data_where w = { "hand", 0, 0, NULL };
 	ck_assert_int_eq(data_init(&d, &shape, &e), ERR_OK);
 	/* 20 tokens, max_len 8: three windows of 7, 7, 6 */
 	ck_assert_int_eq(data_add(&d, &t, &m, 20, SPLIT_TRAIN, &w, &e), ERR_OK);
@@ -259,7 +259,7 @@ START_TEST(test_bad_ids_and_mask)
 	int64_t tok[4] = { 3, 4, 50, 5 }, neg[2] = { 1, -1 };
 	uint8_t mask[4] = { 0, 1, 2, 1 };
 	struct data_ints t = { tok, DATA_I64 }, m = { NULL, DATA_U8 };
-	struct data_where w = { "f.bin", 0, 100 };
+	struct data_where w = { "f.bin", 0, 100, NULL };
 	ck_assert_int_eq(data_init(&d, &shape, &e), ERR_OK);
 	ck_assert_int_eq(data_add(&d, &t, &m, 4, SPLIT_TRAIN, &w, &e), ERR_DATA);
 	ck_assert_ptr_nonnull(strstr(e.msg, "f.bin: token 102: id 50 outside the vocabulary [0, 50)"));
@@ -274,6 +274,28 @@ START_TEST(test_bad_ids_and_mask)
 	ck_assert_int_eq(data_add(&d, &t, &m, 2, SPLIT_TRAIN, &w, &e), ERR_OK);
 	ck_assert_int_eq(data_add(&d, &t, &m, 3, SPLIT_TRAIN, &w, &e), ERR_DATA);
 	ck_assert_ptr_nonnull(strstr(e.msg, "f.bin: mask 102: mask value 2"));
+	/* a document masked whole is kept, as a sequence with no target (docs/commands.md,
+	 * exit 7) */
+	{
+		uint8_t none_sup[3] = { 0, 0, 0 };
+		struct data_ints zm = { none_sup, DATA_U8 };
+		int64_t n = d.n, sup = d.stats.supervised;
+		ck_assert_int_eq(data_add(&d, &t, &zm, 3, SPLIT_TRAIN, &w, &e), ERR_OK);
+		ck_assert_int_eq(d.n, n + 1);
+		ck_assert_int_eq(d.stats.supervised, sup);
+	}
+	/* a mask of its own file is named by that file */
+	err_clear(&e);
+	w.mask_file = "f.mask";
+	ck_assert_int_eq(data_add(&d, &t, &m, 3, SPLIT_TRAIN, &w, &e), ERR_DATA);
+	ck_assert_ptr_nonnull(strstr(e.msg, "f.mask: mask 102: mask value 2"));
+	/* the largest uint64 is printed as it is, not clamped to INT64_MAX */
+	err_clear(&e);
+	uint64_t big[2] = { 3, UINT64_MAX };
+	struct data_ints u = { big, DATA_U64 }, none = { NULL, DATA_U8 };
+	ck_assert_int_eq(data_add(&d, &u, &none, 2, SPLIT_TRAIN, &w, &e), ERR_DATA);
+	ck_assert_msg(strstr(e.msg, "f.bin: token 101: id 18446744073709551615 outside") != NULL,
+		      "%s", e.msg);
 	data_free(&d);
 }
 END_TEST
@@ -363,6 +385,16 @@ static void patch_offset(int k, int64_t v)
 	free(buf);
 }
 
+/* the last byte of the sample's file name (its last element, one byte wide), rewritten */
+static void patch_last_byte(const char *name, char v)
+{
+	size_t len;
+	char *buf = slurp(name, &len);
+	buf[len - 1] = v;
+	put_file(name, buf, len);
+	free(buf);
+}
+
 START_TEST(test_npy_refusals)
 {
 	npy_sample_dir();
@@ -384,14 +416,12 @@ START_TEST(test_npy_refusals)
 	}
 	expect_refused(DATA_NPY, "npy", "loss_mask.npy", "values");
 	npy_sample_dir();
-	{
-		size_t len;
-		char *buf = slurp("npy/split.npy", &len);
-		buf[len - 1] = 3;
-		put_file("npy/split.npy", buf, len);
-		free(buf);
-	}
+	patch_last_byte("npy/split.npy", 3);
 	expect_refused(DATA_NPY, "npy", "split.npy", "split[319] = 3");
+	/* an invalid mask value is reported against loss_mask.npy, not tokens.npy */
+	npy_sample_dir();
+	patch_last_byte("npy/loss_mask.npy", 2);
+	expect_refused(DATA_NPY, "npy", "loss_mask.npy: mask ", "mask value 2");
 	npy_sample_dir();
 	{
 		const float f[3] = { 5, 6, 7 };
@@ -673,7 +703,9 @@ START_TEST(test_corpus_from_files)
 	 * prepared corpus is told apart from them */
 	s.vocab = 101;
 	ck_assert_int_eq(corpus_from_files(&s, &c, &e), ERR_DATA);
-	ck_assert_ptr_nonnull(strstr(e.msg, "the files call for a vocabulary of 100"));
+	/* in the user's ids: the files' largest id is 95, the settings' model.vocab 97 */
+	ck_assert_ptr_nonnull(strstr(e.msg, "the files call for a vocabulary of 96 ids, the "
+				     "settings hold 97"));
 	ck_assert_int_eq(corpus_store_vocab(dir, &s), 0);
 	/* model.vocab sets the vocabulary, and an id at or above it is refused */
 	err_clear(&e);
@@ -742,8 +774,8 @@ START_TEST(test_configuration_reads_no_files)
 	ck_assert_msg(settings_from_cfg(&cfg, &s, &e) == ERR_OK, "%s", e.msg);
 	ck_assert_int_eq(s.vocab, 50257 + DATA_RESERVED);
 	ck_assert_int_eq(corpus_params_diff(&p, &s, diff, sizeof diff), 1);
-	ck_assert_str_eq(diff, "vocabulary (model.vocab or the files): 100 (corpus) != 50261 "
-			 "(configuration)");
+	ck_assert_str_eq(diff, "vocabulary (model.vocab or the files' largest id + 1): 96 (corpus) "
+			 "!= 50257 (configuration)");
 	cfg_free(&cfg);
 }
 END_TEST

@@ -1126,6 +1126,37 @@ START_TEST(test_updates_against_history)
 }
 END_TEST
 
+/* ---- exact mode: the shard histories against the rank histories ---- */
+
+START_TEST(test_shard_history_against_ranks)
+{
+	struct app a;
+	struct train_result stop;
+	struct checkpoint ck;
+	struct err e;
+	char sroot[FSX_PATH_MAX], good[FSX_PATH_MAX], root[FSX_PATH_MAX];
+	make_tmp();
+	err_clear(&e);
+	app_make(&a, "exact-hist", "train.shards=4", NULL);
+	sub(sroot, sizeof sroot, "stop");
+	must_train(&a, 3, NULL, sroot, &stop);
+	ckpt_path(good, sizeof good, sroot, 3);
+	ck_assert_msg(checkpoint_load(&a.env, good, NULL, 0, &ck, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(ck.elastic.shards, 4);
+	int64_t tokens = ck.elastic.shard_hist[0].tokens;
+	checkpoint_free(&ck);
+	/* shard 0's tokens edited and the checkpoint resealed: rank 0 (shards 0 and 1) no
+	 * longer adds up, and a resume would carry the edit forward */
+	snprintf(edit_from, sizeof edit_from, "\"tokens\": %lld", (long long)tokens);
+	snprintf(edit_to, sizeof edit_to, "\"tokens\": %lld", (long long)tokens - 1);
+	sub(root, sizeof root, "edited");
+	expect_edit_refused(&a, good, 3, root, "state.json", "rank-0.json's history (");
+	train_result_free(&stop);
+	app_drop(&a);
+	remove_tmp();
+}
+END_TEST
+
 /* ---- evaluation ---- */
 
 struct naive {
@@ -1318,6 +1349,7 @@ static Suite *train_suite(void)
 	tcase_add_test(tr, test_refusals);
 	tcase_add_test(tr, test_content_refusals);
 	tcase_add_test(tr, test_updates_against_history);
+	tcase_add_test(tr, test_shard_history_against_ranks);
 	tcase_add_test(tr, test_partial_never_latest);
 	suite_add_tcase(s, tr);
 	TCase *te = tcase_create("evaluate");

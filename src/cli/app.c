@@ -3,6 +3,7 @@
  */
 #include "app.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,12 +31,13 @@ void app_progress_close(struct app *a)
 	fflush(stdout);
 }
 
-void app_env_init(struct app *a, int tty)
+void app_env_init(struct app *a, int tty, int lines)
 {
 	env_init(&a->env, &a->cfg, &a->s);
 	a->env.log = app_log;
 	a->env.log_arg = a;
 	a->env.progress = tty;
+	a->env.progress_lines = lines;
 	a->env.stop = cli_signal_flag();
 	a->env.engine.fault = a->o.fault;
 }
@@ -64,4 +66,18 @@ int app_train_opts(struct app *a, enum train_kind kind, const char *resume_dir,
 		o->on_resume_arg = a;
 	}
 	return rc;
+}
+
+const char *app_nearest(const char *word, const char *(*name_of)(int i))
+{
+	const char *best = NULL, *name;
+	int best_d = INT_MAX;
+	for (int i = 0; (name = name_of(i)); i++) {
+		int d = cfg_near_distance(word, name);
+		if (d < best_d) {
+			best_d = d;
+			best = name;
+		}
+	}
+	return best;
 }

@@ -47,12 +47,17 @@ struct app {
 };
 
 /* Points a->env to a's configuration and settings; its log prints to stdout ([run]
- * log_level), with live progress lines when stdout is a terminal; its stop flag is the
- * one of cli_signals.h; its engines get the --inject-failure, --inject-shard-swap and
+ * log_level), with live progress lines when stdout is a terminal (tty), else whole
+ * progress lines now and then when `lines` (progress.h); its stop flag is the one of
+ * cli_signals.h; its engines get the --inject-failure, --inject-shard-swap and
  * --inject-hang options. */
-void app_env_init(struct app *a, int tty);
+void app_env_init(struct app *a, int tty, int lines);
 /* Ends a progress line left open on the terminal (before anything else is printed). */
 void app_progress_close(struct app *a);
+/* The name nearest to a mistyped `word` for a "did you mean" hint, among name_of(0),
+ * name_of(1), ... up to the first NULL (cfg_near_distance; ties: the first), or NULL when
+ * none is near. */
+const char *app_nearest(const char *word, const char *(*name_of)(int i));
 /* train_opts_for(), with --inject-drift applied to a resumed state. */
 int app_train_opts(struct app *a, enum train_kind kind, const char *resume_dir,
 		   struct train_opts *o, struct err *e);

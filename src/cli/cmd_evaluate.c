@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "corpus_core.h"
 #include "outputs.h"
 #include "report.h"
 #include "train_runs.h"
@@ -77,8 +78,8 @@ int cmd_evaluate_write(struct app *a, const struct train_eval *ev, struct err *e
 			 names[i], sp[i]->sequences, sp[i]->tokens, sp[i]->loss, sp[i]->hits,
 			 sp[i]->accuracy, sp[i]->const_accuracy);
 	env_info(&a->env, "evaluate: loss = global token mean (sum of token losses / supervised tokens); "
-		 "accuracy = argmax == target; the constant guess always predicts id %d, the most "
-		 "frequent training target", ev->const_id);
+		 "accuracy = argmax == target; the constant guess always predicts id %lld, the most "
+		 "frequent training target", corpus_user_id(a->s.source, ev->const_id));
 	json_t *j = evaluate_json(ev);
 	if (in_run)
 		json_object_set_new(j, "run", json_string(run));

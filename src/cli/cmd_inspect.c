@@ -916,14 +916,28 @@ static const struct icmd *find_cmd(const char *name)
 	return NULL;
 }
 
+/* " (did you mean 'step'?)" for the command nearest to a mistyped name, or
+ * " (type 'help')" when none is near. */
+static void unknown_cmd_hint(const char *name, char *out, size_t cap)
+{
+	const char *best = app_nearest(name, icmd_name);
+	if (best)
+		snprintf(out, cap, " (did you mean '%s'?)", best);
+	else
+		snprintf(out, cap, " (type 'help')");
+}
+
 static int do_help(struct inspect *in, int argc, char **argv, struct err *e)
 {
 	if (argc > 2)
 		return ERR(e, ERR_USAGE, "help takes at most one argument (a command)");
 	if (argc == 2) {
 		const struct icmd *c = find_cmd(argv[1]);
-		if (!c)
-			return ERR(e, ERR_USAGE, "help: unknown command '%s' (type 'help')", argv[1]);
+		if (!c) {
+			char hint[64];
+			unknown_cmd_hint(argv[1], hint, sizeof hint);
+			return ERR(e, ERR_USAGE, "help: unknown command '%s'%s", argv[1], hint);
+		}
 		printf("%s: %s\n", c->usage, c->brief);
 		if (c->detail)
 			printf("%s\n", c->detail);
@@ -1040,7 +1054,9 @@ static int run_line(struct inspect *in, struct session *ss, char *line, int too_
 		return 0;
 	const struct icmd *c = find_cmd(argv[0]);
 	if (!c) {
-		snprintf(msg, sizeof msg, "unknown command '%.64s' (type 'help')", argv[0]);
+		char hint[64];
+		unknown_cmd_hint(argv[0], hint, sizeof hint);
+		snprintf(msg, sizeof msg, "unknown command '%.64s'%s", argv[0], hint);
 		session_error(ss, ERR_USAGE, msg);
 		return 0;
 	}

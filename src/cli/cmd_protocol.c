@@ -337,6 +337,9 @@ static int do_figure(struct app *a, struct protocol *p, struct err *e)
 		if (pid < 0)
 			return ERR_ERRNO(e, "fork");
 		if (pid == 0) {
+			/* plot.py names the files it drew: log_level = quiet means no line */
+			if (a->s.log_level == 0 && !freopen("/dev/null", "w", stdout))
+				_exit(127);
 			execl(pythons[i], pythons[i], script, a->s.outputs, (char *)NULL);
 			_exit(127);
 		}

@@ -36,6 +36,7 @@
 #include "signals.h"
 #include "ddptok_config.h"
 #include "dirlock.h"
+#include "fsx.h"
 #include "pool.h"
 #include "world.h"
 
@@ -232,18 +233,20 @@ static const struct command *find_command(const char *name)
 	return NULL;
 }
 
+static const char *command_name(int i)
+{
+	return commands[i].name;
+}
+
+static const char *option_name(int i)
+{
+	return options[i].name;
+}
+
 /* "ddptok-run: unknown command 'x'" with the nearest command, on stderr. */
 static int unknown_command(const char *name)
 {
-	const char *best = NULL;
-	int best_d = INT_MAX;
-	for (const struct command *c = commands; c->name; c++) {
-		int d = cfg_near_distance(name, c->name);
-		if (d < best_d) {
-			best_d = d;
-			best = c->name;
-		}
-	}
+	const char *best = app_nearest(name, command_name);
 	if (best)
 		fprintf(stderr, "ddptok-run: unknown command '%s' (did you mean '%s'?)\n", name, best);
 	else
@@ -261,6 +264,12 @@ static void print_option(FILE *f, const struct option_row *o)
 	fprintf(f, "%s\n", t);
 }
 
+static void list_commands(FILE *f)
+{
+	for (const struct command *c = commands; c->name; c++)
+		fprintf(f, "  %-12s %s\n", c->name, c->summary);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -271,8 +280,7 @@ static void usage(FILE *f)
 		"mean loss over every supervised token of the accumulation window.\n"
 		"\n"
 		"commands:\n");
-	for (const struct command *c = commands; c->name; c++)
-		fprintf(f, "  %-12s %s\n", c->name, c->summary);
+	list_commands(f);
 	fprintf(f, "\noptions:\n");
 	for (const struct option_row *o = options; o->name; o++)
 		print_option(f, o);
@@ -434,6 +442,19 @@ static int take_option(struct cli *cli, int val, char *arg)
 	return CLI_RUN;
 }
 
+/* "unknown option '--contiuous' (did you mean '--continuous'?)" on stderr: the nearest
+ * option name to what came before any '='. */
+static void unknown_long_option(const char *arg)
+{
+	char name[64];
+	snprintf(name, sizeof name, "%.*s", (int)strcspn(arg + 2, "="), arg + 2);
+	const char *best = app_nearest(name, option_name);
+	if (best)
+		fprintf(stderr, "ddptok-run: unknown option '%s' (did you mean '--%s'?)\n", arg, best);
+	else
+		fprintf(stderr, "ddptok-run: unknown option '%s' (see --help)\n", arg);
+}
+
 /* One option getopt returned (argv[at] holds it); CLI_RUN or the exit status. */
 static int take(struct cli *cli, int c, char **argv, int at)
 {
@@ -468,7 +489,7 @@ static int take(struct cli *cli, int c, char **argv, int at)
 		if (strncmp(argv[at], "--", 2) != 0 && optopt)
 			fprintf(stderr, "ddptok-run: unknown option '-%c' (see --help)\n", optopt);
 		else
-			fprintf(stderr, "ddptok-run: unknown option '%s' (see --help)\n", argv[at]);
+			unknown_long_option(argv[at]);
 		return ERR_USAGE;
 	}
 }
@@ -527,8 +548,12 @@ static int print_help(const struct cli *cli)
 		return 0;
 	}
 	const struct command *c = find_command(name);
-	if (!c)
-		return unknown_command(name);
+	if (!c) {
+		unknown_command(name);
+		fprintf(stderr, "\ncommands:\n");
+		list_commands(stderr);
+		return ERR_USAGE;
+	}
 	command_help(stdout, c);
 	return 0;
 }
@@ -645,6 +670,31 @@ static int process_outputs(struct app *a, struct err *e)
 	return ERR_OK;
 }
 
+/* Under mpirun only process 0 prints: the others write what they would print into
+ * <outputs>/process-<p>/log.txt, which process 0 names first. Commands that write no
+ * outputs keep their stdout (env shows each process's view; evaluate prints on process 0
+ * only). Errors still go to every process's stderr. */
+static int process_log(const struct command *cmd, struct app *a, struct err *e)
+{
+	const struct world *wd = world_get();
+	char path[FSX_PATH_MAX];
+	if (wd->procs == 1 || !(cmd->writes & WRITES_OUTPUTS))
+		return ERR_OK;
+	if (wd->proc == 0) {
+		if (a->s.log_level >= ENV_INFO && wd->procs == 2)
+			printf("log: process 1 writes its log to %s/process-1/log.txt\n", a->s.outputs);
+		else if (a->s.log_level >= ENV_INFO)
+			printf("log: processes 1..%d write their logs to %s/process-<p>/log.txt\n",
+			       wd->procs - 1, a->s.outputs);
+		return ERR_OK;
+	}
+	ERR_TRY(env_dir_ready(a->s.outputs, "[run] outputs", e));
+	ERR_TRY(fsx_join(path, sizeof path, a->s.outputs, "log.txt", e));
+	if (!freopen(path, "w", stdout))
+		return ERR_ERRNO(e, "%s: cannot write this process's log", path);
+	return ERR_OK;
+}
+
 /* A command that runs in one process only (its one_process says why) is refused by every
  * process alike when several were started, before it reads or writes anything. */
 static int runs_in_these_processes(const struct command *cmd, struct err *e)
@@ -663,8 +713,11 @@ static int runs_in_these_processes(const struct command *cmd, struct err *e)
 static void report_failure(const struct app *a, struct err *e)
 {
 	const struct world *wd = world_get();
-	fprintf(stderr, "ddptok-run: %s%s%s: %s\n", wd->procs > 1 ? world_proc_name(wd->proc) : "",
-		wd->procs > 1 ? ": " : "", err_code_name(e->code), e->msg);
+	const char *kind = err_code_name(e->code);
+	/* "interrupted by SIGINT ..." already says what kind of failure it is */
+	int says_kind = strncmp(e->msg, kind, strlen(kind)) == 0;
+	fprintf(stderr, "ddptok-run: %s%s%s%s%s\n", wd->procs > 1 ? world_proc_name(wd->proc) : "",
+		wd->procs > 1 ? ": " : "", says_kind ? "" : kind, says_kind ? "" : ": ", e->msg);
 	if (a->s.log_level >= 2 && e->file)
 		fprintf(stderr, "  (at %s:%d)\n", e->file, e->line);
 	if (e->code != ERR_INTERRUPTED)
@@ -701,9 +754,13 @@ int main(int argc, char **argv)
 	    (rc = runs_in_these_processes(cmd, &e)) == ERR_OK &&
 	    (rc = load_configuration(&cli, &e)) == ERR_OK &&
 	    (rc = process_outputs(a, &e)) == ERR_OK &&
-	    (rc = lock_roots(cmd, &cli, argc, argv, &locks, &e)) == ERR_OK) {
-		/* progress lines of several processes would overwrite each other */
-		app_env_init(a, isatty(STDOUT_FILENO) && world_get()->procs == 1);
+	    (rc = lock_roots(cmd, &cli, argc, argv, &locks, &e)) == ERR_OK &&
+	    (rc = process_log(cmd, a, &e)) == ERR_OK) {
+		/* the protocol's steps print their own summaries: no progress lines in its log.
+		 * mpirun hands its processes a pseudo-terminal whatever its own output is: a
+		 * live line only in a process of one */
+		app_env_init(a, isatty(STDOUT_FILENO) && world_get()->procs == 1,
+			     strcmp(cmd->name, "protocol") != 0);
 		rc = cmd->fn(a, &e);
 		app_progress_close(a);
 	}

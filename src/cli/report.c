@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "corpus_core.h"
 #include "fsx.h"
 #include "norm.h"
 
@@ -271,8 +272,8 @@ static void md_resume_eval(FILE *f, const struct app *a, const struct report *p)
 			(long long)sp[i]->sequences, (long long)sp[i]->tokens, sp[i]->loss,
 			100 * sp[i]->accuracy, 100 * sp[i]->const_accuracy);
 	fprintf(f, "\nAfter %lld updates (checkpoint `%s`). The constant guess always predicts "
-		"id %d, the most frequent training target.\n\n", (long long)p->eval.step,
-		p->eval.checkpoint, p->eval.const_id);
+		"id %lld, the most frequent training target.\n\n", (long long)p->eval.step,
+		p->eval.checkpoint, corpus_user_id(a->s.source, p->eval.const_id));
 }
 
 /* The figure files as one phrase: "DIR/figure.png and figure.svg". */

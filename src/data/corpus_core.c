@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sources.h"
+
 void corpus_free(struct corpus *c)
 {
 	if (!c)
@@ -18,6 +20,11 @@ void corpus_free(struct corpus *c)
 	free(c->supervised);
 	free(c->split);
 	memset(c, 0, sizeof *c);
+}
+
+long long corpus_user_id(int source, long long id)
+{
+	return source == DATA_SYNTHETIC ? id : id - DATA_RESERVED;
 }
 
 int corpus_alloc(struct corpus *c, int n, int64_t total, struct err *e)

@@ -82,6 +82,10 @@ static inline int corpus_supervised(const struct corpus *c, int id)
 {
 	return c->supervised[id];
 }
+/* An id (or a count of ids) as the user spells it: a file source's ids are its files',
+ * shifted by DATA_RESERVED in the corpus (corpus_files.c), so messages take that shift
+ * off; the synthetic source's ids are the corpus's own (data.vocab counts the reserved). */
+long long corpus_user_id(int source, long long id);
 /* Whether position t of sequence id is a target: past the prefix, and not masked. */
 static inline int corpus_is_target(const struct corpus *c, int id, int t)
 {

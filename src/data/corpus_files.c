@@ -16,12 +16,29 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "corpus_lock.h"
+#include "fsx.h"
 #include "sources.h"
 
 /* the largest vocabulary a model takes, reserved ids included (as [model] vocab's range) */
 #define CORPUS_MAX_VOCAB 262144
+
+/* After a failed read of a relative [data] path that does not exist: what it was
+ * relative to and the absolute path tried, added to the message. */
+static void say_where_path_was(const struct settings *s, struct err *e)
+{
+	char cwd[FSX_PATH_MAX];
+	if (s->data_path_base == DATA_PATH_ABSOLUTE || access(s->data_path, F_OK) == 0 ||
+	    !getcwd(cwd, sizeof cwd))
+		return;
+	size_t len = strlen(e->msg);
+	snprintf(e->msg + len, sizeof e->msg - len, " ([data] path is relative to %s; tried "
+		 "%s/%s)", s->data_path_base == DATA_PATH_CONFIG_DIR ?
+		 "the configuration file's directory" : "the working directory (given with --set)",
+		 cwd, s->data_path);
+}
 
 static int read_files(const struct settings *s, corpus_progress_fn progress, void *arg,
 		      struct data_set *d, struct err *e)
@@ -33,8 +50,8 @@ static int read_files(const struct settings *s, corpus_progress_fn progress, voi
 	rc = data_init(d, &shape, e);
 	d->progress = progress;
 	d->progress_arg = arg;
-	if (!rc)
-		rc = data_read(d, s->source, s->data_path, e);
+	if (!rc && (rc = data_read(d, s->source, s->data_path, e)))
+		say_where_path_was(s, e);
 	if (rc)
 		data_free(d);
 	return rc;
@@ -84,8 +101,9 @@ static int lay_out(const struct settings *s, const struct data_set *d, struct co
 	if ((rc = vocab_of(s, d, &vocab, e)))
 		return rc;
 	if (s->vocab && vocab != s->vocab)
-		return ERR(e, ERR_DATA, "%s: the files call for a vocabulary of %d ids (reserved "
-			   "included), the settings hold %d", s->data_path, vocab, s->vocab);
+		return ERR(e, ERR_DATA, "%s: the files call for a vocabulary of %lld ids, the "
+			   "settings hold %lld", s->data_path, corpus_user_id(s->source, vocab),
+			   corpus_user_id(s->source, s->vocab));
 	if (d->n > (1 << 24))
 		return ERR(e, ERR_DATA, "%s: %" PRId64 " sequences are too many (at most %d)",
 			   s->data_path, d->n, 1 << 24);

@@ -149,6 +149,20 @@ int64_t data_int_get(const struct data_ints *v, int64_t i)
 	return INT64_MAX;
 }
 
+void data_int_text(const struct data_ints *v, int64_t i, char *out, size_t cap)
+{
+	uint64_t x;
+	if (v->type != DATA_U64) {
+		snprintf(out, cap, "%" PRId64, data_int_get(v, i));
+		return;
+	}
+	const uint8_t *p = (const uint8_t *)v->p + (size_t)i * 8;
+	x = 0;
+	for (size_t k = 8; k-- > 0;)
+		x = x << 8 | p[k];
+	snprintf(out, cap, "%" PRIu64, x);
+}
+
 /* ---- shaping ---------------------------------------------------------------------------- */
 
 /* "file:line: tokens[k]" or "file: token k" for the token at index k of the document */
@@ -230,9 +244,11 @@ static int check_document(struct data_set *d, const struct data_ints *tokens,
 	for (int64_t i = 0; i < len; i++) {
 		int64_t id = data_int_get(tokens, i);
 		if (id < 0 || id >= limit) {
+			char value[32];
+			data_int_text(tokens, i, value, sizeof value);
 			where_token(w, w->line > 0 ? "tokens" : "token", i, at, sizeof at);
-			return ERR(e, ERR_DATA, "%s: id %" PRId64 " outside the vocabulary [0, %" PRId64
-				   ")%s", at, id, limit, d->shape.vocab > 0 ? "" :
+			return ERR(e, ERR_DATA, "%s: id %s outside the vocabulary [0, %" PRId64 ")%s",
+				   at, value, limit, d->shape.vocab > 0 ? "" :
 				   " (the largest id this program takes)");
 		}
 		if (id > d->stats.max_id) {
@@ -243,9 +259,13 @@ static int check_document(struct data_set *d, const struct data_ints *tokens,
 		if (mask->p) {
 			int64_t v = data_int_get(mask, i);
 			if (v != 0 && v != 1) {
-				where_token(w, "mask", i, at, sizeof at);
-				return ERR(e, ERR_DATA, "%s: mask value %" PRId64 " (0 or 1 expected)",
-					   at, v);
+				char value[32];
+				struct data_where mw = *w;
+				if (w->mask_file)
+					mw.file = w->mask_file;
+				data_int_text(mask, i, value, sizeof value);
+				where_token(&mw, "mask", i, at, sizeof at);
+				return ERR(e, ERR_DATA, "%s: mask value %s (0 or 1 expected)", at, value);
 			}
 		}
 	}

@@ -56,6 +56,8 @@ struct data_where {
 	const char *file;
 	int64_t line;  /* > 0: a JSONL line; positions are then "tokens[k]" on that line */
 	int64_t first; /* otherwise: index in the file of the sequence's first token */
+	const char *mask_file; /* the file of the mask when it has one of its own (npy's
+				  loss_mask.npy); NULL: `file` */
 };
 
 struct data_stats {
@@ -102,6 +104,9 @@ void data_unmap(struct data_map *m);
 void data_progress(struct data_set *d, const char *file, uint64_t done, uint64_t total);
 
 int64_t data_int_get(const struct data_ints *v, int64_t i);
+/* Element i as decimal text, exactly: data_int_get clamps a uint64 above INT64_MAX to it,
+ * which a message must not show in place of the file's value. */
+void data_int_text(const struct data_ints *v, int64_t i, char *out, size_t cap);
 size_t data_int_size(enum data_int type);
 
 /* Adds one document of len tokens: tokens[i], mask[i] (mask.p NULL: every token a target),

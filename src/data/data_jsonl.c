@@ -112,7 +112,7 @@ static int add_line(struct data_set *d, const char *file, int64_t line, const ch
 	json_decref(obj);
 	if (!rc) {
 		struct data_ints t = { b->tokens, DATA_I64 }, m = { has_mask ? b->mask : NULL, DATA_I64 };
-		struct data_where w = { file, line, 0 };
+		struct data_where w = { file, line, 0, NULL };
 		rc = data_add(d, &t, &m, (int64_t)n, split, &w, e);
 	}
 	return rc;

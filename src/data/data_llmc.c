@@ -90,7 +90,7 @@ static int add_stream(struct data_set *d, const char *path, const struct data_in
 		struct data_ints t = { (const uint8_t *)tok->p + (size_t)start * data_int_size(tok->type),
 				       tok->type };
 		struct data_ints m = { *mask, DATA_U8 };
-		struct data_where w = { path, 0, start };
+		struct data_where w = { path, 0, start, NULL };
 		if ((rc = data_add(d, &t, &m, end - start, DATA_SPLIT_BY_RULE, &w, e)))
 			return rc;
 		if ((d->stats.documents & 4095) == 0)

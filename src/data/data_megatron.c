@@ -137,7 +137,7 @@ static int add_documents(struct data_set *d, const struct megatron_index *x, str
 		for (int64_t k = first; k < end; k++)
 			len += data_int_get(&x->sizes, k);
 		struct data_ints t = { x->data.p + from, x->type }, m = { NULL, DATA_U8 };
-		struct data_where w = { x->bin, 0, from / item };
+		struct data_where w = { x->bin, 0, from / item, NULL };
 		if ((rc = data_add(d, &t, &m, len, DATA_SPLIT_BY_RULE, &w, e)))
 			return rc;
 		if ((j & 4095) == 0)

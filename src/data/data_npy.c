@@ -125,7 +125,7 @@ static int add_sequences(struct data_set *d, const struct npy_array *tok,
 		int64_t from = data_int_get(&off->v, i), to = data_int_get(&off->v, i + 1);
 		int s = DATA_SPLIT_BY_RULE, rc;
 		struct data_ints t = tok->v, m = mask->v;
-		struct data_where w = { tok->path, 0, from };
+		struct data_where w = { tok->path, 0, from, mask->present ? mask->path : NULL };
 		if (split->present) {
 			int64_t v = data_int_get(&split->v, i);
 			if (v < 0 || v > 2)

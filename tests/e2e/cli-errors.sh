@@ -18,7 +18,12 @@ expect 2 "usage" "$DDPTOK"
 expect 2 "unknown command 'frobnicate'" "$DDPTOK" ok.ini frobnicate
 expect 2 "unknown command 'trian' (did you mean 'train'?)" "$DDPTOK" ok.ini trian
 expect 2 "unknown command 'evalute' (did you mean 'evaluate'?)" "$DDPTOK" help evalute
-expect 2 "unknown option '--frobnicate'" "$DDPTOK" ok.ini prepare --frobnicate
+# help of an unknown command: the error and the list of commands, not the whole help
+expect 2 "^  train  " "$DDPTOK" help trian
+grep -q "^options:" err.txt out.txt && { echo "FAIL: help trian printed the whole help"; fail=1; }
+expect 2 "unknown option '--frobnicate' (see --help)" "$DDPTOK" ok.ini prepare --frobnicate
+expect 2 "unknown option '--contiuous' (did you mean '--continuous'?)" "$DDPTOK" ok.ini train --contiuous
+expect 2 "unknown option '--resme=x' (did you mean '--resume'?)" "$DDPTOK" ok.ini train --resme=x
 expect 2 "option --continuous does not apply to 'prepare'" "$DDPTOK" ok.ini prepare --continuous
 expect 2 "option --inject-failure does not apply to 'evaluate'" "$DDPTOK" ok.ini evaluate --inject-failure 0:1
 expect 2 "inject-drift applies to a resumed run" "$DDPTOK" ok.ini train --inject-drift

@@ -121,4 +121,11 @@ python3 -c 'import sys; sys.stdout.write("mode global_token" + " " * 4078 + "\nm
 grep -q 'mode: global_token for the next windows' long.txt || fail "a line of 4,095 characters did not run: $(cat long.txt)"
 grep -q 'error: line longer than 4095 characters, ignored' long.txt || fail "a line of 4,096 characters is not refused as longer than 4,095: $(cat long.txt)"
 if grep -q 'mode: mean_of_means' long.txt; then fail "a line of 4,096 characters ran"; fi
+# a misspelled command is answered with the nearest one
+rc=0
+printf 'stpe\nhelp stpe\nquit\n' | "$DDPTOK" "$CONF/tiny.ini" inspect > out.txt 2> err.txt || rc=$?
+[ "$rc" -eq 2 ] || fail "a misspelled command: exit $rc"
+has "error: unknown command 'stpe' (did you mean 'step'?)"
+has "error: help: unknown command 'stpe' (did you mean 'step'?)"
 echo ok
+

@@ -108,3 +108,28 @@ rc=$?
 set -e
 [ "$rc" -ne 0 ] || { cat plan.txt; echo "FAIL: an unfillable window was accepted"; exit 1; }
 exit 0
+# ids in messages are the files' own: the corpus shifts them by its 4 reserved ids
+python3 - out-npy/evaluate.json out-npy/report.md <<'PY' || { echo "FAIL: the constant guess is not named by the files' id"; exit 1; }
+import json, sys
+rep = json.load(open(sys.argv[1]))
+internal = rep["constant_guess_id"]
+assert "predicts id %d, the most" % (internal - 4) in open(sys.argv[2]).read(), internal
+PY
+# a relative data.path in a configuration file is relative to that file's directory: the
+# shipped own-data.ini finds its sample from here; a copy elsewhere says what it tried
+"$DDPTOK" "$CONF/own-data.ini" prepare --set run.outputs=shipped > shipped.txt ||
+	{ cat shipped.txt; echo "FAIL: conf/own-data.ini does not find its sample"; exit 1; }
+mkdir -p cfg
+cp "$CONF/own-data.ini" cfg/
+set +e
+"$DDPTOK" cfg/own-data.ini prepare --set run.outputs=moved > moved.txt 2>&1
+rc_moved=$?
+set -e
+[ "$rc_moved" -eq 5 ] && grep -qF "../tests/data/npy: not a directory" moved.txt &&
+	grep -qF "relative to the configuration file's directory; tried $PWD/cfg/../tests/data/npy)" \
+		moved.txt || { cat moved.txt; echo "FAIL: a moved configuration's data path"; exit 1; }
+ln -s "$CONF/../tests" tests
+(cd / && "$DDPTOK" "$OLDPWD/cfg/own-data.ini" prepare --set run.outputs="$OLDPWD/moved") \
+	> moved.txt || { cat moved.txt; echo "FAIL: the path from the configuration's directory"; exit 1; }
+grep -q "prepare: read 320 documents from $PWD/cfg/../tests/data/npy (npy)" moved.txt ||
+	{ cat moved.txt; echo "FAIL: prepare does not name the path it read"; exit 1; }

@@ -46,7 +46,7 @@ if grep -q "$(printf '\r')" stop.out; then fail "progress line written to a pipe
 if command -v script > /dev/null; then
 	script -qec "'$DDPTOK' '$T' train --set devices.backend=cpu --set run.outputs=tty-out --set run.artifacts=tty-art" \
 		/dev/null > tty.out || fail "train on a terminal: $(cat tty.out)"
-	grep -q "$(printf '\r')train: step 6/6  loss [0-9.]*  N [0-9]*  [0-9]* tokens/s  elapsed [0-9]*s  ETA 0s" tty.out ||
+	grep -q "$(printf '\r')train: step 6/6  loss [0-9.]*  lr 0.2  [0-9]* tokens/s  elapsed [0-9]*s  ETA 0s" tty.out ||
 		fail "no progress line with elapsed time and ETA: $(cat -A tty.out)"
 	rm -rf tty-out tty-art
 fi

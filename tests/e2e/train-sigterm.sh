@@ -36,6 +36,7 @@ wait_line artifacts
 term_and_wait "$pid"
 [ "$rc" -eq 8 ] || { cat stop.out stop.err; fail "exit $rc after SIGTERM, expected 8"; }
 grep -q "interrupted by SIGTERM" stop.err || fail "no interruption message: $(cat stop.err)"
+grep -q "^ddptok-run: interrupted by SIGTERM" stop.err || fail "wording: $(cat stop.err)"
 ck=$(sed -n 's/.*continue with --resume \(.*\))$/\1/p' stop.err)
 [ -n "$ck" ] && [ -d "$ck" ] || fail "the message names no checkpoint: $(cat stop.err)"
 step=$(basename "$ck" | sed 's/^step-0*//')
