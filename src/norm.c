@@ -64,7 +64,7 @@ double norm_unit_factor(int unit, int mode, int reduce_avg, const struct window 
 {
 	const int seq = unit == UNIT_SEQUENCE;
 	const struct microbatch *mb = &w->mb[rank][m];
-	double f = norm_factor(mode, reduce_avg, w->world, w->micro, seq ? w->S : w->N,
+	double f = norm_factor(mode, reduce_avg, w->world, w->rank_micro[rank], seq ? w->S : w->N,
 			       seq ? w->rank_sequences[rank] : w->rank_tokens[rank],
 			       seq ? mb->sequences : mb->tokens);
 	if (!seq)

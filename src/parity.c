@@ -125,23 +125,6 @@ static double l2(const float *x, size_t n)
 	return sqrt(s);
 }
 
-/* dst = a copy of src (same ids, counts recomputed from c: the same numbers), for a result
- * that outlives the run it was drawn in. */
-static int window_copy(struct window *dst, const struct window *src, const struct corpus *c,
-		       struct err *e)
-{
-	int counts[MAX_WORLD * WINDOW_MAX_MICRO];
-	int rc = window_init(dst, src->world, src->micro, src->batch, e);
-	if (rc != ERR_OK)
-		return rc;
-	for (int q = 0; q < src->world; q++)
-		for (int m = 0; m < src->micro; m++)
-			counts[q * src->micro + m] = src->mb[q][m].n;
-	rc = window_assign(dst, c, src->storage, counts, e);
-	dst->index = src->index;
-	return rc;
-}
-
 int reference_run(struct run *r, struct reference_result *res, struct err *e)
 {
 	int rc;
@@ -326,7 +309,10 @@ static int empty_rank(struct run *r, const struct settings *s, struct empty_wind
 			if (q)
 				ids[k] = k, k++;
 		}
+	r->w.micro = M; /* the run's shape again, after a token-packed window */
 	int rc = window_assign(&r->w, &r->corpus, ids, counts, e);
+	if (rc == ERR_OK && s->batching == BATCHING_TOKENS) /* rank 0 runs no microbatch */
+		rc = window_pack_tokens(&r->w, &r->corpus, s->micro_tokens, e);
 	if (rc != ERR_OK)
 		return rc;
 	float *ref = malloc(n * sizeof(float));
@@ -353,6 +339,7 @@ int empty_window_run(struct run *r, const struct settings *s, struct empty_windo
 	memset(res, 0, sizeof *res);
 	memset(counts, 0, sizeof counts);
 	res->ranks = s->world;
+	r->w.micro = s->accumulation; /* the run's shape again, after a token-packed window */
 	if ((rc = window_assign(&r->w, &r->corpus, NULL, counts, e)) != ERR_OK ||
 	    (rc = engine_window(r->eng, &r->w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &wr, e)) != ERR_OK)
 		return rc;
@@ -379,7 +366,7 @@ void *parity_window_json(const struct window *w)
 	json_t *ranks = json_array();
 	for (int r = 0; r < w->world; r++) {
 		json_t *micro = json_array();
-		for (int m = 0; m < w->micro; m++) {
+		for (int m = 0; m < w->rank_micro[r]; m++) {
 			json_t *ids = json_array();
 			for (int k = 0; k < w->mb[r][m].n; k++)
 				json_array_append_new(ids, json_integer(w->mb[r][m].ids[k]));

@@ -30,6 +30,7 @@
 #define CHOICES_SHARD_ORDER "length|balanced"
 #define CHOICES_SOURCE DATA_SOURCE_CHOICES /* the table of sources.h */
 #define CHOICES_UNIT "token|sequence"
+#define CHOICES_BATCHING "sequences|tokens"
 
 /* Where a key's value lands in struct settings (NO_FIELD: read by settings_from_cfg). */
 #define AT(member) CFG_AT(struct settings, member)
@@ -150,6 +151,14 @@ const struct cfg_key settings_keys[] = {
 	ENUM_KEY("train", "shard_order", "length", CHOICES_SHARD_ORDER, MATH, AT(shard_order),
 		 "exact mode: how the window's sequences are cut into shards: length (sorted by "
 		 "supervised tokens, shortest first) or balanced (even token counts)"),
+	ENUM_KEY("train", "batching", "sequences", CHOICES_BATCHING, MATH, AT(batching),
+		 "how a rank cuts its share of a window into microbatches: sequences "
+		 "(accumulation of batch_size each) or tokens (at most train.micro_tokens "
+		 "supervised positions and batch_size sequences each, so ranks may run different "
+		 "numbers of microbatches)"),
+	INT_KEY("train", "micro_tokens", "256", 1, 16777216, MATH, AT(micro_tokens),
+		"batching = tokens: most supervised positions in one microbatch (a longer "
+		"sequence gets a microbatch of its own)"),
 
 	/* [devices] */
 	INT_KEY("devices", "world", "2", 1, MAX_WORLD, MATH | KEY_ELASTIC, AT(world),
@@ -354,6 +363,28 @@ static int exact_mode_relations(const struct cfg *c, struct settings *s, struct 
 	return ERR_OK;
 }
 
+/* Token batching: not in exact mode (its shards are cut independently of the world, a
+ * rank's token budget is not), and each microbatch holds at least one sequence, so a
+ * rank's accumulation x batch_size sequences must fit the window's microbatch slots. */
+static int batching_relations(const struct cfg *c, const struct settings *s, struct err *e)
+{
+	char db[400];
+	if (s->batching != BATCHING_TOKENS)
+		return ERR_OK;
+	describe(c, "train", "batching", db, sizeof db);
+	if (s->shards > 0)
+		return ERR(e, ERR_CONFIG, "%s: %s: exact mode ([train] shards = %d) cuts the window "
+			   "into fixed shards whatever devices.world, which a per-rank token budget "
+			   "would not keep; use train.batching = sequences or train.shards = 0",
+			   key_where(c, "train", "batching"), db, s->shards);
+	if ((int64_t)s->accumulation * s->batch_size > SETTINGS_MAX_MICRO)
+		return ERR(e, ERR_CONFIG, "%s: %s: a rank's share of train.accumulation = %d x "
+			   "train.batch_size = %d sequences may need as many microbatches, more than "
+			   "the %d a window holds; lower one of them", key_where(c, "train", "batching"),
+			   db, s->accumulation, s->batch_size, SETTINGS_MAX_MICRO);
+	return ERR_OK;
+}
+
 /* "90,5,5" -> three weights in [0, 1000000] (base 10, no sign), not all zero */
 static int parse_split(const struct cfg *c, const char *text, int w[3], struct err *e)
 {
@@ -400,6 +431,7 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 		return ERR(e, ERR_CONFIG, "%s: [train] unit = sequence: exact mode ([train] shards "
 			   "= %d) weighs tokens only; use shards = 0", key_where(c, "train", "unit"),
 			   s->shards);
+	ERR_TRY(batching_relations(c, s, e));
 	if (parse_split(c, cfg_str(c, "data", "split"), s->split_rule, e))
 		return e ? e->code : ERR_CONFIG;
 	if (s->source == DATA_SYNTHETIC && s->model_vocab != 0)

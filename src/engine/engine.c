@@ -87,12 +87,15 @@ static int on_rank0(struct engine *eng, rank_op op, void *arg, struct err *e)
 
 /* A window's uploads under settings s (each microbatch's batch, or each sequence's with
  * the sequence unit, padded to 256 bytes), which nothing waits for in between; rank 0
- * runs all K shards for exact mode's reference. */
+ * runs all K shards for exact mode's reference, token batching at most one microbatch
+ * per sequence. */
 static size_t upload_bytes(const struct model_shape *m, const struct settings *s)
 {
 	size_t batch = model_upload_bytes(m, max_batch_rows(m, s));
 	size_t steps = s->unit == UNIT_SEQUENCE ? (size_t)s->batch_size : 1;
 	size_t micro = (size_t)(s->shards > s->accumulation ? s->shards : s->accumulation);
+	if (s->batching == BATCHING_TOKENS) /* up to a microbatch per sequence of the share */
+		micro = (size_t)s->accumulation * (size_t)s->batch_size;
 	return (batch + 512 * steps) * micro;
 }
 
@@ -434,7 +437,7 @@ static int accumulate_micro(struct engine *eng, struct window_shared *ws, struct
 	const struct window *w = ws->w;
 	const struct settings *s = &eng->s;
 	int avg = s->reduce == COLL_AVG;
-	for (int m = 0; m < w->micro; m++) {
+	for (int m = 0; m < w->rank_micro[r->rank]; m++) {
 		const struct microbatch *mb = &w->mb[r->rank][m];
 		ERR_TRY(engine_micro_begin(eng, r->rank, w, m, e));
 		if (s->unit == UNIT_SEQUENCE) {
@@ -659,7 +662,7 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 	ERR_TRY(d->ops->zero(d, r->loss_slots, sizeof(double), e));
 	float c = (float)(1.0 / (double)w->N);
 	for (int q = 0; q < w->world; q++)
-		for (int m = 0; m < w->micro; m++) {
+		for (int m = 0; m < w->rank_micro[q]; m++) {
 			const struct microbatch *mb = &w->mb[q][m];
 			ERR_TRY(pool_mark(eng->pool, r->local, "reference microbatch",
 					  q * w->micro + m + 1, e));
