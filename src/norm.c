@@ -22,6 +22,7 @@ double norm_factor_k(int mode, double k, int world, int micro, int64_t N, int64_
 {
 	switch (mode) {
 	case NORM_GLOBAL_TOKEN:
+	case NORM_L2_EVERY_RANK: /* its error is in the l2 term, not in the factor */
 		return N > 0 ? k / (double)N : 0.0;
 	case NORM_MEAN_OF_MEANS:
 		return n_rank > 0 ? k / ((double)world * (double)n_rank) : 0.0;

@@ -10,6 +10,7 @@
  *   mean_of_means        k / (W * N_rank)       rank-local mean, then averaged over ranks
  *   microbatch_mean      k / (W * M * N_micro)  each microbatch its own mean, / M
  *   double_accumulation  k / (N * M)            global count, divided again by M
+ *   l2_every_rank        k / N                  (its error is in the l2 term: engine.c)
  *
  * with k = W when reduce = avg (it cancels the collective's division) and 1 for sum.
  * M is the rank's own count of microbatches, M_r (window.h's rank_micro): the

@@ -159,6 +159,9 @@ const struct cfg_key settings_keys[] = {
 	INT_KEY("train", "micro_tokens", "256", 1, 16777216, MATH, AT(micro_tokens),
 		"batching = tokens: most supervised positions in one microbatch (a longer "
 		"sequence gets a microbatch of its own)"),
+	FLOAT_KEY("train", "l2", "0", 0, 1, 0, MATH, AT(l2),
+		  "lambda of an l2 term lambda / 2 ||theta||^2 added once to the window objective "
+		  "(its gradient enters before the gradient collective; 0: none)"),
 
 	/* [devices] */
 	INT_KEY("devices", "world", "2", 1, MAX_WORLD, MATH | KEY_ELASTIC, AT(world),
@@ -195,16 +198,17 @@ const struct cfg_key settings_keys[] = {
 	{ NULL },
 };
 
-static const char *const norm_names[NORM_COUNT] = {
+static const char *const norm_names[NORM_MODES] = {
 	[NORM_GLOBAL_TOKEN] = "global_token",
 	[NORM_MEAN_OF_MEANS] = "mean_of_means",
 	[NORM_MICROBATCH_MEAN] = "microbatch_mean",
 	[NORM_DOUBLE_ACCUM] = "double_accumulation",
+	[NORM_L2_EVERY_RANK] = "l2_every_rank",
 };
 
 const char *norm_mode_name(int mode)
 {
-	if (mode < 0 || mode >= NORM_COUNT)
+	if (mode < 0 || mode >= NORM_MODES)
 		return "invalid";
 	return norm_names[mode];
 }
@@ -363,12 +367,16 @@ static int exact_mode_relations(const struct cfg *c, struct settings *s, struct 
 	return ERR_OK;
 }
 
-/* Token batching: not in exact mode (its shards are cut independently of the world, a
+/* The l2 term and token batching: not in exact mode (its shards are cut independently of the world, a
  * rank's token budget is not), and each microbatch holds at least one sequence, so a
  * rank's accumulation x batch_size sequences must fit the window's microbatch slots. */
-static int batching_relations(const struct cfg *c, const struct settings *s, struct err *e)
+static int adaptation_relations(const struct cfg *c, const struct settings *s, struct err *e)
 {
 	char db[400];
+	if (s->l2 > 0 && s->shards > 0)
+		return ERR(e, ERR_CONFIG, "%s: [train] l2 = %g: exact mode ([train] shards = %d) adds "
+			   "only the shards' loss gradients in its tree; use train.l2 = 0 or "
+			   "train.shards = 0", key_where(c, "train", "l2"), s->l2, s->shards);
 	if (s->batching != BATCHING_TOKENS)
 		return ERR_OK;
 	describe(c, "train", "batching", db, sizeof db);
@@ -431,7 +439,7 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 		return ERR(e, ERR_CONFIG, "%s: [train] unit = sequence: exact mode ([train] shards "
 			   "= %d) weighs tokens only; use shards = 0", key_where(c, "train", "unit"),
 			   s->shards);
-	ERR_TRY(batching_relations(c, s, e));
+	ERR_TRY(adaptation_relations(c, s, e));
 	if (parse_split(c, cfg_str(c, "data", "split"), s->split_rule, e))
 		return e ? e->code : ERR_CONFIG;
 	if (s->source == DATA_SYNTHETIC && s->model_vocab != 0)

@@ -22,7 +22,11 @@ enum norm_mode {
 	NORM_MEAN_OF_MEANS,    /* wrong: rank-local mean, then the collective average */
 	NORM_MICROBATCH_MEAN,  /* wrong: per-microbatch mean / M, then the collective average */
 	NORM_DOUBLE_ACCUM,     /* wrong: global count, then divided again by M */
-	NORM_COUNT
+	NORM_COUNT,
+	/* controls of an adaptation of the objective (docs/adaptations.md), which parity runs
+	 * only when that term is configured; no train.normalization choice names them */
+	NORM_L2_EVERY_RANK = NORM_COUNT, /* wrong: the l2 gradient on every rank under sum */
+	NORM_MODES
 };
 
 /* cfg_key.flags of the program, for the comparison of a checkpoint's configuration with
@@ -83,6 +87,7 @@ struct settings {
 	int shard_order;   /* enum shard_order */
 	int batching;      /* enum batching_kind */
 	int micro_tokens;  /* tokens batching: most supervised positions per microbatch */
+	double l2;         /* lambda of the objective's lambda / 2 ||theta||^2 (0: none) */
 
 	/* [devices] */
 	int world;

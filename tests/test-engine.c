@@ -417,6 +417,43 @@ START_TEST(token_batching_rank_with_no_microbatch)
 }
 END_TEST
 
+/* train.l2: its gradient reaches the reduced gradient once under avg and sum (parity
+ * against the reference, which adds it once), the window's loss holds lambda / 2
+ * ||theta||^2, and the control adding it on every rank is caught under sum (W times too
+ * much) while it coincides with the correct term under avg. */
+START_TEST(l2_term_once_per_window)
+{
+	const double lambda = 0.01;
+	env_extra = "train.l2=0.01";
+	for (int world = 2; world <= 3; world++)
+		for (int avg = 0; avg < 2; avg++) {
+			struct env v;
+			struct err e;
+			struct window_result res;
+			struct settings s;
+			err_clear(&e);
+			env_open(&v, world, 2, avg, LAYOUT_PACKED, 0);
+			ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+			ck_assert(env_parity(&v, NORM_GLOBAL_TOKEN).pass);
+			double norm2 = 0.0;
+			for (size_t i = 0; i < v.eng->shape.n_params; i++)
+				norm2 += (double)v.params[i] * v.params[i];
+			ck_assert_int_eq(engine_set_state(v.eng, v.params, NULL, 0, &e), ERR_OK);
+			ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, 0, &res, &e), ERR_OK);
+			ck_assert_double_eq_tol(res.loss_l2, 0.5 * lambda * norm2, 1e-6 * norm2);
+			s = v.s;
+			struct parity_stats bad = env_parity(&v, NORM_L2_EVERY_RANK);
+			double gap;
+			enum parity_control want = parity_adapt_control_of(NORM_L2_EVERY_RANK, &s, &gap);
+			ck_assert_int_eq(want, avg ? PARITY_SAME : PARITY_DISTINCT);
+			ck_assert_msg(bad.pass == avg, "W=%d avg=%d: l2_every_rank %s", world, avg,
+				      bad.pass ? "passed" : "failed");
+			env_close(&v);
+		}
+	env_extra = "";
+}
+END_TEST
+
 START_TEST(injected_failure_releases_every_rank)
 {
 	struct env v;
@@ -1240,6 +1277,7 @@ int main(void)
 	tcase_add_test(tc, sum_and_avg_give_the_same_gradient);
 	tcase_add_test(tc, token_batching_parity_and_controls);
 	tcase_add_test(tc, token_batching_rank_with_no_microbatch);
+	tcase_add_test(tc, l2_term_once_per_window);
 	tcase_add_test(tc, negative_controls_fail_on_the_seed_imbalance);
 	tcase_add_test(tc, balanced_counts_hide_mean_of_means);
 	tcase_add_test(tc, controls_near_global_token_are_not_required);

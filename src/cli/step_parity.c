@@ -123,8 +123,10 @@ static void parity_print(const struct app *a, const struct parity_result *p)
 			 micro_text(a, w, q));
 	env_info(&a->env, "parity: %-20s %10s %12s %12s %9s  %s", "normalization", "components",
 		 "max abs err", "max rel err", "outside", "result");
-	for (int mode = 0; mode < NORM_COUNT; mode++) {
+	for (int mode = 0; mode < NORM_MODES; mode++) {
 		const struct parity_mode_result *m = &p->modes[mode];
+		if (!m->present)
+			continue;
 		env_info(&a->env, "parity: %-20s %10zu %12.3e %12.3e %9zu  %s", norm_mode_name(mode),
 			 m->st.components, m->st.max_abs, m->st.max_rel, m->st.outside,
 			 parity_verdict_text(m->verdict));

@@ -49,7 +49,8 @@ struct window_result {
 	double rank_loss_sum[MAX_WORLD];
 	double rank_seconds_coll[MAX_WORLD]; /* each rank's time inside collectives */
 	double loss_sum;   /* global sum of token losses */
-	double loss;       /* loss_sum / N (the global token mean) */
+	double loss;       /* loss_sum / N (the global token mean), plus loss_l2 */
+	double loss_l2;    /* the l2 term lambda / 2 ||theta||^2 (train.l2; 0 without) */
 	double grad_norm;  /* L2 norm of the reduced gradient (when captured) */
 	double seconds;    /* wall time of the window */
 	double seconds_coll;    /* max over ranks of the time inside collectives (their

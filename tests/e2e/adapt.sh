@@ -24,6 +24,14 @@ for w in 2 3; do
 	"$DDPTOK" "$CONF/adapt-tokens.ini" parity --set devices.backend=cpu --set devices.world=$w \
 		--set run.outputs=p$w > p$w.txt 2>&1 || { cat p$w.txt; echo "FAIL: adapt-tokens, W = $w"; exit 1; }
 done
+# the l2 term under sum on 3 ranks: the protocol holds, its control is caught
+"$DDPTOK" "$CONF/tiny.ini" --set devices.world=3 --set devices.reduce=sum --set train.l2=0.01 \
+	--set run.outputs=ol --set run.artifacts=al > l2.txt 2>&1 || { cat l2.txt; echo "FAIL: l2"; exit 1; }
+jcheck ol/report.json 'd["ok"] is True and d["resume"]["bit_identical"] is True'
+jcheck ol/report.json 'mode("l2_every_rank")["required"] and not mode("l2_every_rank")["pass"]'
+grep -q '"loss_l2"' ol/train-stop.jsonl
+# without the term its control does not exist
+jcheck o2/parity.json 'all(m["normalization"] != "l2_every_rank" for m in d["modes"])'
 if "$DDPTOK" "$CONF/exact.ini" parity --set train.batching=tokens > exact.txt 2>&1; then
 	echo "FAIL: exact mode accepted token batching"; exit 1
 fi
