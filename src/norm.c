@@ -22,6 +22,7 @@ double norm_factor_k(int mode, double k, int world, int micro, int64_t N, int64_
 {
 	switch (mode) {
 	case NORM_GLOBAL_TOKEN:
+	case NORM_L2_EVERY_RANK: /* its error is in the l2 term, not in the factor */
 		return N > 0 ? k / (double)N : 0.0;
 	case NORM_MEAN_OF_MEANS:
 		return n_rank > 0 ? k / ((double)world * (double)n_rank) : 0.0;
@@ -64,7 +65,7 @@ double norm_unit_factor(int unit, int mode, int reduce_avg, const struct window 
 {
 	const int seq = unit == UNIT_SEQUENCE;
 	const struct microbatch *mb = &w->mb[rank][m];
-	double f = norm_factor(mode, reduce_avg, w->world, w->micro, seq ? w->S : w->N,
+	double f = norm_factor(mode, reduce_avg, w->world, w->rank_micro[rank], seq ? w->S : w->N,
 			       seq ? w->rank_sequences[rank] : w->rank_tokens[rank],
 			       seq ? mb->sequences : mb->tokens);
 	if (!seq)

@@ -10,8 +10,13 @@
  *   mean_of_means        k / (W * N_rank)       rank-local mean, then averaged over ranks
  *   microbatch_mean      k / (W * M * N_micro)  each microbatch its own mean, / M
  *   double_accumulation  k / (N * M)            global count, divided again by M
+ *   l2_every_rank        k / N                  (its error is in the l2 term: engine.c)
  *
  * with k = W when reduce = avg (it cancels the collective's division) and 1 for sum.
+ * M is the rank's own count of microbatches, M_r (window.h's rank_micro): the
+ * accumulation when a window is cut by sequences, what its token budget made of the
+ * rank's share under train.batching = tokens (the controls then divide each rank by its
+ * own M_r, which is how a per-microbatch mean accumulated over M_r passes behaves).
  * A count of zero gives a factor of zero (no token, no contribution). The trainer, the
  * parity check, check-loss and the exercise all go through norm_factor().
  */

@@ -103,6 +103,23 @@ enum parity_control parity_control_of(int mode, int unit, const struct window *w
 	return gap > PARITY_FACTOR_MIN_GAP ? PARITY_DISTINCT : PARITY_MARGINAL;
 }
 
+int parity_mode_present(int mode, const struct settings *s)
+{
+	if (mode == NORM_L2_EVERY_RANK)
+		return s->l2 > 0.0;
+	return mode >= 0 && mode < NORM_COUNT;
+}
+
+enum parity_control parity_adapt_control_of(int mode, const struct settings *s, double *gap)
+{
+	*gap = 0.0;
+	if (mode == NORM_L2_EVERY_RANK && s->reduce == COLL_SUM && s->world > 1) {
+		*gap = s->world - 1.0;
+		return PARITY_DISTINCT;
+	}
+	return PARITY_SAME;
+}
+
 double parity_effect(const float *g_mode, const float *g_global, size_t n, double atol,
 		     double rtol)
 {
@@ -125,23 +142,6 @@ static double l2(const float *x, size_t n)
 	return sqrt(s);
 }
 
-/* dst = a copy of src (same ids, counts recomputed from c: the same numbers), for a result
- * that outlives the run it was drawn in. */
-static int window_copy(struct window *dst, const struct window *src, const struct corpus *c,
-		       struct err *e)
-{
-	int counts[MAX_WORLD * WINDOW_MAX_MICRO];
-	int rc = window_init(dst, src->world, src->micro, src->batch, e);
-	if (rc != ERR_OK)
-		return rc;
-	for (int q = 0; q < src->world; q++)
-		for (int m = 0; m < src->micro; m++)
-			counts[q * src->micro + m] = src->mb[q][m].n;
-	rc = window_assign(dst, c, src->storage, counts, e);
-	dst->index = src->index;
-	return rc;
-}
-
 int reference_run(struct run *r, struct reference_result *res, struct err *e)
 {
 	int rc;
@@ -155,6 +155,9 @@ int reference_run(struct run *r, struct reference_result *res, struct err *e)
 	    (rc = window_copy(&res->w, &r->w, &r->corpus, e)) != ERR_OK)
 		return rc;
 	res->grad_l2 = l2(res->grad, res->n);
+	/* the l2 term at the window's parameters, the initial ones, computed on the host */
+	res->l2_grad_l2 = r->eng->s.l2 * l2(r->init_params, res->n);
+	res->loss_l2 = r->eng->s.l2 > 0 ? 0.5 * res->l2_grad_l2 * l2(r->init_params, res->n) : 0.0;
 	return ERR_OK;
 }
 
@@ -223,6 +226,7 @@ static int parity_mode(struct run *r, const struct settings *s, int mode, const 
 	int rc;
 	memset(m, 0, sizeof *m);
 	m->mode = mode;
+	m->present = 1;
 	if ((rc = engine_set_state(r->eng, r->init_params, NULL, 0, e)) != ERR_OK ||
 	    (rc = engine_window(r->eng, w, mode, ENGINE_CAPTURE_LOCAL | ENGINE_CAPTURE_REDUCED,
 				&res, e)) != ERR_OK)
@@ -231,6 +235,9 @@ static int parity_mode(struct run *r, const struct settings *s, int mode, const 
 	parity_compare(r->eng->host_reduced, ref, n, s->atol, s->rtol, &m->st);
 	if (mode == NORM_GLOBAL_TOKEN) {
 		memcpy(global, r->eng->host_reduced, n * sizeof(float));
+	} else if (mode >= NORM_COUNT) {
+		m->control = parity_adapt_control_of(mode, s, &m->factor_gap);
+		m->effect = parity_effect(r->eng->host_reduced, global, n, s->atol, s->rtol);
 	} else {
 		m->control = parity_control_of(mode, s->unit, w, avg, &m->factor_gap);
 		m->effect = parity_effect(r->eng->host_reduced, global, n, s->atol, s->rtol);
@@ -291,8 +298,10 @@ int parity_run(struct run *r, const struct settings *s, const struct parity_hook
 	res->ok = 1;
 	/* global_token first: the controls are measured against it */
 	_Static_assert(NORM_GLOBAL_TOKEN == 0, "global_token comes first");
-	for (int mode = 0; mode < NORM_COUNT && rc == ERR_OK; mode++) {
+	for (int mode = 0; mode < NORM_MODES && rc == ERR_OK; mode++) {
 		struct parity_mode_result *m = &res->modes[mode];
+		if (!parity_mode_present(mode, s))
+			continue;
 		if ((rc = parity_mode(r, s, mode, res->ref.grad, global, m, e)) == ERR_OK &&
 		    h && h->mode)
 			rc = h->mode(h->arg, r, mode, e);
@@ -326,7 +335,10 @@ static int empty_rank(struct run *r, const struct settings *s, struct empty_wind
 			if (q)
 				ids[k] = k, k++;
 		}
+	r->w.micro = M; /* the run's shape again, after a token-packed window */
 	int rc = window_assign(&r->w, &r->corpus, ids, counts, e);
+	if (rc == ERR_OK && s->batching == BATCHING_TOKENS) /* rank 0 runs no microbatch */
+		rc = window_pack_tokens(&r->w, &r->corpus, s->micro_tokens, e);
 	if (rc != ERR_OK)
 		return rc;
 	float *ref = malloc(n * sizeof(float));
@@ -353,6 +365,7 @@ int empty_window_run(struct run *r, const struct settings *s, struct empty_windo
 	memset(res, 0, sizeof *res);
 	memset(counts, 0, sizeof counts);
 	res->ranks = s->world;
+	r->w.micro = s->accumulation; /* the run's shape again, after a token-packed window */
 	if ((rc = window_assign(&r->w, &r->corpus, NULL, counts, e)) != ERR_OK ||
 	    (rc = engine_window(r->eng, &r->w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &wr, e)) != ERR_OK)
 		return rc;
@@ -379,7 +392,7 @@ void *parity_window_json(const struct window *w)
 	json_t *ranks = json_array();
 	for (int r = 0; r < w->world; r++) {
 		json_t *micro = json_array();
-		for (int m = 0; m < w->micro; m++) {
+		for (int m = 0; m < w->rank_micro[r]; m++) {
 			json_t *ids = json_array();
 			for (int k = 0; k < w->mb[r][m].n; k++)
 				json_array_append_new(ids, json_integer(w->mb[r][m].ids[k]));

@@ -59,6 +59,13 @@ enum parity_control {
  * the microbatches holding tokens (c: the control's factor, g: global_token's). */
 enum parity_control parity_control_of(int mode, int unit, const struct window *w, int reduce_avg,
 				      double *factor_gap);
+/* Whether parity runs `mode` under settings s: the four normalizations always, an
+ * adaptation's control only where its term is configured (l2_every_rank: train.l2 > 0). */
+int parity_mode_present(int mode, const struct settings *s);
+/* What an adaptation's control demands on settings s: l2_every_rank adds the l2 gradient
+ * W times under sum (*gap = W - 1, distinct when W > 1) and coincides with the correct
+ * term under avg (every rank adds it there). */
+enum parity_control parity_adapt_control_of(int mode, const struct settings *s, double *gap);
 /* The largest parity_gap ratio of g_mode against g_global over n components: how far a
  * control moved the gradient, in tolerances. */
 double parity_effect(const float *g_mode, const float *g_global, size_t n, double atol,
@@ -70,6 +77,8 @@ struct reference_result {
 	struct window w;  /* window 1, the one every check compares on */
 	double loss;      /* its global token mean */
 	double grad_l2;
+	double loss_l2;   /* of loss, the l2 term lambda / 2 ||theta||^2 (train.l2; else 0) */
+	double l2_grad_l2; /* the L2 norm of its gradient lambda theta */
 	size_t n;         /* components */
 	float *grad;      /* the gradient of (sum of its token losses) / N on one device */
 	char backend[16];
@@ -96,6 +105,8 @@ const char *parity_verdict_text(enum parity_verdict v);
 
 struct parity_mode_result {
 	int mode;                    /* enum norm_mode */
+	int present;                 /* run on this configuration (an adaptation's control
+					exists only where its term is configured) */
 	struct parity_stats st;      /* its reduced gradient against the reference */
 	enum parity_control control; /* PARITY_SAME for global_token itself */
 	double effect;               /* parity_effect against global_token's gradient (0 for it) */
@@ -110,7 +121,7 @@ struct parity_result {
 	int world, accumulation, reduce_avg, rank_split; /* of the settings compared under */
 	int unit;                     /* enum norm_unit: what weighs the same */
 	double atol, rtol;
-	struct parity_mode_result modes[NORM_COUNT]; /* by enum norm_mode */
+	struct parity_mode_result modes[NORM_MODES]; /* by enum norm_mode; see present */
 	/* exact mode ([train] shards > 0): global_token's gradient and loss must be the
 	 * 1-device reference's bit for bit (the same K shards on one device, engine.h) */
 	int shards, shard_order;  /* 0: default mode */

@@ -150,6 +150,7 @@ int sampler_init(struct sampler *sp, const struct corpus *c, const struct settin
 	/* only the length-band plan needs the bands; any other draws from every length */
 	sp->bands = s->rank_split == RANK_SPLIT_LENGTH_BANDS ? s->world : 1;
 	sp->per_pool = (int)(per_rank * s->world / sp->bands);
+	sp->micro_tokens = s->batching == BATCHING_TOKENS ? s->micro_tokens : 0;
 	sp->corpus = c;
 	rc = fill_pools(sp, c, s, max_len, per_rank * s->world / sp->bands, e);
 	if (rc)
@@ -183,6 +184,8 @@ int sampler_next(struct sampler *sp, struct window *w, struct err *e)
 		w->index = sp->window_index++;
 		return ERR_OK;
 	}
+	if (sp->micro_tokens)
+		w->micro = sp->micro; /* the draw's shape; the last packing changed it */
 	if (w->world != sp->world || w->micro != sp->micro || w->batch < sp->batch)
 		return ERR(e, ERR_CHECK, "sampler_next: window shaped %dx%dx%d, sampler %dx%dx%d",
 			   w->world, w->micro, w->batch, sp->world, sp->micro, sp->batch);
@@ -207,6 +210,8 @@ int sampler_next(struct sampler *sp, struct window *w, struct err *e)
 	rc = window_assign(w, sp->corpus, ids, counts, e);
 	if (!rc && sp->rank_split == RANK_SPLIT_BALANCED)
 		rc = window_resplit(w, sp->corpus, RANK_SPLIT_BALANCED, e);
+	if (!rc && sp->micro_tokens)
+		rc = window_pack_tokens(w, sp->corpus, sp->micro_tokens, e);
 	if (rc)
 		return rc;
 	w->index = sp->window_index++;

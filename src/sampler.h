@@ -44,6 +44,7 @@ struct sampler {
 	 * pool of every training sequence (any other plan) */
 	int bands;
 	int per_pool;   /* sequences drawn from each pool per window */
+	int64_t micro_tokens; /* token batching's budget (window_pack_tokens); 0: by sequences */
 	struct shard_pool exact;  /* exact mode (shard.h): exact.shards > 0 */
 	int *pool[MAX_WORLD];
 	int pool_n[MAX_WORLD];
@@ -64,7 +65,9 @@ int sampler_band_of(int len, int max_len, int world);
 int sampler_init(struct sampler *sp, const struct corpus *c, const struct settings *s,
 		 struct err *e);
 void sampler_free(struct sampler *sp);
-/* Draws the next window and splits it into w (allocated by window_init). */
+/* Draws the next window and splits it into w (allocated by window_init); with
+ * train.batching = tokens each rank's share (the same draw) is then re-cut by
+ * window_pack_tokens. */
 int sampler_next(struct sampler *sp, struct window *w, struct err *e);
 void sampler_get_state(const struct sampler *sp, struct sampler_state *st);
 void sampler_set_state(struct sampler *sp, const struct sampler_state *st);

@@ -34,6 +34,7 @@
 #define CHOICES_UNIT "token|sequence"
 #define CHOICES_OPTIMIZER "sgd|adamw"
 #define CHOICES_SCHEDULE "constant|cosine|linear"
+#define CHOICES_BATCHING "sequences|tokens"
 
 /* Where a key's value lands in struct settings (NO_FIELD: read by settings_from_cfg). */
 #define AT(member) CFG_AT(struct settings, member)
@@ -206,6 +207,17 @@ const struct cfg_key settings_keys[] = {
 	ENUM_KEY("train", "shard_order", "length", CHOICES_SHARD_ORDER, MATH, AT(shard_order),
 		 "exact mode: how the window's sequences are cut into shards: length (sorted by "
 		 "supervised tokens, shortest first) or balanced (even token counts)"),
+	ENUM_KEY("train", "batching", "sequences", CHOICES_BATCHING, MATH, AT(batching),
+		 "how a rank cuts its share of a window into microbatches: sequences "
+		 "(accumulation of batch_size each) or tokens (at most train.micro_tokens "
+		 "supervised positions and batch_size sequences each, so ranks may run different "
+		 "numbers of microbatches)"),
+	INT_KEY("train", "micro_tokens", "256", 1, 16777216, MATH, AT(micro_tokens),
+		"batching = tokens: most supervised positions in one microbatch (a longer "
+		"sequence gets a microbatch of its own)"),
+	FLOAT_KEY("train", "l2", "0", 0, 1, 0, MATH, AT(l2),
+		  "lambda of an l2 term lambda / 2 ||theta||^2 added once to the window objective "
+		  "(its gradient enters before the gradient collective; 0: none)"),
 
 	/* [devices] */
 	INT_KEY("devices", "world", "2", 1, MAX_WORLD, MATH | KEY_ELASTIC, AT(world),
@@ -245,16 +257,17 @@ const struct cfg_key settings_keys[] = {
 	{ NULL },
 };
 
-static const char *const norm_names[NORM_COUNT] = {
+static const char *const norm_names[NORM_MODES] = {
 	[NORM_GLOBAL_TOKEN] = "global_token",
 	[NORM_MEAN_OF_MEANS] = "mean_of_means",
 	[NORM_MICROBATCH_MEAN] = "microbatch_mean",
 	[NORM_DOUBLE_ACCUM] = "double_accumulation",
+	[NORM_L2_EVERY_RANK] = "l2_every_rank",
 };
 
 const char *norm_mode_name(int mode)
 {
-	if (mode < 0 || mode >= NORM_COUNT)
+	if (mode < 0 || mode >= NORM_MODES)
 		return "invalid";
 	return norm_names[mode];
 }
@@ -413,6 +426,32 @@ static int exact_mode_relations(const struct cfg *c, struct settings *s, struct 
 	return ERR_OK;
 }
 
+/* The l2 term and token batching: not in exact mode (its shards are cut independently of the world, a
+ * rank's token budget is not), and each microbatch holds at least one sequence, so a
+ * rank's accumulation x batch_size sequences must fit the window's microbatch slots. */
+static int adaptation_relations(const struct cfg *c, const struct settings *s, struct err *e)
+{
+	char db[400];
+	if (s->l2 > 0 && s->shards > 0)
+		return ERR(e, ERR_CONFIG, "%s: [train] l2 = %g: exact mode ([train] shards = %d) adds "
+			   "only the shards' loss gradients in its tree; use train.l2 = 0 or "
+			   "train.shards = 0", key_where(c, "train", "l2"), s->l2, s->shards);
+	if (s->batching != BATCHING_TOKENS)
+		return ERR_OK;
+	describe(c, "train", "batching", db, sizeof db);
+	if (s->shards > 0)
+		return ERR(e, ERR_CONFIG, "%s: %s: exact mode ([train] shards = %d) cuts the window "
+			   "into fixed shards whatever devices.world, which a per-rank token budget "
+			   "would not keep; use train.batching = sequences or train.shards = 0",
+			   key_where(c, "train", "batching"), db, s->shards);
+	if ((int64_t)s->accumulation * s->batch_size > SETTINGS_MAX_MICRO)
+		return ERR(e, ERR_CONFIG, "%s: %s: a rank's share of train.accumulation = %d x "
+			   "train.batch_size = %d sequences may need as many microbatches, more than "
+			   "the %d a window holds; lower one of them", key_where(c, "train", "batching"),
+			   db, s->accumulation, s->batch_size, SETTINGS_MAX_MICRO);
+	return ERR_OK;
+}
+
 /* "90,5,5" -> three weights in [0, 1000000] (base 10, no sign), not all zero */
 static int parse_split(const struct cfg *c, const char *text, int w[3], struct err *e)
 {
@@ -491,6 +530,7 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 		return ERR(e, ERR_CONFIG, "%s: [train] unit = sequence: exact mode ([train] shards "
 			   "= %d) weighs tokens only; use shards = 0", key_where(c, "train", "unit"),
 			   s->shards);
+	ERR_TRY(adaptation_relations(c, s, e));
 	if (parse_split(c, cfg_str(c, "data", "split"), s->split_rule, e))
 		return e ? e->code : ERR_CONFIG;
 	if (s->source == DATA_SYNTHETIC && s->model_vocab != 0)

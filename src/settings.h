@@ -14,12 +14,19 @@
 #include "err.h"
 #include "ranks.h"
 
+/* The most microbatches a rank runs in one window (window.h's slots) */
+#define SETTINGS_MAX_MICRO 64
+
 enum norm_mode {
 	NORM_GLOBAL_TOKEN = 0, /* correct: c = (avg ? W : 1) / N */
 	NORM_MEAN_OF_MEANS,    /* wrong: rank-local mean, then the collective average */
 	NORM_MICROBATCH_MEAN,  /* wrong: per-microbatch mean / M, then the collective average */
 	NORM_DOUBLE_ACCUM,     /* wrong: global count, then divided again by M */
-	NORM_COUNT
+	NORM_COUNT,
+	/* controls of an adaptation of the objective (docs/adaptations.md), which parity runs
+	 * only when that term is configured; no train.normalization choice names them */
+	NORM_L2_EVERY_RANK = NORM_COUNT, /* wrong: the l2 gradient on every rank under sum */
+	NORM_MODES
 };
 
 /* cfg_key.flags of the program, for the comparison of a checkpoint's configuration with
@@ -40,6 +47,9 @@ enum shard_order { SHARD_ORDER_LENGTH = 0, SHARD_ORDER_BALANCED = 1 };
 /* What weighs the same in the window objective (norm.h) */
 enum norm_unit { UNIT_TOKEN = 0, UNIT_SEQUENCE = 1 };
 enum layout_kind { LAYOUT_PACKED = 0, LAYOUT_PADDED = 1 };
+/* How a rank's share of a window is cut into microbatches: accumulation x batch_size
+ * sequences, or by a budget of supervised positions (train.micro_tokens) */
+enum batching_kind { BATCHING_SEQUENCES = 0, BATCHING_TOKENS = 1 };
 enum empty_policy { EMPTY_SKIP = 0, EMPTY_ERROR = 1 };
 enum backend_choice { BACKEND_AUTO = 0, BACKEND_CPU = 1, BACKEND_CUDA = 2 };
 enum collective_choice { COLLECTIVE_AUTO = 0, COLLECTIVE_HOST = 1, COLLECTIVE_NCCL = 2 };
@@ -94,6 +104,9 @@ struct settings {
 	int eval_every;       /* validation loss every n steps (0: never) */
 	int shards;        /* exact mode: K shards per window (0: off); see shard.h */
 	int shard_order;   /* enum shard_order */
+	int batching;      /* enum batching_kind */
+	int micro_tokens;  /* tokens batching: most supervised positions per microbatch */
+	double l2;         /* lambda of the objective's lambda / 2 ||theta||^2 (0: none) */
 
 	/* [devices] */
 	int world;

@@ -224,6 +224,8 @@ static json_t *metrics_line(const struct trainer *t, const struct window *w,
 	if (line) {
 		json_object_set_new(line, "rank_loss_sum", sums);
 		json_object_set_new(line, "rank_seconds_coll", waits);
+		if (t->v->s->l2 > 0 && !wr->rejected) /* the l2 term's part of "loss" */
+			json_object_set_new(line, "loss_l2", json_real(wr->loss_l2));
 	} else {
 		json_decref(sums);
 		json_decref(waits);

@@ -30,12 +30,15 @@ int window_init(struct window *w, int world, int micro, int batch, struct err *e
 	w->storage = calloc(3 * cap, sizeof *w->storage);
 	if (!w->storage)
 		return ERR(e, ERR_NOMEM, "window: out of memory for %zu ids", cap);
+	w->cap = cap;
 	w->world = world;
 	w->micro = micro;
 	w->batch = batch;
-	for (int r = 0; r < world; r++)
+	for (int r = 0; r < world; r++) {
+		w->rank_micro[r] = micro;
 		for (int m = 0; m < micro; m++)
 			w->mb[r][m].ids = w->storage;
+	}
 	return ERR_OK;
 }
 
@@ -49,12 +52,12 @@ void window_free(struct window *w)
 
 static size_t window_cap(const struct window *w)
 {
-	return (size_t)w->world * w->micro * w->batch;
+	return w->cap;
 }
 
 /* Points the microbatches at storage for the given counts and counts the tokens and the
- * sequences holding one (the counts of the two weighting units). The ids
- * must already be in storage and valid. */
+ * sequences holding one (the counts of the two weighting units); every rank runs all
+ * w->micro of them. The ids must already be in storage and valid. */
 static void window_layout(struct window *w, const struct corpus *c, const int *counts)
 {
 	int pos = 0;
@@ -64,6 +67,7 @@ static void window_layout(struct window *w, const struct corpus *c, const int *c
 	for (int r = 0; r < w->world; r++) {
 		w->rank_tokens[r] = 0;
 		w->rank_sequences[r] = 0;
+		w->rank_micro[r] = w->micro;
 		for (int m = 0; m < w->micro; m++) {
 			struct microbatch *mb = &w->mb[r][m];
 			mb->n = counts[r * w->micro + m];
@@ -91,6 +95,9 @@ int window_assign(struct window *w, const struct corpus *c, const int *ids, cons
 
 	if (!w->storage)
 		return ERR(e, ERR_CHECK, "window_assign: window not initialized");
+	if ((size_t)w->world * w->micro * w->batch > w->cap)
+		return ERR(e, ERR_CHECK, "window_assign: %d x %d x %d ids past the window's %zu",
+			   w->world, w->micro, w->batch, w->cap);
 	for (int i = 0; i < w->world * w->micro; i++) {
 		if (counts[i] < 0 || counts[i] > w->batch)
 			return ERR(e, ERR_CHECK, "window_assign: rank %d microbatch %d has %d "
@@ -196,4 +203,89 @@ int window_resplit(struct window *w, const struct corpus *c, int rank_split, str
 	default:
 		return ERR(e, ERR_CONFIG, "train.plan: unknown plan kind %d", rank_split);
 	}
+}
+
+/* Longer sequence first; equal lengths by ascending id. */
+static int cmp_length_desc(const void *a, const void *b, void *arg)
+{
+	const struct corpus *c = arg;
+	int ia = *(const int *)a, ib = *(const int *)b;
+	int la = corpus_len(c, ia), lb = corpus_len(c, ib);
+
+	if (la != lb)
+		return la > lb ? -1 : 1;
+	return (ia > ib) - (ia < ib);
+}
+
+/* Cuts the k ids of one rank (sorted) into microbatches: counts[m] for each, returns how
+ * many (-1 past WINDOW_MAX_MICRO). */
+static int pack_rank(const struct corpus *c, const int *ids, int k, int64_t budget, int batch,
+		     int *counts)
+{
+	int micro = 0;
+	int64_t tokens = 0;
+
+	for (int i = 0; i < k; i++) {
+		int64_t s = corpus_supervised(c, ids[i]);
+		if (micro == 0 || counts[micro - 1] == batch || tokens + s > budget) {
+			if (micro == WINDOW_MAX_MICRO)
+				return -1;
+			counts[micro++] = 0;
+			tokens = 0;
+		}
+		counts[micro - 1]++;
+		tokens += s;
+	}
+	return micro;
+}
+
+int window_pack_tokens(struct window *w, const struct corpus *c, int64_t budget,
+		       struct err *e)
+{
+	int rank_counts[MAX_WORLD][WINDOW_MAX_MICRO], rank_micro[MAX_WORLD];
+	int counts[MAX_WORLD * WINDOW_MAX_MICRO] = { 0 };
+	int *sorted = w->storage + window_cap(w), start = 0, most = 1;
+
+	if (!w->storage)
+		return ERR(e, ERR_CHECK, "window_pack_tokens: window not initialized");
+	memcpy(sorted, w->storage, (size_t)w->n_ids * sizeof *sorted);
+	for (int r = 0; r < w->world; r++) {
+		int k = 0;
+		for (int m = 0; m < w->rank_micro[r]; m++)
+			k += w->mb[r][m].n;
+		qsort_r(sorted + start, (size_t)k, sizeof *sorted, cmp_length_desc, (void *)c);
+		rank_micro[r] = pack_rank(c, sorted + start, k, budget, w->batch, rank_counts[r]);
+		if (rank_micro[r] < 0)
+			return ERR(e, ERR_CONFIG, "train.micro_tokens = %lld cuts rank %d's %d "
+				   "sequences into more than %d microbatches; raise it",
+				   (long long)budget, r, k, WINDOW_MAX_MICRO);
+		most = rank_micro[r] > most ? rank_micro[r] : most;
+		start += k;
+	}
+	memcpy(w->storage, sorted, (size_t)w->n_ids * sizeof *sorted);
+	w->micro = most;
+	for (int r = 0; r < w->world; r++)
+		for (int m = 0; m < most; m++)
+			counts[r * most + m] = m < rank_micro[r] ? rank_counts[r][m] : 0;
+	window_layout(w, c, counts);
+	for (int r = 0; r < w->world; r++)
+		w->rank_micro[r] = rank_micro[r];
+	return ERR_OK;
+}
+
+int window_copy(struct window *dst, const struct window *src, const struct corpus *c,
+		struct err *e)
+{
+	int counts[MAX_WORLD * WINDOW_MAX_MICRO];
+	int rc = window_init(dst, src->world, src->micro, src->batch, e);
+	if (rc != ERR_OK)
+		return rc;
+	for (int q = 0; q < src->world; q++)
+		for (int m = 0; m < src->micro; m++)
+			counts[q * src->micro + m] = src->mb[q][m].n;
+	rc = window_assign(dst, c, src->storage, counts, e);
+	for (int q = 0; q < src->world; q++)
+		dst->rank_micro[q] = src->rank_micro[q];
+	dst->index = src->index;
+	return rc;
 }

@@ -14,7 +14,7 @@
 #include "ranks.h"
 #include "settings.h"
 
-#define WINDOW_MAX_MICRO 64
+#define WINDOW_MAX_MICRO SETTINGS_MAX_MICRO
 
 struct microbatch {
 	int n;            /* sequences in this microbatch */
@@ -25,9 +25,15 @@ struct microbatch {
 
 struct window {
 	int64_t index;    /* 0-based window number in the run */
-	int world, micro;
+	int world;
+	int micro;        /* microbatch slots of every rank: the accumulation, or after
+			     window_pack_tokens the most microbatches a rank runs (a rank
+			     with fewer has empty slots after its own) */
 	int batch;        /* most sequences one microbatch may hold */
 	struct microbatch mb[MAX_WORLD][WINDOW_MAX_MICRO];
+	int rank_micro[MAX_WORLD]; /* M_r: the microbatches rank r runs, mb[r][0, M_r): micro
+				      for a window cut by sequences (empty ones included) */
+	size_t cap;       /* ids the storage holds (world x micro x batch at window_init) */
 	int64_t rank_tokens[MAX_WORLD];
 	int64_t N;        /* sum of rank_tokens */
 	int64_t rank_sequences[MAX_WORLD]; /* sequences holding a supervised token */
@@ -61,5 +67,17 @@ int window_assign(struct window *w, const struct corpus *c, const int *ids, cons
  * no band information, so the assignment is kept as it is and only the token counts are
  * recomputed. */
 int window_resplit(struct window *w, const struct corpus *c, int rank_split, struct err *e);
+/* Token batching: re-cuts each rank's sequences (the same ones) into microbatches of at
+ * most `budget` supervised positions and w->batch sequences, longest sequences first
+ * (similar lengths together: less padding in the padded layout), each filled until the
+ * next would not fit; a sequence holding more than `budget` gets a microbatch of its own.
+ * Sets rank_micro[] (0 for a rank without sequences) and micro to their largest (at
+ * least 1); ERR_CONFIG when a rank would need more than WINDOW_MAX_MICRO. */
+int window_pack_tokens(struct window *w, const struct corpus *c, int64_t budget,
+		       struct err *e);
+/* dst = a window of src's shape holding the same microbatches (counts recomputed from c:
+ * the same numbers), for a copy that outlives the run it was drawn in. */
+int window_copy(struct window *dst, const struct window *src, const struct corpus *c,
+		struct err *e);
 
 #endif

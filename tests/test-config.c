@@ -211,6 +211,19 @@ START_TEST(shipped_minimum)
 }
 END_TEST
 
+START_TEST(shipped_adapt_tokens)
+{
+	struct cfg c;
+	struct settings s;
+	load_conf("adapt-tokens.ini", &c, &s);
+	ck_assert_int_eq(s.batching, BATCHING_TOKENS);
+	ck_assert_int_eq(s.micro_tokens, 256);
+	ck_assert_int_eq(s.layout, LAYOUT_PADDED);
+	ck_assert_int_eq(s.rank_split, RANK_SPLIT_LENGTH_BANDS);
+	cfg_free(&c);
+}
+END_TEST
+
 START_TEST(shipped_masked)
 {
 	struct cfg c, m;
@@ -667,6 +680,9 @@ START_TEST(relations)
 	expect_relation_error("data.prefix_max=16", NULL, "prefix_max", "min_len");
 	expect_relation_error("devices.ids=0,1,2", NULL, "ids", "world");
 	expect_relation_error("devices.ids=0", NULL, "ids", "world");
+	expect_relation_error("train.batching=tokens", "train.shards=4", "batching", "shards");
+	expect_relation_error("train.batching=tokens", "train.batch_size=64", "batching",
+			      "batch_size");
 
 	/* Malformed ordinal lists. */
 	static const char *bad_ids[] = { "0,,1", "01,1", "0,1,", "a,b", "-1,0", "0;1" };
@@ -879,6 +895,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, subnormal_floats);
 	tcase_add_test(tc, every_key_documented);
 	tcase_add_test(tc, shipped_minimum);
+	tcase_add_test(tc, shipped_adapt_tokens);
 	tcase_add_test(tc, shipped_masked);
 	tcase_add_test(tc, shipped_adamw);
 	tcase_add_test(tc, shipped_exercise);

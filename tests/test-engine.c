@@ -349,6 +349,111 @@ START_TEST(locally_empty_rank_still_matches)
 }
 END_TEST
 
+/* Token batching on the length-band plan: each rank cuts its share by a token budget, so
+ * the rank of the long sequences runs more microbatches; the gradient still matches the
+ * reference and every control whose factors differ (M is each rank's own) is caught. */
+START_TEST(token_batching_parity_and_controls)
+{
+	int cases = 0;
+	env_extra = "train.batching=tokens train.micro_tokens=14 train.batch_size=4";
+	for (int world = 2; world <= 3; world++)
+		for (int avg = 0; avg < 2; avg++)
+			for (int layout = 0; layout < 2; layout++) {
+				struct env v;
+				struct err e;
+				err_clear(&e);
+				env_open(&v, world, 2, avg, layout, 3);
+				ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+				ck_assert_int_gt(v.w.rank_micro[world - 1], v.w.rank_micro[0]);
+				struct parity_stats st = env_parity(&v, NORM_GLOBAL_TOKEN);
+				ck_assert_msg(st.pass, "W=%d avg=%d layout=%d: %zu outside", world, avg,
+					      layout, st.outside);
+				for (int mode = 1; mode < NORM_COUNT; mode++) {
+					ck_assert(parity_distinguishable(mode, UNIT_TOKEN, &v.w, avg));
+					ck_assert_msg(!env_parity(&v, mode).pass, "W=%d: %s not caught",
+						      world, norm_mode_name(mode));
+				}
+				env_close(&v);
+				cases++;
+			}
+	env_extra = "";
+	ck_assert_int_eq(cases, 8);
+}
+END_TEST
+
+/* A rank whose share is empty runs no microbatch at all, yet joins both collectives: the
+ * window matches the reference; a globally empty packed window is declined by every rank
+ * and the next window runs (no rank was left in a collective). */
+START_TEST(token_batching_rank_with_no_microbatch)
+{
+	struct env v;
+	struct err e;
+	struct window_result res;
+	err_clear(&e);
+	env_extra = "train.batching=tokens train.micro_tokens=40";
+	env_open(&v, 3, 2, 1, LAYOUT_PACKED, 0);
+	env_extra = "";
+	int ids[] = {0, 1, 2, 10, 11};
+	int counts[6] = {1, 2, 0, 0, 2, 0};
+	ck_assert_int_eq(window_assign(&v.w, &v.c, ids, counts, &e), ERR_OK);
+	ck_assert_int_eq(window_pack_tokens(&v.w, &v.c, 40, &e), ERR_OK);
+	ck_assert_int_eq(v.w.rank_micro[1], 0);
+	ck_assert_int_gt(v.w.rank_micro[0], 0);
+	ck_assert_int_gt(v.w.rank_micro[2], 0);
+	struct parity_stats st = env_parity(&v, NORM_GLOBAL_TOKEN);
+	ck_assert_msg(st.pass, "%zu outside, max abs %g", st.outside, st.max_abs);
+	v.w.micro = 2;
+	memset(counts, 0, sizeof counts);
+	ck_assert_int_eq(window_assign(&v.w, &v.c, NULL, counts, &e), ERR_OK);
+	ck_assert_int_eq(window_pack_tokens(&v.w, &v.c, 40, &e), ERR_OK);
+	for (int r = 0; r < 3; r++)
+		ck_assert_int_eq(v.w.rank_micro[r], 0);
+	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e), ERR_OK);
+	ck_assert(res.rejected);
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e), ERR_OK);
+	ck_assert(!res.rejected);
+	env_close(&v);
+}
+END_TEST
+
+/* train.l2: its gradient reaches the reduced gradient once under avg and sum (parity
+ * against the reference, which adds it once), the window's loss holds lambda / 2
+ * ||theta||^2, and the control adding it on every rank is caught under sum (W times too
+ * much) while it coincides with the correct term under avg. */
+START_TEST(l2_term_once_per_window)
+{
+	const double lambda = 0.01;
+	env_extra = "train.l2=0.01";
+	for (int world = 2; world <= 3; world++)
+		for (int avg = 0; avg < 2; avg++) {
+			struct env v;
+			struct err e;
+			struct window_result res;
+			struct settings s;
+			err_clear(&e);
+			env_open(&v, world, 2, avg, LAYOUT_PACKED, 0);
+			ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+			ck_assert(env_parity(&v, NORM_GLOBAL_TOKEN).pass);
+			double norm2 = 0.0;
+			for (size_t i = 0; i < v.eng->shape.n_params; i++)
+				norm2 += (double)v.params[i] * v.params[i];
+			ck_assert_int_eq(engine_set_state(v.eng, v.params, NULL, 0, &e), ERR_OK);
+			ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, 0, &res, &e), ERR_OK);
+			ck_assert_double_eq_tol(res.loss_l2, 0.5 * lambda * norm2, 1e-6 * norm2);
+			s = v.s;
+			struct parity_stats bad = env_parity(&v, NORM_L2_EVERY_RANK);
+			double gap;
+			enum parity_control want = parity_adapt_control_of(NORM_L2_EVERY_RANK, &s, &gap);
+			ck_assert_int_eq(want, avg ? PARITY_SAME : PARITY_DISTINCT);
+			ck_assert_msg(bad.pass == avg, "W=%d avg=%d: l2_every_rank %s", world, avg,
+				      bad.pass ? "passed" : "failed");
+			env_close(&v);
+		}
+	env_extra = "";
+}
+END_TEST
+
 START_TEST(injected_failure_releases_every_rank)
 {
 	struct env v;
@@ -1170,6 +1275,9 @@ int main(void)
 	tcase_add_test(tc, check_loss_counterexample);
 	tcase_add_test(tc, parity_over_worlds_accumulations_reduces_layouts);
 	tcase_add_test(tc, sum_and_avg_give_the_same_gradient);
+	tcase_add_test(tc, token_batching_parity_and_controls);
+	tcase_add_test(tc, token_batching_rank_with_no_microbatch);
+	tcase_add_test(tc, l2_term_once_per_window);
 	tcase_add_test(tc, negative_controls_fail_on_the_seed_imbalance);
 	tcase_add_test(tc, balanced_counts_hide_mean_of_means);
 	tcase_add_test(tc, controls_near_global_token_are_not_required);

@@ -495,6 +495,78 @@ START_TEST(test_state_round_trip)
 }
 END_TEST
 
+/* The ids of rank r in a window, sorted, into out; returns how many. */
+static int rank_ids_sorted(const struct window *w, int r, int *out)
+{
+	int k = 0;
+	for (int m = 0; m < w->micro; m++)
+		for (int i = 0; i < w->mb[r][m].n; i++)
+			out[k++] = w->mb[r][m].ids[i];
+	qsort(out, (size_t)k, sizeof *out, cmp_int);
+	return k;
+}
+
+/* Token batching re-cuts the same draw: each rank keeps its sequences; a microbatch holds
+ * at most the budget (or one longer sequence) and batch_size sequences, the next one's
+ * first sequence would not have fitted; slots past a rank's own count are empty; the rank
+ * of the long band runs more microbatches. A budget below every sequence gives each its
+ * own microbatch. */
+START_TEST(test_token_batching)
+{
+	struct settings s;
+	struct corpus c;
+	struct sampler by_seq, by_tok;
+	struct window ws, wt;
+	int a[64], b[64];
+	const int budget = 120;
+
+	for (int world = 2; world <= 3; world++) {
+		int more = 0;
+		data_settings(&s);
+		s.world = world;
+		build_ok(&s, &c);
+		sampler_ok(&by_seq, &c, &s);
+		s.batching = BATCHING_TOKENS;
+		s.micro_tokens = budget;
+		sampler_ok(&by_tok, &c, &s);
+		window_ok(&ws, &s);
+		window_ok(&wt, &s);
+		for (int win = 0; win < 20; win++) {
+			next_ok(&by_seq, &ws);
+			next_ok(&by_tok, &wt);
+			check_counts(&wt, &c);
+			ck_assert_int_eq(wt.N, ws.N);
+			for (int r = 0; r < world; r++) {
+				int k = rank_ids_sorted(&ws, r, a);
+				ck_assert_int_eq(rank_ids_sorted(&wt, r, b), k);
+				ck_assert_mem_eq(a, b, (size_t)k * sizeof *a);
+				for (int m = 0; m < wt.micro; m++) {
+					const struct microbatch *mb = &wt.mb[r][m];
+					ck_assert_int_eq(mb->n > 0, m < wt.rank_micro[r]);
+					ck_assert(mb->tokens <= budget || mb->n == 1);
+					ck_assert_int_le(mb->n, s.batch_size);
+					if (m + 1 < wt.rank_micro[r] && mb->n < s.batch_size)
+						ck_assert_int_gt(mb->tokens + corpus_supervised(
+							&c, wt.mb[r][m + 1].ids[0]), budget);
+				}
+			}
+			more += wt.rank_micro[world - 1] > wt.rank_micro[0];
+		}
+		ck_assert_int_gt(more, 10);
+		/* a budget below every sequence: one microbatch per sequence */
+		ck_assert_int_eq(window_pack_tokens(&wt, &c, 1, NULL), ERR_OK);
+		for (int r = 0; r < world; r++)
+			ck_assert_int_eq(wt.rank_micro[r], s.accumulation * s.batch_size);
+		check_counts(&wt, &c);
+		window_free(&ws);
+		window_free(&wt);
+		sampler_free(&by_seq);
+		sampler_free(&by_tok);
+		corpus_free(&c);
+	}
+}
+END_TEST
+
 START_TEST(test_pool_too_small)
 {
 	struct settings s;
@@ -552,6 +624,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_assign_empty_and_replan_bands);
 	tcase_add_test(tc, test_state_round_trip);
 	tcase_add_test(tc, test_pool_too_small);
+	tcase_add_test(tc, test_token_batching);
 	suite_add_tcase(s, tc);
 	return s;
 }

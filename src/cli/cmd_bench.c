@@ -20,10 +20,14 @@
  * seconds), shows how the costs grow with the shape. Figures go to
  * outputs/bench.json as well.
  *
- * Last, exact mode next to the default mode on the same window shape (W devices, W x
+ * Then exact mode next to the default mode on the same window shape (W devices, W x
  * accumulation microbatches of batch_size): the configured mode and the other one, its
  * shard order matching the plan (length with length_bands, balanced with balanced), so
  * the cost of exact mode's per-shard buffers and tree reads as a ratio of the two.
+ *
+ * Last, batching by sequences next to batching by tokens (train.micro_tokens) on the
+ * same draws: the microbatches each rank runs, the positions the padded layout lays out
+ * per supervised token, and the share of window time in collectives (waiting included).
  */
 #include "cmd_bench.h"
 
@@ -236,7 +240,27 @@ struct bench_result {
 	/* each rank's GEMM arithmetic over the timed windows, and the seconds it spent inside
 	 * them (CPU backend; 0 where GEMMs are only queued) */
 	double gemm_flop[MAX_WORLD], gemm_seconds[MAX_WORLD];
+	/* the microbatches each rank ran, and the positions the padded layout lays out
+	 * (each microbatch's sequences times its longest), over the timed windows */
+	int64_t micro[MAX_WORLD], padded;
 };
+
+/* Adds window w's microbatches per rank and padded-layout positions to b. */
+static void add_window_shape(const struct window *w, const struct corpus *c,
+			     struct bench_result *b)
+{
+	for (int r = 0; r < w->world; r++) {
+		b->micro[r] += w->rank_micro[r];
+		for (int m = 0; m < w->rank_micro[r]; m++) {
+			const struct microbatch *mb = &w->mb[r][m];
+			int longest = 0;
+			for (int k = 0; k < mb->n; k++)
+				if (corpus_len(c, mb->ids[k]) > longest)
+					longest = corpus_len(c, mb->ids[k]);
+			b->padded += (int64_t)mb->n * longest;
+		}
+	}
+}
 
 /* Adds the window's counts of the rank that issued most of each kind to *sum. */
 static void add_window_counts(const struct window_result *res, int world,
@@ -279,6 +303,7 @@ static int timed_windows(struct run *r, const struct settings *s, long warmup, l
 		b->coll += res.seconds_coll;
 		b->coll_mean += res.seconds_coll_mean;
 		add_window_counts(&res, s->world, &b->counts);
+		add_window_shape(&r->w, &r->corpus, b);
 		for (int q = 0; q < s->world; q++) {
 			b->gemm_flop[q] += res.rank_counts[q].gemm_flop;
 			b->gemm_seconds[q] += res.rank_counts[q].gemm_seconds;
@@ -488,6 +513,19 @@ static int sweep_point(const struct env *v, int hidden, int vocab, long windows,
 	return ERR_OK;
 }
 
+/* The timed windows of a comparison, under settings o of a run of its own. */
+static int bench_other(const struct env *v, const struct settings *o, long warmup,
+		       long windows, struct bench_result *b, struct err *e)
+{
+	struct env pv = *v;
+	struct run r;
+	pv.s = o;
+	ERR_TRY(run_open(&pv, &r, e));
+	int rc = bench_windows(&r, o, warmup, windows, 0.0, b, e);
+	run_close(&r);
+	return rc;
+}
+
 /* Settings for the other mode of the comparison, into *o; 0 when the window shape has
  * none (exact mode needs W a power of two and W x accumulation shards, a power of two up
  * to 64), with the reason in why. */
@@ -517,8 +555,6 @@ static int exact_vs_default(const struct env *v, const struct bench_result *conf
 			    long warmup, long windows, json_t **out, struct err *e)
 {
 	struct settings o;
-	struct env pv = *v;
-	struct run r;
 	struct bench_result other;
 	char why[160];
 	*out = NULL;
@@ -526,12 +562,7 @@ static int exact_vs_default(const struct env *v, const struct bench_result *conf
 		env_info(v, "bench: no exact-mode comparison: %s", why);
 		return ERR_OK;
 	}
-	pv.s = &o;
-	ERR_TRY(run_open(&pv, &r, e));
-	int rc = bench_windows(&r, &o, warmup, windows, 0.0, &other, e);
-	run_close(&r);
-	if (rc != ERR_OK)
-		return rc;
+	ERR_TRY(bench_other(v, &o, warmup, windows, &other, e));
 	const struct bench_result *ex = o.shards ? &other : configured;
 	const struct bench_result *df = o.shards ? configured : &other;
 	int k = o.shards ? o.shards : v->s->shards;
@@ -543,6 +574,70 @@ static int exact_vs_default(const struct env *v, const struct bench_result *conf
 	*out = json_pack("{s:i, s:f, s:f, s:f, s:f}", "shards", k, "exact_tokens_per_s",
 			 tokens_per_s(ex), "default_tokens_per_s", tokens_per_s(df), "ratio", ratio,
 			 "ratio_per_cpu_s", cpu_ratio);
+	return ERR_OK;
+}
+
+/* The other batching of the comparison, into *o; 0 when there is none (exact mode, or
+ * a share too large for token batching), with the reason in why. */
+static int other_batching(const struct settings *s, struct settings *o, char *why, size_t cap)
+{
+	*o = *s;
+	o->batching = s->batching == BATCHING_TOKENS ? BATCHING_SEQUENCES : BATCHING_TOKENS;
+	if (s->shards > 0)
+		snprintf(why, cap, "exact mode cuts fixed shards");
+	else if (s->accumulation * s->batch_size > SETTINGS_MAX_MICRO)
+		snprintf(why, cap, "accumulation x batch_size = %d sequences per rank, more than "
+			 "the %d microbatches token batching may need", s->accumulation *
+			 s->batch_size, SETTINGS_MAX_MICRO);
+	else
+		return 1;
+	return 0;
+}
+
+/* One side of the batching comparison as text: microbatches per rank and window, padded
+ * positions per supervised token, waiting, rate. */
+static void batching_text(const struct bench_result *b, int world, char *out, size_t cap)
+{
+	int at = snprintf(out, cap, "microbatches per rank");
+	for (int r = 0; r < world && at < (int)cap; r++)
+		at += snprintf(out + at, cap - (size_t)at, " %.1f", per_window(b, (uint64_t)b->micro[r]));
+	if (at < (int)cap)
+		snprintf(out + at, cap - (size_t)at, ", padded layout %.3f positions per supervised "
+			 "token, collectives %.1f%% of window time on the rank that waits most, %.0f "
+			 "tokens/s", b->tokens ? (double)b->padded / b->tokens : 0.0,
+			 100.0 * b->coll / b->seconds, tokens_per_s(b));
+}
+
+/* The configured batching next to the other one (sequences / tokens), on the same draws:
+ * how many microbatches each rank runs, how much the padded layout pads, how long the
+ * ranks wait for each other. */
+static int batching_vs_other(const struct env *v, const struct bench_result *configured,
+			     long warmup, long windows, json_t **out, struct err *e)
+{
+	struct settings o;
+	struct bench_result other;
+	char why[160], text[2][400];
+	*out = NULL;
+	if (!other_batching(v->s, &o, why, sizeof why)) {
+		env_info(v, "bench: no batching comparison: %s", why);
+		return ERR_OK;
+	}
+	ERR_TRY(bench_other(v, &o, warmup, windows, &other, e));
+	const struct bench_result *tok = o.batching == BATCHING_TOKENS ? &other : configured;
+	const struct bench_result *seq = o.batching == BATCHING_TOKENS ? configured : &other;
+	batching_text(seq, o.world, text[0], sizeof text[0]);
+	batching_text(tok, o.world, text[1], sizeof text[1]);
+	env_info(v, "bench: batching by sequences (plan %s, layout %s): %s",
+		 rank_split_name(o.rank_split), o.layout == LAYOUT_PADDED ? "padded" : "packed",
+		 text[0]);
+	env_info(v, "bench: batching by tokens (micro_tokens %d): %s", o.micro_tokens, text[1]);
+	*out = json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "micro_tokens", o.micro_tokens,
+			 "sequences_padded_per_token", (double)seq->padded / seq->tokens,
+			 "tokens_padded_per_token", (double)tok->padded / tok->tokens,
+			 "sequences_collective_share", seq->coll / seq->seconds,
+			 "tokens_collective_share", tok->coll / tok->seconds,
+			 "sequences_tokens_per_s", tokens_per_s(seq), "tokens_tokens_per_s",
+			 tokens_per_s(tok));
 	return ERR_OK;
 }
 
@@ -578,16 +673,19 @@ int cmd_bench(struct app *a, struct err *e)
 	for (int i = 0; i < 3 && rc == ERR_OK; i++)
 		for (int j = 0; j < 2 && rc == ERR_OK; j++)
 			rc = sweep_point(v, hiddens[i], vocabs[j], windows, points, e);
-	json_t *exact = NULL;
+	json_t *exact = NULL, *batching = NULL;
 	if (rc == ERR_OK)
 		rc = exact_vs_default(v, &b, warmup, windows, &exact, e);
+	if (rc == ERR_OK)
+		rc = batching_vs_other(v, &b, warmup, windows, &batching, e);
 	if (rc != ERR_OK) {
 		json_decref(points);
 		json_decref(gemm_ranks);
+		json_decref(exact);
 		return rc;
 	}
 	json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
-			      "s:f, s:f, s:f, s:f, s:f, s:f, s:o*, s:o, s:o*}",
+			      "s:f, s:f, s:f, s:f, s:f, s:f, s:o*, s:o, s:o*, s:o*}",
 			      "backend", backend, "world", s->world, "plan",
 			      rank_split_name(s->rank_split), "tokens",
 			      (json_int_t)b.tokens, "seconds", b.seconds, "cpu_seconds", b.cpu_seconds,
@@ -602,7 +700,7 @@ int cmd_bench(struct app *a, struct err *e)
 			      "syncs_per_window", per_window(&b, b.counts.syncs), "launches_per_window",
 			      per_window(&b, b.counts.launches), "copies_per_window",
 			      per_window(&b, b.counts.copies), "gemm_per_rank", gemm_ranks, "sweep",
-			      points, "exact_vs_default", exact);
+			      points, "exact_vs_default", exact, "batching", batching);
 	rc = env_write_json(v, output_name(OUT_BENCH), j, e);
 	json_decref(j);
 	return rc;

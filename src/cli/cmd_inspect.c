@@ -228,7 +228,7 @@ static int do_window(struct inspect *in, int argc, char **argv, struct err *e)
 	       (long long)in->t.step + 1, w->world, w->micro, rank_split_name(a->s.rank_split),
 	       norm_mode_name(in->t.mode), reduce_name(a));
 	for (int r = 0; r < w->world; r++)
-		for (int m = 0; m < w->micro; m++) {
+		for (int m = 0; m < w->rank_micro[r]; m++) {
 			const struct microbatch *mb = &w->mb[r][m];
 			char ids[1024], nums[160];
 			size_t len = 0;
@@ -236,9 +236,9 @@ static int do_window(struct inspect *in, int argc, char **argv, struct err *e)
 			for (int j = 0; j < mb->n && len < sizeof ids; j++)
 				len += snprintf(ids + len, sizeof ids - len, "%s%d", j ? " " : "",
 						mb->ids[j]);
-			double c = norm_factor_k(in->t.mode, k, w->world, w->micro, w->N,
+			double c = norm_factor_k(in->t.mode, k, w->world, w->rank_micro[r], w->N,
 						 w->rank_tokens[r], mb->tokens);
-			factor_numbers(in->t.mode, k, w->world, w->micro, w->N, w->rank_tokens[r],
+			factor_numbers(in->t.mode, k, w->world, w->rank_micro[r], w->N, w->rank_tokens[r],
 				       mb->tokens, nums, sizeof nums);
 			printf("window: rank %d microbatch %d: sequences [%s], %lld supervised tokens, "
 			       "c = %s = %.6e%s\n", r, m, ids, (long long)mb->tokens, nums, c,
@@ -265,11 +265,11 @@ static int do_window(struct inspect *in, int argc, char **argv, struct err *e)
 	       1.0 / (double)w->N);
 	int off = 0;
 	for (int r = 0; r < w->world; r++)
-		for (int m = 0; m < w->micro; m++) {
+		for (int m = 0; m < w->rank_micro[r]; m++) {
 			const struct microbatch *mb = &w->mb[r][m];
 			if (mb->tokens == 0)
 				continue;
-			double c = norm_factor_k(in->t.mode, k, w->world, w->micro, w->N,
+			double c = norm_factor_k(in->t.mode, k, w->world, w->rank_micro[r], w->N,
 						 w->rank_tokens[r], mb->tokens);
 			double ratio = c / k * (double)w->N;
 			if (fabs(ratio - 1.0) > 1e-12) {

@@ -32,6 +32,7 @@ void inspect_rank_share(const struct window *w, int rank, struct window *share)
 	share->world = 1;
 	for (int m = 0; m < w->micro; m++)
 		share->mb[0][m] = w->mb[rank][m];
+	share->rank_micro[0] = w->rank_micro[rank];
 	share->rank_tokens[0] = w->rank_tokens[rank];
 }
 

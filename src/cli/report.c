@@ -67,8 +67,9 @@ static json_t *parity_mode_json(const struct parity_mode_result *m)
 json_t *parity_json(const struct parity_result *r)
 {
 	json_t *modes = json_array();
-	for (int mode = 0; mode < NORM_COUNT; mode++)
-		json_array_append_new(modes, parity_mode_json(&r->modes[mode]));
+	for (int mode = 0; mode < NORM_MODES; mode++)
+		if (r->modes[mode].present)
+			json_array_append_new(modes, parity_mode_json(&r->modes[mode]));
 	json_t *bitwise = NULL;
 	if (r->shards > 0) /* exact mode: the bit-for-bit comparison */
 		bitwise = json_pack("{s:i, s:s, s:I, s:I, s:b}", "shards", r->shards, "shard_order",
@@ -174,8 +175,10 @@ static void md_parity(FILE *f, const struct parity_result *r)
 		r->rtol);
 	fprintf(f, "| normalization | components | max abs error | max rel error | outside "
 		"tolerance | result |\n|---|---:|---:|---:|---:|---|\n");
-	for (int mode = 0; mode < NORM_COUNT; mode++) {
+	for (int mode = 0; mode < NORM_MODES; mode++) {
 		const struct parity_mode_result *m = &r->modes[mode];
+		if (!m->present)
+			continue;
 		fprintf(f, "| %s | %zu | %.3e | %.3e | %zu | %s |\n", norm_mode_name(mode),
 			m->st.components, m->st.max_abs, m->st.max_rel, m->st.outside,
 			parity_verdict_text(m->verdict));
@@ -218,6 +221,36 @@ static void md_gradient(FILE *f, const struct report *p)
 		em->local.max_abs);
 	if (p->have_exercise)
 		md_exercise(f, &p->exercise);
+}
+
+/* The adaptations configured (docs/adaptations.md), each with what window 1 made of it;
+ * nothing when none is. */
+static void md_adaptations(FILE *f, const struct app *a, const struct report *p)
+{
+	const struct settings *s = &a->s;
+	const struct reference_result *ref = &p->parity.ref;
+	if (s->batching != BATCHING_TOKENS && s->l2 <= 0)
+		return;
+	fprintf(f, "## Adaptations (docs/adaptations.md)\n\n");
+	if (s->batching == BATCHING_TOKENS && p->have_parity) {
+		fprintf(f, "- Token batching: microbatches of at most %d supervised positions; on "
+			"window 1 the ranks ran", s->micro_tokens);
+		for (int q = 0; q < ref->w.world; q++)
+			fprintf(f, "%s %d", q ? "," : "", ref->w.rank_micro[q]);
+		fprintf(f, " microbatches (N = %lld is unchanged: the factor k / N needs no "
+			"microbatch count).\n", (long long)ref->w.N);
+	}
+	if (s->l2 > 0 && p->have_parity) {
+		const struct parity_mode_result *m = &p->parity.modes[NORM_L2_EVERY_RANK];
+		fprintf(f, "- l2 term: lambda = %g, lambda / 2 ||theta||^2 = %.6f of window 1's loss "
+			"%.6f; its gradient lambda theta has norm %.3e, %.1f%% of the reference "
+			"gradient's %.3e; added by %s before the gradient collective. Control "
+			"l2_every_rank: %s.\n", s->l2, ref->loss_l2, ref->loss, ref->l2_grad_l2,
+			100.0 * ref->l2_grad_l2 / ref->grad_l2, ref->grad_l2,
+			s->reduce == COLL_AVG ? "every rank (reduce avg)" : "rank 0 alone (reduce sum)",
+			parity_verdict_text(m->verdict));
+	}
+	fprintf(f, "\n");
 }
 
 /* Exact mode: the same checkpoint resumed on other device counts. */
@@ -321,6 +354,7 @@ static int write_md(struct app *a, const struct report *p, struct err *e)
 		return ERR_ERRNO(e, "open_memstream");
 	md_header(f, a, p);
 	md_gradient(f, p);
+	md_adaptations(f, a, p);
 	md_resume_eval(f, a, p);
 	md_timing(f, p);
 	if (fclose(f) != 0) {

@@ -93,6 +93,17 @@ static int dump_mode(void *arg, const struct run *r, int mode, struct err *e)
 
 /* ---- the step ------------------------------------------------------------------------- */
 
+/* ", M microbatches" under token batching, where ranks run different numbers of them */
+static const char *micro_text(const struct app *a, const struct window *w, int rank)
+{
+	static _Thread_local char text[48];
+	text[0] = '\0';
+	if (a->s.batching == BATCHING_TOKENS)
+		snprintf(text, sizeof text, ", %d microbatch%s", w->rank_micro[rank],
+			 w->rank_micro[rank] == 1 ? "" : "es");
+	return text;
+}
+
 static void parity_print(const struct app *a, const struct parity_result *p)
 {
 	const struct window *w = &p->ref.w;
@@ -107,12 +118,15 @@ static void parity_print(const struct app *a, const struct parity_result *p)
 		 "N = %lld, S = %lld", p->world, p->accumulation, p->reduce_avg ? "avg" : "sum", split,
 		 p->unit == UNIT_SEQUENCE ? "sequence" : "token", (long long)w->N, (long long)w->S);
 	for (int q = 0; q < p->world; q++)
-		env_info(&a->env, "parity:   rank %d: %lld supervised tokens in %lld sequences", q,
-			 (long long)w->rank_tokens[q], (long long)w->rank_sequences[q]);
+		env_info(&a->env, "parity:   rank %d: %lld supervised tokens in %lld sequences%s", q,
+			 (long long)w->rank_tokens[q], (long long)w->rank_sequences[q],
+			 micro_text(a, w, q));
 	env_info(&a->env, "parity: %-20s %10s %12s %12s %9s  %s", "normalization", "components",
 		 "max abs err", "max rel err", "outside", "result");
-	for (int mode = 0; mode < NORM_COUNT; mode++) {
+	for (int mode = 0; mode < NORM_MODES; mode++) {
 		const struct parity_mode_result *m = &p->modes[mode];
+		if (!m->present)
+			continue;
 		env_info(&a->env, "parity: %-20s %10zu %12.3e %12.3e %9zu  %s", norm_mode_name(mode),
 			 m->st.components, m->st.max_abs, m->st.max_rel, m->st.outside,
 			 parity_verdict_text(m->verdict));

@@ -90,12 +90,15 @@ static int on_rank0(struct engine *eng, rank_op op, void *arg, struct err *e)
 
 /* A window's uploads under settings s (each microbatch's batch, or each sequence's with
  * the sequence unit, padded to 256 bytes), which nothing waits for in between; rank 0
- * runs all K shards for exact mode's reference. */
+ * runs all K shards for exact mode's reference, token batching at most one microbatch
+ * per sequence. */
 static size_t upload_bytes(const struct model_shape *m, const struct settings *s)
 {
 	size_t batch = model_upload_bytes(m, max_batch_rows(m, s));
 	size_t steps = s->unit == UNIT_SEQUENCE ? (size_t)s->batch_size : 1;
 	size_t micro = (size_t)(s->shards > s->accumulation ? s->shards : s->accumulation);
+	if (s->batching == BATCHING_TOKENS) /* up to a microbatch per sequence of the share */
+		micro = (size_t)s->accumulation * (size_t)s->batch_size;
 	return (batch + 512 * steps) * micro;
 }
 
@@ -117,6 +120,10 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	ERR_TRY(d->ops->alloc(d, bytes * (size_t)optim_state_vectors(eng->made.optimizer),
 			      (void **)&r->opt_state, e));
 	ERR_TRY(d->ops->alloc(d, sizeof(double) * ENGINE_LOSS_SLOTS, (void **)&r->loss_slots, e));
+	const float unit[2] = {1.0f, 0.0f};
+	ERR_TRY(d->ops->alloc(d, sizeof unit, (void **)&r->terms, e));
+	ERR_TRY(d->ops->upload(d, r->terms, unit, sizeof unit, e));
+	ERR_TRY(d->ops->sync(d, e));
 	ERR_TRY(model_ws_create(d, m, rows, &r->ws, e));
 	ERR_TRY(model_batch_alloc(m, rows, &r->batch, e));
 	return tree_replica_alloc(eng, r, e);
@@ -132,8 +139,8 @@ static int replica_destroy(struct engine *eng, struct replica *r, void *arg, str
 	r->ws = NULL;
 	r->batch = NULL;
 	tree_replica_release(r);
-	void *bufs[] = {r->params, r->grads, r->opt_state, r->loss_slots};
-	for (int i = 0; i < 4; i++)
+	void *bufs[] = {r->params, r->grads, r->opt_state, r->loss_slots, r->terms};
+	for (int i = 0; i < 5; i++)
 		if (bufs[i])
 			r->dev->ops->release(r->dev, bufs[i]);
 	dev_destroy(r->dev);
@@ -399,6 +406,7 @@ struct rank_outcome {
 struct window_shared {
 	const struct window *w;
 	int mode, flags;
+	double l2_term; /* lambda / 2 ||theta||^2 at the window's parameters (local rank 0) */
 	double loss_sum[MAX_WORLD];
 	int rejected[MAX_WORLD];
 	uint64_t param_fingerprint[MAX_WORLD];
@@ -449,7 +457,7 @@ static int accumulate_micro(struct engine *eng, struct window_shared *ws, struct
 	const struct window *w = ws->w;
 	const struct settings *s = &eng->s;
 	int avg = s->reduce == COLL_AVG;
-	for (int m = 0; m < w->micro; m++) {
+	for (int m = 0; m < w->rank_micro[r->rank]; m++) {
 		const struct microbatch *mb = &w->mb[r->rank][m];
 		ERR_TRY(engine_micro_begin(eng, r->rank, w, m, e));
 		if (s->unit == UNIT_SEQUENCE) {
@@ -573,6 +581,22 @@ static int optimizer_step(struct engine *eng, struct replica *r, double *norm, d
 			   eng->updates_done == 0, r->params, r->grads, r->opt_state, e);
 }
 
+/* The l2 term, before the gradient collective: its gradient lambda theta must reach the
+ * reduced gradient once. Under avg every rank adds it (the collective's mean of W
+ * copies is one); under sum rank 0 alone does: the sum then holds it once, the same
+ * float lambda theta the reference adds, where lambda theta / W on every rank would
+ * round W times (W = 3: 1/3 is no binary fraction). The control l2_every_rank adds it on
+ * every rank whatever the reduce. Local rank 0 also evaluates the term for the loss. */
+static int window_l2(struct engine *eng, struct replica *r, struct window_shared *ws,
+		     struct err *e)
+{
+	if (eng->s.reduce == COLL_AVG || r->rank == 0 || ws->mode == NORM_L2_EVERY_RANK)
+		ERR_TRY(engine_l2_add(eng, r, e));
+	if (r->local == 0)
+		ERR_TRY(engine_l2_value(eng, r, &ws->l2_term, e));
+	return ERR_OK;
+}
+
 static int window_work(struct engine *eng, struct replica *r, struct window_shared *ws,
 		       struct err *e)
 {
@@ -608,6 +632,7 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 	}
 	r->loss_sum = local;
 	ws->loss_sum[rank] = sum;
+	ERR_TRY(window_l2(eng, r, ws, e));
 
 	if (ws->flags & ENGINE_CAPTURE_LOCAL)
 		ERR_TRY(o->download(d, eng->host_local[rank], r->grads, n * sizeof(float), e));
@@ -701,7 +726,8 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 					   "window %lld: replica %d's parameters differ from rank 0's",
 					   window_number(w), r);
 	res->loss_sum = out[0].loss_sum;
-	res->loss = out[0].loss_sum / (double)norm_unit_count(eng->s.unit, w);
+	res->loss_l2 = ws.l2_term;
+	res->loss = out[0].loss_sum / (double)norm_unit_count(eng->s.unit, w) + ws.l2_term;
 	if (flags & ENGINE_CAPTURE_REDUCED) {
 		double g2 = 0.0;
 		for (size_t i = 0; i < eng->shape.n_params; i++)
@@ -722,7 +748,7 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 struct ref_arg {
 	const struct window *w;
 	float *host_grad;
-	double loss_sum;
+	double loss_sum, l2_term;
 };
 
 static int reference(struct engine *eng, struct replica *r, void *arg, struct err *e)
@@ -741,7 +767,7 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 	ERR_TRY(d->ops->zero(d, r->loss_slots, sizeof(double), e));
 	float c = (float)(1.0 / (double)w->N);
 	for (int q = 0; q < w->world; q++)
-		for (int m = 0; m < w->micro; m++) {
+		for (int m = 0; m < w->rank_micro[q]; m++) {
 			const struct microbatch *mb = &w->mb[q][m];
 			ERR_TRY(pool_mark(eng->pool, r->local, "reference microbatch",
 					  q * w->micro + m + 1, e));
@@ -754,6 +780,8 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 			ERR_TRY(model_step(r->ws, r->params, r->grads, r->batch, c, 1.0,
 					       r->loss_slots, e));
 		}
+	ERR_TRY(engine_l2_add(eng, r, e)); /* once, on the one device */
+	ERR_TRY(engine_l2_value(eng, r, &a->l2_term, e));
 	ERR_TRY(engine_loss_read(r, 1, &a->loss_sum, e));
 	return d->ops->download(d, a->host_grad, r->grads, n * sizeof(float), e);
 }
@@ -761,12 +789,12 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 int engine_reference(struct engine *eng, const struct window *w, float *host_grad,
 		     double *loss, struct err *e)
 {
-	struct ref_arg a = {w, host_grad, 0.0};
+	struct ref_arg a = {w, host_grad, 0.0, 0.0};
 	if (w->N <= 0)
 		return ERR(e, ERR_EMPTY, "window %lld has no supervised token: no reference mean",
 			   window_number(w));
 	ERR_TRY(on_rank0(eng, reference, &a, e));
-	*loss = a.loss_sum / (double)norm_unit_count(eng->s.unit, w);
+	*loss = a.loss_sum / (double)norm_unit_count(eng->s.unit, w) + a.l2_term;
 	return ERR_OK;
 }
 

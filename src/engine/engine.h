@@ -51,7 +51,8 @@ struct window_result {
 	double rank_loss_sum[MAX_WORLD];
 	double rank_seconds_coll[MAX_WORLD]; /* each rank's time inside collectives */
 	double loss_sum;   /* global sum of token losses */
-	double loss;       /* loss_sum / N (the global token mean) */
+	double loss;       /* loss_sum / N (the global token mean), plus loss_l2 */
+	double loss_l2;    /* the l2 term lambda / 2 ||theta||^2 (train.l2; 0 without) */
 	double grad_norm;  /* L2 norm of the reduced gradient (when captured, or with
 			      clipping: the norm it clipped by), before clipping */
 	double clip_factor; /* what clipping multiplied the gradient by (1: not clipped) */

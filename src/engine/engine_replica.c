@@ -30,3 +30,26 @@ int engine_loss_read(struct replica *r, int count, double *loss, struct err *e)
 	*loss = v[0];
 	return ERR_OK;
 }
+
+int engine_l2_add(struct engine *eng, struct replica *r, struct err *e)
+{
+	int n = (int)eng->shape.n_params; /* within int: the model's ws_check_size */
+	if (eng->s.l2 <= 0.0)
+		return ERR_OK;
+	return r->dev->ops->gemm(r->dev, 0, 0, 1, n, 1, (float)eng->s.l2, r->terms, 1, r->params,
+				 n, 1.0f, r->grads, n, e);
+}
+
+int engine_l2_value(struct engine *eng, struct replica *r, double *value, struct err *e)
+{
+	int n = (int)eng->shape.n_params;
+	double norm2 = 0.0;
+	*value = 0.0;
+	if (eng->s.l2 <= 0.0)
+		return ERR_OK;
+	ERR_TRY(r->dev->ops->gemm(r->dev, 0, 1, 1, 1, n, 1.0f, r->params, n, r->params, n, 0.0f,
+				  r->terms + 1, 1, e));
+	ERR_TRY(r->dev->ops->sum(r->dev, 1, r->terms + 1, &norm2, e));
+	*value = 0.5 * eng->s.l2 * norm2;
+	return ERR_OK;
+}

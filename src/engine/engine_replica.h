@@ -38,6 +38,9 @@ struct replica {
 	/* device doubles the microbatches add their loss sums to (slot 0; exact mode: one
 	 * per shard), read back once per window */
 	double *loss_slots;
+	/* the objective's extra terms (engine_l2_add): terms[0] = 1, the unit operand of the
+	 * GEMMs that add lambda theta and form ||theta||^2 in terms[1] */
+	float *terms;
 	struct model_ws *ws;              /* the model's, on the device */
 	struct model_batch *batch;        /* the model's, on the host */
 	/* per-window output */
@@ -71,6 +74,11 @@ struct engine {
 /* Reads r's first `count` loss slots back from the device (one wait) and adds them in the
  * pairwise tree (count a power of two; 1: the slot itself) into *loss. */
 int engine_loss_read(struct replica *r, int count, double *loss, struct err *e);
+/* grads += lambda theta on r's device (train.l2 = lambda; nothing when 0), one rounding
+ * per component: a GEMM of the 1 x 1 unit by the parameters' row, beta 1. */
+int engine_l2_add(struct engine *eng, struct replica *r, struct err *e);
+/* *value = lambda / 2 ||theta||^2 of r's parameters (0 when train.l2 = 0; waits). */
+int engine_l2_value(struct engine *eng, struct replica *r, double *value, struct err *e);
 /* Marks microbatch or shard m (from 0) of window w as rank's operation for the pool's
  * watchdog, and runs the hang injection where it is the chosen one. */
 int engine_micro_begin(struct engine *eng, int rank, const struct window *w, int m,

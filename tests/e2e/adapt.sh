@@ -1,0 +1,39 @@
+# The adaptations of the objective and of the batching, end to end.
+# Token batching (train.batching = tokens) on the length-band plan with W = 2 and 3: the
+# ranks run different numbers of microbatches, and the whole protocol still holds
+# (parity with every control caught, the empty-window checks, a bit-identical resume);
+# conf/adapt-tokens.ini's parity at its own size; exact mode refuses token batching.
+set -eu
+. "$E2E/json.sh"
+for w in 2 3; do
+	"$DDPTOK" "$CONF/tiny.ini" --set devices.world=$w --set train.batching=tokens \
+		--set train.micro_tokens=12 --set run.outputs=o$w --set run.artifacts=a$w \
+		> tok$w.txt 2>&1 || { cat tok$w.txt; echo "FAIL: token batching, W = $w"; exit 1; }
+	r=o$w/report.json
+	jcheck $r 'd["ok"] is True and d["resume"]["bit_identical"] is True'
+	jcheck $r 'all(m["required"] and not m["pass"] for m in d["parity"]["modes"]
+		if m["negative_control"])'
+	jcheck $r 'd["empty_window"]["declined_by_all_ranks"] and
+		d["empty_window"]["local_empty_rank_matches"]'
+	# the last rank (longest band) runs more microbatches than rank 0
+	jcheck o$w/parity.json 'len(d["window"]["ranks"][-1]["microbatches"]) >
+		len(d["window"]["ranks"][0]["microbatches"])'
+	grep -q "^parity:   rank 0: .* microbatch" tok$w.txt
+done
+for w in 2 3; do
+	"$DDPTOK" "$CONF/adapt-tokens.ini" parity --set devices.backend=cpu --set devices.world=$w \
+		--set run.outputs=p$w > p$w.txt 2>&1 || { cat p$w.txt; echo "FAIL: adapt-tokens, W = $w"; exit 1; }
+done
+# the l2 term under sum on 3 ranks: the protocol holds, its control is caught
+"$DDPTOK" "$CONF/tiny.ini" --set devices.world=3 --set devices.reduce=sum --set train.l2=0.01 \
+	--set run.outputs=ol --set run.artifacts=al > l2.txt 2>&1 || { cat l2.txt; echo "FAIL: l2"; exit 1; }
+jcheck ol/report.json 'd["ok"] is True and d["resume"]["bit_identical"] is True'
+jcheck ol/report.json 'mode("l2_every_rank")["required"] and not mode("l2_every_rank")["pass"]'
+grep -q '"loss_l2"' ol/train-stop.jsonl
+# without the term its control does not exist
+jcheck o2/parity.json 'all(m["normalization"] != "l2_every_rank" for m in d["modes"])'
+if "$DDPTOK" "$CONF/exact.ini" parity --set train.batching=tokens > exact.txt 2>&1; then
+	echo "FAIL: exact mode accepted token batching"; exit 1
+fi
+grep -q "batching = tokens.*exact mode" exact.txt
+echo "token batching: parity, controls, empty windows and resume hold on W = 2 and 3"
