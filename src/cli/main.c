@@ -690,6 +690,11 @@ static int process_log(const struct command *cmd, struct app *a, struct err *e)
 	}
 	ERR_TRY(env_dir_ready(a->s.outputs, "[run] outputs", e));
 	ERR_TRY(fsx_join(path, sizeof path, a->s.outputs, "log.txt", e));
+	/* the launcher's stdout channel of this process stays open (a copy of the descriptor
+	 * is kept for the life of the process): Open MPI's mpirun crashed relaying the
+	 * abort of a process whose channel had been closed by the redirection */
+	if (dup(STDOUT_FILENO) < 0)
+		return ERR_ERRNO(e, "cannot keep this process's stdout channel");
 	if (!freopen(path, "w", stdout))
 		return ERR_ERRNO(e, "%s: cannot write this process's log", path);
 	return ERR_OK;
