@@ -88,6 +88,7 @@ struct settings {
 	int layers, heads, width; /* gpt */
 	int layout;      /* enum layout_kind */
 	int model_vocab; /* [model] vocab: the files' ids (0: largest id + 1) */
+	char model_init[512]; /* [model] init: "" (seeded) or llmc:FILE (gpt_llmc.h) */
 
 	/* [train] */
 	int updates, stop_at, accumulation, batch_size;

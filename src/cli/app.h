@@ -24,7 +24,8 @@
 struct app_opts {
 	const char *dump_dir;   /* parity --dump DIR */
 	const char *resume_dir; /* train/inspect --resume DIR */
-	const char *checkpoint; /* evaluate --checkpoint DIR */
+	const char *checkpoint; /* evaluate, export, sample --checkpoint DIR */
+	const char *llmc;       /* export --llmc FILE */
 	const char *scope;      /* clean --scope generated|checkpoints|partial|all */
 	int continuous;         /* train --continuous */
 	int dry_run;            /* clean --dry-run */

@@ -18,10 +18,7 @@
 #include "train_runs.h"
 #include "world.h"
 
-/* The checkpoint to evaluate, chosen on process 0 (the others take process 0's): the one
- * --checkpoint names or the newest valid one of the directory it names, else the latest
- * run's newest valid one; NULL (*dir) when there is no run: evaluate.c's own choice. */
-static int choose(struct app *a, const char **dir, struct train_plan *plan, struct err *e)
+int cmd_evaluate_choose(struct app *a, const char **dir, struct train_plan *plan, struct err *e)
 {
 	char runs[FSX_PATH_MAX], link[FSX_PATH_MAX];
 	*dir = a->o.checkpoint;
@@ -44,7 +41,7 @@ int cmd_evaluate(struct app *a, struct err *e)
 	struct train_plan plan;
 	const char *dir = NULL;
 	int rc;
-	if ((rc = env_outputs_ready(&a->env, e)) || (rc = choose(a, &dir, &plan, e)) ||
+	if ((rc = env_outputs_ready(&a->env, e)) || (rc = cmd_evaluate_choose(a, &dir, &plan, e)) ||
 	    (rc = train_evaluate(&a->env, dir, &ev, e)))
 		return rc;
 	if (world_get()->proc > 0)

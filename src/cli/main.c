@@ -26,6 +26,7 @@
 #include "cmd_env.h"
 #include "cmd_evaluate.h"
 #include "cmd_exercise.h"
+#include "cmd_export.h"
 #include "cmd_inspect.h"
 #include "cmd_parity.h"
 #include "cmd_prepare.h"
@@ -54,6 +55,7 @@ enum {
 	OPT_CHECK = 1 << 9,
 	OPT_SWAP = 1 << 10,
 	OPT_HANG = 1 << 11,
+	OPT_LLMC = 1 << 12,
 };
 
 struct option_row {
@@ -77,9 +79,11 @@ static const struct option_row options[] = {
 	{"continuous", no_argument, 'c', OPT_CONTINUOUS, "--continuous",
 	 "train: run 0 -> updates, past a planned stop ([train] stop_at)"},
 	{"checkpoint", required_argument, 'k', OPT_CHECKPOINT, "--checkpoint DIR",
-	 "evaluate: a checkpoint, or `latest` or a directory of checkpoints\n"
-	 "(its newest valid one; default: the latest run's, else the newest\n"
-	 "of checkpoints/ and continuous/)"},
+	 "evaluate, export, sample: a checkpoint, or `latest` or a directory\n"
+	 "of checkpoints (its newest valid one; default: the latest run's,\n"
+	 "else, for evaluate, the newest of checkpoints/ and continuous/)"},
+	{"llmc", required_argument, 'L', OPT_LLMC, "--llmc FILE",
+	 "export: the llm.c GPT-2 model file to write"},
 	{"scope", required_argument, 'S', OPT_SCOPE, "--scope S",
 	 "clean: generated, checkpoints, partial or all (default generated)"},
 	{"dry-run", no_argument, 'n', OPT_DRY_RUN, "--dry-run", "clean: list what would be removed"},
@@ -183,6 +187,12 @@ static const struct command commands[] = {
 	 "(default: the newest valid one of the latest run), naming its run and step;\n"
 	 "printed and written to evaluate.json.",
 	 "evaluate --checkpoint artifacts/runs/latest", 0, NULL},
+	{"export", cmd_export, OPT_CHECKPOINT | OPT_LLMC, 0,
+	 "a gpt checkpoint as an llm.c GPT-2 model file --llmc FILE [--checkpoint DIR]",
+	 "Writes a gpt checkpoint's weights (default: the newest valid one of the latest run)\n"
+	 "in llm.c's GPT-2 model file format (float32, version 3), which llm.c's trainer and\n"
+	 "[model] init = llmc:FILE start from; the file is replaced atomically (docs/gpt.md).",
+	 "export --llmc gpt.bin", 0, "the checkpoint is process 0's, on its host"},
 	{"checkpoints", cmd_checkpoints, 0, 0,
 	 "verify every checkpoint under the artifacts directory",
 	 "Verifies every checkpoint under [run] artifacts (manifest, sizes, digests, then its\n"
@@ -402,6 +412,7 @@ static int take_option(struct cli *cli, int val, char *arg)
 	case 'r': o->resume_dir = arg; break;
 	case 'c': o->continuous = 1; break;
 	case 'k': o->checkpoint = arg; break;
+	case 'L': o->llmc = arg; break;
 	case 'S': o->scope = arg; break;
 	case 'n': o->dry_run = 1; break;
 	case 'D': o->inject_drift = 1; break;

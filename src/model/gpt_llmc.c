@@ -1,0 +1,218 @@
+/*
+ * gpt_llmc: llm.c's GPT-2 model file, written from and read into the GPT's flat parameter
+ * vector (see gpt_llmc.h). The GPT's tensors are already in llm.c's order, so only the
+ * two tables with a row count of their own (wte: the vocabulary, padded; wpe: the
+ * positions) are copied row by row; the rest is one contiguous block.
+ */
+#include "gpt_llmc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "corpus_core.h"
+#include "fsx.h"
+#include "gpt_shape.h"
+
+/* Sizes past these are damage, refused before any product can overflow. */
+#define LLMC_MAX_ROWS (1 << 24)
+#define LLMC_MAX_WIDTH (1 << 16)
+#define LLMC_MAX_LAYERS 1024
+
+int gpt_llmc_reserved(int source)
+{
+	return (int)-corpus_user_id(source, 0);
+}
+
+/* floats of the per-layer and final tensors: everything after wte and wpe */
+static uint64_t block_floats(uint64_t layers, uint64_t width)
+{
+	return layers * (12 * width * width + 13 * width) + 2 * width;
+}
+
+static int round_vocab(int v)
+{
+	return (v + GPT_LLMC_VOCAB_ROUND - 1) / GPT_LLMC_VOCAB_ROUND * GPT_LLMC_VOCAB_ROUND;
+}
+
+static int write_rows(struct fsx_writer *w, const float *rows, size_t n, size_t width,
+		      struct err *e)
+{
+	return n ? fsx_writer_write(w, rows, n * width * sizeof(float), e) : ERR_OK;
+}
+
+static int write_body(struct fsx_writer *w, const struct model_shape *m, int reserved,
+		      const float *params, struct err *e)
+{
+	size_t c = (size_t)GPT_C(m), users = (size_t)(m->vocab - reserved);
+	size_t pad = (size_t)round_vocab((int)users) - users;
+	const float *wte = params + m->p[GPT_WTE].offset + (size_t)reserved * c;
+	ERR_TRY(write_rows(w, wte, users, c, e));
+	float zero[256] = {0};
+	for (size_t i = 0; i < pad * c; i += 256) {
+		size_t k = pad * c - i < 256 ? pad * c - i : 256;
+		ERR_TRY(fsx_writer_write(w, zero, k * sizeof(float), e));
+	}
+	size_t rest = m->p[GPT_WPE].offset;
+	return write_rows(w, params + rest, m->n_params - rest, 1, e);
+}
+
+int gpt_llmc_write(const char *path, const struct model_shape *m, int reserved,
+		   const float *params, struct err *e)
+{
+	int32_t header[GPT_LLMC_HEADER] = {0};
+	header[0] = GPT_LLMC_MAGIC;
+	header[1] = GPT_LLMC_VERSION;
+	header[2] = GPT_T(m);
+	header[3] = m->vocab - reserved;
+	header[4] = GPT_L(m);
+	header[5] = GPT_H(m);
+	header[6] = GPT_C(m);
+	header[7] = round_vocab(m->vocab - reserved);
+	struct fsx_writer w;
+	int rc;
+	if ((rc = fsx_writer_open(&w, path, e)) ||
+	    (rc = fsx_writer_write(&w, header, sizeof header, e)) ||
+	    (rc = write_body(&w, m, reserved, params, e)) || (rc = fsx_writer_commit(&w, e))) {
+		fsx_writer_abort(&w);
+		err_prefix(e, "llm.c model file %s", path);
+	}
+	return rc;
+}
+
+/* ERR_DATA unless 1 <= value <= most, naming the file and the field */
+static int check_field(const char *path, const char *field, int value, int most, struct err *e)
+{
+	if (value < 1 || value > most)
+		return ERR(e, ERR_DATA, "llm.c model file %s: header field %s = %d is outside "
+			   "1 .. %d", path, field, value, most);
+	return ERR_OK;
+}
+
+static int check_header(const char *path, const int32_t *hd, struct gpt_llmc_header *h,
+			struct err *e)
+{
+	if (hd[0] != GPT_LLMC_MAGIC)
+		return ERR(e, ERR_DATA, "llm.c model file %s: magic %d, expected %d (not an llm.c "
+			   "GPT-2 model file)", path, hd[0], GPT_LLMC_MAGIC);
+	if (hd[1] != GPT_LLMC_VERSION)
+		return ERR(e, ERR_DATA, "llm.c model file %s: version %d, expected %d (float32 "
+			   "weights; version 5 is bfloat16, which is not read)", path, hd[1],
+			   GPT_LLMC_VERSION);
+	*h = (struct gpt_llmc_header){hd[2], hd[3], hd[4], hd[5], hd[6], hd[7]};
+	ERR_TRY(check_field(path, "maxT", h->max_t, LLMC_MAX_ROWS, e));
+	ERR_TRY(check_field(path, "V", h->vocab, LLMC_MAX_ROWS, e));
+	ERR_TRY(check_field(path, "L", h->layers, LLMC_MAX_LAYERS, e));
+	ERR_TRY(check_field(path, "NH", h->heads, LLMC_MAX_WIDTH, e));
+	ERR_TRY(check_field(path, "C", h->width, LLMC_MAX_WIDTH, e));
+	ERR_TRY(check_field(path, "Vp", h->padded_vocab, LLMC_MAX_ROWS, e));
+	if (h->padded_vocab < h->vocab)
+		return ERR(e, ERR_DATA, "llm.c model file %s: header field Vp = %d is below V = %d",
+			   path, h->padded_vocab, h->vocab);
+	return ERR_OK;
+}
+
+int gpt_llmc_read_header(const char *path, struct gpt_llmc_header *h, struct err *e)
+{
+	int32_t hd[GPT_LLMC_HEADER];
+	struct stat st;
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return ERR(e, ERR_IO, "llm.c model file %s: %s", path, strerror(errno));
+	size_t got = fread(hd, sizeof(int32_t), GPT_LLMC_HEADER, f);
+	int fstat_rc = fstat(fileno(f), &st);
+	fclose(f);
+	if (fstat_rc)
+		return ERR(e, ERR_IO, "llm.c model file %s: %s", path, strerror(errno));
+	if (got != GPT_LLMC_HEADER)
+		return ERR(e, ERR_DATA, "llm.c model file %s: truncated: %lld bytes, shorter than "
+			   "its %d-byte header", path, (long long)st.st_size,
+			   (int)sizeof hd);
+	ERR_TRY(check_header(path, hd, h, e));
+	uint64_t floats = (uint64_t)h->padded_vocab * (uint64_t)h->width +
+			  (uint64_t)h->max_t * (uint64_t)h->width +
+			  block_floats((uint64_t)h->layers, (uint64_t)h->width);
+	uint64_t want = sizeof hd + floats * sizeof(float);
+	if ((uint64_t)st.st_size != want)
+		return ERR(e, ERR_DATA, "llm.c model file %s: %s: %lld bytes, its header (maxT %d, "
+			   "Vp %d, L %d, C %d) says %llu", path,
+			   (uint64_t)st.st_size < want ? "truncated" : "longer than its header says",
+			   (long long)st.st_size, h->max_t, h->padded_vocab, h->layers, h->width,
+			   (unsigned long long)want);
+	return ERR_OK;
+}
+
+/* ERR_CONFIG naming the file, its header field and the configuration key */
+static int fit(const char *path, const char *field, int have, const char *rel, int want,
+	       const char *key, struct err *e)
+{
+	int ok = rel[0] == '=' ? have == want : have >= want;
+	if (!ok)
+		return ERR(e, ERR_CONFIG, "model.init: llm.c model file %s: header field %s = %d, "
+			   "but %s needs %s%d", path, field, have, key,
+			   rel[0] == '=' ? "" : "at least ", want);
+	return ERR_OK;
+}
+
+static int check_fits(const char *path, const struct gpt_llmc_header *h,
+		      const struct model_shape *m, int reserved, struct err *e)
+{
+	ERR_TRY(fit(path, "L", h->layers, "=", GPT_L(m), "model.layers", e));
+	ERR_TRY(fit(path, "NH", h->heads, "=", GPT_H(m), "model.heads", e));
+	ERR_TRY(fit(path, "C", h->width, "=", GPT_C(m), "model.width", e));
+	ERR_TRY(fit(path, "maxT", h->max_t, ">=", GPT_T(m), "model.context", e));
+	return fit(path, "V", h->vocab, ">=", m->vocab - reserved,
+		   reserved ? "model.vocab (the files' ids)" : "data.vocab", e);
+}
+
+/* reads n floats into dst, then skips `skip` floats */
+static int read_part(FILE *f, const char *path, float *dst, size_t n, size_t skip,
+		     struct err *e)
+{
+	if (fread(dst, sizeof(float), n, f) != n ||
+	    (skip && fseeko(f, (off_t)(skip * sizeof(float)), SEEK_CUR)))
+		return ERR(e, ERR_IO, "llm.c model file %s: read failed", path);
+	return ERR_OK;
+}
+
+int gpt_llmc_load(const char *path, const struct model_shape *m, int reserved, float *params,
+		  struct err *e)
+{
+	struct gpt_llmc_header h;
+	ERR_TRY(gpt_llmc_read_header(path, &h, e));
+	ERR_TRY(check_fits(path, &h, m, reserved, e));
+	size_t c = (size_t)GPT_C(m), users = (size_t)(m->vocab - reserved), t = (size_t)GPT_T(m);
+	size_t wpe = m->p[GPT_WPE].offset, rest = m->p[GPT_LN1W].offset;
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return ERR(e, ERR_IO, "llm.c model file %s: %s", path, strerror(errno));
+	int rc = fseeko(f, GPT_LLMC_HEADER * sizeof(int32_t), SEEK_SET)
+			 ? ERR(e, ERR_IO, "llm.c model file %s: seek failed", path)
+			 : ERR_OK;
+	if (!rc)
+		rc = read_part(f, path, params + m->p[GPT_WTE].offset + (size_t)reserved * c,
+			       users * c, ((size_t)h.padded_vocab - users) * c, e);
+	if (!rc)
+		rc = read_part(f, path, params + wpe, t * c, ((size_t)h.max_t - t) * c, e);
+	if (!rc)
+		rc = read_part(f, path, params + rest, m->n_params - rest, 0, e);
+	fclose(f);
+	return rc;
+}
+
+int gpt_llmc_init(const struct settings *s, const struct model_shape *m, float *params,
+		  struct err *e)
+{
+	static const char prefix[] = "llmc:";
+	if (!s->model_init[0])
+		return ERR_OK;
+	if (strncmp(s->model_init, prefix, sizeof prefix - 1) || !s->model_init[sizeof prefix - 1])
+		return ERR(e, ERR_CONFIG, "[model] init = '%s': expected llmc:FILE (an llm.c GPT-2 "
+			   "model file) or nothing (the seeded initialization)", s->model_init);
+	if (strcmp(m->ops->name, "gpt"))
+		return ERR(e, ERR_CONFIG, "[model] init = %s: an llm.c model file holds a gpt, and "
+			   "model.kind = %s", s->model_init, m->ops->name);
+	return gpt_llmc_load(s->model_init + sizeof prefix - 1, m, gpt_llmc_reserved(s->source),
+			     params, e);
+}

@@ -1,0 +1,82 @@
+# llm.c interoperability: `export --llmc` writes a gpt checkpoint as llm.c's GPT-2 model
+# file (header fields, padded vocabulary rows zero), `model.init = llmc:FILE` starts a
+# run from it bit for bit (parity --dump's params.npy holds the initial parameters), on
+# the synthetic corpus (every row kept) and on a file source (the reserved rows left
+# out); damaged files, a file of another shape and a non-gpt checkpoint are refused
+# with their exit codes and messages naming the file, the field and the key.
+set -eu
+py() { python3 "$E2E/llmc-params.py" "$@"; }
+fails() { # fails CODE PATTERN CMD...: CMD must exit CODE with PATTERN on stderr
+	code=$1 pat=$2
+	shift 2
+	rc=0
+	"$@" > out.txt 2> err.txt || rc=$?
+	[ "$rc" = "$code" ] || { cat out.txt err.txt; echo "FAIL: exit $rc, expected $code: $*"; exit 1; }
+	grep -q -- "$pat" err.txt || { cat err.txt; echo "FAIL: no '$pat' on stderr: $*"; exit 1; }
+}
+G="$CONF/gpt-tiny.ini"
+small="--set model.layers=2 --set model.width=32 --set data.train=32 --set train.updates=2
+	--set devices.world=1"
+# shellcheck disable=SC2086 # the word splitting of $small is wanted
+"$DDPTOK" "$G" train --continuous $small > train.txt
+# shellcheck disable=SC2086
+"$DDPTOK" "$G" export --llmc gpt.bin $small > export.txt
+grep -q "^export: checkpoint .* written to gpt.bin" export.txt
+# maxT V L NH C Vp; the rest of the header zero
+[ "$(py --header gpt.bin)" = "20240326 3 128 512 2 4 32 512 0" ] || { py --header gpt.bin; exit 1; }
+# shellcheck disable=SC2086
+"$DDPTOK" "$G" parity --dump seeded $small > /dev/null
+# shellcheck disable=SC2086
+"$DDPTOK" "$G" parity --dump loaded $small --set model.init=llmc:gpt.bin > /dev/null
+[ "$(py loaded/params.npy gpt.bin 0)" = equal ]
+[ "$(py seeded/params.npy gpt.bin 0)" = differ ] # the check can fail
+# the key is recorded in the checkpoints' configuration
+grep -q '^init = ""$' artifacts/runs/latest/step-0002/config.ini
+
+# a file source: llm.c's row u is the user's id u, the model's u + 4; vocabulary padded
+D="$CONF/own-data.ini"
+own="--set model.kind=gpt --set model.context=64 --set model.layers=1 --set model.width=16
+	--set model.heads=2 --set devices.world=1 --set train.updates=2
+	--set run.artifacts=own-art --set run.outputs=own-out"
+# shellcheck disable=SC2086
+"$DDPTOK" "$D" train --continuous $own > /dev/null
+# shellcheck disable=SC2086
+"$DDPTOK" "$D" export --llmc own.bin $own > export2.txt
+grep -q "4 reserved rows left out" export2.txt
+# shellcheck disable=SC2046 # magic version maxT V L NH C Vp rest
+set -- $(py --header own.bin)
+[ $(($8 % 128)) = 0 ] && [ "$8" -ge "$4" ] && [ "$4" -lt 128 ] || { echo "FAIL: V $4 Vp $8"; exit 1; }
+# shellcheck disable=SC2086
+"$DDPTOK" "$D" parity --dump own-loaded $own --set model.init=llmc:own.bin > /dev/null
+[ "$(py own-loaded/params.npy own.bin 4)" = equal ]
+[ "$(py own-loaded/params.npy own.bin 0)" = differ ]
+
+# damaged or unfitting files: exit 5 (data) or 3 (configuration), naming file and field
+head -c 2000 gpt.bin > short.bin
+cp gpt.bin magic.bin && printf '\001' | dd of=magic.bin bs=1 count=1 conv=notrunc 2> /dev/null
+cp gpt.bin version.bin && printf '\005' | dd of=version.bin bs=1 seek=4 count=1 conv=notrunc 2> /dev/null
+# shellcheck disable=SC2086
+fails 5 "llm.c model file short.bin: truncated" "$DDPTOK" "$G" parity $small --set model.init=llmc:short.bin
+# shellcheck disable=SC2086
+fails 5 "llm.c model file magic.bin: magic" "$DDPTOK" "$G" parity $small --set model.init=llmc:magic.bin
+# shellcheck disable=SC2086
+fails 5 "llm.c model file version.bin: version 5" "$DDPTOK" "$G" parity $small --set model.init=llmc:version.bin
+# shellcheck disable=SC2086
+fails 3 "gpt.bin: header field L = 2, but model.layers needs 3" "$DDPTOK" "$G" parity $small --set model.layers=3 --set model.init=llmc:gpt.bin
+# shellcheck disable=SC2086
+fails 3 "header field maxT = 128, but model.context needs at least 256" "$DDPTOK" "$G" parity $small --set model.context=256 --set model.init=llmc:gpt.bin
+# shellcheck disable=SC2086
+fails 3 "header field V = 512, but data.vocab needs at least 600" "$DDPTOK" "$G" parity $small --set data.vocab=600 --set model.init=llmc:gpt.bin
+# shellcheck disable=SC2086
+fails 3 "expected llmc:FILE" "$DDPTOK" "$G" parity $small --set model.init=gpt.bin
+fails 3 "model.kind = window_mlp" "$DDPTOK" "$CONF/minimum.ini" parity --set model.init=llmc:gpt.bin
+
+# export: a window_mlp checkpoint is refused naming model.kind; a failed write leaves nothing
+"$DDPTOK" "$CONF/minimum.ini" train --continuous --set train.updates=2 --set run.artifacts=mlp --set run.outputs=mlp-out > /dev/null
+fails 3 "export: model.kind = window_mlp" "$DDPTOK" "$CONF/minimum.ini" export --llmc mlp.bin --set run.artifacts=mlp --set run.outputs=mlp-out
+[ ! -e mlp.bin ]
+# shellcheck disable=SC2086
+fails 4 "no/such/dir" "$DDPTOK" "$G" export --llmc no/such/dir/x.bin $small
+# shellcheck disable=SC2086
+fails 2 "give the file to write with --llmc FILE" "$DDPTOK" "$G" export $small
+echo "llmc: ok"
