@@ -20,6 +20,7 @@ const struct output outputs_table[OUT_COUNT] = {
 	[OUT_PARITY] = {"parity.json", NULL, 0},
 	[OUT_EXERCISE] = {"exercise.json", NULL, 0},
 	[OUT_EVALUATE] = {"evaluate.json", NULL, 0},
+	[OUT_SAMPLE] = {"sample.json", NULL, 0},
 	[OUT_BENCH] = {"bench.json", NULL, 0},
 	[OUT_CHECKPOINTS] = {"checkpoints.json", NULL, 0},
 	[OUT_TRAIN_STOP] = {"train-stop.json", NULL, 0},

@@ -28,6 +28,7 @@ enum output_id {
 	OUT_REPORT_JSON,
 	OUT_FIGURE_PNG,       /* tools/plot.py, run by the protocol */
 	OUT_FIGURE_SVG,
+	OUT_SAMPLE,           /* sample */
 	OUT_COUNT
 };
 

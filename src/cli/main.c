@@ -32,6 +32,7 @@
 #include "cmd_prepare.h"
 #include "cmd_protocol.h"
 #include "cmd_reference.h"
+#include "cmd_sample.h"
 #include "cmd_train.h"
 #include "model.h"
 #include "signals.h"
@@ -56,6 +57,7 @@ enum {
 	OPT_SWAP = 1 << 10,
 	OPT_HANG = 1 << 11,
 	OPT_LLMC = 1 << 12,
+	OPT_SAMPLE = 1 << 13,
 };
 
 struct option_row {
@@ -84,6 +86,18 @@ static const struct option_row options[] = {
 	 "else, for evaluate, the newest of checkpoints/ and continuous/)"},
 	{"llmc", required_argument, 'L', OPT_LLMC, "--llmc FILE",
 	 "export: the llm.c GPT-2 model file to write"},
+	{"prompt", required_argument, 'p', OPT_SAMPLE, "--prompt \"ID ...\"",
+	 "sample: the prompt, user ids separated by spaces"},
+	{"prompt-file", required_argument, 'f', OPT_SAMPLE, "--prompt-file FILE",
+	 "sample: the prompt's ids read from FILE (whitespace-separated)"},
+	{"tokens", required_argument, 't', OPT_SAMPLE, "--tokens N",
+	 "sample: ids to generate (default 16)"},
+	{"temperature", required_argument, 'T', OPT_SAMPLE, "--temperature T",
+	 "sample: softmax temperature, 0 = greedy (default 1)"},
+	{"top-k", required_argument, 'j', OPT_SAMPLE, "--top-k K",
+	 "sample: draw among the K most likely ids (default 0: all)"},
+	{"seed", required_argument, 'g', OPT_SAMPLE, "--seed S",
+	 "sample: the draws' seed (default [run] seed)"},
 	{"scope", required_argument, 'S', OPT_SCOPE, "--scope S",
 	 "clean: generated, checkpoints, partial or all (default generated)"},
 	{"dry-run", no_argument, 'n', OPT_DRY_RUN, "--dry-run", "clean: list what would be removed"},
@@ -193,6 +207,14 @@ static const struct command commands[] = {
 	 "in llm.c's GPT-2 model file format (float32, version 3), which llm.c's trainer and\n"
 	 "[model] init = llmc:FILE start from; the file is replaced atomically (docs/gpt.md).",
 	 "export --llmc gpt.bin", 0, "the checkpoint is process 0's, on its host"},
+	{"sample", cmd_sample, OPT_CHECKPOINT | OPT_SAMPLE, 0,
+	 "generate ids from a gpt checkpoint [--prompt \"ID ...\"] [--tokens N] [--temperature T]",
+	 "Generates --tokens ids after a prompt (--prompt or --prompt-file, user ids) from a\n"
+	 "gpt checkpoint (default: the newest valid one of the latest run), forward only on\n"
+	 "the CPU: greedy with --temperature 0, else drawn among the --top-k most likely with\n"
+	 "--seed (same seed, same ids); printed and written to sample.json.",
+	 "sample --prompt \"5 6 7\" --tokens 20 --temperature 0.8 --seed 1", 0,
+	 "the checkpoint is process 0's, on its host"},
 	{"checkpoints", cmd_checkpoints, 0, 0,
 	 "verify every checkpoint under the artifacts directory",
 	 "Verifies every checkpoint under [run] artifacts (manifest, sizes, digests, then its\n"
@@ -413,6 +435,12 @@ static int take_option(struct cli *cli, int val, char *arg)
 	case 'c': o->continuous = 1; break;
 	case 'k': o->checkpoint = arg; break;
 	case 'L': o->llmc = arg; break;
+	case 'p': o->prompt = arg; break;
+	case 'f': o->prompt_file = arg; break;
+	case 't': o->tokens = arg; break;
+	case 'T': o->temperature = arg; break;
+	case 'j': o->top_k = arg; break;
+	case 'g': o->sample_seed = arg; break;
 	case 'S': o->scope = arg; break;
 	case 'n': o->dry_run = 1; break;
 	case 'D': o->inject_drift = 1; break;

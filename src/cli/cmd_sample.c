@@ -1,0 +1,160 @@
+/*
+ * cmd_sample: the sample command. The checkpoint is chosen and checked as export does
+ * (cmd_export.h); the prompt is user ids, as the corpus files hold them (for a file
+ * source the model's id is the user's + DATA_RESERVED, corpus_user_id()), and so are the
+ * ids printed. Options arrive as text and are parsed here, each refused with a usage
+ * error that names it.
+ */
+#include "cmd_sample.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd_export.h"
+#include "corpus_files.h"
+#include "fsx.h"
+#include "gpt_llmc.h"
+#include "model.h"
+#include "report.h"
+#include "sample.h"
+
+#define SAMPLE_DEFAULT_TOKENS 16
+
+/* a number in [lo, hi] from option `name`'s text (NULL: dflt); ERR_USAGE otherwise */
+static int number(const char *name, const char *text, double dflt, double lo, double hi,
+		  double *out, struct err *e)
+{
+	char *end;
+	*out = dflt;
+	if (!text)
+		return ERR_OK;
+	errno = 0;
+	*out = strtod(text, &end);
+	if (!*text || *end || errno || !isfinite(*out) || *out < lo || *out > hi)
+		return ERR(e, ERR_USAGE, "sample: %s '%s': expected a number in %g .. %g", name, text,
+			   lo, hi);
+	return ERR_OK;
+}
+
+/* the ids of `text` (user ids, whitespace-separated) as model ids into ids[0..*n) */
+static int parse_ids(const char *text, const char *what, int shift, int vocab, int32_t *ids,
+		     int cap, int *n, struct err *e)
+{
+	const char *p = text;
+	*n = 0;
+	for (;;) {
+		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+			p++;
+		if (!*p)
+			return ERR_OK;
+		char *end;
+		errno = 0;
+		long long u = strtoll(p, &end, 10);
+		if (end == p || errno || u < DATA_RESERVED - shift || u + shift >= vocab)
+			return ERR(e, ERR_USAGE, "sample: %s: '%.*s' is not an id of the model (user "
+				   "ids %d .. %d)", what, (int)strcspn(p, " \t\r\n"), p,
+				   DATA_RESERVED - shift, vocab - shift - 1);
+		if (*n == cap)
+			return ERR(e, ERR_USAGE, "sample: %s holds more than model.context = %d ids",
+				   what, cap);
+		ids[(*n)++] = (int32_t)(u + shift);
+		p = end;
+	}
+}
+
+static int read_prompt(const struct app *a, int shift, int vocab, int32_t *ids, int cap, int *n,
+		       struct err *e)
+{
+	char *text = NULL;
+	size_t len;
+	int rc;
+	*n = 0;
+	if (a->o.prompt && a->o.prompt_file)
+		return ERR(e, ERR_USAGE, "sample: give --prompt or --prompt-file, not both");
+	if (a->o.prompt)
+		return parse_ids(a->o.prompt, "--prompt", shift, vocab, ids, cap, n, e);
+	if (!a->o.prompt_file)
+		return ERR_OK;
+	if ((rc = fsx_read_all(a->o.prompt_file, &text, &len, e)))
+		return rc;
+	rc = parse_ids(text, a->o.prompt_file, shift, vocab, ids, cap, n, e);
+	free(text);
+	return rc;
+}
+
+static int options(const struct app *a, struct sample_opts *o, struct err *e)
+{
+	double tokens, temperature, top_k, seed;
+	ERR_TRY(number("--tokens", a->o.tokens, SAMPLE_DEFAULT_TOKENS, 0, 1 << 20, &tokens, e));
+	ERR_TRY(number("--temperature", a->o.temperature, 1.0, 0.0, 1e6, &temperature, e));
+	ERR_TRY(number("--top-k", a->o.top_k, 0, 0, 1 << 30, &top_k, e));
+	ERR_TRY(number("--seed", a->o.sample_seed, (double)a->s.seed, 0, 9007199254740992.0, &seed,
+		       e));
+	if (tokens != floor(tokens) || top_k != floor(top_k) || seed != floor(seed))
+		return ERR(e, ERR_USAGE, "sample: --tokens, --top-k and --seed take whole numbers");
+	*o = (struct sample_opts){(int)tokens, temperature, (int)top_k, (uint64_t)seed};
+	return ERR_OK;
+}
+
+static json_t *user_ids(const int32_t *ids, int n, int shift)
+{
+	json_t *arr = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(arr, json_integer(ids[i] - shift));
+	return arr;
+}
+
+/* prints and writes what was generated */
+static int report(struct app *a, const struct checkpoint *ck, const struct sample_opts *o,
+		  const int32_t *prompt, int n, const int32_t *out, int shift, struct err *e)
+{
+	char line[8192];
+	size_t at = 0;
+	for (int i = 0; i < o->tokens && at < sizeof line - 16; i++)
+		at += (size_t)snprintf(line + at, sizeof line - at, "%s%d", i ? " " : "",
+				       out[i] - shift);
+	env_info(&a->env, "sample: checkpoint %s (step %" PRId64 "), prompt of %d ids, %d tokens, "
+		 "temperature %g, top-k %d, seed %" PRIu64, ck->dir, ck->step, n, o->tokens,
+		 o->temperature, o->top_k, o->seed);
+	env_info(&a->env, "sample: %s", line);
+	json_t *j = json_pack("{s:s, s:I, s:o, s:o, s:f, s:i, s:I}", "checkpoint", ck->dir,
+			      "step", (json_int_t)ck->step, "prompt", user_ids(prompt, n, shift),
+			      "tokens", user_ids(out, o->tokens, shift), "temperature",
+			      o->temperature, "top_k", o->top_k, "seed", (json_int_t)o->seed);
+	return report_write_json(a, OUT_SAMPLE, j, e);
+}
+
+int cmd_sample(struct app *a, struct err *e)
+{
+	struct checkpoint ck;
+	struct corpus c;
+	struct model_shape m;
+	struct sample_opts o;
+	int32_t *prompt = NULL, *out = NULL;
+	int n = 0, rc;
+	if ((rc = options(a, &o, e)) || (rc = cmd_export_load_gpt(a, "sample", &ck, &c, e)))
+		return rc;
+	struct settings s = a->s;
+	s.vocab = corpus_model_vocab(&a->s, &c);
+	int shift = gpt_llmc_reserved(a->s.source);
+	ERR_TRY_GOTO(rc, model_shape_init(&m, &s, e), done);
+	prompt = malloc(sizeof(int32_t) * (size_t)s.context);
+	out = malloc(sizeof(int32_t) * ((size_t)o.tokens + 1));
+	if (!prompt || !out) {
+		rc = ERR(e, ERR_NOMEM, "out of memory");
+		goto done;
+	}
+	ERR_TRY_GOTO(rc, read_prompt(a, shift, m.vocab, prompt, s.context, &n, e), done);
+	ERR_TRY_GOTO(rc, sample_generate(&m, ck.params, prompt, n, &o, out, e), done);
+	rc = report(a, &ck, &o, prompt, n, out, shift, e);
+done:
+	free(prompt);
+	free(out);
+	checkpoint_free(&ck);
+	corpus_free(&c);
+	return rc;
+}

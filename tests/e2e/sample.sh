@@ -1,0 +1,40 @@
+# sample: ids generated from a trained gpt checkpoint. Greedy sampling (temperature 0)
+# gives the same ids on every run and whatever the seed; a draw with temperature > 0
+# gives the same ids for the same seed and other ids for another seed; the ids printed
+# are written to sample.json; bad options, a prompt id outside the model and a request
+# past model.context are refused.
+set -eu
+. "$E2E/json.sh"
+G="$CONF/gpt-tiny.ini"
+small="--set model.layers=2 --set model.width=32 --set data.train=32 --set train.updates=2
+	--set devices.world=1"
+ids() { # the generated ids of a sample run (its last line)
+	# shellcheck disable=SC2086 # the word splitting of $small is wanted
+	"$DDPTOK" "$G" sample $small "$@" | sed -n 's/^sample: \([0-9][0-9 ]*\)$/\1/p'
+}
+# shellcheck disable=SC2086
+"$DDPTOK" "$G" train --continuous $small > /dev/null
+g1=$(ids --prompt "5 6 7" --tokens 12 --temperature 0 --seed 1)
+g2=$(ids --prompt "5 6 7" --tokens 12 --temperature 0 --seed 2)
+[ -n "$g1" ] && [ "$(echo "$g1" | wc -w)" = 12 ] || { echo "FAIL: greedy gave '$g1'"; exit 1; }
+[ "$g1" = "$g2" ] || { echo "FAIL: greedy differs: '$g1' / '$g2'"; exit 1; }
+jcheck outputs/sample.json '" ".join(map(str, d["tokens"])) == "'"$g1"'" and d["prompt"] == [5, 6, 7]'
+a1=$(ids --prompt "5 6 7" --tokens 12 --temperature 1 --seed 1)
+a2=$(ids --prompt "5 6 7" --tokens 12 --temperature 1 --seed 1)
+b1=$(ids --prompt "5 6 7" --tokens 12 --temperature 1 --seed 2)
+[ "$a1" = "$a2" ] || { echo "FAIL: same seed, other ids: '$a1' / '$a2'"; exit 1; }
+[ "$a1" != "$b1" ] || { echo "FAIL: seeds 1 and 2 gave the same ids '$a1'"; exit 1; }
+[ "$a1" != "$g1" ] || { echo "FAIL: temperature 1 gave the greedy ids"; exit 1; }
+# top-k 1 is greedy; a prompt from a file is the same prompt
+[ "$(ids --prompt "5 6 7" --tokens 12 --top-k 1 --seed 9)" = "$g1" ]
+printf '5\n6 7\n' > prompt.txt
+[ "$(ids --prompt-file prompt.txt --tokens 12 --temperature 0)" = "$g1" ]
+# refusals
+# shellcheck disable=SC2086
+for bad in "--temperature -1" "--tokens x" "--prompt 1" "--prompt 512" "--tokens 128 --prompt 5"; do
+	rc=0
+	"$DDPTOK" "$G" sample $small $bad > /dev/null 2> err.txt || rc=$?
+	[ "$rc" = 2 ] || [ "$rc" = 3 ] || { cat err.txt; echo "FAIL: sample $bad: exit $rc"; exit 1; }
+	grep -q "sample: " err.txt || { cat err.txt; exit 1; }
+done
+echo "sample: ok"
