@@ -525,7 +525,13 @@ int checkpoint_open_run(const struct env *v, const struct checkpoint *ck, struct
 	/* another optimizer's state passes only unchecked (CHECKPOINT_CHECK_CONFIG refuses
 	 * it), where nothing trains on: the engine's then starts at zero */
 	const float *state = ck->optimizer == v->s->optimizer ? ck->opt_state : NULL;
-	int rc = run_open_corpus(v, r, c, e);
+	/* the checkpoint's parameters replace the initial ones: model.init's file, which
+	 * may be gone since, is not read */
+	struct settings no_init = *v->s;
+	struct env v_no_init = *v;
+	no_init.model_init[0] = '\0';
+	v_no_init.s = &no_init;
+	int rc = run_open_corpus(&v_no_init, r, c, e);
 	if (rc)
 		return rc;
 	if ((rc = engine_set_state(r->eng, ck->params, state, ck->updates_done, e))) {

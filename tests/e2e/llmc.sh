@@ -32,6 +32,18 @@ grep -q "^export: checkpoint .* written to gpt.bin" export.txt
 [ "$(py seeded/params.npy gpt.bin 0)" = differ ] # the check can fail
 # the key is recorded in the checkpoints' configuration
 grep -q '^init = ""$' artifacts/runs/latest/step-0002/config.ini
+# a run started from the file records it, and resumes without it (the checkpoint's
+# parameters replace the file's)
+cp gpt.bin start.bin
+# shellcheck disable=SC2086
+"$DDPTOK" "$G" train $small --set train.stop_at=1 --set model.init=llmc:start.bin \
+	--set run.artifacts=from-file > /dev/null
+grep -q '^init = "llmc:start.bin"$' from-file/runs/latest/step-0001/config.ini
+rm start.bin
+# shellcheck disable=SC2086
+"$DDPTOK" "$G" train --resume latest $small --set model.init=llmc:start.bin \
+	--set run.artifacts=from-file > resume.txt
+grep -q "step-0002" resume.txt
 
 # a file source: llm.c's row u is the user's id u, the model's u + 4; vocabulary padded
 D="$CONF/own-data.ini"
