@@ -76,7 +76,7 @@ __global__ void k_bias_tanh(int rows, int cols, const float *bias, float *z)
 
 /* Softmax cross-entropy of one row per block (see host_xent, line for line). */
 __global__ void k_xent(int cols, const float *bias, const int32_t *target, float scale,
-		       float *logits, float *loss)
+		       float zc, float *logits, float *loss)
 {
 	__shared__ float s_max[ROW_THREADS];
 	__shared__ float s_zt, s_inv;
@@ -112,8 +112,8 @@ __global__ void k_xent(int cols, const float *bias, const int32_t *target, float
 #pragma unroll 8
 		for (int j = 0; j < cols; j++)
 			s += row[j];
-		loss[p] = km_xent_loss(mx, s, s_zt);
-		s_inv = 1.0f / s;
+		loss[p] = km_xent_loss(mx, s, s_zt, zc);
+		s_inv = km_xent_inv_z(1.0f / s, mx, s, zc);
 	}
 	__syncthreads();
 	const float inv = s_inv;

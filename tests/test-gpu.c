@@ -436,7 +436,7 @@ static void xent_case(struct prng *r, int rows, int cols, float scale)
 		float *dl = dput(d, logits, sizeof(float) * n), *db = dput(d, bias, sizeof(float) * cols);
 		int32_t *dt = dput(d, target, sizeof(int32_t) * rows);
 		float *dloss = dalloc(d, sizeof(float) * rows);
-		OK(d->ops->xent(d, rows, cols, db, dt, scale, dl, dloss, &E));
+		OK(d->ops->xent(d, rows, cols, db, dt, scale, 0.0f, dl, dloss, &E));
 		dget(d, grads[v], dl, sizeof(float) * n);
 		dget(d, losses[v], dloss, sizeof(float) * rows);
 		dfree(d, dl);

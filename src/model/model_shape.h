@@ -48,9 +48,13 @@ struct model_batch {
 	int64_t supervised; /* supervised positions among them */
 };
 
-/* The common head of every model's device workspace. */
+/* The common head of every model's device workspace. z_loss is the coefficient of the
+ * z-loss z_loss * log(Z)^2 that step adds to each supervised token's loss (train.z_loss,
+ * docs/adaptations.md): 0 after ws_create, set by the engine, read by step only (eval
+ * reports the plain cross-entropy). */
 struct model_ws {
 	const struct model_ops *ops;
+	float z_loss;
 };
 
 /* One int32 array of a built batch, as the model reads it (parity --dump writes it). */
