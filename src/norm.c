@@ -23,6 +23,7 @@ double norm_factor_k(int mode, double k, int world, int micro, int64_t N, int64_
 	switch (mode) {
 	case NORM_GLOBAL_TOKEN:
 	case NORM_L2_EVERY_RANK: /* its error is in the l2 term, not in the factor */
+	case NORM_Z_LOSS_LOCAL:  /* its error is in the z coefficient: norm_z_scale */
 		return N > 0 ? k / (double)N : 0.0;
 	case NORM_MEAN_OF_MEANS:
 		return n_rank > 0 ? k / ((double)world * (double)n_rank) : 0.0;
@@ -53,6 +54,15 @@ double norm_window_loss(int mode, int reduce_avg, int world, const double *sums,
 	for (int r = 0; r < world; r++)
 		scaled[r] = norm_factor(mode, reduce_avg, world, 1, N, counts[r], counts[r]) * sums[r];
 	return norm_collective(reduce_avg, world, scaled);
+}
+
+double norm_z_scale(int unit, int mode, const struct window *w, int rank)
+{
+	const int seq = unit == UNIT_SEQUENCE;
+	int64_t all = seq ? w->S : w->N, mine = seq ? w->rank_sequences[rank] : w->rank_tokens[rank];
+	if (mode != NORM_Z_LOSS_LOCAL || mine <= 0)
+		return 1.0;
+	return (double)all / (double)mine;
 }
 
 int64_t norm_unit_count(int unit, const struct window *w)

@@ -11,6 +11,7 @@
  *   microbatch_mean      k / (W * M * N_micro)  each microbatch its own mean, / M
  *   double_accumulation  k / (N * M)            global count, divided again by M
  *   l2_every_rank        k / N                  (its error is in the l2 term: engine.c)
+ *   z_loss_local         k / N                  (its error is in the z term: norm_z_scale)
  *
  * with k = W when reduce = avg (it cancels the collective's division) and 1 for sum.
  * M is the rank's own count of microbatches, M_r (window.h's rank_micro): the
@@ -46,6 +47,12 @@ double norm_divisor(int reduce_avg, int world, int shards);
  * its wrong division in the sequence unit too. */
 double norm_unit_factor(int unit, int mode, int reduce_avg, const struct window *w, int rank,
 			int m, int64_t n_s);
+/* What multiplies the z-loss coefficient on rank `rank` under `mode`: 1, except for the
+ * control z_loss_local, whose z term is divided by the rank's count instead of the
+ * window's (N / N_rank, or S / S_rank in the sequence unit; 1 on a rank without any).
+ * The z term rides in each token's loss, so the token's factor k / N already normalizes
+ * it; scaling the coefficient by N / N_rank turns that into k / N_rank for the z part. */
+double norm_z_scale(int unit, int mode, const struct window *w, int rank);
 /* The window's count of the unit (N or S), and a rank's. */
 int64_t norm_unit_count(int unit, const struct window *w);
 

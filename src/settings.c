@@ -218,6 +218,9 @@ const struct cfg_key settings_keys[] = {
 	FLOAT_KEY("train", "l2", "0", 0, 1, 0, MATH, AT(l2),
 		  "lambda of an l2 term lambda / 2 ||theta||^2 added once to the window objective "
 		  "(its gradient enters before the gradient collective; 0: none)"),
+	FLOAT_KEY("train", "z_loss", "0", 0, 1, 0, MATH, AT(z_loss),
+		  "c of a z-loss c * log(Z)^2 added to each supervised token's loss (Z: the sum "
+		  "of exp(logits) over the vocabulary), normalized with the token's loss; 0: none"),
 
 	/* [devices] */
 	INT_KEY("devices", "world", "2", 1, MAX_WORLD, MATH | KEY_ELASTIC, AT(world),
@@ -263,6 +266,7 @@ static const char *const norm_names[NORM_MODES] = {
 	[NORM_MICROBATCH_MEAN] = "microbatch_mean",
 	[NORM_DOUBLE_ACCUM] = "double_accumulation",
 	[NORM_L2_EVERY_RANK] = "l2_every_rank",
+	[NORM_Z_LOSS_LOCAL] = "z_loss_local",
 };
 
 const char *norm_mode_name(int mode)

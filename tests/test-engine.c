@@ -444,10 +444,55 @@ START_TEST(l2_term_once_per_window)
 			s = v.s;
 			struct parity_stats bad = env_parity(&v, NORM_L2_EVERY_RANK);
 			double gap;
-			enum parity_control want = parity_adapt_control_of(NORM_L2_EVERY_RANK, &s, &gap);
+			enum parity_control want = parity_adapt_control_of(NORM_L2_EVERY_RANK, &s, &v.w,
+									   &gap);
 			ck_assert_int_eq(want, avg ? PARITY_SAME : PARITY_DISTINCT);
 			ck_assert_msg(bad.pass == avg, "W=%d avg=%d: l2_every_rank %s", world, avg,
 				      bad.pass ? "passed" : "failed");
+			env_close(&v);
+		}
+	env_extra = "";
+}
+END_TEST
+
+/* train.z_loss: the term rides in every token's loss, so global_token passes parity
+ * against the one-device reference at W = 2 and 3 under avg and sum, the loss grows by
+ * the term, and the control dividing the z term by the rank's count is caught. */
+START_TEST(z_loss_normalized_like_the_tokens)
+{
+	env_extra = "train.z_loss=0.05";
+	for (int world = 2; world <= 3; world++)
+		for (int avg = 0; avg < 2; avg++) {
+			struct env v;
+			struct err e;
+			struct window_result res;
+			double plain, with;
+			err_clear(&e);
+			env_open(&v, world, 2, avg, LAYOUT_PACKED, 0);
+			ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+			ck_assert(env_parity(&v, NORM_GLOBAL_TOKEN).pass);
+			float *g = malloc(v.eng->shape.n_params * sizeof(float));
+			ck_assert_int_eq(engine_set_state(v.eng, v.params, NULL, 0, &e), ERR_OK);
+			ck_assert_int_eq(engine_reference_z(v.eng, &v.w, 0.0, g, &plain, &e), ERR_OK);
+			ck_assert_int_eq(engine_reference(v.eng, &v.w, g, &with, &e), ERR_OK);
+			ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, 0, &res, &e),
+					 ERR_OK);
+			ck_assert_msg(with > plain + 0.01, "z-loss adds %g", with - plain);
+			ck_assert_double_eq_tol(res.loss, with, 1e-5 * with);
+			free(g);
+			double gap;
+			enum parity_control want = parity_adapt_control_of(NORM_Z_LOSS_LOCAL, &v.s,
+									   &v.w, &gap);
+			ck_assert_int_eq(want, PARITY_DISTINCT);
+			/* the control's own loss holds its scaled z terms: compare the gradient only */
+			struct parity_stats bad;
+			ck_assert_int_eq(engine_set_state(v.eng, v.params, NULL, 0, &e), ERR_OK);
+			ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_Z_LOSS_LOCAL,
+						       ENGINE_CAPTURE_REDUCED, &res, &e), ERR_OK);
+			ck_assert(res.loss > with);
+			parity_compare(v.eng->host_reduced, v.ref, v.eng->shape.n_params, 1e-6, 1e-4,
+				       &bad);
+			ck_assert_msg(!bad.pass, "W=%d avg=%d: z_loss_local passed", world, avg);
 			env_close(&v);
 		}
 	env_extra = "";
@@ -1278,6 +1323,7 @@ int main(void)
 	tcase_add_test(tc, token_batching_parity_and_controls);
 	tcase_add_test(tc, token_batching_rank_with_no_microbatch);
 	tcase_add_test(tc, l2_term_once_per_window);
+	tcase_add_test(tc, z_loss_normalized_like_the_tokens);
 	tcase_add_test(tc, negative_controls_fail_on_the_seed_imbalance);
 	tcase_add_test(tc, balanced_counts_hide_mean_of_means);
 	tcase_add_test(tc, controls_near_global_token_are_not_required);

@@ -223,13 +223,27 @@ static void md_gradient(FILE *f, const struct report *p)
 		md_exercise(f, &p->exercise);
 }
 
+/* The z-loss line of the Adaptations section: its share of window 1's reference loss and
+ * gradient (the reference less the same window without the term), and its control. */
+static void md_z_loss(FILE *f, const struct settings *s, const struct reference_result *ref,
+		      const struct parity_mode_result *m)
+{
+	fprintf(f, "- z-loss: c = %g, c log(Z)^2 per supervised token is %.6f of window 1's loss "
+		"%.6f (%.1f%%); its gradient 2 c log(Z) softmax has norm %.3e, %.1f%% of the "
+		"reference gradient's %.3e; normalized by the tokens' factor k / N. Control "
+		"z_loss_local: %s.\n", s->z_loss, ref->loss_z, ref->loss,
+		100.0 * ref->loss_z / ref->loss, ref->z_grad_l2,
+		100.0 * ref->z_grad_l2 / ref->grad_l2, ref->grad_l2,
+		parity_verdict_text(m->verdict));
+}
+
 /* The adaptations configured (docs/adaptations.md), each with what window 1 made of it;
  * nothing when none is. */
 static void md_adaptations(FILE *f, const struct app *a, const struct report *p)
 {
 	const struct settings *s = &a->s;
 	const struct reference_result *ref = &p->parity.ref;
-	if (s->batching != BATCHING_TOKENS && s->l2 <= 0)
+	if (s->batching != BATCHING_TOKENS && s->l2 <= 0 && s->z_loss <= 0)
 		return;
 	fprintf(f, "## Adaptations (docs/adaptations.md)\n\n");
 	if (s->batching == BATCHING_TOKENS && p->have_parity) {
@@ -250,6 +264,8 @@ static void md_adaptations(FILE *f, const struct app *a, const struct report *p)
 			s->reduce == COLL_AVG ? "every rank (reduce avg)" : "rank 0 alone (reduce sum)",
 			parity_verdict_text(m->verdict));
 	}
+	if (s->z_loss > 0 && p->have_parity)
+		md_z_loss(f, s, ref, &p->parity.modes[NORM_Z_LOSS_LOCAL]);
 	fprintf(f, "\n");
 }
 

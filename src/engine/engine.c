@@ -125,6 +125,7 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	ERR_TRY(d->ops->upload(d, r->terms, unit, sizeof unit, e));
 	ERR_TRY(d->ops->sync(d, e));
 	ERR_TRY(model_ws_create(d, m, rows, &r->ws, e));
+	r->ws->z_loss = (float)eng->s.z_loss; /* train.z_loss, in every model step */
 	ERR_TRY(model_batch_alloc(m, rows, &r->batch, e));
 	return tree_replica_alloc(eng, r, e);
 }
@@ -614,6 +615,8 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 
 	ERR_TRY(o->zero(d, r->grads, n * sizeof(float), e));
 	r->loss_sum = 0.0; /* a declined window reports no stale sum of the previous one */
+	/* the z-loss rides in each token's loss and its factor; only its control moves it */
+	r->ws->z_loss = (float)(s->z_loss * norm_z_scale(s->unit, ws->mode, w, rank));
 
 	double local = 0.0, sum = 0.0;
 	int64_t count = 0;
@@ -748,12 +751,13 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 struct ref_arg {
 	const struct window *w;
 	float *host_grad;
+	double z_loss; /* the z-loss coefficient it runs with */
 	double loss_sum, l2_term;
 };
 
-static int reference(struct engine *eng, struct replica *r, void *arg, struct err *e)
+static int reference_steps(struct engine *eng, struct replica *r, struct ref_arg *a,
+			   struct err *e)
 {
-	struct ref_arg *a = arg;
 	const struct window *w = a->w;
 	struct dev *d = r->dev;
 	size_t n = eng->shape.n_params;
@@ -786,10 +790,26 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 	return d->ops->download(d, a->host_grad, r->grads, n * sizeof(float), e);
 }
 
+/* The reference's steps with its z-loss coefficient, train.z_loss again afterwards */
+static int reference(struct engine *eng, struct replica *r, void *arg, struct err *e)
+{
+	struct ref_arg *a = arg;
+	r->ws->z_loss = (float)a->z_loss;
+	int rc = reference_steps(eng, r, a, e);
+	r->ws->z_loss = (float)eng->s.z_loss;
+	return rc;
+}
+
 int engine_reference(struct engine *eng, const struct window *w, float *host_grad,
 		     double *loss, struct err *e)
 {
-	struct ref_arg a = {w, host_grad, 0.0, 0.0};
+	return engine_reference_z(eng, w, eng->s.z_loss, host_grad, loss, e);
+}
+
+int engine_reference_z(struct engine *eng, const struct window *w, double z_loss,
+		       float *host_grad, double *loss, struct err *e)
+{
+	struct ref_arg a = {w, host_grad, z_loss, 0.0, 0.0};
 	if (w->N <= 0)
 		return ERR(e, ERR_EMPTY, "window %lld has no supervised token: no reference mean",
 			   window_number(w));
