@@ -32,6 +32,20 @@ jcheck ol/report.json 'mode("l2_every_rank")["required"] and not mode("l2_every_
 grep -q '"loss_l2"' ol/train-stop.jsonl
 # without the term its control does not exist
 jcheck o2/parity.json 'all(m["normalization"] != "l2_every_rank" for m in d["modes"])'
+jcheck o2/parity.json 'all(m["normalization"] != "z_loss_local" for m in d["modes"])'
+# the z-loss on 2 and 3 ranks: the protocol holds, its control is caught, the report
+# gives its share; in exact mode the 1-device reference is matched bit for bit
+for w in 2 3; do
+	"$DDPTOK" "$CONF/tiny.ini" --set devices.world=$w --set train.z_loss=0.01 \
+		--set run.outputs=oz$w --set run.artifacts=az$w > z$w.txt 2>&1 ||
+		{ cat z$w.txt; echo "FAIL: z-loss, W = $w"; exit 1; }
+	jcheck oz$w/report.json 'd["ok"] is True and d["resume"]["bit_identical"] is True'
+	jcheck oz$w/report.json 'mode("z_loss_local")["required"] and not mode("z_loss_local")["pass"]'
+	grep -q "^- z-loss: c = 0.01, .* Control z_loss_local: fail (caught)" oz$w/report.md
+done
+"$DDPTOK" "$CONF/exact.ini" parity --set train.z_loss=0.01 --set run.outputs=ze > ze.txt 2>&1 ||
+	{ cat ze.txt; echo "FAIL: z-loss in exact mode"; exit 1; }
+jcheck ze/parity.json 'd["bitwise"]["differ"] == 0 and not d["bitwise"]["loss_differs"]'
 if "$DDPTOK" "$CONF/exact.ini" parity --set train.batching=tokens > exact.txt 2>&1; then
 	echo "FAIL: exact mode accepted token batching"; exit 1
 fi
