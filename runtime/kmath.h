@@ -155,15 +155,17 @@ KM_FN void km_adamw(float *p, float g, float *m, float *v, float lr, float beta1
 }
 
 /* loss of one row from its max, sum of km_exp(z - max) and target logit z_t, with the
- * z-loss coefficient zc: lse - z_t + zc * lse^2 where lse = max + log(sum) (log Z), all in
- * double, rounded once. The z term is added only when zc != 0, so zc = 0 gives the bits
+ * z-loss coefficient zc and the target's class weight: weight * (lse - z_t + zc * lse^2)
+ * where lse = max + log(sum) (log Z), all in double, rounded once. The z term is added only when zc != 0, so zc = 0 gives the bits
  * of the plain cross-entropy whatever lse is (0 * inf would be a NaN). */
-KM_FN float km_xent_loss(float mx, float sum, float zt, float zc)
+KM_FN float km_xent_loss(float mx, float sum, float zt, float zc, float weight)
 {
 	double lse = (double)mx + log((double)sum);
 	double loss = lse - (double)zt;
 	if (zc != 0.0f)
 		loss += (double)zc * lse * lse;
+	if (weight != 1.0f) /* the class weight of the target; 1 leaves the bits alone */
+		loss *= (double)weight;
 	return (float)loss;
 }
 
