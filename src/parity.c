@@ -109,6 +109,8 @@ int parity_mode_present(int mode, const struct settings *s)
 		return s->l2 > 0.0;
 	if (mode == NORM_Z_LOSS_LOCAL)
 		return s->z_loss > 0.0;
+	if (mode == NORM_WEIGHTS_BY_COUNT)
+		return s->class_weights[0] != '\0';
 	return mode >= 0 && mode < NORM_COUNT;
 }
 
@@ -123,6 +125,12 @@ enum parity_control parity_adapt_control_of(int mode, const struct settings *s,
 	if (mode == NORM_Z_LOSS_LOCAL) { /* the z coefficient's ratio on the ranks with tokens */
 		for (int r = 0; r < w->world; r++)
 			*gap = fmax(*gap, norm_z_scale(s->unit, mode, w, r) - 1.0);
+		if (*gap > PARITY_FACTOR_MIN_GAP)
+			return PARITY_DISTINCT;
+		return *gap > 0.0 ? PARITY_MARGINAL : PARITY_SAME;
+	}
+	if (mode == NORM_WEIGHTS_BY_COUNT && w->weighted && w->W > 0) { /* k / N against k / W */
+		*gap = fabs(w->W / (double)w->N - 1.0);
 		if (*gap > PARITY_FACTOR_MIN_GAP)
 			return PARITY_DISTINCT;
 		return *gap > 0.0 ? PARITY_MARGINAL : PARITY_SAME;

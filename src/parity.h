@@ -61,13 +61,14 @@ enum parity_control parity_control_of(int mode, int unit, const struct window *w
 				      double *factor_gap);
 /* Whether parity runs `mode` under settings s: the four normalizations always, an
  * adaptation's control only where its term is configured (l2_every_rank: train.l2 > 0,
- * z_loss_local: train.z_loss > 0). */
+ * z_loss_local: train.z_loss > 0, weights_by_count: train.class_weights). */
 int parity_mode_present(int mode, const struct settings *s);
 /* What an adaptation's control demands on settings s and window w: l2_every_rank adds the
  * l2 gradient W times under sum (*gap = W - 1, distinct when W > 1) and coincides with
  * the correct term under avg (every rank adds it there); z_loss_local multiplies each
  * rank's z term by N / N_rank (*gap: the largest, less 1; the same where one rank holds
- * every token). */
+ * every token); weights_by_count divides the class-weighted losses by N instead of
+ * W = sum_i w[y_i] (*gap = |W / N - 1|: the same when the weights average 1). */
 enum parity_control parity_adapt_control_of(int mode, const struct settings *s,
 					    const struct window *w, double *gap);
 /* The largest parity_gap ratio of g_mode against g_global over n components: how far a

@@ -102,6 +102,30 @@ static size_t upload_bytes(const struct model_shape *m, const struct settings *s
 	return (batch + 512 * steps) * micro;
 }
 
+/* train.class_weights on the replica's device, one weight per id of the model's vocabulary
+ * (the corpus's table; ids past the corpus's vocabulary, never a target, weigh 1), for
+ * every model step; nothing without class weights. */
+static int class_table(struct engine *eng, struct replica *r, struct err *e)
+{
+	const struct corpus *c = eng->corpus;
+	int V = eng->shape.vocab;
+	if (!c->class_weight)
+		return ERR_OK;
+	float *host = malloc(sizeof(float) * (size_t)V);
+	if (!host)
+		return ERR(e, ERR_NOMEM, "out of memory");
+	for (int i = 0; i < V; i++)
+		host[i] = i < c->vocab ? c->class_weight[i] : 1.0f;
+	int rc = r->dev->ops->alloc(r->dev, sizeof(float) * (size_t)V, (void **)&r->class_w, e);
+	if (rc == ERR_OK)
+		rc = r->dev->ops->upload(r->dev, r->class_w, host, sizeof(float) * (size_t)V, e);
+	if (rc == ERR_OK)
+		rc = r->dev->ops->sync(r->dev, e);
+	free(host);
+	r->ws->class_weights = r->class_w;
+	return rc;
+}
+
 static int replica_init(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	const struct model_shape *m = &eng->shape;
@@ -126,6 +150,7 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	ERR_TRY(d->ops->sync(d, e));
 	ERR_TRY(model_ws_create(d, m, rows, &r->ws, e));
 	r->ws->z_loss = (float)eng->s.z_loss; /* train.z_loss, in every model step */
+	ERR_TRY(class_table(eng, r, e));
 	ERR_TRY(model_batch_alloc(m, rows, &r->batch, e));
 	return tree_replica_alloc(eng, r, e);
 }
@@ -140,8 +165,8 @@ static int replica_destroy(struct engine *eng, struct replica *r, void *arg, str
 	r->ws = NULL;
 	r->batch = NULL;
 	tree_replica_release(r);
-	void *bufs[] = {r->params, r->grads, r->opt_state, r->loss_slots, r->terms};
-	for (int i = 0; i < 5; i++)
+	void *bufs[] = {r->params, r->grads, r->opt_state, r->loss_slots, r->terms, r->class_w};
+	for (int i = 0; i < 6; i++)
 		if (bufs[i])
 			r->dev->ops->release(r->dev, bufs[i]);
 	dev_destroy(r->dev);
@@ -482,15 +507,22 @@ static int window_totals(struct engine *eng, struct replica *r, const struct win
 {
 	struct coll *c = eng->coll;
 	double *totals = r->totals;
+	int n = w->weighted ? 4 : 3; /* with class weights, the rank's weight sum too */
 	totals[0] = (double)w->rank_tokens[r->rank];
 	totals[1] = (double)w->rank_sequences[r->rank];
 	totals[2] = local;
+	totals[3] = w->rank_weight[r->rank];
 	ERR_TRY(pool_mark_wait(eng->pool, r->local, "the count and loss allreduce", e));
 	if (eng->s.shards > 0)
-		ERR_TRY(c->ops->allreduce_tree(c, r->local, r->dev, totals, 3, COLL_F64, 1, e));
+		ERR_TRY(c->ops->allreduce_tree(c, r->local, r->dev, totals, n, COLL_F64, 1, e));
 	else
-		ERR_TRY(c->ops->allreduce(c, r->local, r->dev, totals, 3, COLL_F64, COLL_SUM, 1,
+		ERR_TRY(c->ops->allreduce(c, r->local, r->dev, totals, n, COLL_F64, COLL_SUM, 1,
 					  e));
+	/* the scheduler's W (rank order) is the divisor; the collective's may be added in
+	 * another order, so it must agree to within the double's rounding */
+	if (w->weighted && !(fabs(totals[3] - w->W) <= 1e-12 * fabs(w->W)))
+		return ERR(e, ERR_DEVICE, "the collective added the class weights to %.17g, the "
+			   "scheduler to %.17g", totals[3], w->W);
 	*count = (int64_t)totals[0];
 	*sum = totals[2];
 	if (*count != w->N)
@@ -627,9 +659,10 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 	/* the global counts go through the collective, like they would across processes;
 	 * each step is marked for the pool's watchdog, which names the step of a late rank */
 	ERR_TRY(window_totals(eng, r, w, local, &count, &sum, e));
-	if (count == 0) {
+	if (count == 0 || (w->weighted && !(w->W > 0.0))) {
 		/* every rank reaches this branch from the same number: nobody enters the
-		 * gradient collective that the others would skip */
+		 * gradient collective that the others would skip (with class weights, a window
+		 * whose targets all weigh 0 has no mean either) */
 		ws->rejected[rank] = 1;
 		return ERR_OK;
 	}
@@ -730,7 +763,7 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 					   window_number(w), r);
 	res->loss_sum = out[0].loss_sum;
 	res->loss_l2 = ws.l2_term;
-	res->loss = out[0].loss_sum / (double)norm_unit_count(eng->s.unit, w) + ws.l2_term;
+	res->loss = out[0].loss_sum / norm_unit_total(eng->s.unit, w) + ws.l2_term;
 	if (flags & ENGINE_CAPTURE_REDUCED) {
 		double g2 = 0.0;
 		for (size_t i = 0; i < eng->shape.n_params; i++)
@@ -769,7 +802,7 @@ static int reference_steps(struct engine *eng, struct replica *r, struct ref_arg
 	}
 	ERR_TRY(d->ops->zero(d, r->grads, n * sizeof(float), e));
 	ERR_TRY(d->ops->zero(d, r->loss_slots, sizeof(double), e));
-	float c = (float)(1.0 / (double)w->N);
+	float c = (float)(1.0 / norm_unit_total(UNIT_TOKEN, w));
 	for (int q = 0; q < w->world; q++)
 		for (int m = 0; m < w->rank_micro[q]; m++) {
 			const struct microbatch *mb = &w->mb[q][m];
@@ -810,11 +843,11 @@ int engine_reference_z(struct engine *eng, const struct window *w, double z_loss
 		       float *host_grad, double *loss, struct err *e)
 {
 	struct ref_arg a = {w, host_grad, z_loss, 0.0, 0.0};
-	if (w->N <= 0)
-		return ERR(e, ERR_EMPTY, "window %lld has no supervised token: no reference mean",
-			   window_number(w));
+	if (w->N <= 0 || (w->weighted && !(w->W > 0.0)))
+		return ERR(e, ERR_EMPTY, "window %lld has no supervised token%s: no reference mean",
+			   window_number(w), w->N > 0 ? " of a nonzero class weight" : "");
 	ERR_TRY(on_rank0(eng, reference, &a, e));
-	*loss = a.loss_sum / (double)norm_unit_count(eng->s.unit, w) + a.l2_term;
+	*loss = a.loss_sum / norm_unit_total(eng->s.unit, w) + a.l2_term;
 	return ERR_OK;
 }
 
