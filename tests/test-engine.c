@@ -17,10 +17,12 @@
 #include "check-run.h"
 #include "clock.h"
 #include "checks.h"
+#include "class_weights.h"
 #include "corpus_arrays.h"
 #include "engine.h"
 #include "engine_keep.h"
 #include "norm.h"
+#include "npy.h"
 #include "parity.h"
 #include "testutil.h"
 #include "window_mlp.h"
@@ -43,6 +45,7 @@ static void env_start(struct env *v, const struct engine_opts *opts)
 	struct err e;
 	err_clear(&e);
 	ck_assert_int_eq(corpus_build(&v->s, &v->c, &e), ERR_OK);
+	ck_assert_msg(class_weights_attach(&v->s, &v->c, &e) == ERR_OK, "%s", e.msg);
 	ck_assert_msg(sampler_init(&v->sp, &v->c, &v->s, &e) == ERR_OK, "%s", e.msg);
 	ck_assert_int_eq(window_init(&v->w, v->s.world, v->s.accumulation, v->s.batch_size, &e),
 			 ERR_OK);
@@ -496,6 +499,60 @@ START_TEST(z_loss_normalized_like_the_tokens)
 			env_close(&v);
 		}
 	env_extra = "";
+}
+END_TEST
+
+/* train.class_weights: the reference divides the weighted loss sum by W = sum w[y]; the
+ * W-rank gradient matches it at W = 2 and 3 under avg and sum (the count collective
+ * carries the weight sums), the loss is another than without weights, and the control
+ * dividing by the token count N is caught. check-loss's weighted form gives 13 / 7. */
+START_TEST(class_weights_divide_by_their_sum)
+{
+	const char *path = "class-weights-test.npy";
+	float weights[16];
+	size_t shape[1] = {16};
+	struct err e;
+	err_clear(&e);
+	for (int i = 0; i < 16; i++)
+		weights[i] = 0.5f + 0.5f * (float)(i % 4);
+	ck_assert_int_eq(npy_write(path, NPY_F32, shape, 1, weights, &e), ERR_OK);
+	for (int world = 2; world <= 3; world++)
+		for (int avg = 0; avg < 2; avg++) {
+			struct env v;
+			double plain, weighted;
+			env_extra = "";
+			env_open(&v, world, 2, avg, LAYOUT_PACKED, 0);
+			ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+			ck_assert_int_eq(engine_reference(v.eng, &v.w, v.ref, &plain, &e), ERR_OK);
+			env_close(&v);
+			env_extra = "train.class_weights=class-weights-test.npy";
+			env_open(&v, world, 2, avg, LAYOUT_PACKED, 0);
+			ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+			ck_assert(v.w.weighted && v.w.W > 0 && v.w.W != (double)v.w.N);
+			ck_assert(env_parity(&v, NORM_GLOBAL_TOKEN).pass);
+			ck_assert_int_eq(engine_reference(v.eng, &v.w, v.ref, &weighted, &e), ERR_OK);
+			ck_assert_msg(fabs(weighted - plain) > 1e-3, "%g against %g", weighted, plain);
+			double gap;
+			ck_assert_int_eq(parity_adapt_control_of(NORM_WEIGHTS_BY_COUNT, &v.s, &v.w, &gap),
+					 PARITY_DISTINCT);
+			struct parity_stats bad;
+			struct window_result res;
+			ck_assert_int_eq(engine_set_state(v.eng, v.params, NULL, 0, &e), ERR_OK);
+			ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_WEIGHTS_BY_COUNT,
+						       ENGINE_CAPTURE_REDUCED, &res, &e), ERR_OK);
+			parity_compare(v.eng->host_reduced, v.ref, v.eng->shape.n_params, 1e-6, 1e-4,
+				       &bad);
+			ck_assert_msg(!bad.pass, "W=%d avg=%d: weights_by_count passed", world, avg);
+			env_close(&v);
+		}
+	env_extra = "";
+	remove(path);
+	struct check_loss_result cl;
+	check_loss_run(&cl);
+	check_loss_weighted(&cl);
+	ck_assert(cl.ok);
+	ck_assert_double_eq_tol(cl.weighted_mean, 13.0 / 7.0, 1e-15);
+	ck_assert_double_eq(cl.weighted_by_count, 1.625);
 }
 END_TEST
 
@@ -1324,6 +1381,7 @@ int main(void)
 	tcase_add_test(tc, token_batching_rank_with_no_microbatch);
 	tcase_add_test(tc, l2_term_once_per_window);
 	tcase_add_test(tc, z_loss_normalized_like_the_tokens);
+	tcase_add_test(tc, class_weights_divide_by_their_sum);
 	tcase_add_test(tc, negative_controls_fail_on_the_seed_imbalance);
 	tcase_add_test(tc, balanced_counts_hide_mean_of_means);
 	tcase_add_test(tc, controls_near_global_token_are_not_required);

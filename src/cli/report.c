@@ -36,11 +36,19 @@ int report_json_file(const char *path, const json_t *j, struct err *e)
 
 json_t *check_loss_json(const struct check_loss_result *r)
 {
-	return json_pack("{s:[I,I], s:[f,f], s:f, s:f, s:f, s:f, s:b}", "local_tokens",
-			 (json_int_t)r->counts[0], (json_int_t)r->counts[1], "local_loss_sums",
-			 r->sums[0], r->sums[1], "mean_of_means", r->mean_of_means, "global_mean",
-			 r->global_mean, "mean_of_means_reduce_sum", r->mean_of_means_sum,
-			 "global_mean_reduce_sum", r->global_mean_sum, "ok", r->ok);
+	json_t *j = json_pack("{s:[I,I], s:[f,f], s:f, s:f, s:f, s:f, s:b}", "local_tokens",
+			      (json_int_t)r->counts[0], (json_int_t)r->counts[1], "local_loss_sums",
+			      r->sums[0], r->sums[1], "mean_of_means", r->mean_of_means,
+			      "global_mean", r->global_mean, "mean_of_means_reduce_sum",
+			      r->mean_of_means_sum, "global_mean_reduce_sum", r->global_mean_sum,
+			      "ok", r->ok);
+	if (j && r->weighted) /* train.class_weights: the weighted form too */
+		json_object_set_new(j, "weighted", json_pack(
+			"{s:[f,f], s:[f,f], s:f, s:f, s:f}", "weighted_loss_sums", r->w_sums[0],
+			r->w_sums[1], "weight_sums", r->w_weights[0], r->w_weights[1],
+			"weighted_mean", r->weighted_mean, "weighted_mean_reduce_sum",
+			r->weighted_mean_sum, "divided_by_token_count", r->weighted_by_count));
+	return j;
 }
 
 /* a bounded figure, or -1 for an unbounded one */
