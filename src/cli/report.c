@@ -251,7 +251,7 @@ static void md_adaptations(FILE *f, const struct app *a, const struct report *p)
 {
 	const struct settings *s = &a->s;
 	const struct reference_result *ref = &p->parity.ref;
-	if (s->batching != BATCHING_TOKENS && s->l2 <= 0 && s->z_loss <= 0)
+	if (s->batching != BATCHING_TOKENS && s->l2 <= 0 && s->z_loss <= 0 && !s->class_weights[0])
 		return;
 	fprintf(f, "## Adaptations (docs/adaptations.md)\n\n");
 	if (s->batching == BATCHING_TOKENS && p->have_parity) {
@@ -274,6 +274,13 @@ static void md_adaptations(FILE *f, const struct app *a, const struct report *p)
 	}
 	if (s->z_loss > 0 && p->have_parity)
 		md_z_loss(f, s, ref, &p->parity.modes[NORM_Z_LOSS_LOCAL]);
+	if (s->class_weights[0] && p->have_parity)
+		fprintf(f, "- Class weights (`%s`): window 1's %lld supervised tokens weigh W = %.6g "
+			"in all, so each token's factor is k / W instead of k / N (W / N = %.4f); "
+			"the ranks' weight sums go through the count collective. Control "
+			"weights_by_count (divided by N): %s.\n", s->class_weights,
+			(long long)ref->w.N, ref->w.W, ref->w.W / (double)ref->w.N,
+			parity_verdict_text(p->parity.modes[NORM_WEIGHTS_BY_COUNT].verdict));
 	fprintf(f, "\n");
 }
 
