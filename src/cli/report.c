@@ -275,8 +275,8 @@ static void md_adaptations(FILE *f, const struct app *a, const struct report *p)
 	if (s->z_loss > 0 && p->have_parity)
 		md_z_loss(f, s, ref, &p->parity.modes[NORM_Z_LOSS_LOCAL]);
 	if (s->class_weights[0] && p->have_parity)
-		fprintf(f, "- Class weights (`%s`): window 1's %lld supervised tokens weigh W = %.6g "
-			"in all, so each token's factor is k / W instead of k / N (W / N = %.4f); "
+		fprintf(f, "- Class weights (`%s`): window 1's %lld supervised tokens weigh W_sum = %.6g "
+			"in all, so each token's factor is k / W_sum instead of k / N (W_sum / N = %.4f); "
 			"the ranks' weight sums go through the count collective. Control "
 			"weights_by_count (divided by N): %s.\n", s->class_weights,
 			(long long)ref->w.N, ref->w.W, ref->w.W / (double)ref->w.N,
