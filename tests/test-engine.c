@@ -545,7 +545,33 @@ START_TEST(class_weights_divide_by_their_sum)
 			ck_assert_msg(!bad.pass, "W=%d avg=%d: weights_by_count passed", world, avg);
 			env_close(&v);
 		}
+	/* a kept engine reset for the corpus without weights drops the device table: its
+	 * reference is the unweighted one again, and back with weights the weighted one */
+	struct env v;
+	struct window u;
+	double with, without, plain;
+	env_open(&v, 2, 2, 1, LAYOUT_PACKED, 0);
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	ck_assert_int_eq(engine_reference(v.eng, &v.w, v.ref, &with, &e), ERR_OK);
+	float *table = v.c.class_weight;
+	double *sums = v.c.seq_weight;
+	v.c.class_weight = NULL;
+	v.c.seq_weight = NULL;
+	ck_assert_int_eq(window_copy(&u, &v.w, &v.c, &e), ERR_OK); /* recounted: unweighted */
+	ck_assert(!u.weighted);
+	ck_assert_int_eq(engine_reset(v.eng, &v.s, &v.c, NULL, &e), ERR_OK);
+	ck_assert_int_eq(engine_set_state(v.eng, v.params, NULL, 0, &e), ERR_OK);
+	ck_assert_int_eq(engine_reference(v.eng, &u, v.ref, &without, &e), ERR_OK);
+	window_free(&u);
+	env_close(&v);
+	free(table);
+	free(sums);
 	env_extra = "";
+	env_open(&v, 2, 2, 1, LAYOUT_PACKED, 0);
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	ck_assert_int_eq(engine_reference(v.eng, &v.w, v.ref, &plain, &e), ERR_OK);
+	env_close(&v);
+	ck_assert_msg(without == plain && with != plain, "%g %g %g", with, without, plain);
 	remove(path);
 	struct check_loss_result cl;
 	check_loss_run(&cl);

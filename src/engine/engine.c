@@ -102,21 +102,26 @@ static size_t upload_bytes(const struct model_shape *m, const struct settings *s
 	return (batch + 512 * steps) * micro;
 }
 
-/* train.class_weights on the replica's device, one weight per id of the model's vocabulary
- * (the corpus's table; ids past the corpus's vocabulary, never a target, weigh 1), for
- * every model step; nothing without class weights. */
-static int class_table(struct engine *eng, struct replica *r, struct err *e)
+/* train.class_weights of the engine's corpus on the replica's device, one weight per id
+ * of the model's vocabulary (ids past the corpus's vocabulary, never a target, weigh 1),
+ * for every model step; none (NULL) for a corpus without them. Run at creation and at
+ * every reset that binds a corpus: a kept engine may serve a corpus with other weights,
+ * and the kernel's table must always be the one the windows' W is the sum of. */
+static int class_table(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	const struct corpus *c = eng->corpus;
-	int V = eng->shape.vocab;
-	if (!c->class_weight)
+	int V = eng->shape.vocab, rc = ERR_OK;
+	(void)arg;
+	r->ws->class_weights = NULL;
+	if (!c || !c->class_weight)
 		return ERR_OK;
 	float *host = malloc(sizeof(float) * (size_t)V);
 	if (!host)
 		return ERR(e, ERR_NOMEM, "out of memory");
 	for (int i = 0; i < V; i++)
 		host[i] = i < c->vocab ? c->class_weight[i] : 1.0f;
-	int rc = r->dev->ops->alloc(r->dev, sizeof(float) * (size_t)V, (void **)&r->class_w, e);
+	if (!r->class_w)
+		rc = r->dev->ops->alloc(r->dev, sizeof(float) * (size_t)V, (void **)&r->class_w, e);
 	if (rc == ERR_OK)
 		rc = r->dev->ops->upload(r->dev, r->class_w, host, sizeof(float) * (size_t)V, e);
 	if (rc == ERR_OK)
@@ -150,7 +155,7 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	ERR_TRY(d->ops->sync(d, e));
 	ERR_TRY(model_ws_create(d, m, rows, &r->ws, e));
 	r->ws->z_loss = (float)eng->s.z_loss; /* train.z_loss, in every model step */
-	ERR_TRY(class_table(eng, r, e));
+	ERR_TRY(class_table(eng, r, NULL, e));
 	ERR_TRY(model_batch_alloc(m, rows, &r->batch, e));
 	return tree_replica_alloc(eng, r, e);
 }
@@ -343,8 +348,10 @@ int engine_reset_parts(struct engine *eng, const struct settings *s, const struc
 	if (!engine_fits(eng, s))
 		return ERR(e, ERR_CONFIG, "an engine of %d ranks made for other devices, model or "
 			   "batch sizes cannot run these settings (%d ranks)", eng->world, s->world);
-	if (parts & ENGINE_RESET_SETTINGS)
+	if (parts & ENGINE_RESET_SETTINGS) {
 		engine_bind(eng, s, c, opts);
+		ERR_TRY(on_ranks(eng, class_table, NULL, e));
+	}
 	if (parts & ENGINE_RESET_STATE)
 		ERR_TRY(on_ranks(eng, zero_state, NULL, e));
 	if (parts & ENGINE_RESET_COUNTERS) {
