@@ -334,7 +334,8 @@ static int cu_bias_tanh(struct dev *d, int rows, int cols, const float *bias, fl
 }
 
 static int cu_xent(struct dev *d, int rows, int cols, const float *bias, const int32_t *target,
-		   float scale, float *logits, float *loss, struct err *e)
+		   float scale, float zc, const float *class_w, float *logits, float *loss,
+		   struct err *e)
 {
 	struct cuda_dev *cd = cdev(d);
 	int rc;
@@ -342,7 +343,8 @@ static int cu_xent(struct dev *d, int rows, int cols, const float *bias, const i
 		return ERR_OK;
 	if ((rc = enter(cd, e)) != ERR_OK)
 		return rc;
-	k_xent<<<rows, ROW_THREADS, 0, cd->stream>>>(cols, bias, target, scale, logits, loss);
+	k_xent<<<rows, ROW_THREADS, 0, cd->stream>>>(cols, bias, target, scale, zc, class_w,
+						     logits, loss);
 	LAUNCH_TRY(cd, "k_xent", e);
 	return ERR_OK;
 }

@@ -76,10 +76,10 @@ __global__ void k_bias_tanh(int rows, int cols, const float *bias, float *z)
 
 /* Softmax cross-entropy of one row per block (see host_xent, line for line). */
 __global__ void k_xent(int cols, const float *bias, const int32_t *target, float scale,
-		       float *logits, float *loss)
+		       float zc, const float *class_w, float *logits, float *loss)
 {
 	__shared__ float s_max[ROW_THREADS];
-	__shared__ float s_zt, s_inv;
+	__shared__ float s_zt, s_inv, s_scale;
 	const int p = blockIdx.x, tid = threadIdx.x;
 	float *row = logits + (size_t)p * cols;
 	const int t = target[p];
@@ -112,13 +112,15 @@ __global__ void k_xent(int cols, const float *bias, const int32_t *target, float
 #pragma unroll 8
 		for (int j = 0; j < cols; j++)
 			s += row[j];
-		loss[p] = km_xent_loss(mx, s, s_zt);
-		s_inv = 1.0f / s;
+		const float weight = class_w ? class_w[t] : 1.0f;
+		loss[p] = km_xent_loss(mx, s, s_zt, zc, weight);
+		s_inv = km_xent_inv_z(1.0f / s, mx, s, zc);
+		s_scale = scale * weight;
 	}
 	__syncthreads();
-	const float inv = s_inv;
+	const float inv = s_inv, weighted = s_scale;
 	for (int j = tid; j < cols; j += ROW_THREADS)
-		row[j] = km_xent_grad(row[j], inv, scale, j == t);
+		row[j] = km_xent_grad(row[j], inv, weighted, j == t);
 }
 
 /* Fixed-shape tree over RED_THREADS values in shared memory; result in sh[0]. */

@@ -29,7 +29,7 @@ __global__ void k_embed_gather(int rows, int width, int dim, const int32_t *ctx,
 __global__ void k_bias_tanh(int rows, int cols, const float *bias, float *z);
 /* grid: rows blocks of ROW_THREADS */
 __global__ void k_xent(int cols, const float *bias, const int32_t *target, float scale,
-		       float *logits, float *loss);
+		       float zc, const float *class_w, float *logits, float *loss);
 
 /* What a reduction adds for x[i] (`of`) and in which type (`acc`); `index` is first + i. */
 struct red_sum {

@@ -84,9 +84,15 @@ struct dev_ops {
 	/* Softmax cross-entropy over each row of logits (rows x cols), after adding bias[j].
 	 * For a row with target[p] >= 0: loss[p] = logsumexp(row) - row[target] and the row is
 	 * replaced by scale * (softmax(row) - onehot(target)). For target[p] < 0 (not
-	 * supervised): loss[p] = 0 and the row becomes 0. `loss` has `rows` entries. */
+	 * supervised): loss[p] = 0 and the row becomes 0. `loss` has `rows` entries.
+	 * zc != 0 adds the z-loss zc * lse^2 (lse = logsumexp(row)) to each supervised loss
+	 * and its gradient: the row becomes scale * ((1 + 2 zc lse) softmax - onehot); zc = 0
+	 * is the plain cross-entropy bit for bit (kmath.h's km_xent_*). class_w (cols
+	 * entries, or NULL: all 1) weighs a row by its target's class: its loss and its
+	 * gradient are multiplied by class_w[target] (a weight of 1 changes no bit). */
 	int (*xent)(struct dev *d, int rows, int cols, const float *bias, const int32_t *target,
-		    float scale, float *logits, float *loss, struct err *e);
+		    float scale, float zc, const float *class_w, float *logits, float *loss,
+		    struct err *e);
 	/* *host_out = sum of x[0..n) accumulated in double in a fixed order (the same every
 	 * call); waits for the result */
 	int (*sum)(struct dev *d, int n, const float *x, double *host_out, struct err *e);

@@ -267,20 +267,20 @@ static void xent_part(void *arg, int p, int parts)
 	const struct loop_args *l = arg;
 	size_t lo, hi;
 	part_range(p, parts, l->step, l->n, &lo, &hi);
-	l->loops->xent(NULL, (int)(hi - lo), l->cols, l->bias, l->target + lo, l->f0,
-		       l->x + lo * l->cols, l->y + lo, NULL);
+	l->loops->xent(NULL, (int)(hi - lo), l->cols, l->bias, l->target + lo, l->f0, l->f1,
+		       l->in, l->x + lo * l->cols, l->y + lo, NULL);
 }
 
 static int split_xent(struct dev *d, int rows, int cols, const float *bias,
-		      const int32_t *target, float scale, float *logits, float *loss,
-		      struct err *e)
+		      const int32_t *target, float scale, float zc, const float *class_w,
+		      float *logits, float *loss, struct err *e)
 {
 	struct loop_args l = {.loops = hdev(d)->loops, .n = rows > 0 ? (size_t)rows : 0,
-			      .cols = cols, .f0 = scale, .bias = bias, .target = target,
+			      .cols = cols, .f0 = scale, .f1 = zc, .in = class_w, .bias = bias, .target = target,
 			      .x = logits, .y = loss};
 	if (cols > 0 && run_cut(d, &l, 1, (size_t)cols, xent_part))
 		return ERR_OK;
-	return l.loops->xent(d, rows, cols, bias, target, scale, logits, loss, e);
+	return l.loops->xent(d, rows, cols, bias, target, scale, zc, class_w, logits, loss, e);
 }
 
 /* element parts in whole cache lines of floats */

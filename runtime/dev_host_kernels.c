@@ -107,7 +107,7 @@ static void row_sums_in_order(int rows, int cols, const float *x, float *s)
 /* Rows p0..p0+rows-1 (rows <= XENT_ROWS) of host_xent: per row, the softmax numerators
  * in place of the logits, then their sums, then the loss and the gradient. */
 static void xent_rows(int p0, int rows, int cols, const float *bias, const int32_t *target,
-		      float scale, float *logits, float *loss)
+		      float scale, float zc, const float *class_w, float *logits, float *loss)
 {
 	float mx[XENT_ROWS], zt[XENT_ROWS], sum[XENT_ROWS];
 	float *block = logits + (size_t)p0 * cols;
@@ -132,20 +132,22 @@ static void xent_rows(int p0, int rows, int cols, const float *bias, const int32
 			loss[p0 + r] = 0.0f;
 			continue;
 		}
-		loss[p0 + r] = km_xent_loss(mx[r], sum[r], zt[r]);
-		float inv = 1.0f / sum[r];
+		float weight = class_w ? class_w[t] : 1.0f, weighted = scale * weight;
+		loss[p0 + r] = km_xent_loss(mx[r], sum[r], zt[r], zc, weight);
+		float inv = km_xent_inv_z(1.0f / sum[r], mx[r], sum[r], zc);
 		for (int j = 0; j < cols; j++) /* vectorized: xent_grad */
-			row[j] = km_xent_grad(row[j], inv, scale, j == t);
+			row[j] = km_xent_grad(row[j], inv, weighted, j == t);
 	}
 }
 
 static int host_xent(struct dev *d, int rows, int cols, const float *bias, const int32_t *target,
-		  float scale, float *logits, float *loss, struct err *e)
+		  float scale, float zc, const float *class_w, float *logits, float *loss,
+		  struct err *e)
 {
 	dev_count(d, 1, 0, 0);
 	for (int p = 0; p < rows; p += XENT_ROWS)
 		xent_rows(p, rows - p < XENT_ROWS ? rows - p : XENT_ROWS, cols, bias, target, scale,
-			  logits, loss);
+			  zc, class_w, logits, loss);
 	return ERR_OK;
 }
 

@@ -154,11 +154,31 @@ KM_FN void km_adamw(float *p, float g, float *m, float *v, float lr, float beta1
 	*p = pd - (lr / bc1) * (m1 / denom);
 }
 
-/* loss of one row from its max, sum of km_exp(z - max) and target logit z_t:
- * logsumexp - z_t = max + log(sum) - z_t, evaluated in double, rounded once */
-KM_FN float km_xent_loss(float mx, float sum, float zt)
+/* loss of one row from its max, sum of km_exp(z - max) and target logit z_t, with the
+ * z-loss coefficient zc and the target's class weight: weight * (lse - z_t + zc * lse^2)
+ * where lse = max + log(sum) (log Z), all in double, rounded once. The z term is added only when zc != 0, so zc = 0 gives the bits
+ * of the plain cross-entropy whatever lse is (0 * inf would be a NaN). */
+KM_FN float km_xent_loss(float mx, float sum, float zt, float zc, float weight)
 {
-	return (float)((double)mx + log((double)sum) - (double)zt);
+	double lse = (double)mx + log((double)sum);
+	double loss = lse - (double)zt;
+	if (zc != 0.0f)
+		loss += (double)zc * lse * lse;
+	if (weight != 1.0f) /* the class weight of the target; 1 leaves the bits alone */
+		loss *= (double)weight;
+	return (float)loss;
+}
+
+/* What the row's 1 / sum becomes with the z-loss: d(zc lse^2)/dz_j = 2 zc lse softmax_j,
+ * so the softmax part of the gradient is (1 + 2 zc lse) softmax_j, folded into the
+ * reciprocal km_xent_grad multiplies by (the factor in double, rounded once; zc = 0
+ * returns inv_sum itself, bit for bit). */
+KM_FN float km_xent_inv_z(float inv_sum, float mx, float sum, float zc)
+{
+	if (zc == 0.0f)
+		return inv_sum;
+	double lse = (double)mx + log((double)sum);
+	return (float)((double)inv_sum * (1.0 + 2.0 * (double)zc * lse));
 }
 
 /* gradient of scale * loss for one logit: scale * (softmax_j - [j == target]) */

@@ -32,6 +32,35 @@ void check_loss_run(struct check_loss_result *res)
 		  res->mean_of_means_sum == 2.0 && res->global_mean_sum == 2.5;
 }
 
+/* What the collective reports when rank r backpropagates norm_factor(mode) times its
+ * weighted loss sum, the counts being the weight sums (by_count: the token counts). */
+static double weighted_loss(int mode, int reduce_avg, const struct check_loss_result *r)
+{
+	double scaled[2], W = r->w_weights[0] + r->w_weights[1];
+	double N = (double)(r->counts[0] + r->counts[1]);
+	for (int q = 0; q < 2; q++)
+		scaled[q] = r->w_sums[q] * (mode == NORM_WEIGHTS_BY_COUNT
+			? norm_factor(NORM_GLOBAL_TOKEN, reduce_avg, 2, 1, N, 0, 0)
+			: norm_factor(mode, reduce_avg, 2, 1, W, r->w_weights[q], r->w_weights[q]));
+	return norm_collective(reduce_avg, 2, scaled);
+}
+
+void check_loss_weighted(struct check_loss_result *res)
+{
+	const double w0 = 2.0, w1 = 0.5, want = 13.0 / 7.0;
+	res->weighted = 1;
+	res->w_sums[0] = w0 * res->sums[0];
+	res->w_sums[1] = w1 * res->sums[1];
+	res->w_weights[0] = w0 * (double)res->counts[0];
+	res->w_weights[1] = w1 * (double)res->counts[1];
+	res->weighted_mean = weighted_loss(NORM_GLOBAL_TOKEN, 1, res);
+	res->weighted_mean_sum = weighted_loss(NORM_GLOBAL_TOKEN, 0, res);
+	res->weighted_by_count = weighted_loss(NORM_WEIGHTS_BY_COUNT, 1, res);
+	res->ok = res->ok && fabs(res->weighted_mean - want) <= 1e-15 * want &&
+		  fabs(res->weighted_mean_sum - want) <= 1e-15 * want &&
+		  res->weighted_by_count == 1.625;
+}
+
 /* ---- the exercise ------------------------------------------------------------------- */
 
 /* The two-sequence corpus of one case: rank 0's sequence, then rank 1's prefix. */

@@ -22,11 +22,20 @@ struct check_loss_result {
 	int64_t counts[2];
 	double mean_of_means, global_mean;         /* reduce avg: must be 2 and 2.5 */
 	double mean_of_means_sum, global_mean_sum; /* reduce sum: likewise */
+	/* The weighted form (weighted = 1, with train.class_weights): rank 0's tokens of a
+	 * class weighing 2, rank 1's of one weighing 0.5, so its weighted loss sums are 24
+	 * and 54 over weight sums 24 and 18 (docs/adaptations.md works it out) */
+	int weighted;
+	double w_sums[2], w_weights[2];
+	double weighted_mean, weighted_mean_sum; /* 78 / 42 = 13 / 7 under avg and sum */
+	double weighted_by_count;                /* 78 / 48 = 1.625: divided by N */
 	int ok;
 };
 
 /* Through the trainer's normalization function (norm_window_loss), under both reduce ops. */
 void check_loss_run(struct check_loss_result *res);
+/* Adds the weighted form (through norm_factor's weight sums), and its part of ok. */
+void check_loss_weighted(struct check_loss_result *res);
 
 /* ---- the exercise: rank 0 keeps its tokens, rank 1 grows ---- */
 

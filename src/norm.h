@@ -11,6 +11,13 @@
  *   microbatch_mean      k / (W * M * N_micro)  each microbatch its own mean, / M
  *   double_accumulation  k / (N * M)            global count, divided again by M
  *   l2_every_rank        k / N                  (its error is in the l2 term: engine.c)
+ *   z_loss_local         k / N                  (its error is in the z term: norm_z_scale)
+ *   weights_by_count     k / N                  (with class weights, where W is right)
+ *
+ * With train.class_weights each token's loss arrives multiplied by w[y] and the counts
+ * of the token unit are weight sums: N becomes W = sum_i w[y_i], N_rank and N_micro
+ * their ranks' and microbatches' sums (norm_unit_factor); the control weights_by_count
+ * keeps the token count N.
  *
  * with k = W when reduce = avg (it cancels the collective's division) and 1 for sum.
  * M is the rank's own count of microbatches, M_r (window.h's rank_micro): the
@@ -28,13 +35,13 @@
 #include "sampler.h"
 #include "settings.h"
 
-double norm_factor(int mode, int reduce_avg, int world, int micro, int64_t N, int64_t n_rank,
-		   int64_t n_micro);
+double norm_factor(int mode, int reduce_avg, int world, int micro, double N, double n_rank,
+		   double n_micro);
 /* The same table with the collective's divisor k given: norm_factor() is it with
  * k = (reduce_avg ? W : 1); exact mode's tree divides by its K shards, so it passes
  * k = (reduce_avg ? K : 1), the same at every W. */
-double norm_factor_k(int mode, double k, int world, int micro, int64_t N, int64_t n_rank,
-		     int64_t n_micro);
+double norm_factor_k(int mode, double k, int world, int micro, double N, double n_rank,
+		     double n_micro);
 /* k, the collective's divisor: 1 for sum; for avg W, or in exact mode (shards > 0) the K
  * shards its tree adds. */
 double norm_divisor(int reduce_avg, int world, int shards);
@@ -46,8 +53,17 @@ double norm_divisor(int reduce_avg, int world, int shards);
  * its wrong division in the sequence unit too. */
 double norm_unit_factor(int unit, int mode, int reduce_avg, const struct window *w, int rank,
 			int m, int64_t n_s);
+/* What multiplies the z-loss coefficient on rank `rank` under `mode`: 1, except for the
+ * control z_loss_local, whose z term is divided by the rank's count instead of the
+ * window's (N / N_rank, or S / S_rank in the sequence unit; 1 on a rank without any).
+ * The z term rides in each token's loss, so the token's factor k / N already normalizes
+ * it; scaling the coefficient by N / N_rank turns that into k / N_rank for the z part. */
+double norm_z_scale(int unit, int mode, const struct window *w, int rank);
 /* The window's count of the unit (N or S), and a rank's. */
 int64_t norm_unit_count(int unit, const struct window *w);
+/* What the window's loss sum is divided by: norm_unit_count, or with class weights (the
+ * token unit) the window's weight sum W = sum_i w[y_i]. */
+double norm_unit_total(int unit, const struct window *w);
 
 /* What an allreduce makes of one scalar per rank (sum, or mean when reduce_avg). */
 double norm_collective(int reduce_avg, int world, const double *per_rank);

@@ -107,15 +107,33 @@ int parity_mode_present(int mode, const struct settings *s)
 {
 	if (mode == NORM_L2_EVERY_RANK)
 		return s->l2 > 0.0;
+	if (mode == NORM_Z_LOSS_LOCAL)
+		return s->z_loss > 0.0;
+	if (mode == NORM_WEIGHTS_BY_COUNT)
+		return s->class_weights[0] != '\0';
 	return mode >= 0 && mode < NORM_COUNT;
 }
 
-enum parity_control parity_adapt_control_of(int mode, const struct settings *s, double *gap)
+enum parity_control parity_adapt_control_of(int mode, const struct settings *s,
+					    const struct window *w, double *gap)
 {
 	*gap = 0.0;
 	if (mode == NORM_L2_EVERY_RANK && s->reduce == COLL_SUM && s->world > 1) {
 		*gap = s->world - 1.0;
 		return PARITY_DISTINCT;
+	}
+	if (mode == NORM_Z_LOSS_LOCAL) { /* the z coefficient's ratio on the ranks with tokens */
+		for (int r = 0; r < w->world; r++)
+			*gap = fmax(*gap, norm_z_scale(s->unit, mode, w, r) - 1.0);
+		if (*gap > PARITY_FACTOR_MIN_GAP)
+			return PARITY_DISTINCT;
+		return *gap > 0.0 ? PARITY_MARGINAL : PARITY_SAME;
+	}
+	if (mode == NORM_WEIGHTS_BY_COUNT && w->weighted && w->W > 0) { /* k / N against k / W */
+		*gap = fabs(w->W / (double)w->N - 1.0);
+		if (*gap > PARITY_FACTOR_MIN_GAP)
+			return PARITY_DISTINCT;
+		return *gap > 0.0 ? PARITY_MARGINAL : PARITY_SAME;
 	}
 	return PARITY_SAME;
 }
@@ -142,6 +160,26 @@ static double l2(const float *x, size_t n)
 	return sqrt(s);
 }
 
+/* The z-loss's share of the reference: its loss and gradient less those of the same
+ * window without the term (train.z_loss = 0). */
+static int z_loss_share(struct run *r, struct reference_result *res, struct err *e)
+{
+	double plain;
+	float *g = malloc(res->n * sizeof(float));
+	if (!g)
+		return ERR(e, ERR_NOMEM, "out of memory");
+	int rc = engine_reference_z(r->eng, &res->w, 0.0, g, &plain, e);
+	if (rc == ERR_OK) {
+		double d2 = 0.0;
+		for (size_t i = 0; i < res->n; i++)
+			d2 += ((double)res->grad[i] - g[i]) * ((double)res->grad[i] - g[i]);
+		res->loss_z = res->loss - plain;
+		res->z_grad_l2 = sqrt(d2);
+	}
+	free(g);
+	return rc;
+}
+
 int reference_run(struct run *r, struct reference_result *res, struct err *e)
 {
 	int rc;
@@ -155,6 +193,8 @@ int reference_run(struct run *r, struct reference_result *res, struct err *e)
 	    (rc = window_copy(&res->w, &r->w, &r->corpus, e)) != ERR_OK)
 		return rc;
 	res->grad_l2 = l2(res->grad, res->n);
+	if (r->eng->s.z_loss > 0 && (rc = z_loss_share(r, res, e)) != ERR_OK)
+		return rc;
 	/* the l2 term at the window's parameters, the initial ones, computed on the host */
 	res->l2_grad_l2 = r->eng->s.l2 * l2(r->init_params, res->n);
 	res->loss_l2 = r->eng->s.l2 > 0 ? 0.5 * res->l2_grad_l2 * l2(r->init_params, res->n) : 0.0;
@@ -236,7 +276,7 @@ static int parity_mode(struct run *r, const struct settings *s, int mode, const 
 	if (mode == NORM_GLOBAL_TOKEN) {
 		memcpy(global, r->eng->host_reduced, n * sizeof(float));
 	} else if (mode >= NORM_COUNT) {
-		m->control = parity_adapt_control_of(mode, s, &m->factor_gap);
+		m->control = parity_adapt_control_of(mode, s, w, &m->factor_gap);
 		m->effect = parity_effect(r->eng->host_reduced, global, n, s->atol, s->rtol);
 	} else {
 		m->control = parity_control_of(mode, s->unit, w, avg, &m->factor_gap);

@@ -60,12 +60,17 @@ enum parity_control {
 enum parity_control parity_control_of(int mode, int unit, const struct window *w, int reduce_avg,
 				      double *factor_gap);
 /* Whether parity runs `mode` under settings s: the four normalizations always, an
- * adaptation's control only where its term is configured (l2_every_rank: train.l2 > 0). */
+ * adaptation's control only where its term is configured (l2_every_rank: train.l2 > 0,
+ * z_loss_local: train.z_loss > 0, weights_by_count: train.class_weights). */
 int parity_mode_present(int mode, const struct settings *s);
-/* What an adaptation's control demands on settings s: l2_every_rank adds the l2 gradient
- * W times under sum (*gap = W - 1, distinct when W > 1) and coincides with the correct
- * term under avg (every rank adds it there). */
-enum parity_control parity_adapt_control_of(int mode, const struct settings *s, double *gap);
+/* What an adaptation's control demands on settings s and window w: l2_every_rank adds the
+ * l2 gradient W times under sum (*gap = W - 1, distinct when W > 1) and coincides with
+ * the correct term under avg (every rank adds it there); z_loss_local multiplies each
+ * rank's z term by N / N_rank (*gap: the largest, less 1; the same where one rank holds
+ * every token); weights_by_count divides the class-weighted losses by N instead of
+ * W = sum_i w[y_i] (*gap = |W / N - 1|: the same when the weights average 1). */
+enum parity_control parity_adapt_control_of(int mode, const struct settings *s,
+					    const struct window *w, double *gap);
 /* The largest parity_gap ratio of g_mode against g_global over n components: how far a
  * control moved the gradient, in tolerances. */
 double parity_effect(const float *g_mode, const float *g_global, size_t n, double atol,
@@ -79,6 +84,8 @@ struct reference_result {
 	double grad_l2;
 	double loss_l2;   /* of loss, the l2 term lambda / 2 ||theta||^2 (train.l2; else 0) */
 	double l2_grad_l2; /* the L2 norm of its gradient lambda theta */
+	double loss_z;    /* of loss, the z-loss's part (train.z_loss; else 0) */
+	double z_grad_l2; /* the L2 norm of the z-loss's part of the gradient */
 	size_t n;         /* components */
 	float *grad;      /* the gradient of (sum of its token losses) / N on one device */
 	char backend[16];

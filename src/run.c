@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "class_weights.h"
 #include "corpus_files.h"
 #include "corpus_store.h"
 #include "fsx.h"
@@ -33,6 +34,8 @@ int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct
 	r->corpus = *c; /* moved: the run owns (and frees) it from here on */
 	memset(c, 0, sizeof *c);
 	r->have_corpus = 1;
+	/* train.class_weights: the table and the sequences' sums the windows add */
+	ERR_TRY_GOTO(rc, class_weights_attach(v->s, &r->corpus, e), fail);
 	if ((rc = sampler_init(&r->sampler, &r->corpus, v->s, e)) != ERR_OK) {
 		if (rc == ERR_CONFIG) /* the keys come from this file (and --set) */
 			err_prefix(e, "%s", v->cfg->path);

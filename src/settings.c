@@ -222,6 +222,13 @@ const struct cfg_key settings_keys[] = {
 	FLOAT_KEY("train", "l2", "0", 0, 1, 0, MATH, AT(l2),
 		  "lambda of an l2 term lambda / 2 ||theta||^2 added once to the window objective "
 		  "(its gradient enters before the gradient collective; 0: none)"),
+	FLOAT_KEY("train", "z_loss", "0", 0, 1, 0, MATH, AT(z_loss),
+		  "c of a z-loss c * log(Z)^2 added to each supervised token's loss (Z: the sum "
+		  "of exp(logits) over the vocabulary), normalized with the token's loss; 0: none"),
+	STRING_KEY("train", "class_weights", "", MATH, AT(class_weights),
+		   "a .npy of float32 weights, one per vocabulary id as the data files spell "
+		   "them: the objective becomes sum w[y] loss / sum w[y] (relative to the "
+		   "working directory; empty: none)"),
 
 	/* [devices] */
 	INT_KEY("devices", "world", "2", 1, MAX_WORLD, MATH | KEY_ELASTIC, AT(world),
@@ -267,6 +274,8 @@ static const char *const norm_names[NORM_MODES] = {
 	[NORM_MICROBATCH_MEAN] = "microbatch_mean",
 	[NORM_DOUBLE_ACCUM] = "double_accumulation",
 	[NORM_L2_EVERY_RANK] = "l2_every_rank",
+	[NORM_Z_LOSS_LOCAL] = "z_loss_local",
+	[NORM_WEIGHTS_BY_COUNT] = "weights_by_count",
 };
 
 const char *norm_mode_name(int mode)
@@ -440,6 +449,17 @@ static int adaptation_relations(const struct cfg *c, const struct settings *s, s
 		return ERR(e, ERR_CONFIG, "%s: [train] l2 = %g: exact mode ([train] shards = %d) adds "
 			   "only the shards' loss gradients in its tree; use train.l2 = 0 or "
 			   "train.shards = 0", key_where(c, "train", "l2"), s->l2, s->shards);
+	if (s->class_weights[0] && s->unit == UNIT_SEQUENCE)
+		return ERR(e, ERR_CONFIG, "%s: [train] class_weights = %s with [train] unit = "
+			   "sequence: a class weight weighs a token, the sequence unit weighs every "
+			   "sequence 1 / S whatever its tokens; use train.unit = token or no "
+			   "train.class_weights", key_where(c, "train", "class_weights"),
+			   s->class_weights);
+	if (s->class_weights[0] && s->shards > 0)
+		return ERR(e, ERR_CONFIG, "%s: [train] class_weights = %s: exact mode ([train] "
+			   "shards = %d) divides by a count its tree does not weigh; use "
+			   "train.shards = 0 or no train.class_weights",
+			   key_where(c, "train", "class_weights"), s->class_weights, s->shards);
 	if (s->batching != BATCHING_TOKENS)
 		return ERR_OK;
 	describe(c, "train", "batching", db, sizeof db);

@@ -26,6 +26,8 @@ enum norm_mode {
 	/* controls of an adaptation of the objective (docs/adaptations.md), which parity runs
 	 * only when that term is configured; no train.normalization choice names them */
 	NORM_L2_EVERY_RANK = NORM_COUNT, /* wrong: the l2 gradient on every rank under sum */
+	NORM_Z_LOSS_LOCAL,     /* wrong: the z-loss divided by the rank's count, not N */
+	NORM_WEIGHTS_BY_COUNT, /* wrong: class-weighted losses divided by N, not sum w[y] */
 	NORM_MODES
 };
 
@@ -108,6 +110,8 @@ struct settings {
 	int batching;      /* enum batching_kind */
 	int micro_tokens;  /* tokens batching: most supervised positions per microbatch */
 	double l2;         /* lambda of the objective's lambda / 2 ||theta||^2 (0: none) */
+	double z_loss;     /* c of the per-token z-loss c * log(Z)^2 (0: none) */
+	char class_weights[512]; /* .npy of one weight per vocabulary id ("": none) */
 
 	/* [devices] */
 	int world;

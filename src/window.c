@@ -64,9 +64,12 @@ static void window_layout(struct window *w, const struct corpus *c, const int *c
 
 	w->N = 0;
 	w->S = 0;
+	w->W = 0.0;
+	w->weighted = c->seq_weight != NULL;
 	for (int r = 0; r < w->world; r++) {
 		w->rank_tokens[r] = 0;
 		w->rank_sequences[r] = 0;
+		w->rank_weight[r] = 0.0;
 		w->rank_micro[r] = w->micro;
 		for (int m = 0; m < w->micro; m++) {
 			struct microbatch *mb = &w->mb[r][m];
@@ -74,16 +77,21 @@ static void window_layout(struct window *w, const struct corpus *c, const int *c
 			mb->ids = w->storage + pos;
 			mb->tokens = 0;
 			mb->sequences = 0;
+			mb->weight = 0.0;
 			for (int k = 0; k < mb->n; k++) {
 				mb->tokens += corpus_supervised(c, mb->ids[k]);
 				mb->sequences += corpus_supervised(c, mb->ids[k]) > 0;
+				if (w->weighted)
+					mb->weight += c->seq_weight[mb->ids[k]];
 			}
 			pos += mb->n;
 			w->rank_tokens[r] += mb->tokens;
 			w->rank_sequences[r] += mb->sequences;
+			w->rank_weight[r] += mb->weight;
 		}
 		w->N += w->rank_tokens[r];
 		w->S += w->rank_sequences[r];
+		w->W += w->rank_weight[r];
 	}
 	w->n_ids = pos;
 }

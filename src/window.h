@@ -21,6 +21,7 @@ struct microbatch {
 	const int *ids;   /* points into window.storage */
 	int64_t tokens;   /* supervised positions */
 	int64_t sequences; /* sequences with at least one supervised position */
+	double weight;    /* train.class_weights: the sum of its targets' weights (else 0) */
 };
 
 struct window {
@@ -38,6 +39,12 @@ struct window {
 	int64_t N;        /* sum of rank_tokens */
 	int64_t rank_sequences[MAX_WORLD]; /* sequences holding a supervised token */
 	int64_t S;        /* sum of rank_sequences */
+	/* train.class_weights (weighted = 1): each rank's sum of its targets' weights, each
+	 * the sum of its microbatches', and W the sum of those in rank order (every rank and
+	 * the reference compute the same double from the same window) */
+	int weighted;
+	double rank_weight[MAX_WORLD];
+	double W;
 	int n_ids;
 	int *storage;     /* all ids of the window, rank-major then microbatch (packed) */
 };

@@ -213,7 +213,7 @@ static int step(struct model_ws *head, const float *params, float *grads,
 		return ERR_OK;
 	ERR_TRY(forward(ws, params, (const struct bigram_batch *)batch, e));
 	ERR_TRY(d->ops->xent(d, R, V, params + p[BIGRAM_BIAS].offset, ws->target, scale,
-			     ws->logits, ws->loss, e));
+			     head->z_loss, head->class_weights, ws->logits, ws->loss, e));
 	ERR_TRY(d->ops->sum_acc(d, R, ws->loss, divisor, acc, e));
 	ERR_TRY(d->ops->col_sum_acc(d, R, V, ws->logits, grads + p[BIGRAM_BIAS].offset, e));
 	return d->ops->embed_backward(d, R, 1, V, ws->prev, ws->logits,
@@ -233,7 +233,7 @@ static int eval(struct model_ws *head, const float *params, const struct model_b
 		return ERR_OK;
 	ERR_TRY(forward(ws, params, (const struct bigram_batch *)batch, e));
 	ERR_TRY(d->ops->argmax_hits(d, R, V, bias, ws->logits, ws->target, hits, e));
-	ERR_TRY(d->ops->xent(d, R, V, bias, ws->target, 0.0f, ws->logits, ws->loss, e));
+	ERR_TRY(d->ops->xent(d, R, V, bias, ws->target, 0.0f, 0.0f, NULL, ws->logits, ws->loss, e));
 	return d->ops->sum(d, R, ws->loss, loss_sum, e);
 }
 

@@ -17,10 +17,12 @@
 #include "check-run.h"
 #include "clock.h"
 #include "checks.h"
+#include "class_weights.h"
 #include "corpus_arrays.h"
 #include "engine.h"
 #include "engine_keep.h"
 #include "norm.h"
+#include "npy.h"
 #include "parity.h"
 #include "testutil.h"
 #include "window_mlp.h"
@@ -43,6 +45,7 @@ static void env_start(struct env *v, const struct engine_opts *opts)
 	struct err e;
 	err_clear(&e);
 	ck_assert_int_eq(corpus_build(&v->s, &v->c, &e), ERR_OK);
+	ck_assert_msg(class_weights_attach(&v->s, &v->c, &e) == ERR_OK, "%s", e.msg);
 	ck_assert_msg(sampler_init(&v->sp, &v->c, &v->s, &e) == ERR_OK, "%s", e.msg);
 	ck_assert_int_eq(window_init(&v->w, v->s.world, v->s.accumulation, v->s.batch_size, &e),
 			 ERR_OK);
@@ -444,13 +447,138 @@ START_TEST(l2_term_once_per_window)
 			s = v.s;
 			struct parity_stats bad = env_parity(&v, NORM_L2_EVERY_RANK);
 			double gap;
-			enum parity_control want = parity_adapt_control_of(NORM_L2_EVERY_RANK, &s, &gap);
+			enum parity_control want = parity_adapt_control_of(NORM_L2_EVERY_RANK, &s, &v.w,
+									   &gap);
 			ck_assert_int_eq(want, avg ? PARITY_SAME : PARITY_DISTINCT);
 			ck_assert_msg(bad.pass == avg, "W=%d avg=%d: l2_every_rank %s", world, avg,
 				      bad.pass ? "passed" : "failed");
 			env_close(&v);
 		}
 	env_extra = "";
+}
+END_TEST
+
+/* train.z_loss: the term rides in every token's loss, so global_token passes parity
+ * against the one-device reference at W = 2 and 3 under avg and sum, the loss grows by
+ * the term, and the control dividing the z term by the rank's count is caught. */
+START_TEST(z_loss_normalized_like_the_tokens)
+{
+	env_extra = "train.z_loss=0.05";
+	for (int world = 2; world <= 3; world++)
+		for (int avg = 0; avg < 2; avg++) {
+			struct env v;
+			struct err e;
+			struct window_result res;
+			double plain, with;
+			err_clear(&e);
+			env_open(&v, world, 2, avg, LAYOUT_PACKED, 0);
+			ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+			ck_assert(env_parity(&v, NORM_GLOBAL_TOKEN).pass);
+			float *g = malloc(v.eng->shape.n_params * sizeof(float));
+			ck_assert_int_eq(engine_set_state(v.eng, v.params, NULL, 0, &e), ERR_OK);
+			ck_assert_int_eq(engine_reference_z(v.eng, &v.w, 0.0, g, &plain, &e), ERR_OK);
+			ck_assert_int_eq(engine_reference(v.eng, &v.w, g, &with, &e), ERR_OK);
+			ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_GLOBAL_TOKEN, 0, &res, &e),
+					 ERR_OK);
+			ck_assert_msg(with > plain + 0.01, "z-loss adds %g", with - plain);
+			ck_assert_double_eq_tol(res.loss, with, 1e-5 * with);
+			free(g);
+			double gap;
+			enum parity_control want = parity_adapt_control_of(NORM_Z_LOSS_LOCAL, &v.s,
+									   &v.w, &gap);
+			ck_assert_int_eq(want, PARITY_DISTINCT);
+			/* the control's own loss holds its scaled z terms: compare the gradient only */
+			struct parity_stats bad;
+			ck_assert_int_eq(engine_set_state(v.eng, v.params, NULL, 0, &e), ERR_OK);
+			ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_Z_LOSS_LOCAL,
+						       ENGINE_CAPTURE_REDUCED, &res, &e), ERR_OK);
+			ck_assert(res.loss > with);
+			parity_compare(v.eng->host_reduced, v.ref, v.eng->shape.n_params, 1e-6, 1e-4,
+				       &bad);
+			ck_assert_msg(!bad.pass, "W=%d avg=%d: z_loss_local passed", world, avg);
+			env_close(&v);
+		}
+	env_extra = "";
+}
+END_TEST
+
+/* train.class_weights: the reference divides the weighted loss sum by W = sum w[y]; the
+ * W-rank gradient matches it at W = 2 and 3 under avg and sum (the count collective
+ * carries the weight sums), the loss is another than without weights, and the control
+ * dividing by the token count N is caught. check-loss's weighted form gives 13 / 7. */
+START_TEST(class_weights_divide_by_their_sum)
+{
+	const char *path = "class-weights-test.npy";
+	float weights[16];
+	size_t shape[1] = {16};
+	struct err e;
+	err_clear(&e);
+	for (int i = 0; i < 16; i++)
+		weights[i] = 0.5f + 0.5f * (float)(i % 4);
+	ck_assert_int_eq(npy_write(path, NPY_F32, shape, 1, weights, &e), ERR_OK);
+	for (int world = 2; world <= 3; world++)
+		for (int avg = 0; avg < 2; avg++) {
+			struct env v;
+			double plain, weighted;
+			env_extra = "";
+			env_open(&v, world, 2, avg, LAYOUT_PACKED, 0);
+			ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+			ck_assert_int_eq(engine_reference(v.eng, &v.w, v.ref, &plain, &e), ERR_OK);
+			env_close(&v);
+			env_extra = "train.class_weights=class-weights-test.npy";
+			env_open(&v, world, 2, avg, LAYOUT_PACKED, 0);
+			ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+			ck_assert(v.w.weighted && v.w.W > 0 && v.w.W != (double)v.w.N);
+			ck_assert(env_parity(&v, NORM_GLOBAL_TOKEN).pass);
+			ck_assert_int_eq(engine_reference(v.eng, &v.w, v.ref, &weighted, &e), ERR_OK);
+			ck_assert_msg(fabs(weighted - plain) > 1e-3, "%g against %g", weighted, plain);
+			double gap;
+			ck_assert_int_eq(parity_adapt_control_of(NORM_WEIGHTS_BY_COUNT, &v.s, &v.w, &gap),
+					 PARITY_DISTINCT);
+			struct parity_stats bad;
+			struct window_result res;
+			ck_assert_int_eq(engine_set_state(v.eng, v.params, NULL, 0, &e), ERR_OK);
+			ck_assert_int_eq(engine_window(v.eng, &v.w, NORM_WEIGHTS_BY_COUNT,
+						       ENGINE_CAPTURE_REDUCED, &res, &e), ERR_OK);
+			parity_compare(v.eng->host_reduced, v.ref, v.eng->shape.n_params, 1e-6, 1e-4,
+				       &bad);
+			ck_assert_msg(!bad.pass, "W=%d avg=%d: weights_by_count passed", world, avg);
+			env_close(&v);
+		}
+	/* a kept engine reset for the corpus without weights drops the device table: its
+	 * reference is the unweighted one again, and back with weights the weighted one */
+	struct env v;
+	struct window u;
+	double with, without, plain;
+	env_open(&v, 2, 2, 1, LAYOUT_PACKED, 0);
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	ck_assert_int_eq(engine_reference(v.eng, &v.w, v.ref, &with, &e), ERR_OK);
+	float *table = v.c.class_weight;
+	double *sums = v.c.seq_weight;
+	v.c.class_weight = NULL;
+	v.c.seq_weight = NULL;
+	ck_assert_int_eq(window_copy(&u, &v.w, &v.c, &e), ERR_OK); /* recounted: unweighted */
+	ck_assert(!u.weighted);
+	ck_assert_int_eq(engine_reset(v.eng, &v.s, &v.c, NULL, &e), ERR_OK);
+	ck_assert_int_eq(engine_set_state(v.eng, v.params, NULL, 0, &e), ERR_OK);
+	ck_assert_int_eq(engine_reference(v.eng, &u, v.ref, &without, &e), ERR_OK);
+	window_free(&u);
+	env_close(&v);
+	free(table);
+	free(sums);
+	env_extra = "";
+	env_open(&v, 2, 2, 1, LAYOUT_PACKED, 0);
+	ck_assert_int_eq(sampler_next(&v.sp, &v.w, &e), ERR_OK);
+	ck_assert_int_eq(engine_reference(v.eng, &v.w, v.ref, &plain, &e), ERR_OK);
+	env_close(&v);
+	ck_assert_msg(without == plain && with != plain, "%g %g %g", with, without, plain);
+	remove(path);
+	struct check_loss_result cl;
+	check_loss_run(&cl);
+	check_loss_weighted(&cl);
+	ck_assert(cl.ok);
+	ck_assert_double_eq_tol(cl.weighted_mean, 13.0 / 7.0, 1e-15);
+	ck_assert_double_eq(cl.weighted_by_count, 1.625);
 }
 END_TEST
 
@@ -1278,6 +1406,8 @@ int main(void)
 	tcase_add_test(tc, token_batching_parity_and_controls);
 	tcase_add_test(tc, token_batching_rank_with_no_microbatch);
 	tcase_add_test(tc, l2_term_once_per_window);
+	tcase_add_test(tc, z_loss_normalized_like_the_tokens);
+	tcase_add_test(tc, class_weights_divide_by_their_sum);
 	tcase_add_test(tc, negative_controls_fail_on_the_seed_imbalance);
 	tcase_add_test(tc, balanced_counts_hide_mean_of_means);
 	tcase_add_test(tc, controls_near_global_token_are_not_required);

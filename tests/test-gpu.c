@@ -417,7 +417,7 @@ END_TEST
 
 /* ---- cross-entropy ---- */
 
-static void xent_case(struct prng *r, int rows, int cols, float scale)
+static void xent_case(struct prng *r, int rows, int cols, float scale, float zc)
 {
 	size_t n = (size_t)rows * cols;
 	float *logits = frand(r, n, -8, 8), *bias = frand(r, (size_t)cols, -1, 1);
@@ -436,7 +436,7 @@ static void xent_case(struct prng *r, int rows, int cols, float scale)
 		float *dl = dput(d, logits, sizeof(float) * n), *db = dput(d, bias, sizeof(float) * cols);
 		int32_t *dt = dput(d, target, sizeof(int32_t) * rows);
 		float *dloss = dalloc(d, sizeof(float) * rows);
-		OK(d->ops->xent(d, rows, cols, db, dt, scale, dl, dloss, &E));
+		OK(d->ops->xent(d, rows, cols, db, dt, scale, zc, NULL, dl, dloss, &E));
 		dget(d, grads[v], dl, sizeof(float) * n);
 		dget(d, losses[v], dloss, sizeof(float) * rows);
 		dfree(d, dl);
@@ -471,10 +471,12 @@ START_TEST(test_xent)
 {
 	struct prng r;
 	prng_seed(&r, 5, 5);
-	xent_case(&r, 50, 128, 0.37f);  /* one column per thread */
-	xent_case(&r, 40, 1000, 1.0f);  /* several per thread */
-	xent_case(&r, 7, 1, 0.5f);      /* a single class */
-	xent_case(&r, 9, 300, 0.0f);    /* evaluation: gradients scaled to zero */
+	xent_case(&r, 50, 128, 0.37f, 0.0f);  /* one column per thread */
+	xent_case(&r, 40, 1000, 1.0f, 0.0f);  /* several per thread */
+	xent_case(&r, 7, 1, 0.5f, 0.0f);      /* a single class */
+	xent_case(&r, 9, 300, 0.0f, 0.0f);    /* evaluation: gradients scaled to zero */
+	xent_case(&r, 50, 128, 0.37f, 0.02f); /* with the z-loss: the same bits as the host */
+	xent_case(&r, 40, 1000, 1.0f, 0.02f);
 }
 END_TEST
 

@@ -156,8 +156,13 @@ START_TEST(xent_bits)
 {
 	const int rows = 6;
 	const int widths[] = {37, 128};
-	for (int s = 0; s < 2; s++) {
-		int cols = widths[s];
+	float weights[128];
+	for (int j = 0; j < 128; j++)
+		weights[j] = 0.25f + (float)(j % 7);
+	for (int s = 0; s < 6; s++) { /* each width plain, with the z-loss, with both weights */
+		int cols = widths[s % 2];
+		float zc = s < 2 ? 0.0f : 0.013f;
+		const float *cw = s < 4 ? NULL : weights;
 		size_t n = (size_t)rows * cols;
 		float *logits = malloc(sizeof(float) * n), *bias = malloc(sizeof(float) * cols);
 		float loss_want[6], loss_got[6];
@@ -169,12 +174,12 @@ START_TEST(xent_bits)
 		float *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
 		struct err e;
 		memcpy(want, logits, sizeof(float) * n);
-		ck_assert_int_eq(scalar.xent(NULL, rows, cols, bias, target, 0.37f, want, loss_want, &e),
-				 ERR_OK);
+		ck_assert_int_eq(scalar.xent(NULL, rows, cols, bias, target, 0.37f, zc, cw, want,
+					     loss_want, &e), ERR_OK);
 		for (int v = 0; v < n_variants; v++) {
 			memcpy(got, logits, sizeof(float) * n);
-			ck_assert_int_eq(variants[v].ops.xent(NULL, rows, cols, bias, target, 0.37f, got,
-							      loss_got, &e), ERR_OK);
+			ck_assert_int_eq(variants[v].ops.xent(NULL, rows, cols, bias, target, 0.37f,
+							      zc, cw, got, loss_got, &e), ERR_OK);
 			assert_same_bits("xent gradient", variants[v].name, want, got, n);
 			assert_same_bits("xent loss", variants[v].name, loss_want, loss_got, rows);
 		}
@@ -452,7 +457,7 @@ END_TEST
 /* xent row by row as kmath.h states it (km_row_max's scan, the sum in column order): the
  * formula the backend's blocked rows and lane maximum must reproduce bit for bit */
 static void xent_by_formula(int rows, int cols, const float *bias, const int32_t *target,
-			    float scale, float *logits, float *loss)
+			    float scale, float zc, const float *cw, float *logits, float *loss)
 {
 	for (int p = 0; p < rows; p++) {
 		float *row = logits + (size_t)p * cols;
@@ -467,11 +472,101 @@ static void xent_by_formula(int rows, int cols, const float *bias, const int32_t
 			row[j] = km_exp(row[j] + bias[j] - mx);
 			s += row[j];
 		}
-		loss[p] = km_xent_loss(mx, s, zt);
+		float weight = cw ? cw[t] : 1.0f;
+		loss[p] = km_xent_loss(mx, s, zt, zc, weight);
+		float inv = km_xent_inv_z(1.0f / s, mx, s, zc);
 		for (int j = 0; j < cols; j++)
-			row[j] = km_xent_grad(row[j], 1.0f / s, scale, j == t);
+			row[j] = km_xent_grad(row[j], inv, scale * weight, j == t);
 	}
 }
+
+/* float64 objective of one row with the z-loss: lse - z_t + zc lse^2 */
+static double zloss_row(const double *z, int cols, int t, double zc)
+{
+	double mx = z[0], s = 0.0;
+	for (int j = 1; j < cols; j++)
+		mx = z[j] > mx ? z[j] : mx;
+	for (int j = 0; j < cols; j++)
+		s += exp(z[j] - mx);
+	double lse = mx + log(s);
+	return lse - z[t] + zc * lse * lse;
+}
+
+/* The z-loss's loss and gradient against float64: the loss against the formula, the
+ * gradient against central finite differences of it (scale = 0.5 multiplies both). The
+ * same rows without the z term must differ by more than the tolerance, so the check
+ * would see a missing or misplaced term. */
+START_TEST(xent_z_loss_against_float64)
+{
+	enum { rows = 3, cols = 7 };
+	const float zc = 0.05f, scale = 0.5f;
+	float logits[rows * cols], got[rows * cols], plain[rows * cols], bias[cols] = {0};
+	float loss[rows], loss_plain[rows];
+	int32_t target[rows] = {2, 0, 6};
+	struct err e;
+	fill_inputs(logits, rows * cols, 77, 0);
+	for (int i = 0; i < rows * cols; i++)
+		logits[i] = 3.0f * logits[i] + 1.5f; /* log Z well away from 0 */
+	memcpy(got, logits, sizeof got);
+	memcpy(plain, logits, sizeof plain);
+	ck_assert_int_eq(scalar.xent(NULL, rows, cols, bias, target, scale, zc, NULL, got, loss,
+				     &e), ERR_OK);
+	ck_assert_int_eq(scalar.xent(NULL, rows, cols, bias, target, scale, 0.0f, NULL, plain,
+				     loss_plain, &e), ERR_OK);
+	for (int p = 0; p < rows; p++) {
+		double z[cols], h = 1e-5, far = 0.0;
+		for (int j = 0; j < cols; j++)
+			z[j] = logits[p * cols + j];
+		double want = zloss_row(z, cols, target[p], zc);
+		ck_assert_double_eq_tol(loss[p], want, 1e-5 * fabs(want));
+		ck_assert(fabs(loss_plain[p] - want) > 1e-3);
+		for (int j = 0; j < cols; j++) {
+			double zj = z[j];
+			z[j] = zj + h;
+			double up = zloss_row(z, cols, target[p], zc);
+			z[j] = zj - h;
+			double down = zloss_row(z, cols, target[p], zc);
+			z[j] = zj;
+			double fd = scale * (up - down) / (2 * h);
+			ck_assert_double_eq_tol(got[p * cols + j], fd, 1e-5);
+			far = fmax(far, fabs(plain[p * cols + j] - fd));
+		}
+		ck_assert(far > 1e-3); /* the plain gradient would not pass */
+	}
+}
+END_TEST
+
+/* Class weights: each supervised row's loss and gradient are its target's weight times
+ * the unweighted ones (within a rounding), a weight of 1 leaves the row's bits, and a
+ * weight of 0 silences the row. */
+START_TEST(xent_class_weights_scale_rows)
+{
+	enum { rows = 4, cols = 9 };
+	float logits[rows * cols], got[rows * cols], plain[rows * cols], bias[cols] = {0};
+	float cw[cols], loss[rows], loss_plain[rows];
+	int32_t target[rows] = {1, 4, 8, -1};
+	struct err e;
+	for (int j = 0; j < cols; j++)
+		cw[j] = j == 4 ? 1.0f : j == 8 ? 0.0f : 2.5f;
+	fill_inputs(logits, rows * cols, 91, 0);
+	memcpy(got, logits, sizeof got);
+	memcpy(plain, logits, sizeof plain);
+	ck_assert_int_eq(scalar.xent(NULL, rows, cols, bias, target, 0.3f, 0.02f, cw, got, loss,
+				     &e), ERR_OK);
+	ck_assert_int_eq(scalar.xent(NULL, rows, cols, bias, target, 0.3f, 0.02f, NULL, plain,
+				     loss_plain, &e), ERR_OK);
+	for (int p = 0; p < rows; p++) {
+		float w = target[p] < 0 ? 0.0f : cw[target[p]];
+		ck_assert_float_eq_tol(loss[p], w * loss_plain[p], 1e-6f * (1.0f + loss_plain[p]));
+		for (int j = 0; j < cols; j++)
+			ck_assert_float_eq_tol(got[p * cols + j], w * plain[p * cols + j],
+					       1e-6f * (1.0f + fabsf(plain[p * cols + j])));
+	}
+	ck_assert(memcmp(got + 1 * cols, plain + 1 * cols, sizeof(float) * cols) == 0);
+	ck_assert(memcmp(&loss[1], &loss_plain[1], sizeof(float)) == 0);
+	ck_assert(loss[0] > 2.0f * loss_plain[0]);
+}
+END_TEST
 
 /* rows in blocks with a remainder, widths around the lane count, maxima that are zeros
  * of both signs in either order, NaN in the first column and later, infinities */
@@ -479,8 +574,13 @@ START_TEST(xent_is_the_row_formula)
 {
 	enum { rows = 19 };
 	const int widths[] = {5, 17, 37, 128, 129};
-	for (int w = 0; w < 5; w++) {
-		int cols = widths[w];
+	float weights[129];
+	for (int j = 0; j < 129; j++)
+		weights[j] = 0.5f + (float)(j % 3);
+	for (int w = 0; w < 15; w++) { /* each width plain, with the z-loss, with both weights */
+		int cols = widths[w % 5];
+		float zc = w < 5 ? 0.0f : 0.013f;
+		const float *cw = w < 10 ? NULL : weights;
 		size_t n = (size_t)rows * cols;
 		float *logits = malloc(sizeof(float) * n), *bias = calloc(cols, sizeof(float));
 		float *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
@@ -502,12 +602,12 @@ START_TEST(xent_is_the_row_formula)
 		logits[(size_t)6 * cols + cols - 1] = NAN;
 		logits[(size_t)7 * cols + cols / 2] = INFINITY;
 		memcpy(want, logits, sizeof(float) * n);
-		xent_by_formula(rows, cols, bias, target, 0.37f, want, loss_want);
+		xent_by_formula(rows, cols, bias, target, 0.37f, zc, cw, want, loss_want);
 		for (int v = -1; v < n_variants; v++) {
 			const struct dev_ops *o = v < 0 ? &scalar : &variants[v].ops;
 			const char *name = v < 0 ? "scalar" : variants[v].name;
 			memcpy(got, logits, sizeof(float) * n);
-			ck_assert_int_eq(o->xent(NULL, rows, cols, bias, target, 0.37f, got, loss_got, &e),
+			ck_assert_int_eq(o->xent(NULL, rows, cols, bias, target, 0.37f, zc, cw, got, loss_got, &e),
 					 ERR_OK);
 			assert_same_bits("xent gradient against the formula", name, want, got, n);
 			assert_same_bits("xent loss against the formula", name, loss_want, loss_got, rows);
@@ -640,6 +740,8 @@ int main(void)
 	tcase_add_test(tc, bias_tanh_bits);
 	tcase_add_test(tc, xent_bits);
 	tcase_add_test(tc, xent_is_the_row_formula);
+	tcase_add_test(tc, xent_z_loss_against_float64);
+	tcase_add_test(tc, xent_class_weights_scale_rows);
 	tcase_add_test(tc, elementwise_bits);
 	tcase_add_test(tc, tanh_backward_col_sum_is_the_two_passes);
 	tcase_add_test(tc, sgd_bits);

@@ -237,7 +237,7 @@ static void loops_on(int threads, int rows, int cols, float **out, size_t *lens)
 	ck_assert_int_eq(d->ops->bias_tanh(d, rows, cols, bias, out[0], &e), ERR_OK);
 	out[1] = random_floats(n, 23);
 	out[2] = calloc((size_t)rows, sizeof(float));
-	ck_assert_int_eq(d->ops->xent(d, rows, cols, bias, target, 0.01f, out[1], out[2], &e),
+	ck_assert_int_eq(d->ops->xent(d, rows, cols, bias, target, 0.01f, 0.0f, NULL, out[1], out[2], &e),
 			 ERR_OK);
 	out[3] = random_floats(n, 24);
 	ck_assert_int_eq(d->ops->scale(d, (int)n, 0.3f, out[3], &e), ERR_OK);

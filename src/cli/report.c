@@ -36,11 +36,19 @@ int report_json_file(const char *path, const json_t *j, struct err *e)
 
 json_t *check_loss_json(const struct check_loss_result *r)
 {
-	return json_pack("{s:[I,I], s:[f,f], s:f, s:f, s:f, s:f, s:b}", "local_tokens",
-			 (json_int_t)r->counts[0], (json_int_t)r->counts[1], "local_loss_sums",
-			 r->sums[0], r->sums[1], "mean_of_means", r->mean_of_means, "global_mean",
-			 r->global_mean, "mean_of_means_reduce_sum", r->mean_of_means_sum,
-			 "global_mean_reduce_sum", r->global_mean_sum, "ok", r->ok);
+	json_t *j = json_pack("{s:[I,I], s:[f,f], s:f, s:f, s:f, s:f, s:b}", "local_tokens",
+			      (json_int_t)r->counts[0], (json_int_t)r->counts[1], "local_loss_sums",
+			      r->sums[0], r->sums[1], "mean_of_means", r->mean_of_means,
+			      "global_mean", r->global_mean, "mean_of_means_reduce_sum",
+			      r->mean_of_means_sum, "global_mean_reduce_sum", r->global_mean_sum,
+			      "ok", r->ok);
+	if (j && r->weighted) /* train.class_weights: the weighted form too */
+		json_object_set_new(j, "weighted", json_pack(
+			"{s:[f,f], s:[f,f], s:f, s:f, s:f}", "weighted_loss_sums", r->w_sums[0],
+			r->w_sums[1], "weight_sums", r->w_weights[0], r->w_weights[1],
+			"weighted_mean", r->weighted_mean, "weighted_mean_reduce_sum",
+			r->weighted_mean_sum, "divided_by_token_count", r->weighted_by_count));
+	return j;
 }
 
 /* a bounded figure, or -1 for an unbounded one */
@@ -223,13 +231,27 @@ static void md_gradient(FILE *f, const struct report *p)
 		md_exercise(f, &p->exercise);
 }
 
+/* The z-loss line of the Adaptations section: its share of window 1's reference loss and
+ * gradient (the reference less the same window without the term), and its control. */
+static void md_z_loss(FILE *f, const struct settings *s, const struct reference_result *ref,
+		      const struct parity_mode_result *m)
+{
+	fprintf(f, "- z-loss: c = %g, c log(Z)^2 per supervised token is %.6f of window 1's loss "
+		"%.6f (%.1f%%); its gradient 2 c log(Z) softmax has norm %.3e, %.1f%% of the "
+		"reference gradient's %.3e; normalized by the tokens' factor k / N. Control "
+		"z_loss_local: %s.\n", s->z_loss, ref->loss_z, ref->loss,
+		100.0 * ref->loss_z / ref->loss, ref->z_grad_l2,
+		100.0 * ref->z_grad_l2 / ref->grad_l2, ref->grad_l2,
+		parity_verdict_text(m->verdict));
+}
+
 /* The adaptations configured (docs/adaptations.md), each with what window 1 made of it;
  * nothing when none is. */
 static void md_adaptations(FILE *f, const struct app *a, const struct report *p)
 {
 	const struct settings *s = &a->s;
 	const struct reference_result *ref = &p->parity.ref;
-	if (s->batching != BATCHING_TOKENS && s->l2 <= 0)
+	if (s->batching != BATCHING_TOKENS && s->l2 <= 0 && s->z_loss <= 0 && !s->class_weights[0])
 		return;
 	fprintf(f, "## Adaptations (docs/adaptations.md)\n\n");
 	if (s->batching == BATCHING_TOKENS && p->have_parity) {
@@ -250,6 +272,15 @@ static void md_adaptations(FILE *f, const struct app *a, const struct report *p)
 			s->reduce == COLL_AVG ? "every rank (reduce avg)" : "rank 0 alone (reduce sum)",
 			parity_verdict_text(m->verdict));
 	}
+	if (s->z_loss > 0 && p->have_parity)
+		md_z_loss(f, s, ref, &p->parity.modes[NORM_Z_LOSS_LOCAL]);
+	if (s->class_weights[0] && p->have_parity)
+		fprintf(f, "- Class weights (`%s`): window 1's %lld supervised tokens weigh W_sum = %.6g "
+			"in all, so each token's factor is k / W_sum instead of k / N (W_sum / N = %.4f); "
+			"the ranks' weight sums go through the count collective. Control "
+			"weights_by_count (divided by N): %s.\n", s->class_weights,
+			(long long)ref->w.N, ref->w.W, ref->w.W / (double)ref->w.N,
+			parity_verdict_text(p->parity.modes[NORM_WEIGHTS_BY_COUNT].verdict));
 	fprintf(f, "\n");
 }
 

@@ -19,6 +19,8 @@ void corpus_free(struct corpus *c)
 	free(c->mask);
 	free(c->supervised);
 	free(c->split);
+	free(c->class_weight);
+	free(c->seq_weight);
 	memset(c, 0, sizeof *c);
 }
 

@@ -59,6 +59,8 @@ struct corpus {
 	uint8_t *mask;    /* NULL, or per token: 0 = never a target (files with a mask) */
 	int32_t *supervised; /* per sequence: its targets (filled by the constructors) */
 	uint8_t *split;   /* enum split per sequence */
+	float *class_weight; /* NULL, or train.class_weights per id (class_weights.h) */
+	double *seq_weight;  /* NULL, or per sequence the sum of its targets' weights */
 	int split_count[3];
 	int split_first[3];
 	char lock[65];    /* hex SHA-256 data lock */

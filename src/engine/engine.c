@@ -102,6 +102,35 @@ static size_t upload_bytes(const struct model_shape *m, const struct settings *s
 	return (batch + 512 * steps) * micro;
 }
 
+/* train.class_weights of the engine's corpus on the replica's device, one weight per id
+ * of the model's vocabulary (ids past the corpus's vocabulary, never a target, weigh 1),
+ * for every model step; none (NULL) for a corpus without them. Run at creation and at
+ * every reset that binds a corpus: a kept engine may serve a corpus with other weights,
+ * and the kernel's table must always be the one the windows' W is the sum of. */
+static int class_table(struct engine *eng, struct replica *r, void *arg, struct err *e)
+{
+	const struct corpus *c = eng->corpus;
+	int V = eng->shape.vocab, rc = ERR_OK;
+	(void)arg;
+	r->ws->class_weights = NULL;
+	if (!c || !c->class_weight)
+		return ERR_OK;
+	float *host = malloc(sizeof(float) * (size_t)V);
+	if (!host)
+		return ERR(e, ERR_NOMEM, "out of memory");
+	for (int i = 0; i < V; i++)
+		host[i] = i < c->vocab ? c->class_weight[i] : 1.0f;
+	if (!r->class_w)
+		rc = r->dev->ops->alloc(r->dev, sizeof(float) * (size_t)V, (void **)&r->class_w, e);
+	if (rc == ERR_OK)
+		rc = r->dev->ops->upload(r->dev, r->class_w, host, sizeof(float) * (size_t)V, e);
+	if (rc == ERR_OK)
+		rc = r->dev->ops->sync(r->dev, e);
+	free(host);
+	r->ws->class_weights = r->class_w;
+	return rc;
+}
+
 static int replica_init(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	const struct model_shape *m = &eng->shape;
@@ -125,6 +154,8 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	ERR_TRY(d->ops->upload(d, r->terms, unit, sizeof unit, e));
 	ERR_TRY(d->ops->sync(d, e));
 	ERR_TRY(model_ws_create(d, m, rows, &r->ws, e));
+	r->ws->z_loss = (float)eng->s.z_loss; /* train.z_loss, in every model step */
+	ERR_TRY(class_table(eng, r, NULL, e));
 	ERR_TRY(model_batch_alloc(m, rows, &r->batch, e));
 	return tree_replica_alloc(eng, r, e);
 }
@@ -139,8 +170,8 @@ static int replica_destroy(struct engine *eng, struct replica *r, void *arg, str
 	r->ws = NULL;
 	r->batch = NULL;
 	tree_replica_release(r);
-	void *bufs[] = {r->params, r->grads, r->opt_state, r->loss_slots, r->terms};
-	for (int i = 0; i < 5; i++)
+	void *bufs[] = {r->params, r->grads, r->opt_state, r->loss_slots, r->terms, r->class_w};
+	for (int i = 0; i < 6; i++)
 		if (bufs[i])
 			r->dev->ops->release(r->dev, bufs[i]);
 	dev_destroy(r->dev);
@@ -317,8 +348,10 @@ int engine_reset_parts(struct engine *eng, const struct settings *s, const struc
 	if (!engine_fits(eng, s))
 		return ERR(e, ERR_CONFIG, "an engine of %d ranks made for other devices, model or "
 			   "batch sizes cannot run these settings (%d ranks)", eng->world, s->world);
-	if (parts & ENGINE_RESET_SETTINGS)
+	if (parts & ENGINE_RESET_SETTINGS) {
 		engine_bind(eng, s, c, opts);
+		ERR_TRY(on_ranks(eng, class_table, NULL, e));
+	}
 	if (parts & ENGINE_RESET_STATE)
 		ERR_TRY(on_ranks(eng, zero_state, NULL, e));
 	if (parts & ENGINE_RESET_COUNTERS) {
@@ -481,15 +514,22 @@ static int window_totals(struct engine *eng, struct replica *r, const struct win
 {
 	struct coll *c = eng->coll;
 	double *totals = r->totals;
+	int n = w->weighted ? 4 : 3; /* with class weights, the rank's weight sum too */
 	totals[0] = (double)w->rank_tokens[r->rank];
 	totals[1] = (double)w->rank_sequences[r->rank];
 	totals[2] = local;
+	totals[3] = w->rank_weight[r->rank];
 	ERR_TRY(pool_mark_wait(eng->pool, r->local, "the count and loss allreduce", e));
 	if (eng->s.shards > 0)
-		ERR_TRY(c->ops->allreduce_tree(c, r->local, r->dev, totals, 3, COLL_F64, 1, e));
+		ERR_TRY(c->ops->allreduce_tree(c, r->local, r->dev, totals, n, COLL_F64, 1, e));
 	else
-		ERR_TRY(c->ops->allreduce(c, r->local, r->dev, totals, 3, COLL_F64, COLL_SUM, 1,
+		ERR_TRY(c->ops->allreduce(c, r->local, r->dev, totals, n, COLL_F64, COLL_SUM, 1,
 					  e));
+	/* the scheduler's W (rank order) is the divisor; the collective's may be added in
+	 * another order, so it must agree to within the double's rounding */
+	if (w->weighted && !(fabs(totals[3] - w->W) <= 1e-12 * fabs(w->W)))
+		return ERR(e, ERR_DEVICE, "the collective added the class weights to %.17g, the "
+			   "scheduler to %.17g", totals[3], w->W);
 	*count = (int64_t)totals[0];
 	*sum = totals[2];
 	if (*count != w->N)
@@ -614,6 +654,8 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 
 	ERR_TRY(o->zero(d, r->grads, n * sizeof(float), e));
 	r->loss_sum = 0.0; /* a declined window reports no stale sum of the previous one */
+	/* the z-loss rides in each token's loss and its factor; only its control moves it */
+	r->ws->z_loss = (float)(s->z_loss * norm_z_scale(s->unit, ws->mode, w, rank));
 
 	double local = 0.0, sum = 0.0;
 	int64_t count = 0;
@@ -624,9 +666,10 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 	/* the global counts go through the collective, like they would across processes;
 	 * each step is marked for the pool's watchdog, which names the step of a late rank */
 	ERR_TRY(window_totals(eng, r, w, local, &count, &sum, e));
-	if (count == 0) {
+	if (count == 0 || (w->weighted && !(w->W > 0.0))) {
 		/* every rank reaches this branch from the same number: nobody enters the
-		 * gradient collective that the others would skip */
+		 * gradient collective that the others would skip (with class weights, a window
+		 * whose targets all weigh 0 has no mean either) */
 		ws->rejected[rank] = 1;
 		return ERR_OK;
 	}
@@ -727,7 +770,7 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 					   window_number(w), r);
 	res->loss_sum = out[0].loss_sum;
 	res->loss_l2 = ws.l2_term;
-	res->loss = out[0].loss_sum / (double)norm_unit_count(eng->s.unit, w) + ws.l2_term;
+	res->loss = out[0].loss_sum / norm_unit_total(eng->s.unit, w) + ws.l2_term;
 	if (flags & ENGINE_CAPTURE_REDUCED) {
 		double g2 = 0.0;
 		for (size_t i = 0; i < eng->shape.n_params; i++)
@@ -748,12 +791,13 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 struct ref_arg {
 	const struct window *w;
 	float *host_grad;
+	double z_loss; /* the z-loss coefficient it runs with */
 	double loss_sum, l2_term;
 };
 
-static int reference(struct engine *eng, struct replica *r, void *arg, struct err *e)
+static int reference_steps(struct engine *eng, struct replica *r, struct ref_arg *a,
+			   struct err *e)
 {
-	struct ref_arg *a = arg;
 	const struct window *w = a->w;
 	struct dev *d = r->dev;
 	size_t n = eng->shape.n_params;
@@ -765,7 +809,7 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 	}
 	ERR_TRY(d->ops->zero(d, r->grads, n * sizeof(float), e));
 	ERR_TRY(d->ops->zero(d, r->loss_slots, sizeof(double), e));
-	float c = (float)(1.0 / (double)w->N);
+	float c = (float)(1.0 / norm_unit_total(UNIT_TOKEN, w));
 	for (int q = 0; q < w->world; q++)
 		for (int m = 0; m < w->rank_micro[q]; m++) {
 			const struct microbatch *mb = &w->mb[q][m];
@@ -786,15 +830,31 @@ static int reference(struct engine *eng, struct replica *r, void *arg, struct er
 	return d->ops->download(d, a->host_grad, r->grads, n * sizeof(float), e);
 }
 
+/* The reference's steps with its z-loss coefficient, train.z_loss again afterwards */
+static int reference(struct engine *eng, struct replica *r, void *arg, struct err *e)
+{
+	struct ref_arg *a = arg;
+	r->ws->z_loss = (float)a->z_loss;
+	int rc = reference_steps(eng, r, a, e);
+	r->ws->z_loss = (float)eng->s.z_loss;
+	return rc;
+}
+
 int engine_reference(struct engine *eng, const struct window *w, float *host_grad,
 		     double *loss, struct err *e)
 {
-	struct ref_arg a = {w, host_grad, 0.0, 0.0};
-	if (w->N <= 0)
-		return ERR(e, ERR_EMPTY, "window %lld has no supervised token: no reference mean",
-			   window_number(w));
+	return engine_reference_z(eng, w, eng->s.z_loss, host_grad, loss, e);
+}
+
+int engine_reference_z(struct engine *eng, const struct window *w, double z_loss,
+		       float *host_grad, double *loss, struct err *e)
+{
+	struct ref_arg a = {w, host_grad, z_loss, 0.0, 0.0};
+	if (w->N <= 0 || (w->weighted && !(w->W > 0.0)))
+		return ERR(e, ERR_EMPTY, "window %lld has no supervised token%s: no reference mean",
+			   window_number(w), w->N > 0 ? " of a nonzero class weight" : "");
 	ERR_TRY(on_rank0(eng, reference, &a, e));
-	*loss = a.loss_sum / (double)norm_unit_count(eng->s.unit, w) + a.l2_term;
+	*loss = a.loss_sum / norm_unit_total(eng->s.unit, w) + a.l2_term;
 	return ERR_OK;
 }
 

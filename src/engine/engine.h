@@ -129,6 +129,10 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
  * the whole shard tree on that device, i.e. the 1-device run, bit for bit. */
 int engine_reference(struct engine *eng, const struct window *w, float *host_grad,
 		     double *loss, struct err *e);
+/* engine_reference with the z-loss coefficient z_loss in place of train.z_loss (0: the
+ * objective without the z term, whose difference to the reference is the term's share) */
+int engine_reference_z(struct engine *eng, const struct window *w, double z_loss,
+		       float *host_grad, double *loss, struct err *e);
 /* Loss sum, supervised positions and correct argmax predictions of a split (rank 0). */
 int engine_evaluate(struct engine *eng, int split, double *loss_sum, int64_t *tokens,
 		    int64_t *hits, int64_t *sequences, struct err *e);

@@ -41,13 +41,14 @@ struct replica {
 	/* the objective's extra terms (engine_l2_add): terms[0] = 1, the unit operand of the
 	 * GEMMs that add lambda theta and form ||theta||^2 in terms[1] */
 	float *terms;
+	float *class_w;                   /* train.class_weights per id on the device, or NULL */
 	struct model_ws *ws;              /* the model's, on the device */
 	struct model_batch *batch;        /* the model's, on the host */
 	/* per-window output */
 	double loss_sum;                  /* this rank's unscaled loss sum */
 	/* the window's counts and loss sum in their collective (host memory that outlives a
 	 * failed call, as coll.h asks) */
-	double totals[3];
+	double totals[4];
 };
 
 struct engine {

@@ -259,7 +259,8 @@ int gpt_step(struct model_ws *head, const float *params, float *grads,
 	if (R == 0)
 		return ERR_OK; /* an empty microbatch contributes nothing */
 	ERR_TRY(forward(ws, params, b, e));
-	ERR_TRY(o->xent(d, R, m->vocab, ws->zero_bias, ws->target, scale, ws->logits, ws->loss, e));
+	ERR_TRY(o->xent(d, R, m->vocab, ws->zero_bias, ws->target, scale, head->z_loss,
+			head->class_weights, ws->logits, ws->loss, e));
 	ERR_TRY(o->sum_acc(d, R, ws->loss, loss_divisor, loss_acc, e));
 	ERR_TRY(head_backward(ws, params, grads, R, e));
 	for (int l = GPT_L(m) - 1; l >= 0; l--) {
@@ -287,7 +288,8 @@ int gpt_eval(struct model_ws *head, const float *params, const struct model_batc
 		return ERR_OK;
 	ERR_TRY(forward(ws, params, b, e));
 	ERR_TRY(d->ops->argmax_hits(d, R, V, ws->zero_bias, ws->logits, ws->target, hits, e));
-	ERR_TRY(d->ops->xent(d, R, V, ws->zero_bias, ws->target, 0.0f, ws->logits, ws->loss, e));
+	ERR_TRY(d->ops->xent(d, R, V, ws->zero_bias, ws->target, 0.0f, 0.0f, NULL, ws->logits,
+			     ws->loss, e));
 	return d->ops->sum(d, R, ws->loss, loss_sum, e);
 }
 

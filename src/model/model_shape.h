@@ -48,9 +48,16 @@ struct model_batch {
 	int64_t supervised; /* supervised positions among them */
 };
 
-/* The common head of every model's device workspace. */
+/* The common head of every model's device workspace. z_loss is the coefficient of the
+ * z-loss z_loss * log(Z)^2 that step adds to each supervised token's loss (train.z_loss),
+ * class_weights the device table of one weight per vocabulary id that step multiplies
+ * each token's loss by (train.class_weights; NULL: none), both docs/adaptations.md: 0 and
+ * NULL after ws_create, set by the engine, read by step only (eval reports the plain
+ * cross-entropy). */
 struct model_ws {
 	const struct model_ops *ops;
+	float z_loss;
+	const float *class_weights;
 };
 
 /* One int32 array of a built batch, as the model reads it (parity --dump writes it). */

@@ -325,8 +325,8 @@ static int step(struct model_ws *head, const float *params, float *grads,
 	if (R == 0)
 		return ERR_OK; /* an empty microbatch contributes nothing */
 	ERR_TRY(forward(ws, params, b, e));
-	ERR_TRY(o->xent(d, R, V, params + p[WINDOW_MLP_B2].offset, ws->target, scale, ws->logits,
-			ws->loss, e));
+	ERR_TRY(o->xent(d, R, V, params + p[WINDOW_MLP_B2].offset, ws->target, scale,
+			head->z_loss, head->class_weights, ws->logits, ws->loss, e));
 	ERR_TRY(o->sum_acc(d, R, ws->loss, loss_divisor, loss_acc, e));
 	/* output layer */
 	ERR_TRY(o->gemm(d, 1, 0, V, H, R, 1.0f, ws->logits, V, ws->h, H, 1.0f,
@@ -362,7 +362,7 @@ static int eval(struct model_ws *head, const float *params, const struct model_b
 		return ERR_OK;
 	ERR_TRY(forward(ws, params, b, e));
 	ERR_TRY(o->argmax_hits(d, R, V, b2, ws->logits, ws->target, hits, e));
-	ERR_TRY(o->xent(d, R, V, b2, ws->target, 0.0f, ws->logits, ws->loss, e));
+	ERR_TRY(o->xent(d, R, V, b2, ws->target, 0.0f, 0.0f, NULL, ws->logits, ws->loss, e));
 	ERR_TRY(o->sum(d, R, ws->loss, loss_sum, e));
 	return ERR_OK;
 }
