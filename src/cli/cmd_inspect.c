@@ -980,6 +980,12 @@ static int inspect_open(struct app *a, struct inspect *in, struct err *e)
 	memset(in, 0, sizeof *in);
 	memset(&o, 0, sizeof o);
 	in->a = a;
+	/* window and compare show each rank's share as a fraction of N; under class weights
+	 * the divisor is the window's weight sum, which they do not know */
+	if (a->s.class_weights[0])
+		return ERR(e, ERR_CONFIG, "inspect divides a rank's share by the window's token "
+			   "count N, not by the weight sum of train.class_weights = %s: use parity "
+			   "for a weighted objective", a->s.class_weights);
 	o.resume_dir = a->o.resume_dir;
 	o.mode = TRAIN_MODE_ANY;
 	if ((rc = trainer_open(&in->t, &a->env, &o, e)) != ERR_OK)

@@ -73,4 +73,10 @@ if "$DDPTOK" "$CONF/exact.ini" parity --set train.batching=tokens > exact.txt 2>
 	echo "FAIL: exact mode accepted token batching"; exit 1
 fi
 grep -q "batching = tokens.*exact mode" exact.txt
+# inspect divides by N, which is not the weighted objective's divisor: it refuses the weights
+if "$DDPTOK" "$CONF/tiny.ini" inspect --set train.class_weights="$cw" < /dev/null > insp.txt 2>&1
+then
+	echo "FAIL: inspect took class weights"; exit 1
+fi
+grep -q "weight sum of train.class_weights" insp.txt
 echo "token batching, l2, z-loss, class weights: parity, controls, resume hold on W = 2 and 3"
