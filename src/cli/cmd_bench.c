@@ -670,7 +670,12 @@ int cmd_bench(struct app *a, struct err *e)
 	const int hiddens[] = {512, 1024, 2048};
 	const int vocabs[] = {128, SWEEP_VOCAB_MAX};
 	json_t *points = json_array();
-	for (int i = 0; i < 3 && rc == ERR_OK; i++)
+	/* the sweep varies model.hidden, a size of the window MLP only */
+	int sweeps = strcmp(s->model_kind, "window_mlp") == 0;
+	if (!sweeps)
+		env_info(v, "bench: no size sweep: it varies model.hidden, which model.kind = %s "
+			 "does not have", s->model_kind);
+	for (int i = 0; i < 3 && rc == ERR_OK && sweeps; i++)
 		for (int j = 0; j < 2 && rc == ERR_OK; j++)
 			rc = sweep_point(v, hiddens[i], vocabs[j], windows, points, e);
 	json_t *exact = NULL, *batching = NULL;
