@@ -14,8 +14,8 @@
 #include "parity.h"
 #include "run.h"
 #include "testutil.h"
+#include "trainutil.h"
 #include "tmpdir.h"
-#include "train_loop.h"
 
 /* the tiny configuration's GPT: 2 blocks of width 16, 2 heads, 16 positions */
 #define GPT_SETS "model.kind=gpt model.layers=2 model.heads=2 model.width=16 model.context=16 "
@@ -101,22 +101,6 @@ START_TEST(exact_mode_gives_the_reference_bits)
 }
 END_TEST
 
-static void train_to(struct conf *c, int64_t stop, const char *resume, const char *root,
-		     struct train_result *res)
-{
-	struct train_opts o;
-	struct err e;
-	memset(&o, 0, sizeof o);
-	o.stop_at = stop;
-	o.resume_dir = resume;
-	o.mode = c->s.normalization;
-	snprintf(o.ckpt_root, sizeof o.ckpt_root, "%s", root);
-	err_clear(&e);
-	ck_assert_msg(train_run(&c->env, &o, res, &e) == ERR_OK, "to %lld: %s", (long long)stop,
-		      e.msg);
-	ck_assert_int_eq(res->step, stop);
-}
-
 START_TEST(resume_equals_continuous)
 {
 	struct conf c;
@@ -126,12 +110,12 @@ START_TEST(resume_equals_continuous)
 	conf_open(&c, dir, "train.updates=6 train.stop_at=3 train.lr=0.05 model.layout=padded");
 	for (int i = 0; i < 3; i++)
 		snprintf(root[i], sizeof root[i], "%s/run%d", dir, i);
-	train_to(&c, 6, NULL, root[0], &cont);
+	trainutil_run_to(&c.env, 6, NULL, root[0], &cont);
 	ck_assert_msg(cont.last_loss < cont.first_loss, "loss %g -> %g", cont.first_loss,
 		      cont.last_loss);
-	train_to(&c, 3, NULL, root[1], &stop);
+	trainutil_run_to(&c.env, 3, NULL, root[1], &stop);
 	snprintf(ck, sizeof ck, "%s", stop.checkpoint);
-	train_to(&c, 6, ck, root[2], &res);
+	trainutil_run_to(&c.env, 6, ck, root[2], &res);
 	ck_assert_int_eq(res.start_step, 3);
 	ck_assert_uint_eq(res.n, cont.n);
 	ck_assert(memcmp(res.params, cont.params, cont.n * sizeof(float)) == 0);

@@ -19,8 +19,8 @@
 #include "run.h"
 #include "testutil.h"
 #include "tmpdir.h"
-#include "train_loop.h"
 #include "trainer.h"
+#include "trainutil.h"
 #include "window_mlp.h"
 
 static void register_bigram(void)
@@ -304,22 +304,6 @@ END_TEST
 
 /* ---- training, checkpoint, resume ---- */
 
-static void train_bigram(struct app *a, int64_t stop, const char *resume, const char *root,
-			 struct train_result *res)
-{
-	struct train_opts o;
-	struct err e;
-	memset(&o, 0, sizeof o);
-	o.stop_at = stop;
-	o.resume_dir = resume;
-	o.mode = a->s.normalization;
-	snprintf(o.ckpt_root, sizeof o.ckpt_root, "%s", root);
-	err_clear(&e);
-	ck_assert_msg(train_run(&a->env, &o, res, &e) == ERR_OK, "train to %lld: %s",
-		      (long long)stop, e.msg);
-	ck_assert_int_eq(res->step, stop);
-}
-
 START_TEST(bigram_resume_equals_continuous)
 {
 	struct app a, mlp;
@@ -334,13 +318,13 @@ START_TEST(bigram_resume_equals_continuous)
 	snprintf(croot, sizeof croot, "%s/cont", dir);
 	snprintf(sroot, sizeof sroot, "%s/stop", dir);
 	snprintf(rroot, sizeof rroot, "%s/res", dir);
-	train_bigram(&a, 6, NULL, croot, &cont);
+	trainutil_run_to(&a.env, 6, NULL, croot, &cont);
 	ck_assert_msg(cont.last_loss < cont.first_loss, "loss %g -> %g", cont.first_loss,
 		      cont.last_loss);
-	train_bigram(&a, 3, NULL, sroot, &stop);
+	trainutil_run_to(&a.env, 3, NULL, sroot, &stop);
 	ck_assert(memcmp(stop.params, cont.params, cont.n * sizeof(float)) != 0);
 	snprintf(ck, sizeof ck, "%s", stop.checkpoint);
-	train_bigram(&a, 6, ck, rroot, &res);
+	trainutil_run_to(&a.env, 6, ck, rroot, &res);
 	ck_assert_int_eq(res.start_step, 3);
 	ck_assert_uint_eq(res.n, cont.n);
 	ck_assert(memcmp(res.params, cont.params, cont.n * sizeof(float)) == 0);
