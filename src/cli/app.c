@@ -57,14 +57,20 @@ static void inject_drift(void *arg, struct checkpoint *ck)
 		 "bit flipped");
 }
 
+void app_train_hooks(struct app *a, struct train_opts *o)
+{
+	if (a->o.inject_drift) {
+		o->on_resume = inject_drift;
+		o->on_resume_arg = a;
+	}
+}
+
 int app_train_opts(struct app *a, enum train_kind kind, const char *resume_dir,
 		   struct train_opts *o, struct err *e)
 {
 	int rc = train_opts_for(&a->env, kind, resume_dir, o, e);
-	if (rc == ERR_OK && a->o.inject_drift) {
-		o->on_resume = inject_drift;
-		o->on_resume_arg = a;
-	}
+	if (rc == ERR_OK)
+		app_train_hooks(a, o);
 	return rc;
 }
 

@@ -61,6 +61,8 @@ void app_progress_close(struct app *a);
  * name_of(1), ... up to the first NULL (cfg_near_distance; ties: the first), or NULL when
  * none is near. */
 const char *app_nearest(const char *word, const char *(*name_of)(int i));
+/* The command line's hooks on a training run (--inject-drift's on a resume). */
+void app_train_hooks(struct app *a, struct train_opts *o);
 /* train_opts_for(), with --inject-drift applied to a resumed state. */
 int app_train_opts(struct app *a, enum train_kind kind, const char *resume_dir,
 		   struct train_opts *o, struct err *e);

@@ -128,9 +128,9 @@ int cmd_train(struct app *a, struct err *e)
 		return rc;
 	if (plan.resume[0] && plan.resume_step >= a->s.updates)
 		return already_done(a, &plan);
-	if ((rc = app_train_opts(a, kind, plan.resume[0] ? plan.resume : NULL, &o, e)) ||
-	    (rc = train_opts_in_run(&a->env, kind, &plan, &o, e)))
+	if ((rc = train_opts_in_run(&a->env, kind, &plan, &o, e)))
 		return rc;
+	app_train_hooks(a, &o);
 	announce(a, kind, &plan, &o);
 	/* held from the start: a signal while the corpus is loaded or the engine starts
 	 * stops the run before its first window, as one during a window does after it */

@@ -107,4 +107,17 @@ run checkpoints > ck.out || fail "checkpoints: $(cat ck.out)"
 grep -q "runs/$(basename "$K")/step-0006 .* ok" ck.out || fail "runs not listed: $(cat ck.out)"
 run clean --scope checkpoints > clean.out || fail "clean: $(cat clean.out)"
 [ ! -e artifacts/runs ] || fail "clean left run directories: $(cat clean.out)"
+# --inject-drift reaches a resumed train: stopped at 2 and resumed, a run ends with the
+# one run's parameters, and with other ones when the resumed state carries the drift
+run train > ref.out || fail "train for drift: $(cat ref.out)"
+cp "$(latest)/step-0006/params.npy" ref.npy
+for drift in "" --inject-drift; do
+	run train --set train.stop_at=2 > drift0.out || fail "train for drift: $(cat drift0.out)"
+	# shellcheck disable=SC2086
+	run train --resume latest $drift > drift.out || fail "resume $drift: $(cat drift.out)"
+	[ -f "$(latest)/step-0006/params.npy" ] || fail "no step-0006 after resume $drift"
+	if cmp -s ref.npy "$(latest)/step-0006/params.npy"; then same=1; else same=0; fi
+	[ "$same" -eq "$([ -z "$drift" ] && echo 1 || echo 0)" ] ||
+		fail "resume ${drift:-without drift}: same parameters as one run = $same"
+done
 echo "ok"
