@@ -85,14 +85,16 @@ double train_max_abs_diff(const float *a, const float *b, size_t n, size_t *n_di
 	return mx;
 }
 
-/* Where the run stands after a step, for its progress line (progress.h). */
-static void show_progress(const struct trainer *t, struct progress *pg)
+/* Where the run stands after step wr, for its progress line (progress.h): the rate is
+ * the one that step's update took (the schedule's, not the configured peak). */
+static void show_progress(const struct trainer *t, const struct window_result *wr,
+			  struct progress *pg)
 {
 	double now = clock_now_s(), spent = now - t->opened_at;
 	int64_t done = t->step - t->start_step, left = t->o.stop_at - t->step;
 	struct progress_point pt = {
 		.step = t->step, .stop_at = t->o.stop_at, .loss = t->last_loss,
-		.val_loss = t->val.step > 0 ? t->val.loss : NAN, .lr = t->v->s->lr,
+		.val_loss = t->val.step > 0 ? t->val.loss : NAN, .lr = wr->lr,
 		.tokens_per_s = t->seconds > 0 ? (double)t->tokens / t->seconds : 0.0,
 		.elapsed_s = spent, .eta_s = done > 0 ? spent / (double)done * (double)left : 0.0,
 	};
@@ -112,7 +114,7 @@ static int train_loop(struct trainer *t, struct err *e)
 		struct window_result wr;
 		if ((rc = trainer_step(t, &t->r.w, 0, &wr, e)))
 			break;
-		show_progress(t, &pg);
+		show_progress(t, &wr, &pg);
 		if (o->on_window && o->on_window(o->on_window_arg, t->step, &wr))
 			break;
 		if (t->step < o->stop_at && train_ckpt_due(o, t->step) && !trainer_stop_reason(t) &&

@@ -24,6 +24,12 @@ grep -q '^train: step 40/40 ' plain.out || fail "no last line: $(cat plain.out)"
 "$DDPTOK" "$T" train $S --set run.log_level=quiet --set run.artifacts=x > quiet.out
 [ ! -s quiet.out ] || fail "quiet printed: $(cat quiet.out)"
 
+# the line gives the rate the step's update took: a quarter of lr after 1 of 4 warmup steps
+# shellcheck disable=SC2086
+"$DDPTOK" "$T" train $S --set train.warmup=4 --set run.log_level=debug --set run.artifacts=x \
+	> warm.out
+grep -q '^train: step 1/40  loss [0-9.]*  lr 0.05  ' warm.out || fail "warmup lr: $(head -3 warm.out)"
+
 # validation every 5 steps: the same parameters and momentum as without it
 # shellcheck disable=SC2086
 "$DDPTOK" "$T" train $S --set train.eval_every=5 --set run.artifacts=val \
