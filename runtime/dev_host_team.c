@@ -114,6 +114,6 @@ void team_run(struct team *t, team_fn fn, void *arg, int parts)
 
 void team_destroy(struct team *t)
 {
-	if (t->threads > 1)
-		team_stop(t, t->threads - 1);
+	/* a team of one thread has no helpers but still its lock and conditions */
+	team_stop(t, t->threads - 1);
 }

@@ -196,8 +196,9 @@ int reference_run(struct run *r, struct reference_result *res, struct err *e)
 	if (r->eng->s.z_loss > 0 && (rc = z_loss_share(r, res, e)) != ERR_OK)
 		return rc;
 	/* the l2 term at the window's parameters, the initial ones, computed on the host */
-	res->l2_grad_l2 = r->eng->s.l2 * l2(r->init_params, res->n);
-	res->loss_l2 = r->eng->s.l2 > 0 ? 0.5 * res->l2_grad_l2 * l2(r->init_params, res->n) : 0.0;
+	double norm = r->eng->s.l2 > 0 ? l2(r->init_params, res->n) : 0.0;
+	res->l2_grad_l2 = r->eng->s.l2 * norm;
+	res->loss_l2 = 0.5 * res->l2_grad_l2 * norm;
 	return ERR_OK;
 }
 

@@ -149,7 +149,7 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	ERR_TRY(d->ops->alloc(d, bytes * (size_t)optim_state_vectors(eng->made.optimizer),
 			      (void **)&r->opt_state, e));
 	ERR_TRY(d->ops->alloc(d, sizeof(double) * ENGINE_LOSS_SLOTS, (void **)&r->loss_slots, e));
-	const float unit[2] = {1.0f, 0.0f};
+	const float unit[1] = {1.0f};
 	ERR_TRY(d->ops->alloc(d, sizeof unit, (void **)&r->terms, e));
 	ERR_TRY(d->ops->upload(d, r->terms, unit, sizeof unit, e));
 	ERR_TRY(d->ops->sync(d, e));

@@ -47,9 +47,8 @@ int engine_l2_value(struct engine *eng, struct replica *r, double *value, struct
 	*value = 0.0;
 	if (eng->s.l2 <= 0.0)
 		return ERR_OK;
-	ERR_TRY(r->dev->ops->gemm(r->dev, 0, 1, 1, 1, n, 1.0f, r->params, n, r->params, n, 0.0f,
-				  r->terms + 1, 1, e));
-	ERR_TRY(r->dev->ops->sum(r->dev, 1, r->terms + 1, &norm2, e));
+	/* the squares added in double in the device's fixed order (as the clipping norm) */
+	ERR_TRY(r->dev->ops->sum_squares(r->dev, n, r->params, &norm2, e));
 	*value = 0.5 * eng->s.l2 * norm2;
 	return ERR_OK;
 }

@@ -39,7 +39,7 @@ struct replica {
 	 * per shard), read back once per window */
 	double *loss_slots;
 	/* the objective's extra terms (engine_l2_add): terms[0] = 1, the unit operand of the
-	 * GEMMs that add lambda theta and form ||theta||^2 in terms[1] */
+	 * GEMM that adds lambda theta */
 	float *terms;
 	float *class_w;                   /* train.class_weights per id on the device, or NULL */
 	struct model_ws *ws;              /* the model's, on the device */
