@@ -359,6 +359,10 @@ int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t ca
 	rc = engine_get_state(t->r.eng, t->params, t->opt_state, e);
 	if (rc == ERR_OK && world_get()->proc == 0)
 		rc = checkpoint_write(&src, root, t->checkpoint, sizeof t->checkpoint, e);
+	/* the run directory's upkeep (keep, latest) is process 0's too, and its failure must
+	 * reach the others with the write's: they would wait for process 0 in the next window */
+	if (rc == ERR_OK && world_get()->proc == 0)
+		rc = run_dir_after_checkpoint(t, root, e);
 	if ((rc = procs_checkpoint_result(rc, t->checkpoint, sizeof t->checkpoint,
 					  t->v->s->timeout_s, e)))
 		return rc;
@@ -366,5 +370,5 @@ int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t ca
 		snprintf(out, cap, "%s", t->checkpoint);
 	t->last_ckpt_step = t->step;
 	t->checkpoints_written++;
-	return world_get()->proc == 0 ? run_dir_after_checkpoint(t, root, e) : ERR_OK;
+	return ERR_OK;
 }
