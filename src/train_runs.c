@@ -123,10 +123,13 @@ int train_plan_run(const struct env *v, struct train_plan *plan, struct err *e)
 	struct err le;
 	err_clear(&le);
 	plan->continues = 0;
+	/* the run continues when it resumes from its run's newest valid checkpoint: known
+	 * without a second search (and verification) when it was chosen as that one */
 	if (plan->resume[0] && train_runs_id_of(v, plan->resume, id, sizeof id) &&
 	    fsx_dirname(plan->run_dir, sizeof plan->run_dir, plan->resume, &le) == ERR_OK &&
-	    ckpt_latest_valid(plan->run_dir, newest, sizeof newest, NULL, NULL, &le) == ERR_OK &&
-	    same_file(newest, plan->resume)) {
+	    (plan->from_dir ||
+	     (ckpt_latest_valid(plan->run_dir, newest, sizeof newest, NULL, NULL, &le) == ERR_OK &&
+	      same_file(newest, plan->resume)))) {
 		char root[FSX_PATH_MAX];
 		plan->continues = 1; /* named by its id, not through the link `latest` */
 		ERR_TRY(train_runs_root(v, root, sizeof root, e));
