@@ -273,7 +273,6 @@ static float *logits_of(struct rig *r, const struct corpus *c, const int *ids, i
 		b->seg[0] = 0;
 		b->seg[1] = r->b->rows;
 		b->n_seg = 1;
-		b->longest_seg = r->b->rows;
 	}
 	float *out = malloc(sizeof(float) * (size_t)r->b->rows * r->m.vocab);
 	ck_assert_msg(gpt_logits(r->ws, r->p, r->b, out, &e) == ERR_OK, "%s", e.msg);

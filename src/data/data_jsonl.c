@@ -40,13 +40,12 @@ static int buf_reserve(struct jsonl_buf *b, size_t n)
 static int parse_split(const json_t *v, const char *file, int64_t line, int *split,
 		       struct err *e)
 {
-	static const char *const names[3] = { "train", "validation", "test" };
 	if (!v) {
 		*split = DATA_SPLIT_BY_RULE;
 		return ERR_OK;
 	}
 	for (int k = 0; json_is_string(v) && k < 3; k++)
-		if (!strcmp(json_string_value(v), names[k])) {
+		if (!strcmp(json_string_value(v), data_split_name(k))) {
 			*split = k;
 			return ERR_OK;
 		}

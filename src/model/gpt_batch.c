@@ -56,7 +56,6 @@ static int lay_out_sequence(struct gpt_batch *b, const struct corpus *c, int id,
 	b->seg[2 * b->n_seg] = r;
 	b->seg[2 * b->n_seg + 1] = span;
 	b->n_seg++;
-	b->longest_seg = span > b->longest_seg ? span : b->longest_seg;
 	for (int t = 0; t < span; t++, r++) {
 		b->pos[r] = t;
 		if (t < len) {
@@ -95,7 +94,6 @@ int gpt_batch_build(struct model_batch *head, const struct corpus *c, const int 
 			   b->cap);
 	int r = 0;
 	b->n_seg = 0;
-	b->longest_seg = 0;
 	for (int i = 0; i < n; i++)
 		r = lay_out_sequence(b, c, ids[i],
 				     layout == LAYOUT_PADDED ? longest : corpus_len(c, ids[i]), r);

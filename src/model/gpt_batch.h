@@ -28,7 +28,6 @@ struct gpt_batch {
 	int32_t *pos;     /* rows: position index in its sequence */
 	int n_seg;
 	int32_t *seg;     /* n_seg x 2: first row, rows */
-	int longest_seg;  /* rows of the longest segment */
 };
 
 int gpt_max_rows(const struct model_shape *m, int n, int max_len);

@@ -121,10 +121,10 @@ int gpt_llmc_read_header(const char *path, struct gpt_llmc_header *h, struct err
 	if (!f)
 		return ERR(e, ERR_IO, "llm.c model file %s: %s", path, strerror(errno));
 	size_t got = fread(hd, sizeof(int32_t), GPT_LLMC_HEADER, f);
-	int fstat_rc = fstat(fileno(f), &st);
+	int fstat_errno = fstat(fileno(f), &st) ? errno : 0; /* before fclose may change it */
 	fclose(f);
-	if (fstat_rc)
-		return ERR(e, ERR_IO, "llm.c model file %s: %s", path, strerror(errno));
+	if (fstat_errno)
+		return ERR(e, ERR_IO, "llm.c model file %s: %s", path, strerror(fstat_errno));
 	if (got != GPT_LLMC_HEADER)
 		return ERR(e, ERR_DATA, "llm.c model file %s: truncated: %lld bytes, shorter than "
 			   "its %d-byte header", path, (long long)st.st_size,
