@@ -376,7 +376,6 @@ static int empty_rank(struct run *r, const struct settings *s, struct empty_wind
 			if (q)
 				ids[k] = k, k++;
 		}
-	r->w.micro = M; /* the run's shape again, after a token-packed window */
 	int rc = window_assign(&r->w, &r->corpus, ids, counts, e);
 	if (rc == ERR_OK && s->batching == BATCHING_TOKENS) /* rank 0 runs no microbatch */
 		rc = window_pack_tokens(&r->w, &r->corpus, s->micro_tokens, e);
@@ -406,7 +405,6 @@ int empty_window_run(struct run *r, const struct settings *s, struct empty_windo
 	memset(res, 0, sizeof *res);
 	memset(counts, 0, sizeof counts);
 	res->ranks = s->world;
-	r->w.micro = s->accumulation; /* the run's shape again, after a token-packed window */
 	if ((rc = window_assign(&r->w, &r->corpus, NULL, counts, e)) != ERR_OK ||
 	    (rc = engine_window(r->eng, &r->w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &wr, e)) != ERR_OK)
 		return rc;

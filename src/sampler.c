@@ -152,7 +152,7 @@ int sampler_init(struct sampler *sp, const struct corpus *c, const struct settin
 	sp->per_pool = (int)(per_rank * s->world / sp->bands);
 	sp->micro_tokens = s->batching == BATCHING_TOKENS ? s->micro_tokens : 0;
 	sp->corpus = c;
-	rc = fill_pools(sp, c, s, max_len, per_rank * s->world / sp->bands, e);
+	rc = fill_pools(sp, c, s, max_len, sp->per_pool, e);
 	if (rc)
 		goto fail;
 	for (int r = 0; r < sp->bands; r++)
@@ -184,11 +184,9 @@ int sampler_next(struct sampler *sp, struct window *w, struct err *e)
 		w->index = sp->window_index++;
 		return ERR_OK;
 	}
-	if (sp->micro_tokens)
-		w->micro = sp->micro; /* the draw's shape; the last packing changed it */
-	if (w->world != sp->world || w->micro != sp->micro || w->batch < sp->batch)
+	if (w->world != sp->world || window_draw_micro(w) != sp->micro || w->batch < sp->batch)
 		return ERR(e, ERR_CHECK, "sampler_next: window shaped %dx%dx%d, sampler %dx%dx%d",
-			   w->world, w->micro, w->batch, sp->world, sp->micro, sp->batch);
+			   w->world, window_draw_micro(w), w->batch, sp->world, sp->micro, sp->batch);
 	for (int r = 0; r < sp->bands; r++)
 		if (sp->pool_n[r] > max_pool)
 			max_pool = sp->pool_n[r];

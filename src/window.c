@@ -96,6 +96,11 @@ static void window_layout(struct window *w, const struct corpus *c, const int *c
 	w->n_ids = pos;
 }
 
+int window_draw_micro(const struct window *w)
+{
+	return w->packed_from ? w->packed_from : w->micro;
+}
+
 int window_assign(struct window *w, const struct corpus *c, const int *ids, const int *counts,
 		  struct err *e)
 {
@@ -103,6 +108,8 @@ int window_assign(struct window *w, const struct corpus *c, const int *ids, cons
 
 	if (!w->storage)
 		return ERR(e, ERR_CHECK, "window_assign: window not initialized");
+	w->micro = window_draw_micro(w); /* a packed window is assigned in its drawn shape */
+	w->packed_from = 0;
 	if ((size_t)w->world * w->micro * w->batch > w->cap)
 		return ERR(e, ERR_CHECK, "window_assign: %d x %d x %d ids past the window's %zu",
 			   w->world, w->micro, w->batch, w->cap);
@@ -271,6 +278,7 @@ int window_pack_tokens(struct window *w, const struct corpus *c, int64_t budget,
 		start += k;
 	}
 	memcpy(w->storage, sorted, (size_t)w->n_ids * sizeof *sorted);
+	w->packed_from = window_draw_micro(w);
 	w->micro = most;
 	for (int r = 0; r < w->world; r++)
 		for (int m = 0; m < most; m++)

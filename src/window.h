@@ -31,6 +31,8 @@ struct window {
 			     window_pack_tokens the most microbatches a rank runs (a rank
 			     with fewer has empty slots after its own) */
 	int batch;        /* most sequences one microbatch may hold */
+	int packed_from;  /* window_pack_tokens: the micro it replaced (0: not packed), which
+			     the next window_assign lays out again */
 	struct microbatch mb[MAX_WORLD][WINDOW_MAX_MICRO];
 	int rank_micro[MAX_WORLD]; /* M_r: the microbatches rank r runs, mb[r][0, M_r): micro
 				      for a window cut by sequences (empty ones included) */
@@ -62,6 +64,9 @@ int window_least_loaded(const int64_t *load, const int *fill, int n, int room);
 
 int window_init(struct window *w, int world, int micro, int batch, struct err *e);
 void window_free(struct window *w);
+/* The microbatch slots per rank a window is drawn and assigned with: micro, or for a
+ * token-packed window the micro it had before packing. */
+int window_draw_micro(const struct window *w);
 /* Assigns explicit sequence ids (rank-major: ids[r][m][k]) to w and counts tokens.
  * counts[r * w->micro + m] (0..w->batch) ids for microbatch m of rank r, taken in order
  * from the packed list ids. */
