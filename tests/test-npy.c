@@ -277,6 +277,24 @@ static void no_newline(char *b, size_t *len) { b[63] = ' '; }
 static void version9(char *b, size_t *len) { b[6] = 9; }
 static void grown_shape(char *b, size_t *len) { strstr(b + 10, "(4,)")[1] = '5'; }
 
+/* A file that cannot be written is an error that names it, and leaves nothing behind. */
+START_TEST(test_write_failure_is_reported)
+{
+	struct err e;
+	char p[1024];
+	char *t = tmpdir_make("test-npy-fail");
+	float f[2] = { 1.0f, 2.0f };
+	size_t s2[] = { 2 };
+	err_clear(&e);
+
+	snprintf(p, sizeof p, "%s/no-such-dir/x.npy", t);
+	ck_assert_int_ne(npy_write(p, NPY_F32, s2, 1, f, &e), 0);
+	ck_assert_msg(strstr(e.msg, "no-such-dir") != NULL, "%s", e.msg);
+	ck_assert(!fsx_exists(p));
+	tmpdir_drop(t);
+}
+END_TEST
+
 START_TEST(test_strict_reader)
 {
 	char *t = tmpdir_make("test-npy");
@@ -315,6 +333,7 @@ int main(void)
 	tcase_add_test(tc, test_roundtrip_and_layout);
 	tcase_add_test(tc, test_numpy_loads_it);
 	tcase_add_test(tc, test_strict_reader);
+	tcase_add_test(tc, test_write_failure_is_reported);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }
