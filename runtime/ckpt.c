@@ -198,8 +198,31 @@ fail:
 int ckpt_add(struct ckpt_writer *w, const char *name, const void *data, size_t len,
 	     struct err *e)
 {
+	struct fsx_part whole = {data, len};
+	return ckpt_add_parts(w, name, &whole, 1, e);
+}
+
+/* The SHA-256 of the pieces taken in order: the digest of the file they make. */
+static int digest_parts(const struct fsx_part *parts, int n, char hex[DIGEST_HEX_SIZE],
+			struct err *e)
+{
+	struct digest *d = NULL;
+	int rc = digest_init(&d, e);
+	for (int i = 0; i < n && rc == 0; i++)
+		rc = digest_update(d, parts[i].data, parts[i].len, e);
+	if (rc) {
+		digest_free(d);
+		return rc;
+	}
+	return digest_final(d, hex, e);
+}
+
+int ckpt_add_parts(struct ckpt_writer *w, const char *name, const struct fsx_part *parts,
+		   int n, struct err *e)
+{
 	char path[FSX_PATH_MAX];
 	struct ckpt_file *f;
+	size_t len = 0;
 	int rc;
 
 	if (!valid_file_name(name))
@@ -215,13 +238,15 @@ int ckpt_add(struct ckpt_writer *w, const char *name, const void *data, size_t l
 		w->cap = ncap;
 	}
 	if ((rc = fsx_join(path, sizeof path, w->tmp, name, e)) ||
-	    (rc = fsx_write_durable(path, data, len, e)))
+	    (rc = fsx_write_durable_parts(path, parts, n, e)))
 		return rc;
+	for (int i = 0; i < n; i++)
+		len += parts[i].len;
 	f = &w->files[w->n];
 	memset(f, 0, sizeof *f);
 	snprintf(f->name, sizeof f->name, "%s", name);
 	f->size = len;
-	if ((rc = digest_sha256(data, len, f->sha256, e)))
+	if ((rc = digest_parts(parts, n, f->sha256, e)))
 		return rc;
 	w->n++;
 	return 0;

@@ -72,6 +72,10 @@ int ckpt_begin(const char *root, uint64_t step, struct ckpt_writer **out, struct
  * After a failure, call ckpt_abort(). */
 int ckpt_add(struct ckpt_writer *w, const char *name, const void *data, size_t len,
 	     struct err *e);
+/* The same for a file given as n pieces (a header and its array, say), written and
+ * digested one after the other without joining them in memory. */
+int ckpt_add_parts(struct ckpt_writer *w, const char *name, const struct fsx_part *parts,
+		   int n, struct err *e);
 /* What ckpt_commit_ex did. */
 struct ckpt_commit_info {
 	char path[FSX_PATH_MAX];     /* the published step-NNNN */

@@ -159,11 +159,20 @@ static int fsync_close(int fd, const char *what, struct err *e)
 
 int fsx_write_durable(const char *path, const void *data, size_t len, struct err *e)
 {
-	int rc;
+	struct fsx_part whole = {data, len};
+	return fsx_write_durable_parts(path, &whole, 1, e);
+}
+
+int fsx_write_durable_parts(const char *path, const struct fsx_part *parts, int n,
+			    struct err *e)
+{
+	int rc = 0;
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
 	if (fd < 0)
 		return ERR_ERRNO(e, "cannot create %s", path);
-	if ((rc = fsx_write_fd(fd, data, len, path, e))) {
+	for (int i = 0; i < n && rc == 0; i++)
+		rc = fsx_write_fd(fd, parts[i].data, parts[i].len, path, e);
+	if (rc) {
 		close(fd);
 		unlink(path);
 		return rc;

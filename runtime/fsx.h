@@ -42,9 +42,19 @@ int fsx_write_fd(int fd, const void *data, size_t len, const char *what, struct 
  * process must not write the same path at the same time (they share the temp name). */
 int fsx_write_atomic(const char *path, const void *data, size_t len, struct err *e);
 
+/* One piece of a file written by fsx_write_durable_parts. */
+struct fsx_part {
+	const void *data;
+	size_t len;
+};
+
 /* Creates or truncates `path`, writes data and fsyncs it (no rename: used inside a
  * directory that is itself published atomically). On failure the file is removed. */
 int fsx_write_durable(const char *path, const void *data, size_t len, struct err *e);
+/* The same with the file's content given as n pieces written one after the other, so a
+ * header and a large array need not be joined in memory first. */
+int fsx_write_durable_parts(const char *path, const struct fsx_part *parts, int n,
+			    struct err *e);
 
 /* Reads a whole file into a malloc'd buffer with one extra NUL byte after the data (so
  * that text can be used as a C string); *len excludes that byte. Free with free(). */

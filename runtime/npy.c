@@ -82,10 +82,8 @@ int npy_count(const size_t *shape, int ndim, size_t *count, struct err *e)
 	return 0;
 }
 
-/* The full preamble (magic .. padded header) into hdr; returns its length (a multiple of
- * NPY_ALIGN) and the byte count of the data in *nbytes. */
-static int build_header(enum npy_dtype dt, const size_t *shape, int ndim, const char *name,
-			char *hdr, size_t cap, size_t *hlen, size_t *nbytes, struct err *e)
+int npy_header(enum npy_dtype dt, const size_t *shape, int ndim, const char *name, char *hdr,
+	       size_t cap, size_t *hlen, size_t *nbytes, struct err *e)
 {
 	char dict[512];
 	size_t count;
@@ -129,32 +127,6 @@ static int build_header(enum npy_dtype dt, const size_t *shape, int ndim, const 
 	return 0;
 }
 
-int npy_write_to_memory(enum npy_dtype dt, const size_t *shape, int ndim, const void *data,
-			void **out, size_t *out_len, struct err *e)
-{
-	char hdr[1024];
-	size_t hlen, nbytes;
-	int rc;
-
-	*out = NULL;
-	*out_len = 0;
-	if ((rc = build_header(dt, shape, ndim, "npy buffer", hdr, sizeof hdr, &hlen, &nbytes, e)))
-		return rc;
-	if (nbytes && !data)
-		return ERR(e, ERR_DATA, "npy buffer: no data for %zu bytes", nbytes);
-	if (nbytes > SIZE_MAX - hlen)
-		return ERR(e, ERR_DATA, "npy buffer: tensor too large");
-	char *buf = malloc(hlen + nbytes);
-	if (!buf)
-		return ERR(e, ERR_NOMEM, "npy buffer: out of memory (%zu bytes)", hlen + nbytes);
-	memcpy(buf, hdr, hlen);
-	if (nbytes)
-		memcpy(buf + hlen, data, nbytes);
-	*out = buf;
-	*out_len = hlen + nbytes;
-	return 0;
-}
-
 int npy_write(const char *path, enum npy_dtype dt, const size_t *shape, int ndim,
 	      const void *data, struct err *e)
 {
@@ -163,7 +135,7 @@ int npy_write(const char *path, enum npy_dtype dt, const size_t *shape, int ndim
 	struct fsx_writer w;
 	int rc;
 
-	if ((rc = build_header(dt, shape, ndim, path, hdr, sizeof hdr, &hlen, &nbytes, e)))
+	if ((rc = npy_header(dt, shape, ndim, path, hdr, sizeof hdr, &hlen, &nbytes, e)))
 		return rc;
 	if (nbytes && !data)
 		return ERR(e, ERR_DATA, "%s: no data for %zu bytes", path, nbytes);

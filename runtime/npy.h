@@ -41,11 +41,12 @@ enum npy_dtype {
 size_t npy_dtype_size(enum npy_dtype dt);
 const char *npy_dtype_descr(enum npy_dtype dt); /* "<f4", ... or NULL */
 
-/* Builds the complete file image in a malloc'd buffer (*out, *out_len); for storing
- * tensors inside other containers such as checkpoints. data may be NULL when the shape
- * holds no element. */
-int npy_write_to_memory(enum npy_dtype dt, const size_t *shape, int ndim, const void *data,
-			void **out, size_t *out_len, struct err *e);
+/* The file's preamble (magic, version, the header dict padded to a multiple of 64 bytes)
+ * in hdr[0..*hlen), and the byte count of the values that follow it in *nbytes; for
+ * storing tensors inside other containers (checkpoints) without copying the values.
+ * `name` is used in error messages. */
+int npy_header(enum npy_dtype dt, const size_t *shape, int ndim, const char *name, char *hdr,
+	       size_t cap, size_t *hlen, size_t *nbytes, struct err *e);
 
 /* Writes the file atomically (fsx_writer: temp + fsync + rename + fsync dir). */
 int npy_write(const char *path, enum npy_dtype dt, const size_t *shape, int ndim,

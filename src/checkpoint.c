@@ -562,15 +562,18 @@ static int add_json(struct ckpt_writer *w, const char *name, json_t *j, struct e
 	return add_buffer(w, name, buf, len, e);
 }
 
+/* An npy file of n floats, its header and the values written straight from x: a copy of
+ * the values would be one more vector of the model's size in memory at every checkpoint. */
 static int add_vector(struct ckpt_writer *w, const char *name, const float *x, size_t n,
 		      struct err *e)
 {
-	void *buf = NULL;
-	size_t len = 0, shape[1] = {n};
-	int rc = npy_write_to_memory(NPY_F32, shape, 1, x, &buf, &len, e);
+	char hdr[256];
+	size_t hlen, nbytes, shape[1] = {n};
+	int rc = npy_header(NPY_F32, shape, 1, name, hdr, sizeof hdr, &hlen, &nbytes, e);
 	if (rc)
 		return rc;
-	return add_buffer(w, name, buf, len, e);
+	struct fsx_part parts[2] = {{hdr, hlen}, {x, nbytes}};
+	return ckpt_add_parts(w, name, parts, 2, e);
 }
 
 /* The resolved configuration, with [train] normalization set to the one the trainer's

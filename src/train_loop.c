@@ -149,7 +149,10 @@ static int interrupted(const struct trainer *t, struct err *e)
 		   " (no checkpoint root configured)", why, t->step, o->stop_at);
 }
 
-static int fill_result(const struct trainer *t, struct train_result *res, struct err *e)
+/* The result takes the trainer's checkpoint buffers for the final state rather than
+ * allocating its own: a second host copy of the parameters and the optimizer's state
+ * would be the largest allocation of a large model's run. */
+static int fill_result(struct trainer *t, struct train_result *res, struct err *e)
 {
 	res->start_step = t->start_step;
 	res->step = t->step;
@@ -167,11 +170,10 @@ static int fill_result(const struct trainer *t, struct train_result *res, struct
 	res->changes = t->changes;
 	memcpy(res->rank_seconds_coll, t->rank_seconds_coll, sizeof t->rank_seconds_coll);
 	snprintf(res->backend, sizeof res->backend, "%s", engine_backend_name(t->r.eng));
-	res->params = malloc(res->n * sizeof(float));
+	res->params = t->params;
+	res->momentum = t->opt_state;
+	t->params = t->opt_state = NULL;
 	res->state_n = engine_state_floats(t->r.eng);
-	res->momentum = malloc(res->state_n * sizeof(float));
-	if (!res->params || !res->momentum)
-		return ERR(e, ERR_NOMEM, "out of memory");
 	return engine_get_state(t->r.eng, res->params, res->momentum, e);
 }
 

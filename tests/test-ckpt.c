@@ -63,7 +63,9 @@ static void write_ckpt(const char *root, uint64_t step, const char *payload, cha
 	ck_assert_msg(ckpt_begin(root, step, &w, &e) == 0, "%s", e.msg);
 	ck_assert_msg(ckpt_add(w, "config.ini", cfg, strlen(cfg), &e) == 0, "%s", e.msg);
 	ck_assert_msg(ckpt_add(w, "params.bin", payload, strlen(payload), &e) == 0, "%s", e.msg);
-	ck_assert_msg(ckpt_add(w, "abc.txt", "abc", 3, &e) == 0, "%s", e.msg);
+	/* in pieces, one of them empty: the file and its digest are those of "abc" */
+	struct fsx_part abc[3] = {{"a", 1}, {"", 0}, {"bc", 2}};
+	ck_assert_msg(ckpt_add_parts(w, "abc.txt", abc, 3, &e) == 0, "%s", e.msg);
 	ck_assert_msg(ckpt_commit(w, dir_out, FSX_PATH_MAX, &e) == 0, "%s", e.msg);
 }
 
