@@ -291,7 +291,7 @@ int trainer_step(struct trainer *t, struct window *w, int flags, struct window_r
 {
 	struct sampler_state before;
 	int rc;
-	flags |= ENGINE_UPDATE | ENGINE_CAPTURE_REDUCED;
+	flags |= ENGINE_UPDATE | ENGINE_GRAD_NORM;
 	/* the replicas are compared before every checkpoint (and on a stride in debug
 	 * builds) */
 	int64_t next = t->step + 1;

@@ -186,7 +186,7 @@ static void engine_against_double(const char *sets, enum doc_slip slip, int *cli
 		struct window_result res;
 		ck_assert_int_eq(sampler_next(&sp, &w, &e), ERR_OK);
 		ck_assert_msg(engine_window(eng, &w, NORM_GLOBAL_TOKEN,
-					    ENGINE_UPDATE | ENGINE_CAPTURE_REDUCED, &res, &e) == ERR_OK,
+					    ENGINE_UPDATE | ENGINE_CAPTURE_REDUCED | ENGINE_GRAD_NORM, &res, &e) == ERR_OK,
 			      "%s", e.msg);
 		double norm = doc_step(&s, &eng->shape, t, eng->host_reduced, pd, sd, slip);
 		/* the norm the engine reports is the one clipped by, the host's sum exactly */

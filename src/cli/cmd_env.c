@@ -63,6 +63,18 @@ static void print_memory(const struct settings *config)
 	if (m.tree_bytes)
 		printf("memory per rank: exact mode's tree buffers %.1f MiB on rank 0\n",
 		       m.tree_bytes / mib);
+	/* on the cpu backend a rank's memory is the process's own: the whole figure is what a
+	 * training process needs (the BLAS library's buffers aside) */
+	int local = s->world, first = 0;
+	struct err no_mpi = {0};
+	if (procs_local_ranks(s, &local, &first, &no_mpi) != ERR_OK)
+		local = s->world;
+	printf("memory per process: host copies %.1f MiB (the first parameters, and the "
+	       "checkpoint snapshot of parameters and %s); with the cpu backend's %d rank%s "
+	       "%.1f MiB in all\n",
+	       m.host_bytes / mib, s->optimizer == OPTIM_ADAMW ? "AdamW's moments" : "momentum",
+	       local, local == 1 ? "" : "s",
+	       (m.host_bytes + (double)local * (m.total - m.tree_bytes) + m.tree_bytes) / mib);
 }
 
 int cmd_env(struct app *a, struct err *e)

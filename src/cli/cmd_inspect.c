@@ -318,7 +318,8 @@ static int step_once(struct inspect *in, struct err *e)
 	struct window_result res;
 	int64_t updates_before = eng->updates_done;
 	DEV(in, engine_get_state(eng, in->next_p, in->next_m, e));
-	int rc = trainer_step(&in->t, in->draw, ENGINE_CAPTURE_LOCAL, &res, e);
+	int rc = trainer_step(&in->t, in->draw, ENGINE_CAPTURE_LOCAL | ENGINE_CAPTURE_REDUCED,
+			      &res, e);
 	if (rc == ERR_EMPTY) { /* the window stays the next one; the session goes on */
 		err_prefix(e, "step");
 		return rc;

@@ -39,6 +39,8 @@ void engine_memory_per_rank(const struct settings *s, struct engine_memory *m)
 	m->tree_bytes = (size_t)(levels > 0 ? levels : 0) * shape.n_params * sizeof(float);
 	m->workspace_bytes = model_ws_bytes(&shape, m->rows, &m->logits_bytes);
 	m->total = m->state_bytes + m->tree_bytes + m->workspace_bytes;
+	m->host_bytes = (size_t)(2 + optim_state_vectors(s->optimizer)) * shape.n_params *
+			sizeof(float);
 }
 
 /* ---- operations: one function run on the device threads ----
@@ -593,11 +595,29 @@ static int adamw_step(struct engine *eng, struct replica *r, float lr, struct er
 	return ERR_OK;
 }
 
+/* Whether a window with these flags needs the reduced gradient's norm: asked for, or
+ * for clipping. */
+static int window_wants_norm(const struct engine *eng, int flags)
+{
+	return (flags & ENGINE_GRAD_NORM) || ((flags & ENGINE_UPDATE) && eng->s.clip > 0);
+}
+
+/* The reduced gradient's L2 norm: its squares added in the device's fixed order, the
+ * same bits on every replica; the one rule for clipping and for the reported norm. */
+static int reduced_grad_norm(struct engine *eng, struct replica *r, double *norm,
+			     struct err *e)
+{
+	double squares;
+	ERR_TRY(r->dev->ops->sum_squares(r->dev, (int)eng->shape.n_params, r->grads, &squares,
+					 e));
+	*norm = sqrt(squares);
+	return ERR_OK;
+}
+
 /* Replica r's update from its reduced gradient, the same bits on every replica: with
- * clipping on, the gradient's norm (*norm, before clipping: its squares added in the
- * device's fixed order) and the factor it is then scaled by (*factor); then update
- * number updates_done + 1 at the schedule's rate, by SGD or AdamW. */
-static int optimizer_step(struct engine *eng, struct replica *r, double *norm, double *factor,
+ * clipping on, the factor (*factor) that the gradient's norm (before clipping) scales it
+ * by; then update number updates_done + 1 at the schedule's rate, by SGD or AdamW. */
+static int optimizer_step(struct engine *eng, struct replica *r, double norm, double *factor,
 			  struct err *e)
 {
 	const struct settings *s = &eng->s;
@@ -606,12 +626,9 @@ static int optimizer_step(struct engine *eng, struct replica *r, double *norm, d
 	float lr = (float)engine_next_lr(eng);
 	*factor = 1.0;
 	if (s->clip > 0) {
-		double squares;
-		ERR_TRY(d->ops->sum_squares(d, n, r->grads, &squares, e));
-		*norm = sqrt(squares);
-		if (!isfinite(*norm))
+		if (!isfinite(norm))
 			return ERR(e, ERR_CHECK, "non-finite gradient norm (the training diverged)");
-		*factor = optim_clip_factor(*norm, s->clip);
+		*factor = optim_clip_factor(norm, s->clip);
 		if (*factor < 1.0)
 			ERR_TRY(d->ops->scale(d, n, (float)*factor, r->grads, e));
 	}
@@ -691,8 +708,10 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 		ERR_TRY(o->download(d, eng->host_reduced, r->grads, n * sizeof(float), e));
 
 	ERR_TRY(pool_mark(eng->pool, r->local, "the optimizer step", 0, e));
+	if (window_wants_norm(eng, ws->flags))
+		ERR_TRY(reduced_grad_norm(eng, r, &ws->grad_norm[rank], e));
 	if (ws->flags & ENGINE_UPDATE)
-		ERR_TRY(optimizer_step(eng, r, &ws->grad_norm[rank], &ws->clip_factor[rank], e));
+		ERR_TRY(optimizer_step(eng, r, ws->grad_norm[rank], &ws->clip_factor[rank], e));
 
 	/* computed on the device: only its 8 bytes come back */
 	if (ws->flags & ENGINE_CHECK_REPLICAS)
@@ -771,16 +790,10 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 	res->loss_sum = out[0].loss_sum;
 	res->loss_l2 = ws.l2_term;
 	res->loss = out[0].loss_sum / norm_unit_total(eng->s.unit, w) + ws.l2_term;
-	if (flags & ENGINE_CAPTURE_REDUCED) {
-		double g2 = 0.0;
-		for (size_t i = 0; i < eng->shape.n_params; i++)
-			g2 += (double)eng->host_reduced[i] * eng->host_reduced[i];
-		res->grad_norm = sqrt(g2);
-	}
-	if ((flags & ENGINE_UPDATE) && eng->s.clip > 0) { /* the norm the step clipped by */
+	if (window_wants_norm(eng, flags))
 		res->grad_norm = ws.grad_norm[eng->first_rank];
+	if ((flags & ENGINE_UPDATE) && eng->s.clip > 0) /* what the step scaled by */
 		res->clip_factor = ws.clip_factor[eng->first_rank];
-	}
 	if (flags & ENGINE_UPDATE)
 		eng->updates_done++;
 	return ERR_OK;

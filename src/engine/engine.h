@@ -41,7 +41,10 @@ enum engine_flags {
 	ENGINE_UPDATE = 1,        /* apply the optimizer step */
 	ENGINE_CAPTURE_LOCAL = 2, /* copy each rank's local gradient to the host */
 	ENGINE_CAPTURE_REDUCED = 4,
-	ENGINE_CHECK_REPLICAS = 8 /* compare a fingerprint of the parameters across ranks */
+	ENGINE_CHECK_REPLICAS = 8, /* compare a fingerprint of the parameters across ranks */
+	/* the reduced gradient's norm (grad_norm), its squares added on the device, where
+	 * clipping adds them too: only the sum comes back, not the gradient */
+	ENGINE_GRAD_NORM = 16
 };
 
 struct window_result {
@@ -53,8 +56,8 @@ struct window_result {
 	double loss_sum;   /* global sum of token losses */
 	double loss;       /* loss_sum / N (the global token mean), plus loss_l2 */
 	double loss_l2;    /* the l2 term lambda / 2 ||theta||^2 (train.l2; 0 without) */
-	double grad_norm;  /* L2 norm of the reduced gradient (when captured, or with
-			      clipping: the norm it clipped by), before clipping */
+	double grad_norm;  /* L2 norm of the reduced gradient before clipping (with
+			      ENGINE_GRAD_NORM, or with clipping: the norm it clipped by) */
 	double clip_factor; /* what clipping multiplied the gradient by (1: not clipped) */
 	double lr;         /* the learning rate of this window's update */
 	double seconds;    /* wall time of the window */
@@ -106,6 +109,9 @@ int engine_reset_parts(struct engine *eng, const struct settings *s, const struc
  * workspace. */
 struct engine_memory {
 	size_t n_params, state_bytes, tree_bytes, workspace_bytes, logits_bytes, total;
+	/* host memory a training process holds beside its ranks': the first parameters and
+	 * the checkpoint snapshot (parameters and optimizer state) */
+	size_t host_bytes;
 	int rows;
 };
 void engine_memory_per_rank(const struct settings *s, struct engine_memory *m);
