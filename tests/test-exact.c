@@ -3,7 +3,8 @@
  *
  * For K = 8 and W = 1, 2, 4, 8 (CPU backend, host collective): the reduced gradient and
  * the loss sum of every window, and the parameters after 5 updates, are identical bit for
- * bit (memcmp), for both shard orders, both layouts and both reduce ops; the single-device
+ * bit (memcmp), for both shard orders, both layouts and both reduce ops, on the window
+ * MLP and on a small GPT (AdamW with clipping); the single-device
  * reference is the W-device gradient exactly. The check can fail: one rank adding two of
  * its shards in each other's place changes the bits. The window is one list whatever W
  * (same ids in the same order), the length order sorts it, the balanced order evens the
@@ -128,6 +129,35 @@ START_TEST(every_world_gives_the_same_bits)
 }
 END_TEST
 
+/* The GPT (document-isolated attention, LayerNorm, AdamW with clipping): the same bits
+ * on W = 1, 2, 4 and 8, gradients, losses and parameters. */
+#define EXACT_GPT "model.kind=gpt model.layers=1 model.heads=2 model.width=32 " \
+		  "model.context=24 data.max_len=24 train.optimizer=adamw train.lr=0.01 " \
+		  "train.clip=0.5 "
+
+START_TEST(every_world_gives_the_same_bits_on_the_gpt)
+{
+	static const char *const variants[] = {
+		EXACT_GPT "train.shard_order=length model.layout=packed devices.reduce=avg",
+		EXACT_GPT "train.shard_order=balanced model.layout=padded devices.reduce=sum",
+	};
+	for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+		struct exact_run one;
+		exact_open(&one, 1, variants[v], -1);
+		ck_assert_str_eq(one.s.model_kind, "gpt");
+		exact_train(&one);
+		for (int world = 2; world <= K; world *= 2) {
+			struct exact_run many;
+			exact_open(&many, world, variants[v], -1);
+			exact_train(&many);
+			assert_same_bits(&one, &many, variants[v]);
+			exact_close(&many);
+		}
+		exact_close(&one);
+	}
+}
+END_TEST
+
 START_TEST(the_reference_is_the_many_device_gradient_exactly)
 {
 	struct exact_run x;
@@ -148,17 +178,24 @@ START_TEST(the_reference_is_the_many_device_gradient_exactly)
 }
 END_TEST
 
+/* The check can fail, on either model: one rank adding two of its shards in each
+ * other's place changes the bits. */
 START_TEST(a_swapped_shard_changes_the_bits)
 {
-	struct exact_run plain, swapped;
-	exact_open(&plain, 2, "", -1);
-	exact_train(&plain);
-	exact_open(&swapped, 2, "", 1);
-	exact_train(&swapped);
-	ck_assert_msg(memcmp(plain.grads[0], swapped.grads[0], plain.n * sizeof(float)) != 0,
-		      "adding two shards in each other's place left every bit as it was");
-	exact_close(&swapped);
-	exact_close(&plain);
+	static const char *const models[] = {"", EXACT_GPT};
+	for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+		struct exact_run plain, swapped;
+		exact_open(&plain, 2, models[m], -1);
+		exact_train(&plain);
+		exact_open(&swapped, 2, models[m], 1);
+		exact_train(&swapped);
+		ck_assert_msg(memcmp(plain.grads[0], swapped.grads[0],
+				     plain.n * sizeof(float)) != 0,
+			      "%s: adding two shards in each other's place left every bit as it was",
+			      models[m]);
+		exact_close(&swapped);
+		exact_close(&plain);
+	}
 }
 END_TEST
 
@@ -268,6 +305,7 @@ int main(void)
 	TCase *tc = tcase_create("exact");
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, every_world_gives_the_same_bits);
+	tcase_add_test(tc, every_world_gives_the_same_bits_on_the_gpt);
 	tcase_add_test(tc, the_reference_is_the_many_device_gradient_exactly);
 	tcase_add_test(tc, a_swapped_shard_changes_the_bits);
 	tcase_add_test(tc, the_window_is_one_list_whatever_the_world);
