@@ -15,10 +15,13 @@
  * device's host waits (synchronisations), kernel launches and queued copies per window
  * (dev.h's counts, on the rank that issues most).
  *
- * Then a size sweep, the configuration with hidden = 512, 1024, 2048 and vocab = 128 and
- * 4096 (on the synthetic source), a short run each (at most --windows windows, about two
- * seconds), shows how the costs grow with the shape. Figures go to
- * outputs/bench.json as well.
+ * Then a size sweep shows how the costs grow with the shape: the configuration with the
+ * size its model declares (struct model_sweep: the window MLP's hidden = 512, 1024, 2048
+ * by vocab = 128 and 4096; the GPT's width = 256, 512, 768, heads = width / 64, by the
+ * configured vocabulary and 4096) on the synthetic source, a short run each (at most
+ * --windows windows, about two seconds of them), each point's share of W x sgemm against
+ * the sgemm of that point's own largest GEMM. A model that declares no size has no
+ * sweep. Figures go to outputs/bench.json as well.
  *
  * Then exact mode next to the default mode on the same window shape (W devices, W x
  * accumulation microbatches of batch_size): the configured mode and the other one, its
@@ -471,30 +474,30 @@ static json_t *report_gemm_factors(const struct env *v, const struct bench_resul
 	return ranks;
 }
 
-/* the sweep's large vocabulary: tokenizer-sized, yet every point stays within a few
- * hundred MB (hidden 2048: 8.4M output weights) */
-#define SWEEP_VOCAB_MAX 4096
-
-/* Runs and prints one point of the size sweep; appends it to `points`. */
-static int sweep_point(const struct env *v, int hidden, int vocab, long windows, json_t *points,
-		       struct err *e)
+/* Runs and prints one point of the size sweep: the model of kind `sweep` with its size
+ * `size` and vocabulary `vocab`; appends it to `points`. */
+static int sweep_point(const struct env *v, const struct model_sweep *sweep, int size,
+		       int vocab, long windows, json_t *points, struct err *e)
 {
 	struct settings s = *v->s;
 	struct env pv = *v;
 	struct run r;
 	struct bench_result b;
 	/* the shape is what is measured: the synthetic source of that vocabulary stands in for
-	 * whatever data the configuration reads */
+	 * whatever data the configuration reads, seeded parameters for any it loads, no class
+	 * weights (theirs are the configured vocabulary's) */
 	s.source = DATA_SYNTHETIC;
 	s.model_vocab = 0;
-	s.hidden = hidden;
+	s.model_init[0] = '\0';
+	s.class_weights[0] = '\0';
+	sweep->set_size(&s, size);
 	s.vocab = vocab;
 	pv.s = &s;
 	ERR_TRY(run_open(&pv, &r, e));
 	int rc = bench_windows(&r, &s, 1, windows, 2.0, &b, e);
 	run_close(&r);
 	if (rc != ERR_OK) {
-		err_prefix(e, "bench sweep, hidden %d, vocab %d", hidden, vocab);
+		err_prefix(e, "bench sweep, %s %d, vocab %d", sweep->key, size, vocab);
 		return rc;
 	}
 	char pct[96] = "";
@@ -502,14 +505,44 @@ static int sweep_point(const struct env *v, int hidden, int vocab, long windows,
 		snprintf(pct, sizeof pct, ", %.0f%% of W x sgemm (%.0f-%.0f%%; %.0f%% per CPU-second)",
 			 100.0 * of_sgemm(&b, s.world), 100.0 * of_rate(&b, s.world, b.sgemm_hi),
 			 100.0 * of_rate(&b, s.world, b.sgemm_lo), 100.0 * of_sgemm_cpu(&b));
-	env_info(v, "bench: sweep hidden %4d vocab %4d: %8.0f tokens/s, %6.2f MFLOP per token%s",
-		 hidden, vocab, tokens_per_s(&b), b.flop_per_token * 1e-6, pct);
-	json_array_append_new(points, json_pack("{s:i, s:i, s:I, s:f, s:f, s:f, s:f}", "hidden",
-						hidden, "vocab", vocab, "tokens",
+	env_info(v, "bench: sweep %s %4d vocab %4d: %8.0f tokens/s, %6.2f MFLOP per token%s",
+		 sweep->key, size, vocab, tokens_per_s(&b), b.flop_per_token * 1e-6, pct);
+	json_array_append_new(points, json_pack("{s:i, s:i, s:I, s:f, s:f, s:f, s:f, s:[iii]}",
+						sweep->key, size, "vocab", vocab, "tokens",
 						(json_int_t)b.tokens, "seconds", b.seconds,
 						"tokens_per_s", tokens_per_s(&b),
 						"fraction_of_w_sgemm", of_sgemm(&b, s.world),
-						"fraction_of_sgemm_per_cpu_s", of_sgemm_cpu(&b)));
+						"fraction_of_sgemm_per_cpu_s", of_sgemm_cpu(&b),
+						"gemm", b.gemm.m, b.gemm.n, b.gemm.k));
+	return ERR_OK;
+}
+
+/* the sweep's j-th vocabulary, `configured` standing for MODEL_SWEEP_VOCAB_CONFIGURED */
+static int sweep_vocab(const struct model_sweep *sw, int j, int configured)
+{
+	return sw->vocabs[j] == MODEL_SWEEP_VOCAB_CONFIGURED ? configured : sw->vocabs[j];
+}
+
+/* The size sweep of the configured model (struct model_sweep), its points appended to
+ * `points`; `vocab` is the configured model's vocabulary. */
+static int size_sweep(const struct env *v, const struct model_ops *ops, int vocab,
+		      long windows, json_t *points, struct err *e)
+{
+	const struct model_sweep *sw = ops->sweep;
+	if (!sw) {
+		env_info(v, "bench: no size sweep: model.kind = %s declares no size to vary",
+			 ops->name);
+		return ERR_OK;
+	}
+	for (int i = 0; i < sw->n_sizes && i < MODEL_SWEEP_MAX; i++)
+		for (int j = 0; j < sw->n_vocabs && j < MODEL_SWEEP_MAX; j++) {
+			int seen = 0; /* the configured vocabulary may be a listed one too */
+			for (int q = 0; q < j; q++)
+				seen |= sweep_vocab(sw, q, vocab) == sweep_vocab(sw, j, vocab);
+			if (!seen)
+				ERR_TRY(sweep_point(v, sw, sw->sizes[i], sweep_vocab(sw, j, vocab),
+						    windows, points, e));
+		}
 	return ERR_OK;
 }
 
@@ -661,23 +694,16 @@ int cmd_bench(struct app *a, struct err *e)
 		 "warm-up", backend, s->world, rank_split_name(s->rank_split),
 		 s->layout == LAYOUT_PADDED ? "padded" : "packed", windows, warmup);
 	rc = bench_windows(&r, s, warmup, windows, 0.0, &b, e);
+	const struct model_ops *ops = r.eng->shape.ops;
+	int vocab = r.eng->shape.vocab;
 	run_close(&r);
 	if (rc != ERR_OK)
 		return rc;
 	report_main(v, &b, s->world);
 	json_t *gemm_ranks = report_gemm_factors(v, &b, s->world);
 
-	const int hiddens[] = {512, 1024, 2048};
-	const int vocabs[] = {128, SWEEP_VOCAB_MAX};
 	json_t *points = json_array();
-	/* the sweep varies model.hidden, a size of the window MLP only */
-	int sweeps = strcmp(s->model_kind, "window_mlp") == 0;
-	if (!sweeps)
-		env_info(v, "bench: no size sweep: it varies model.hidden, which model.kind = %s "
-			 "does not have", s->model_kind);
-	for (int i = 0; i < 3 && rc == ERR_OK && sweeps; i++)
-		for (int j = 0; j < 2 && rc == ERR_OK; j++)
-			rc = sweep_point(v, hiddens[i], vocabs[j], windows, points, e);
+	rc = size_sweep(v, ops, vocab, windows, points, e);
 	json_t *exact = NULL, *batching = NULL;
 	if (rc == ERR_OK)
 		rc = exact_vs_default(v, &b, warmup, windows, &exact, e);

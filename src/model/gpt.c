@@ -26,6 +26,26 @@ static int shape_of_settings(const struct settings *s, struct model_shape *m, st
 	return ERR_OK;
 }
 
+/* the head size bench's sweep keeps as it widens the model (GPT-2's) */
+#define SWEEP_HEAD_SIZE 64
+
+static void sweep_set_width(struct settings *s, int width)
+{
+	s->width = width;
+	s->heads = width / SWEEP_HEAD_SIZE;
+}
+
+/* bench's sweep: the width (GPT-2 small's at the top), by the configured vocabulary and a
+ * tokenizer-sized one; layers and context stay as configured */
+static const struct model_sweep sweep = {
+	.key = "width",
+	.n_sizes = 3,
+	.sizes = {256, 512, 768},
+	.n_vocabs = 2,
+	.vocabs = {MODEL_SWEEP_VOCAB_CONFIGURED, MODEL_SWEEP_VOCAB_LARGE},
+	.set_size = sweep_set_width,
+};
+
 const struct model_ops gpt_ops = {
 	.name = "gpt",
 	.shape = shape_of_settings,
@@ -46,4 +66,5 @@ const struct model_ops gpt_ops = {
 	.flop_per_token = gpt_flop_per_token,
 	.largest_gemm = gpt_largest_gemm,
 	.describe = gpt_describe,
+	.sweep = &sweep,
 };

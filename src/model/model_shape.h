@@ -79,7 +79,24 @@ struct model_gemm {
 	int m, n, k;
 };
 
-/* A model: its operations. Every one is required. */
+/* What bench's size sweep varies (docs/performance.md): one size of the model, over
+ * sizes[], by each of vocabs[], a short run each on the synthetic source. A vocabulary
+ * MODEL_SWEEP_VOCAB_CONFIGURED stands for the configured model's. */
+#define MODEL_SWEEP_MAX 4
+#define MODEL_SWEEP_VOCAB_CONFIGURED 0
+/* a tokenizer-sized vocabulary that keeps a point of either built-in model within a few
+ * hundred MB and about two seconds */
+#define MODEL_SWEEP_VOCAB_LARGE 4096
+struct model_sweep {
+	const char *key; /* the [model] key it varies, e.g. "hidden" */
+	int n_sizes, sizes[MODEL_SWEEP_MAX];
+	int n_vocabs, vocabs[MODEL_SWEEP_MAX];
+	/* s with that key at `size`, and any size that goes with it (a GPT's heads) */
+	void (*set_size)(struct settings *s, int size);
+};
+
+/* A model: its operations. Every one is required but sweep (NULL: bench sweeps no
+ * size). */
 struct model_ops {
 	const char *name; /* [model] kind */
 	/* m->vocab, m->dim[] and the tensors (model_shape_add) from the settings */
@@ -122,6 +139,7 @@ struct model_ops {
 	struct model_gemm (*largest_gemm)(const struct model_shape *m, int rows);
 	/* its sizes in words, e.g. "vocab 128, context 8" */
 	void (*describe)(const struct model_shape *m, char *out, size_t cap);
+	const struct model_sweep *sweep;
 };
 
 /* For models: an empty shape of kind ops, then tensors appended in parameter order (past

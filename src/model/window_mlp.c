@@ -391,6 +391,21 @@ static struct model_gemm largest_gemm(const struct model_shape *m, int rows)
 	return (struct model_gemm){rows, HIDDEN(m), cd};
 }
 
+static void sweep_set_hidden(struct settings *s, int hidden)
+{
+	s->hidden = hidden;
+}
+
+/* bench's sweep: the hidden width, by a small vocabulary and a tokenizer-sized one */
+static const struct model_sweep sweep = {
+	.key = "hidden",
+	.n_sizes = 3,
+	.sizes = {512, 1024, 2048},
+	.n_vocabs = 2,
+	.vocabs = {128, MODEL_SWEEP_VOCAB_LARGE},
+	.set_size = sweep_set_hidden,
+};
+
 const struct model_ops window_mlp_ops = {
 	.name = "window_mlp",
 	.shape = shape_of_settings,
@@ -411,4 +426,5 @@ const struct model_ops window_mlp_ops = {
 	.flop_per_token = flop_per_token,
 	.largest_gemm = largest_gemm,
 	.describe = describe,
+	.sweep = &sweep,
 };

@@ -65,6 +65,22 @@ test "$(grep -c 'bench: sweep hidden' bench.txt)" = 6
 jcheck outputs/bench.json '[(p["hidden"], p["vocab"]) for p in d["sweep"]] ==
 	[(512, 128), (512, 4096), (1024, 128), (1024, 4096), (2048, 128), (2048, 4096)]
 	and all(p["tokens"] > 0 and p["tokens_per_s"] > 0 for p in d["sweep"])'
+# the gpt's sweep, on a small shape: width 256, 512, 768 (heads width / 64) by the configured
+# vocabulary and 4096, each point's sgemm on its own largest GEMM
+small="--windows 1 --set model.layers=1 --set model.context=32 --set data.min_len=8
+	--set data.max_len=32 --set train.batch_size=1 --set train.accumulation=1
+	--set devices.world=1"
+"$DDPTOK" "$CONF/gpt-tiny.ini" bench $small --set data.vocab=64 --set run.outputs=gb > gb.txt
+test "$(grep -c 'bench: sweep width' gb.txt)" = 6
+jcheck gb/bench.json '[(p["width"], p["vocab"]) for p in d["sweep"]] ==
+	[(256, 64), (256, 4096), (512, 64), (512, 4096), (768, 64), (768, 4096)]
+	and all(p["tokens"] > 0 and p["tokens_per_s"] > 0 for p in d["sweep"])
+	and [p["gemm"][1:] for p in d["sweep"]] == [[1024, 256], [4096, 256], [2048, 512],
+		[4096, 512], [3072, 768], [4096, 768]]'
+# a configured vocabulary that is the sweep's large one is run once per width
+"$DDPTOK" "$CONF/gpt-tiny.ini" bench $small --set data.vocab=4096 --set run.outputs=gb4 > gb4.txt
+jcheck gb4/bench.json '[(p["width"], p["vocab"]) for p in d["sweep"]] ==
+	[(256, 4096), (512, 4096), (768, 4096)]'
 # an injected failure on one rank ends the run (no hang) with the device exit code,
 # naming the rank and the window
 set +e
