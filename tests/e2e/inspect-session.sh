@@ -60,22 +60,26 @@ grep -q 'compare:   \(embed\|w1\|b1\|w2\|b2\)\[[0-9]*\(, [0-9]*\)*\] .*  outside
 	|| fail "compare: worst components lack name[row, col] or the outside mark"
 
 # compare --rank R: each rank's contribution matches its share of the reference under
-# global_token, and neither does under mean_of_means (the ranks hold unequal counts)
-for r in 0 1; do
-	grep -q "compare: rank $r's contribution under mode global_token (its local gradient / W, as reduce avg divides) against its share" out.txt ||
-		fail "compare --rank $r: no heading"
-	has "compare: mode global_token, rank $r: 0 of [0-9]* components outside tolerance (atol [^)]*): pass"
-	grep -q "compare: mode mean_of_means, rank $r: [1-9][0-9]* of [0-9]* components outside tolerance (atol [^)]*): FAIL" out.txt ||
-		fail "compare mean_of_means --rank $r found no component outside tolerance"
-done
-# the ranks' shares of the reference loss add up to the window's loss
-python3 - <<'PY' || fail "the ranks' shares of the reference loss do not add up"
+# global_token, and neither does under mean_of_means (the ranks hold unequal counts); the
+# ranks' shares of the reference loss add up to the window's loss. $1: how the heading
+# says the contribution is divided; $2: which session.
+ranks_match_shares() {
+	for r in 0 1; do
+		grep -q "compare: rank $r's contribution under mode global_token (its local gradient / $1) against its share" out.txt ||
+			fail "$2: compare --rank $r: no heading"
+		has "compare: mode global_token, rank $r: 0 of [0-9]* components outside tolerance (atol [^)]*): pass"
+		grep -q "compare: mode mean_of_means, rank $r: [1-9][0-9]* of [0-9]* components outside tolerance (atol [^)]*): FAIL" out.txt ||
+			fail "$2: compare mean_of_means --rank $r found no component outside tolerance"
+	done
+	python3 - <<'PY' || fail "$2: the ranks' shares of the reference loss do not add up"
 import re
 t = open("out.txt").read()
 total = float(re.search(r"compare: loss [0-9.]+ \(global token mean; reference ([0-9.]+)\)", t).group(1))
 shares = [float(x) for x in re.findall(r"compare: rank \d's share of the reference loss: ([0-9.]+)", t)[:2]]
 assert len(shares) == 2 and abs(sum(shares) - total) < 2e-6, (shares, total)
 PY
+}
+ranks_match_shares 'W, as reduce avg divides' 'tiny.ini'
 
 # mode switch shows in window's factor formula
 has 'mode: mean_of_means for the next windows (was global_token)'
@@ -130,22 +134,10 @@ has "error: unknown command 'stpe' (did you mean 'step'?)"
 has "error: help: unknown command 'stpe' (did you mean 'step'?)"
 
 # the same in exact mode (exact.ini: W = 2, K = 4, reduce avg): a rank's contribution is
-# its subtree of K / W shards divided by K, its share of the reference is the tree of those
-# shards alone (not all K), and the shares add up to the window's reference loss
+# its subtree of K / W shards divided by K, and its share of the reference is the tree of
+# those shards alone (not all K)
 printf 'step\ncompare\ncompare --rank 0\ncompare --rank 1\ncompare mean_of_means --rank 0\ncompare mean_of_means --rank 1\nquit\n' \
 	| "$DDPTOK" "$CONF/exact.ini" inspect > out.txt 2> err.txt || fail "the exact-mode session exited with $?"
 has 'compare: mode global_token: 0 of [0-9]* components outside tolerance'
-for r in 0 1; do
-	has "compare: rank $r's contribution under mode global_token (its local gradient / K, as exact mode's tree divides) against its share"
-	has "compare: mode global_token, rank $r: 0 of [0-9]* components outside tolerance (atol [^)]*): pass"
-	grep -q "compare: mode mean_of_means, rank $r: [1-9][0-9]* of [0-9]* components outside tolerance (atol [^)]*): FAIL" out.txt ||
-		fail "exact mode: compare mean_of_means --rank $r found no component outside tolerance"
-done
-python3 - <<'PY' || fail "exact mode: the ranks' shares of the reference loss do not add up"
-import re
-t = open("out.txt").read()
-total = float(re.search(r"compare: loss [0-9.]+ \(global token mean; reference ([0-9.]+)\)", t).group(1))
-shares = [float(x) for x in re.findall(r"compare: rank \d's share of the reference loss: ([0-9.]+)", t)[:2]]
-assert len(shares) == 2 and abs(sum(shares) - total) < 2e-6, (shares, total)
-PY
+ranks_match_shares "K, as exact mode's tree divides" 'exact.ini'
 echo ok
