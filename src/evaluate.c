@@ -19,6 +19,7 @@
 #include "procs.h"
 #include "run.h"
 #include "train_loop.h"
+#include "validation.h"
 #include "world.h"
 
 /* How many targets of split are token id (all of them: counts[] of vocab entries). */
@@ -61,10 +62,10 @@ static int eval_split(struct engine *eng, const struct corpus *c, int split, int
 				 &se->sequences, e);
 	if (rc)
 		return rc;
-	se->loss = se->tokens ? se->loss_sum / (double)se->tokens : NAN;
-	se->accuracy = se->tokens ? (double)se->hits / (double)se->tokens : NAN;
+	se->loss = per_target(se->loss_sum, se->tokens);
+	se->accuracy = per_target((double)se->hits, se->tokens);
 	se->const_hits = split_targets(c, split, const_id, NULL);
-	se->const_accuracy = se->tokens ? (double)se->const_hits / (double)se->tokens : NAN;
+	se->const_accuracy = per_target((double)se->const_hits, se->tokens);
 	return ERR_OK;
 }
 

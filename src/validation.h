@@ -5,7 +5,8 @@
  * current parameters by the same engine pass as the evaluate command (engine_evaluate).
  * The replicas are identical on every rank and process, so each process computes it
  * alone and every one gets the same bits, with no exchange. It reads the parameters
- * only: a run that validates trains the same bits as one that does not.
+ * only: a run that validates trains the same bits as one that does not. Its mean per
+ * target is the evaluate command's too (evaluate.c), so the two report one arithmetic.
  */
 #ifndef DDPTOK_VALIDATION_H
 #define DDPTOK_VALIDATION_H
@@ -22,6 +23,9 @@ struct train_val {
 	double accuracy;    /* share of targets predicted by the argmax (NaN: likewise) */
 };
 
+/* total / targets: a split's mean per supervised target (its global token mean of a loss
+ * sum, its accuracy of a count of hits), NaN when the split holds no target. */
+double per_target(double total, int64_t targets);
 /* Whether [train] eval_every asks for the validation loss after `step`. */
 int train_val_due(const struct settings *s, int64_t step);
 /* Evaluates the validation split with eng's current parameters into *val, recorded as

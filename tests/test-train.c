@@ -48,6 +48,7 @@
 #include "settings.h"
 #include "train_loop.h"
 #include "trainer.h"
+#include "validation.h"
 #include "window_mlp.h"
 
 #define UPDATES 7
@@ -1297,6 +1298,24 @@ START_TEST(test_evaluate_matches_naive)
 }
 END_TEST
 
+/* The mean per target of the validation line and of evaluate: the plain quotient, bit for
+ * bit, and NaN (reported as null) for a split without a supervised target. */
+START_TEST(test_per_target)
+{
+	ck_assert(isnan(per_target(0.0, 0)));
+	ck_assert(isnan(per_target(12.5, 0)));
+	double sums[] = {0.0, 1.0, 4869.017, 1e-300};
+	int64_t counts[] = {1, 3, 2226, 1 << 30};
+	for (size_t i = 0; i < sizeof sums / sizeof sums[0]; i++)
+		for (size_t j = 0; j < sizeof counts / sizeof counts[0]; j++) {
+			double q = sums[i] / (double)counts[j];
+			double got = per_target(sums[i], counts[j]);
+			ck_assert_msg(memcmp(&got, &q, sizeof q) == 0, "%.17g / %lld: %.17g, not %.17g",
+				      sums[i], (long long)counts[j], got, q);
+		}
+}
+END_TEST
+
 /* An interrupted write leaves a partial directory that is never taken as a checkpoint. */
 START_TEST(test_partial_never_latest)
 {
@@ -1355,6 +1374,7 @@ static Suite *train_suite(void)
 	TCase *te = tcase_create("evaluate");
 	tcase_set_timeout(te, 240);
 	tcase_add_test(te, test_evaluate_matches_naive);
+	tcase_add_test(te, test_per_target);
 	suite_add_tcase(s, te);
 	return s;
 }

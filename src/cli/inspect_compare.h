@@ -17,8 +17,9 @@
 void tensor_label(const struct model_shape *m, size_t i, char *out, size_t cap);
 
 /* The part of window w that rank `rank` computes, as a one-rank window that keeps w's N:
- * its reference gradient (engine_reference weighs every token 1 / N) is that rank's share
- * of the reference gradient of w's token mean. */
+ * its reference gradient (engine_reference weighs every token 1 / N; in exact mode it adds
+ * the rank's own shards in their subtree) is that rank's share of the reference gradient
+ * of w's token mean. */
 void inspect_rank_share(const struct window *w, int rank, struct window *share);
 /* out = what a rank's local gradient (n components) becomes in the reduced one under s
  * (on `world` ranks): local divided by the collective's divisor (norm_divisor). */

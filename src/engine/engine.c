@@ -814,8 +814,11 @@ static int reference_steps(struct engine *eng, struct replica *r, struct ref_arg
 	const struct window *w = a->w;
 	struct dev *d = r->dev;
 	size_t n = eng->shape.n_params;
-	if (eng->s.shards > 0) { /* the whole tree on one device: the 1-device run */
-		ERR_TRY(tree_subtree(eng, r, w, 0, 0, eng->s.shards, NORM_GLOBAL_TOKEN, 0,
+	if (eng->s.shards > 0) {
+		/* the window's shards in the tree on one device: for a whole window all K of
+		 * them, the 1-device run; for one rank's share (a one-rank window) its own
+		 * K / W, the subtree that rank adds */
+		ERR_TRY(tree_subtree(eng, r, w, 0, 0, w->world * w->micro, NORM_GLOBAL_TOKEN, 0,
 				     &a->loss_sum, e));
 		ERR_TRY(tree_finish(eng, r, e));
 		return d->ops->download(d, a->host_grad, r->grads, n * sizeof(float), e);

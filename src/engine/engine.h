@@ -132,7 +132,8 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 /* Single-device reference: the gradient of (sum of every supervised token loss of the
  * window) / N computed by ONE device (rank 0's) over all the window's sequences, with
  * the same microbatches in rank-major order; no collective involved. In exact mode it is
- * the whole shard tree on that device, i.e. the 1-device run, bit for bit. */
+ * the tree of the window's shards on that device: of a whole window's K, the 1-device run
+ * bit for bit; of a one-rank window's, that rank's subtree. */
 int engine_reference(struct engine *eng, const struct window *w, float *host_grad,
 		     double *loss, struct err *e);
 /* engine_reference with the z-loss coefficient z_loss in place of train.z_loss (0: the

@@ -3,9 +3,10 @@
 # window shows N as the sum of the per-rank tokens and does not consume the window, step
 # reports loss/N/grad norm, grad and compare work, compare under global_token passes
 # while mean_of_means (token counts are unequal between the ranks) fails, for the whole
-# window and for each rank's contribution (compare --rank R), mistakes in commands are
-# reported and the session goes on to its end, where a script that met a mistake exits
-# with the first one's status (2, usage) and one that met none with 0.
+# window and for each rank's contribution (compare --rank R), in the default mode and in
+# exact mode; mistakes in commands are reported and the session goes on to its end, where
+# a script that met a mistake exits with the first one's status (2, usage) and one that
+# met none with 0.
 set -eu
 
 fail() { echo "FAIL: $*"; echo "--- output:"; cat out.txt; echo "--- stderr:"; cat err.txt; exit 1; }
@@ -59,22 +60,26 @@ grep -q 'compare:   \(embed\|w1\|b1\|w2\|b2\)\[[0-9]*\(, [0-9]*\)*\] .*  outside
 	|| fail "compare: worst components lack name[row, col] or the outside mark"
 
 # compare --rank R: each rank's contribution matches its share of the reference under
-# global_token, and neither does under mean_of_means (the ranks hold unequal counts)
-for r in 0 1; do
-	grep -q "compare: rank $r's contribution under mode global_token (its local gradient / W, as reduce avg divides) against its share" out.txt ||
-		fail "compare --rank $r: no heading"
-	has "compare: mode global_token, rank $r: 0 of [0-9]* components outside tolerance (atol [^)]*): pass"
-	grep -q "compare: mode mean_of_means, rank $r: [1-9][0-9]* of [0-9]* components outside tolerance (atol [^)]*): FAIL" out.txt ||
-		fail "compare mean_of_means --rank $r found no component outside tolerance"
-done
-# the ranks' shares of the reference loss add up to the window's loss
-python3 - <<'PY' || fail "the ranks' shares of the reference loss do not add up"
+# global_token, and neither does under mean_of_means (the ranks hold unequal counts); the
+# ranks' shares of the reference loss add up to the window's loss. $1: how the heading
+# says the contribution is divided; $2: which session.
+ranks_match_shares() {
+	for r in 0 1; do
+		grep -q "compare: rank $r's contribution under mode global_token (its local gradient / $1) against its share" out.txt ||
+			fail "$2: compare --rank $r: no heading"
+		has "compare: mode global_token, rank $r: 0 of [0-9]* components outside tolerance (atol [^)]*): pass"
+		grep -q "compare: mode mean_of_means, rank $r: [1-9][0-9]* of [0-9]* components outside tolerance (atol [^)]*): FAIL" out.txt ||
+			fail "$2: compare mean_of_means --rank $r found no component outside tolerance"
+	done
+	python3 - <<'PY' || fail "$2: the ranks' shares of the reference loss do not add up"
 import re
 t = open("out.txt").read()
 total = float(re.search(r"compare: loss [0-9.]+ \(global token mean; reference ([0-9.]+)\)", t).group(1))
 shares = [float(x) for x in re.findall(r"compare: rank \d's share of the reference loss: ([0-9.]+)", t)[:2]]
 assert len(shares) == 2 and abs(sum(shares) - total) < 2e-6, (shares, total)
 PY
+}
+ranks_match_shares 'W, as reduce avg divides' 'tiny.ini'
 
 # mode switch shows in window's factor formula
 has 'mode: mean_of_means for the next windows (was global_token)'
@@ -127,5 +132,12 @@ printf 'stpe\nhelp stpe\nquit\n' | "$DDPTOK" "$CONF/tiny.ini" inspect > out.txt 
 [ "$rc" -eq 2 ] || fail "a misspelled command: exit $rc"
 has "error: unknown command 'stpe' (did you mean 'step'?)"
 has "error: help: unknown command 'stpe' (did you mean 'step'?)"
-echo ok
 
+# the same in exact mode (exact.ini: W = 2, K = 4, reduce avg): a rank's contribution is
+# its subtree of K / W shards divided by K, and its share of the reference is the tree of
+# those shards alone (not all K)
+printf 'step\ncompare\ncompare --rank 0\ncompare --rank 1\ncompare mean_of_means --rank 0\ncompare mean_of_means --rank 1\nquit\n' \
+	| "$DDPTOK" "$CONF/exact.ini" inspect > out.txt 2> err.txt || fail "the exact-mode session exited with $?"
+has 'compare: mode global_token: 0 of [0-9]* components outside tolerance'
+ranks_match_shares "K, as exact mode's tree divides" 'exact.ini'
+echo ok
