@@ -42,6 +42,10 @@ for kv in model.heads=3 model.context=100; do
 		"$DDPTOK" "$CONF/gpt-tiny.ini" train --set "$kv" --set run.outputs=gpt-out --set run.artifacts=gpt-art
 	[ -e gpt-out ] || [ -e gpt-art ] && { echo "FAIL: train --set $kv wrote before refusing it"; fail=1; }
 done
+# a new run that fails before its first checkpoint leaves no empty run directory
+expect 4 "llm.c model file missing.bin: No such file" "$DDPTOK" "$CONF/gpt-tiny.ini" train \
+	--set model.init=llmc:missing.bin --set model.width=32 --set run.outputs=gpt-out --set run.artifacts=gpt-art
+[ -e gpt-art ] && { echo "FAIL: the failed run left $(ls -R gpt-art)"; fail=1; }
 # (an overflow used to be taken as LONG_MAX windows: bounded so that it cannot hang)
 expect 2 "positive integer" timeout 60 "$DDPTOK" ok.ini bench --windows 99999999999999999999
 expect 2 "positive integer" "$DDPTOK" ok.ini bench --windows +3
