@@ -418,7 +418,7 @@ static int exact_mode_relations(const struct cfg *c, struct settings *s, struct 
 	describe(c, "train", "shards", dk, sizeof dk);
 	if (k & (k - 1))
 		return ERR(e, ERR_CONFIG, "%s: %s: must be a power of two (1, 2, 4, ..., 64), or 0 "
-			   "for the default mode", key_where(c, "train", "shards"), dk);
+			   "for the default mode", cfg_where(c), dk);
 	for (int w = 1; w <= k && w <= 8; w *= 2)
 		snprintf(valid + strlen(valid), sizeof valid - strlen(valid), "%s%d",
 			 w > 1 ? ", " : "", w);
@@ -432,7 +432,7 @@ static int exact_mode_relations(const struct cfg *c, struct settings *s, struct 
 		describe(c, "train", "accumulation", da, sizeof da);
 		return ERR(e, ERR_CONFIG, "%s: %s disagrees with exact mode: %s on %s gives each "
 			   "rank %d shard%s as its microbatches (leave train.accumulation out, or set "
-			   "it to %d)", key_where(c, "train", "accumulation"), da, dk, dw,
+			   "it to %d)", cfg_where(c), da, dk, dw,
 			   k / s->world, k / s->world == 1 ? "" : "s", k / s->world);
 	}
 	s->accumulation = k / s->world;
@@ -467,11 +467,11 @@ static int adaptation_relations(const struct cfg *c, const struct settings *s, s
 		return ERR(e, ERR_CONFIG, "%s: %s: exact mode ([train] shards = %d) cuts the window "
 			   "into fixed shards whatever devices.world, which a per-rank token budget "
 			   "would not keep; use train.batching = sequences or train.shards = 0",
-			   key_where(c, "train", "batching"), db, s->shards);
+			   cfg_where(c), db, s->shards);
 	if ((int64_t)s->accumulation * s->batch_size > SETTINGS_MAX_MICRO)
 		return ERR(e, ERR_CONFIG, "%s: %s: a rank's share of train.accumulation = %d x "
 			   "train.batch_size = %d sequences may need as many microbatches, more than "
-			   "the %d a window holds; lower one of them", key_where(c, "train", "batching"),
+			   "the %d a window holds; lower one of them", cfg_where(c),
 			   db, s->accumulation, s->batch_size, SETTINGS_MAX_MICRO);
 	return ERR_OK;
 }

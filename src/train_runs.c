@@ -138,6 +138,15 @@ int train_plan_run(const struct env *v, struct train_plan *plan, struct err *e)
 	return new_run(v, plan->run_dir, sizeof plan->run_dir, e);
 }
 
+void train_runs_drop_empty(const char *run_dir)
+{
+	char root[FSX_PATH_MAX];
+	struct err ignore;
+	/* rmdir removes only an empty directory: nothing the run wrote can go */
+	if (rmdir(run_dir) == 0 && fsx_dirname(root, sizeof root, run_dir, &ignore) == ERR_OK)
+		rmdir(root);
+}
+
 int train_runs_mark_latest(const char *run_dir, struct err *e)
 {
 	char root[FSX_PATH_MAX], link[FSX_PATH_MAX], tmp[FSX_PATH_MAX + 32];

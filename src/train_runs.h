@@ -46,6 +46,11 @@ int train_plan_resume(const struct env *v, const char *spec, struct train_plan *
  * checkpoint (plan->continues), else a new run directory, created. On process 0 only. */
 int train_plan_run(const struct env *v, struct train_plan *plan, struct err *e);
 
+/* Removes a new run's directory that is still empty (a run that failed before writing
+ * anything), and <artifacts>/runs with it when that leaves it empty; anything holding a
+ * file stays. On process 0 only. */
+void train_runs_drop_empty(const char *run_dir);
+
 /* Points runs/latest to run_dir's run (a link renamed over the old one). */
 int train_runs_mark_latest(const char *run_dir, struct err *e);
 

@@ -262,10 +262,16 @@ static void expect_refused(const char *sets, const char *want)
 
 START_TEST(invalid_configurations_are_refused)
 {
-	expect_refused("train.shards=6", "[train] shards = 6 (from --set): must be a power of two");
+	/* the origin is said once, beside the value */
+	expect_refused("train.shards=6",
+		       "tiny.ini: [train] shards = 6 (from --set): must be a power of two");
+	expect_refused("train.shards=4 train.batching=tokens",
+		       "tiny.ini: [train] batching = tokens (from --set): exact mode");
 	expect_refused("train.shards=8 devices.world=3",
 		       "valid devices.world: 1, 2, 4, 8");
 	expect_refused("train.shards=2 devices.world=4", "valid devices.world: 1, 2");
+	expect_refused("train.shards=8 devices.world=2 train.accumulation=2",
+		       "tiny.ini: [train] accumulation = 2 (from --set) disagrees");
 	expect_refused("train.shards=8 devices.world=2 train.accumulation=2",
 		       "gives each rank 4 shards as its microbatches");
 	/* an accumulation that agrees is accepted */

@@ -35,8 +35,8 @@ static int number(const char *name, const char *text, double dflt, double lo, do
 	errno = 0;
 	*out = strtod(text, &end);
 	if (!*text || *end || errno || !isfinite(*out) || *out < lo || *out > hi)
-		return ERR(e, ERR_USAGE, "sample: %s '%s': expected a number in %g .. %g", name, text,
-			   lo, hi);
+		return ERR(e, ERR_USAGE, "sample: %s '%s': expected a number in %.0f .. %.0f", name,
+			   text, lo, hi); /* the bounds are whole numbers, written out */
 	return ERR_OK;
 }
 
@@ -54,7 +54,9 @@ static int parse_ids(const char *text, const char *what, int shift, int vocab, i
 		char *end;
 		errno = 0;
 		long long u = strtoll(p, &end, 10);
-		if (end == p || errno || u < DATA_RESERVED - shift || u + shift >= vocab)
+		/* a word is an id only whole ("5,6" and "5x" are named as given) */
+		if (end == p || errno || (*end && !strchr(" \t\r\n", *end)) ||
+		    u < DATA_RESERVED - shift || u + shift >= vocab)
 			return ERR(e, ERR_USAGE, "sample: %s: '%.*s' is not an id of the model (user "
 				   "ids %d .. %d)", what, (int)strcspn(p, " \t\r\n"), p,
 				   DATA_RESERVED - shift, vocab - shift - 1);

@@ -79,6 +79,15 @@ static int already_done(struct app *a, const struct train_plan *plan)
 	return ERR_OK;
 }
 
+/* A failed new run leaves no empty run directory behind (process 0 made it); rc is
+ * returned. */
+static int failed(const struct train_plan *plan, int rc)
+{
+	if (!plan->continues && world_get()->proc == 0)
+		train_runs_drop_empty(plan->run_dir);
+	return rc;
+}
+
 /* <run>/train.json: the summary of this session of the run, with the settings changed
  * along the run (process 0 writes it). */
 static int write_summary(struct app *a, enum train_kind kind, const struct train_plan *plan,
@@ -129,7 +138,7 @@ int cmd_train(struct app *a, struct err *e)
 	if (plan.resume[0] && plan.resume_step >= a->s.updates)
 		return already_done(a, &plan);
 	if ((rc = train_opts_in_run(&a->env, kind, &plan, &o, e)))
-		return rc;
+		return failed(&plan, rc);
 	app_train_hooks(a, &o);
 	announce(a, kind, &plan, &o);
 	/* held from the start: a signal while the corpus is loaded or the engine starts
@@ -138,7 +147,7 @@ int cmd_train(struct app *a, struct err *e)
 	rc = train_run(&a->env, &o, &res, e);
 	cli_signals_release();
 	if (rc != ERR_OK && rc != ERR_INTERRUPTED)
-		return rc;
+		return failed(&plan, rc);
 	env_info(&a->env, "train: steps %" PRId64 " -> %" PRId64 " (%" PRId64 " updates in total, %" PRId64
 		 " empty windows skipped), loss %.6f -> %.6f, %" PRId64 " tokens in %.2f s "
 		 "(%.0f tokens/s, %s)", res.start_step, res.step, res.updates_done, res.skipped,

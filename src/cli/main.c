@@ -633,8 +633,11 @@ static int load_configuration(struct cli *cli, struct err *e)
 	for (int i = 0; i < cli->nsets; i++)
 		ERR_TRY(cfg_set(&a->cfg, cli->sets[i], e));
 	ERR_TRY(settings_from_cfg(&a->cfg, &a->s, e));
-	/* [model] kind names a known model: the registry sits above the settings */
-	ERR_TRY(model_kind_check(a->s.model_kind, e));
+	/* [model] kind names a known model and its keys agree (the gpt's heads divide its
+	 * width, its context holds data.max_len): the registry sits above the settings, and
+	 * a refusal here comes before any command has written anything */
+	struct model_shape shape;
+	ERR_TRY(model_shape_init(&shape, &a->s, e));
 	const struct fault_injection *f = &a->o.fault;
 	if (f->inject_rank >= a->s.world)
 		return ERR(e, ERR_USAGE, "--inject-failure %d:%lld: rank %d does not exist "

@@ -125,6 +125,9 @@ int gpt_llmc_read_header(const char *path, struct gpt_llmc_header *h, struct err
 	fclose(f);
 	if (fstat_errno)
 		return ERR(e, ERR_IO, "llm.c model file %s: %s", path, strerror(fstat_errno));
+	if (!S_ISREG(st.st_mode)) /* a directory opens, then reads nothing */
+		return ERR(e, ERR_IO, "llm.c model file %s: not a regular file%s", path,
+			   S_ISDIR(st.st_mode) ? " (a directory)" : "");
 	if (got != GPT_LLMC_HEADER)
 		return ERR(e, ERR_DATA, "llm.c model file %s: truncated: %lld bytes, shorter than "
 			   "its %d-byte header", path, (long long)st.st_size,

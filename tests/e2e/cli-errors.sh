@@ -36,6 +36,16 @@ expect 3 "ok.ini (value from --set): \[devices\] ids = 0,0,0 names 3 devices" "$
 # a corpus the sampler cannot plan windows from is refused by prepare already, naming the file
 expect 3 "ok.ini: train.batch_size = 2 x train.accumulation = 2" "$DDPTOK" ok.ini prepare --set data.train=5 --set run.outputs=small
 [ -e small/corpus/corpus.bin ] && { echo "FAIL: prepare wrote a corpus it refuses"; fail=1; }
+# keys of the model that disagree are refused before train writes a corpus or a run
+for kv in model.heads=3 model.context=100; do
+	expect 3 "model.heads = 3 does not divide model.width = 256\|context = 100 is shorter than \[data\] max_len = 128" \
+		"$DDPTOK" "$CONF/gpt-tiny.ini" train --set "$kv" --set run.outputs=gpt-out --set run.artifacts=gpt-art
+	[ -e gpt-out ] || [ -e gpt-art ] && { echo "FAIL: train --set $kv wrote before refusing it"; fail=1; }
+done
+# a new run that fails before its first checkpoint leaves no empty run directory
+expect 4 "llm.c model file missing.bin: No such file" "$DDPTOK" "$CONF/gpt-tiny.ini" train \
+	--set model.init=llmc:missing.bin --set model.width=32 --set run.outputs=gpt-out --set run.artifacts=gpt-art
+[ -e gpt-art ] && { echo "FAIL: the failed run left $(ls -R gpt-art)"; fail=1; }
 # (an overflow used to be taken as LONG_MAX windows: bounded so that it cannot hang)
 expect 2 "positive integer" timeout 60 "$DDPTOK" ok.ini bench --windows 99999999999999999999
 expect 2 "positive integer" "$DDPTOK" ok.ini bench --windows +3

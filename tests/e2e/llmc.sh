@@ -73,6 +73,9 @@ fails 5 "llm.c model file short.bin: truncated" "$DDPTOK" "$G" parity $small --s
 fails 5 "llm.c model file magic.bin: magic" "$DDPTOK" "$G" parity $small --set model.init=llmc:magic.bin
 # shellcheck disable=SC2086
 fails 5 "llm.c model file version.bin: version 5" "$DDPTOK" "$G" parity $small --set model.init=llmc:version.bin
+mkdir dir.bin
+# shellcheck disable=SC2086
+fails 4 "llm.c model file dir.bin: not a regular file (a directory)" "$DDPTOK" "$G" parity $small --set model.init=llmc:dir.bin
 # shellcheck disable=SC2086
 fails 3 "gpt.bin: header field L = 2, but model.layers needs 3" "$DDPTOK" "$G" parity $small --set model.layers=3 --set model.init=llmc:gpt.bin
 # shellcheck disable=SC2086

@@ -37,4 +37,15 @@ for bad in "--temperature -1" "--tokens x" "--prompt 1" "--prompt 512" "--tokens
 	[ "$rc" = 2 ] || [ "$rc" = 3 ] || { cat err.txt; echo "FAIL: sample $bad: exit $rc"; exit 1; }
 	grep -q "sample: " err.txt || { cat err.txt; exit 1; }
 done
+# the message names the whole word and the range in whole numbers
+refused() { # refused PATTERN OPTION VALUE
+	rc=0
+	# shellcheck disable=SC2086
+	"$DDPTOK" "$G" sample $small "$2" "$3" > /dev/null 2> err.txt || rc=$?
+	[ "$rc" = 2 ] && grep -q -- "$1" err.txt || { cat err.txt; echo "FAIL: sample $2 '$3'"; exit 1; }
+}
+refused "'5,6' is not an id of the model (user ids 4 .. 511)" --prompt "5,6"
+refused "'6x' is not an id" --prompt "5 6x 7"
+refused "expected a number in 0 .. 1048576$" --tokens -1
+refused "expected a number in 0 .. 1000000$" --temperature 2e6
 echo "sample: ok"
