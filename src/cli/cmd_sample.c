@@ -114,15 +114,20 @@ static json_t *user_ids(const int32_t *ids, int n, int shift)
 static int report(struct app *a, const struct checkpoint *ck, const struct sample_opts *o,
 		  const int32_t *prompt, int n, const int32_t *out, int shift, struct err *e)
 {
-	char line[8192];
-	size_t at = 0;
-	for (int i = 0; i < o->tokens && at < sizeof line - 16; i++)
-		at += (size_t)snprintf(line + at, sizeof line - at, "%s%d", i ? " " : "",
-				       out[i] - shift);
-	env_info(&a->env, "sample: checkpoint %s (step %" PRId64 "), prompt of %d ids, %d tokens, "
-		 "temperature %g, top-k %d, seed %" PRIu64, ck->dir, ck->step, n, o->tokens,
-		 o->temperature, o->top_k, o->seed);
+	/* every id whole: at most 11 characters and a space each */
+	size_t cap = (size_t)o->tokens * 12 + 1, at = 0;
+	char *line = malloc(cap);
+	if (!line)
+		return ERR(e, ERR_NOMEM, "sample: out of memory for the printed line");
+	line[0] = '\0';
+	for (int i = 0; i < o->tokens; i++)
+		at += (size_t)snprintf(line + at, cap - at, "%s%d", i ? " " : "", out[i] - shift);
+	env_info(&a->env, "sample: checkpoint %s (step %" PRId64 "), prompt of %d id%s, %d "
+		 "token%s, temperature %g, top-k %d, seed %" PRIu64, ck->dir, ck->step, n,
+		 n == 1 ? "" : "s", o->tokens, o->tokens == 1 ? "" : "s", o->temperature,
+		 o->top_k, o->seed);
 	env_info(&a->env, "sample: %s", line);
+	free(line);
 	json_t *j = json_pack("{s:s, s:I, s:o, s:o, s:f, s:i, s:I}", "checkpoint", ck->dir,
 			      "step", (json_int_t)ck->step, "prompt", user_ids(prompt, n, shift),
 			      "tokens", user_ids(out, o->tokens, shift), "temperature",
