@@ -11,7 +11,7 @@
  * on the GPU and on the host from the same parameters: the loss, the logits and every
  * tensor's gradient within float rounding of the host's (their GEMMs add in other
  * orders), and a second GPU step giving the same bits. The comparison catches a wrong
- * attention: the GPU step with every document in one segment is refused by it.
+ * attention: the GPU step with two documents in one segment is refused by it.
  *
  * Without a usable GPU it exits 77 (skipped). Check runs without fork: CUDA does not
  * survive a fork after initialization.
