@@ -16,6 +16,9 @@
 #   proto W=2   the whole protocol with two ranks sharing GPU 0 (host collective)
 #   proto W=N   the whole protocol on every GPU (N = the number of GPUs, up to 8, NCCL;
 #               SKIP with one GPU)
+#   proto gpt   the whole protocol on the GPT (configs/gpt-tiny.ini, W = 2): on GPUs 0
+#               and 1 over NCCL, or with both ranks on GPU 0 (host collective) on a
+#               one-GPU machine
 #   bench       ddptok-run configs/minimum.ini bench on the cpu and on the cuda backend,
 #               tokens/s side by side
 # Every ddptok-run step forces devices.backend=cuda, so nothing passes on the CPU by
@@ -31,7 +34,7 @@ while [ $# -gt 0 ]; do
 	--builddir=*) builddir=${1#*=}; shift ;;
 	--windows) windows=$2; shift 2 ;;
 	--windows=*) windows=${1#*=}; shift ;;
-	-h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,28p' "$0"; exit 0 ;;
 	*) echo "gpu-check: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -106,7 +109,8 @@ if run_step configure "$logs/configure.log" "${cfg[@]}"; then
 else
 	record configure FAIL "meson could not set up the CUDA build (nvcc, cuBLAS, NCCL?)"
 	reason="configure failed"
-	skip_rest build "env check" "gpu tests" "proto W=1" "proto W=2" "proto W=N" bench
+	skip_rest build "env check" "gpu tests" "proto W=1" "proto W=2" "proto W=N" "proto gpt" \
+		bench
 	summary
 fi
 
@@ -116,7 +120,7 @@ if run_step build "$logs/build.log" ninja -C "$builddir"; then
 else
 	record build FAIL "see $logs/build.log"
 	reason="build failed"
-	skip_rest "env check" "gpu tests" "proto W=1" "proto W=2" "proto W=N" bench
+	skip_rest "env check" "gpu tests" "proto W=1" "proto W=2" "proto W=N" "proto gpt" bench
 	summary
 fi
 
@@ -158,13 +162,13 @@ else
 fi
 
 # 5. the whole protocol on the cuda backend, each in a directory of its own
-protocol() { # step-name dir-name note devices-settings...
-	local name=$1 dir=$2 note=$3
-	shift 3
+protocol() { # step-name dir-name note config devices-settings...
+	local name=$1 dir=$2 note=$3 config=$4
+	shift 4
 	rm -rf "$logs/$dir"
 	if [ "$gpus" -lt 1 ]; then
 		record "$name" FAIL "no GPU visible to ddptok-run (see $logs/env.log)"
-	elif (cd "$builddir" && run_step "$name" "$logs/$dir.log" "$run" configs/minimum.ini \
+	elif (cd "$builddir" && run_step "$name" "$logs/$dir.log" "$run" "$config" \
 		--set devices.backend=cuda --set run.outputs="$logs/$dir/outputs" \
 		--set run.artifacts="$logs/$dir/artifacts" "$@"); then
 		record "$name" PASS "$note"
@@ -172,14 +176,23 @@ protocol() { # step-name dir-name note devices-settings...
 		record "$name" FAIL "exit status != 0, see $logs/$dir.log ($note)"
 	fi
 }
-protocol "proto W=1" protocol-w1 "GPU 0, NCCL" --set devices.world=1
-protocol "proto W=2" protocol-shared "ranks 0,1 on GPU 0, host collective" \
+mini=configs/minimum.ini
+protocol "proto W=1" protocol-w1 "GPU 0, NCCL" $mini --set devices.world=1
+protocol "proto W=2" protocol-shared "ranks 0,1 on GPU 0, host collective" $mini \
 	--set devices.ids=0,0 --set devices.collective=host
 if [ "$gpus" -ne 1 ]; then # none: protocol() says so
-	protocol "proto W=N" protocol-all "W = $all on GPUs 0..$((all - 1)), NCCL" \
+	protocol "proto W=N" protocol-all "W = $all on GPUs 0..$((all - 1)), NCCL" $mini \
 		--set devices.world="$all"
 else
 	record "proto W=N" SKIP "one GPU: W = 1 and W = 2 cover it"
+fi
+# the GPT (its attention, LayerNorm and GELU kernels) through the whole protocol, W = 2
+if [ "$gpus" -eq 1 ]; then
+	protocol "proto gpt" protocol-gpt "gpt-tiny, ranks 0,1 on GPU 0, host collective" \
+		configs/gpt-tiny.ini --set devices.ids=0,0 --set devices.collective=host
+else
+	protocol "proto gpt" protocol-gpt "gpt-tiny, W = 2 on GPUs 0,1, NCCL" \
+		configs/gpt-tiny.ini --set devices.world=2
 fi
 
 # 6. throughput, cpu then cuda
