@@ -91,9 +91,10 @@ static int on_rank0(struct engine *eng, rank_op op, void *arg, struct err *e)
 /* ---- replica lifecycle ---- */
 
 /* A window's uploads under settings s (each microbatch's batch, or each sequence's with
- * the sequence unit, padded to 256 bytes), which nothing waits for in between; rank 0
- * runs all K shards for exact mode's reference, token batching at most one microbatch
- * per sequence. */
+ * the sequence unit, each of its arrays padded to 256 bytes: up to 255 bytes for each of
+ * MODEL_MAX_ARRAYS), which nothing waits for in between; rank 0 runs all K shards for
+ * exact mode's reference, token batching at most one microbatch per sequence. An arena
+ * too small is still correct, but makes the device wait before it is reused. */
 static size_t upload_bytes(const struct model_shape *m, const struct settings *s)
 {
 	size_t batch = model_upload_bytes(m, max_batch_rows(m, s));
@@ -101,7 +102,7 @@ static size_t upload_bytes(const struct model_shape *m, const struct settings *s
 	size_t micro = (size_t)(s->shards > s->accumulation ? s->shards : s->accumulation);
 	if (s->batching == BATCHING_TOKENS) /* up to a microbatch per sequence of the share */
 		micro = (size_t)s->accumulation * (size_t)s->batch_size;
-	return (batch + 512 * steps) * micro;
+	return (batch + 256 * MODEL_MAX_ARRAYS * steps) * micro;
 }
 
 /* train.class_weights of the engine's corpus on the replica's device, one weight per id
