@@ -637,7 +637,11 @@ static int load_configuration(struct cli *cli, struct err *e)
 	 * width, its context holds data.max_len): the registry sits above the settings, and
 	 * a refusal here comes before any command has written anything */
 	struct model_shape shape;
-	ERR_TRY(model_shape_init(&shape, &a->s, e));
+	int rc = model_shape_init(&shape, &a->s, e);
+	if (rc == ERR_CONFIG) /* the keys come from this file (and --set) */
+		err_prefix(e, "%s", a->cfg.path);
+	if (rc)
+		return rc;
 	const struct fault_injection *f = &a->o.fault;
 	if (f->inject_rank >= a->s.world)
 		return ERR(e, ERR_USAGE, "--inject-failure %d:%lld: rank %d does not exist "

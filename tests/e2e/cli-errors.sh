@@ -38,7 +38,7 @@ expect 3 "ok.ini: train.batch_size = 2 x train.accumulation = 2" "$DDPTOK" ok.in
 [ -e small/corpus/corpus.bin ] && { echo "FAIL: prepare wrote a corpus it refuses"; fail=1; }
 # keys of the model that disagree are refused before train writes a corpus or a run
 for kv in model.heads=3 model.context=100; do
-	expect 3 "model.heads = 3 does not divide model.width = 256\|context = 100 is shorter than \[data\] max_len = 128" \
+	expect 3 "gpt-tiny.ini: \(model.heads = 3 does not divide model.width = 256\|\[model\] context = 100 is shorter than \[data\] max_len = 128\)" \
 		"$DDPTOK" "$CONF/gpt-tiny.ini" train --set "$kv" --set run.outputs=gpt-out --set run.artifacts=gpt-art
 	[ -e gpt-out ] || [ -e gpt-art ] && { echo "FAIL: train --set $kv wrote before refusing it"; fail=1; }
 done
