@@ -34,6 +34,7 @@
 #include "cmd_reference.h"
 #include "cmd_sample.h"
 #include "cmd_train.h"
+#include "gpt_llmc.h"
 #include "model.h"
 #include "signals.h"
 #include "ddptok_config.h"
@@ -634,10 +635,14 @@ static int load_configuration(struct cli *cli, struct err *e)
 		ERR_TRY(cfg_set(&a->cfg, cli->sets[i], e));
 	ERR_TRY(settings_from_cfg(&a->cfg, &a->s, e));
 	/* [model] kind names a known model and its keys agree (the gpt's heads divide its
-	 * width, its context holds data.max_len): the registry sits above the settings, and
-	 * a refusal here comes before any command has written anything */
+	 * width, its context holds data.max_len; model.init's form fits the model): the
+	 * registry sits above the settings, and a refusal here comes before any command has
+	 * written anything */
 	struct model_shape shape;
+	const char *init_file;
 	int rc = model_shape_init(&shape, &a->s, e);
+	if (rc == ERR_OK)
+		rc = gpt_llmc_init_path(&a->s, &shape, &init_file, e);
 	if (rc == ERR_CONFIG) /* the keys come from this file (and --set) */
 		err_prefix(e, "%s", a->cfg.path);
 	if (rc)

@@ -204,10 +204,11 @@ int gpt_llmc_load(const char *path, const struct model_shape *m, int reserved, f
 	return rc;
 }
 
-int gpt_llmc_init(const struct settings *s, const struct model_shape *m, float *params,
-		  struct err *e)
+int gpt_llmc_init_path(const struct settings *s, const struct model_shape *m,
+		       const char **path, struct err *e)
 {
 	static const char prefix[] = "llmc:";
+	*path = NULL;
 	if (!s->model_init[0])
 		return ERR_OK;
 	if (strncmp(s->model_init, prefix, sizeof prefix - 1) || !s->model_init[sizeof prefix - 1])
@@ -216,6 +217,16 @@ int gpt_llmc_init(const struct settings *s, const struct model_shape *m, float *
 	if (strcmp(m->ops->name, "gpt"))
 		return ERR(e, ERR_CONFIG, "[model] init = %s: an llm.c model file holds a gpt, and "
 			   "model.kind = %s", s->model_init, m->ops->name);
-	return gpt_llmc_load(s->model_init + sizeof prefix - 1, m, gpt_llmc_reserved(s->source),
-			     params, e);
+	*path = s->model_init + sizeof prefix - 1;
+	return ERR_OK;
+}
+
+int gpt_llmc_init(const struct settings *s, const struct model_shape *m, float *params,
+		  struct err *e)
+{
+	const char *path;
+	int rc = gpt_llmc_init_path(s, m, &path, e);
+	if (rc || !path)
+		return rc;
+	return gpt_llmc_load(path, m, gpt_llmc_reserved(s->source), params, e);
 }

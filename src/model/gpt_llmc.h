@@ -44,6 +44,10 @@ int gpt_llmc_read_header(const char *path, struct gpt_llmc_header *h, struct err
  * the header field and the configuration key when the file does not fit m. */
 int gpt_llmc_load(const char *path, const struct model_shape *m, int reserved, float *params,
 		  struct err *e);
+/* The file `model.init` names ("llmc:FILE": FILE; "": *path = NULL), read nothing from;
+ * anything else, or a model other than the gpt, ERR_CONFIG. */
+int gpt_llmc_init_path(const struct settings *s, const struct model_shape *m,
+		       const char **path, struct err *e);
 /* `model.init` of the settings applied to seeded params: "" leaves them, "llmc:FILE"
  * loads FILE (gpt_llmc_load); anything else, or a model other than the gpt, ERR_CONFIG. */
 int gpt_llmc_init(const struct settings *s, const struct model_shape *m, float *params,

@@ -42,6 +42,12 @@ for kv in model.heads=3 model.context=100; do
 		"$DDPTOK" "$CONF/gpt-tiny.ini" train --set "$kv" --set run.outputs=gpt-out --set run.artifacts=gpt-art
 	[ -e gpt-out ] || [ -e gpt-art ] && { echo "FAIL: train --set $kv wrote before refusing it"; fail=1; }
 done
+# model.init in a form no model reads, or for a model it cannot hold, is refused at load
+expect 3 "gpt-tiny.ini: \[model\] init = 'foo': expected llmc:FILE" \
+	"$DDPTOK" "$CONF/gpt-tiny.ini" train --set model.init=foo --set run.outputs=gpt-out --set run.artifacts=gpt-art
+expect 3 "ok.ini: \[model\] init = llmc:x.bin: an llm.c model file holds a gpt, and model.kind = window_mlp" \
+	"$DDPTOK" ok.ini train --set model.init=llmc:x.bin --set run.outputs=gpt-out --set run.artifacts=gpt-art
+[ -e gpt-out ] || [ -e gpt-art ] && { echo "FAIL: train with a bad model.init wrote before refusing it"; fail=1; }
 # a new run that fails before its first checkpoint leaves no empty run directory
 expect 4 "llm.c model file missing.bin: No such file" "$DDPTOK" "$CONF/gpt-tiny.ini" train \
 	--set model.init=llmc:missing.bin --set model.width=32 --set run.outputs=gpt-out --set run.artifacts=gpt-art
