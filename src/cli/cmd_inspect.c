@@ -425,6 +425,9 @@ static int parse_range(const char *spec, size_t count, size_t *lo, size_t *hi, s
 	}
 	if (bad)
 		return ERR(e, ERR_USAGE, "'%s' is not an index or a range i:j", spec);
+	if (*lo >= count) /* before the empty-range rule: "i:" past the end is empty too */
+		return ERR(e, ERR_USAGE, "'%s' is not within the tensor's components 0..%zu", spec,
+			   count - 1);
 	if (*lo >= *hi)
 		return ERR(e, ERR_USAGE, "'%s' is an empty range (i:j runs from i to j - 1)", spec);
 	if (*hi > count)

@@ -120,7 +120,11 @@ void inspect_compare_print(const struct settings *s, const struct model_shape *m
 	compare_heading(s, c);
 	if (c->rank >= 0)
 		snprintf(who, sizeof who, ", rank %d", c->rank);
-	printf("compare: max abs error %.3e, max rel error %.3e\n", st.max_abs, st.max_rel);
+	/* the relative error is largest where the reference is near zero; the verdict weighs
+	 * each component by atol + rtol |ref| instead */
+	printf("compare: max abs error %.3e, max rel error %.3e (relative errors are largest "
+	       "where the reference is near 0; the verdict below uses atol + rtol |ref|)\n",
+	       st.max_abs, st.max_rel);
 	printf("compare: mode %s%s: %zu of %zu components outside tolerance (atol %g, rtol %g): "
 	       "%s\n", norm_mode_name(c->mode), who, st.outside, st.components, s->atol, s->rtol,
 	       st.pass ? "pass" : "FAIL");

@@ -12,10 +12,10 @@ set -eu
 fail() { echo "FAIL: $*"; echo "--- output:"; cat out.txt; echo "--- stderr:"; cat err.txt; exit 1; }
 
 rc=0
-printf 'window\nstep 2\ngrad\ngrad w1 --rank 1\ncompare\ncompare mean_of_means\ncompare --rank 0\ncompare --rank 1\ncompare mean_of_means --rank 0\ncompare --rank 1 mean_of_means\nmode mean_of_means\nwindow\nstep\nbogus\nstep x\nstep 0\ngrad nosuch\ngrad --rank 2\ncompare nosuch\ncompare --rank 2\nmode nosuch\nhelp\nhelp compare\neval\nquit\nstep\n' \
+printf 'window\nstep 2\ngrad\ngrad w1 --rank 1\ncompare\ncompare mean_of_means\ncompare --rank 0\ncompare --rank 1\ncompare mean_of_means --rank 0\ncompare --rank 1 mean_of_means\nmode mean_of_means\nwindow\nstep\nbogus\nstep x\nstep 0\ngrad nosuch\ngrad --rank 2\ngrad w1[9999999:]\ngrad w1[5:3]\ncompare nosuch\ncompare --rank 2\nmode nosuch\nhelp\nhelp compare\neval\nquit\nstep\n' \
 	| "$DDPTOK" "$CONF/tiny.ini" inspect > out.txt 2> err.txt || rc=$?
 [ "$rc" -eq 2 ] || fail "inspect exited with $rc, expected 2 (a script with mistakes)"
-grep -q "ddptok-run: usage error: inspect: 8 commands of the script failed; the first, on line 14: unknown command 'bogus'" err.txt ||
+grep -q "ddptok-run: usage error: inspect: 10 commands of the script failed; the first, on line 14: unknown command 'bogus'" err.txt ||
 	fail "the end of the script does not count its mistakes or name the first"
 
 has() { grep -q -- "$1" out.txt || fail "missing: $1"; }
@@ -56,6 +56,7 @@ has 'compare: mode global_token: 0 of [0-9]* components outside tolerance'
 grep -q 'compare: mode mean_of_means: [1-9][0-9]* of [0-9]* components outside tolerance (atol [^)]*): FAIL' out.txt \
 	|| fail "compare mean_of_means found no component outside tolerance"
 has 'compare: the 5 worst components'
+has 'compare: max abs error [0-9.e+-]*, max rel error [0-9.e+-]* (relative errors are largest where the reference is near 0; the verdict below uses atol + rtol |ref|)'
 grep -q 'compare:   \(embed\|w1\|b1\|w2\|b2\)\[[0-9]*\(, [0-9]*\)*\] .*  outside$' out.txt \
 	|| fail "compare: worst components lack name[row, col] or the outside mark"
 
@@ -92,6 +93,8 @@ has "error: step: 'x' is not a number of windows"
 has "error: step: '0' is not a number of windows"
 has "error: grad: unknown parameter 'nosuch'"
 has 'error: grad: rank 2 is out of range (W = 2: ranks 0..1)'
+has "error: grad: '9999999:' is not within the tensor's components 0\.\.[1-9][0-9]*$"
+has "error: grad: '5:3' is an empty range (i:j runs from i to j - 1)"
 has "error: compare: unknown normalization 'nosuch'"
 has 'error: compare: rank 2 is out of range (W = 2: ranks 0..1)'
 has "error: mode: unknown normalization 'nosuch'"
