@@ -280,7 +280,10 @@ static const char *option_name(int i)
 static int unknown_command(const char *name)
 {
 	const char *best = app_nearest(name, command_name);
-	if (best)
+	if (strchr(name, '=') && strchr(name, '.')) /* SECTION.KEY=VALUE: a --set without it */
+		fprintf(stderr, "ddptok-run: unknown command '%s' (a key is set with --set %s)\n",
+			name, name);
+	else if (best)
 		fprintf(stderr, "ddptok-run: unknown command '%s' (did you mean '%s'?)\n", name, best);
 	else
 		fprintf(stderr, "ddptok-run: unknown command '%s' (see ddptok-run help)\n", name);

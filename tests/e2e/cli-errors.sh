@@ -17,6 +17,7 @@ cp "$CONF/tiny.ini" ok.ini
 expect 2 "usage" "$DDPTOK"
 expect 2 "unknown command 'frobnicate'" "$DDPTOK" ok.ini frobnicate
 expect 2 "unknown command 'trian' (did you mean 'train'?)" "$DDPTOK" ok.ini trian
+expect 2 "unknown command 'train.updates=2' (a key is set with --set train.updates=2)" "$DDPTOK" ok.ini --set train.lr=1 train.updates=2
 expect 2 "unknown command 'evalute' (did you mean 'evaluate'?)" "$DDPTOK" help evalute
 # help of an unknown command: the error and the list of commands, not the whole help
 expect 2 "^  train  " "$DDPTOK" help trian
