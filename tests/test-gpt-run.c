@@ -84,6 +84,11 @@ START_TEST(parity_catches_every_wrong_normalization)
 	size_t bits;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		ck_assert_msg(parity_of(cases[i], &bits) == NORM_COUNT - 1, "%s", cases[i]);
+	/* the sequence unit (each sequence's token mean weighs the same): with equal
+	 * sequence counts per rank and microbatch the two means of means are the global one
+	 * (parity says so), double accumulation is still caught */
+	ck_assert_int_eq(parity_of("devices.world=2 train.accumulation=2 train.unit=sequence",
+				   &bits), 1);
 }
 END_TEST
 
