@@ -31,14 +31,25 @@ const char *env_stop_name(int reason)
 	return reason == SIGINT ? "SIGINT" : reason == SIGTERM ? "SIGTERM" : "a stop request";
 }
 
+/* A line longer than the stack buffer (sample's ids, say) is formatted again into one of
+ * its size rather than cut: a cut line could end in part of a number. */
 static void vlog(const struct env *v, int level, const char *fmt, va_list ap)
 {
-	char line[4096];
+	char line[4096], *text = line;
+	va_list again;
 	if (!v->log || (level == ENV_PROGRESS && !v->progress) ||
 	    v->s->log_level < (level == ENV_PROGRESS ? ENV_INFO : level))
 		return;
-	vsnprintf(line, sizeof line, fmt, ap);
-	v->log(v->log_arg, level, line);
+	va_copy(again, ap);
+	int n = vsnprintf(line, sizeof line, fmt, ap);
+	if (n >= (int)sizeof line && (text = malloc((size_t)n + 1)) != NULL)
+		vsnprintf(text, (size_t)n + 1, fmt, again);
+	else if (!text) /* out of memory: the cut line, marked */
+		memcpy((text = line) + sizeof line - 4, "...", 4);
+	va_end(again);
+	v->log(v->log_arg, level, text);
+	if (text != line)
+		free(text);
 }
 
 void env_info(const struct env *v, const char *fmt, ...)

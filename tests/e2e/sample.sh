@@ -48,4 +48,15 @@ refused "'5,6' is not an id of the model (user ids 4 .. 511)" --prompt "5,6"
 refused "'6x' is not an id" --prompt "5 6x 7"
 refused "expected a number in 0 .. 1048576$" --tokens -1
 refused "expected a number in 0 .. 1000000$" --temperature 2e6
+# a long generation prints every id, whole, on its one line (longer than 4 KiB)
+long="--set model.layers=1 --set model.width=16 --set model.heads=1 --set model.context=1100
+	--set data.train=32 --set train.updates=1 --set devices.world=1 --set run.outputs=long-out
+	--set run.artifacts=long-art"
+# shellcheck disable=SC2086
+"$DDPTOK" "$G" train --continuous $long > /dev/null
+# shellcheck disable=SC2086
+"$DDPTOK" "$G" sample $long --prompt 5 --tokens 1099 > long.txt
+line=$(sed -n 's/^sample: \([0-9][0-9 ]*\)$/\1/p' long.txt)
+[ "${#line}" -gt 4096 ] || { echo "FAIL: the long sample's line is ${#line} characters"; exit 1; }
+jcheck long-out/sample.json '" ".join(map(str, d["tokens"])) == "'"$line"'"'
 echo "sample: ok"
