@@ -8,8 +8,7 @@
 static const char *const corpus_files[] = {OUTPUT_CORPUS_BIN, OUTPUT_DATA_LOCK, NULL};
 static const char *const reference_files[] = {OUTPUT_REFERENCE_NPY, OUTPUT_REFERENCE_JSON, NULL};
 static const char *const parity_files[] = {OUTPUT_DUMP_PARAMS, OUTPUT_DUMP_REFERENCE,
-					   OUTPUT_DUMP_LAYOUT, OUTPUT_DUMP_INPUTS,
-					   OUTPUT_DUMP_TARGETS, OUTPUT_DUMP_REDUCED,
+					   OUTPUT_DUMP_LAYOUT, OUTPUT_DUMP_ARRAY, OUTPUT_DUMP_REDUCED,
 					   OUTPUT_DUMP_LOCAL, NULL};
 
 const struct output outputs_table[OUT_COUNT] = {

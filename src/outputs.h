@@ -57,8 +57,9 @@ static inline const char *output_name(enum output_id id)
 #define OUTPUT_DUMP_PARAMS "params.npy"        /* in OUT_PARITY_DUMP (parity --dump DIR) */
 #define OUTPUT_DUMP_REFERENCE "reference.npy"
 #define OUTPUT_DUMP_LAYOUT "layout.json"
-#define OUTPUT_DUMP_INPUTS "rank%d-micro%d-inputs.npy"
-#define OUTPUT_DUMP_TARGETS "rank%d-micro%d-targets.npy"
+/* each array of a microbatch's batch, %s its name in the model's batch_arrays (inputs,
+ * targets; the gpt's positions and segments too) */
+#define OUTPUT_DUMP_ARRAY "rank%d-micro%d-%s.npy"
 #define OUTPUT_DUMP_REDUCED "reduced-%s.npy"
 #define OUTPUT_DUMP_LOCAL "rank%d-local-%s.npy"
 

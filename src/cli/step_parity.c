@@ -49,7 +49,7 @@ static int dump_batches(const struct dump *d, const struct run *r, struct err *e
 			int n = model_batch_arrays(b, arr);
 			for (int i = 0; i < n && rc == ERR_OK; i++) {
 				char path[FSX_PATH_MAX + 64];
-				snprintf(path, sizeof path, "%s/rank%d-micro%d-%s.npy", d->dir, q, mi,
+				snprintf(path, sizeof path, "%s/" OUTPUT_DUMP_ARRAY, d->dir, q, mi,
 					 arr[i].name);
 				rc = npy_write(path, NPY_I32, arr[i].dim, arr[i].ndim, arr[i].data, e);
 			}
