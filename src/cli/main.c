@@ -628,8 +628,17 @@ static const struct command *chosen_command(const struct cli *cli)
 	return cmd;
 }
 
-/* The configuration file, its --set overrides and the settings, checked. */
-static int load_configuration(struct cli *cli, struct err *e)
+/* Whether cmd builds the configuration's model: clean and checkpoints read only its
+ * [run] paths (a checkpoint is checked against its own config.ini), so a model key
+ * that disagrees must not stop them. */
+static int builds_model(const struct command *cmd)
+{
+	return cmd->fn != cmd_clean && cmd->fn != cmd_checkpoints;
+}
+
+/* The configuration file, its --set overrides and the settings, checked: the model's
+ * keys too, for a command that builds the model. */
+static int load_configuration(struct cli *cli, const struct command *cmd, struct err *e)
 {
 	struct app *a = &cli->a;
 	ERR_TRY(cfg_init(&a->cfg, settings_keys, e));
@@ -643,8 +652,8 @@ static int load_configuration(struct cli *cli, struct err *e)
 	 * written anything */
 	struct model_shape shape;
 	const char *init_file;
-	int rc = model_shape_init(&shape, &a->s, e);
-	if (rc == ERR_OK)
+	int rc = ERR_OK;
+	if (builds_model(cmd) && (rc = model_shape_init(&shape, &a->s, e)) == ERR_OK)
 		rc = gpt_llmc_init_path(&a->s, &shape, &init_file, e);
 	if (rc == ERR_CONFIG) /* the keys come from this file (and --set) */
 		err_prefix(e, "%s", a->cfg.path);
@@ -811,7 +820,7 @@ int main(int argc, char **argv)
 		cli_signals_hold();
 	if ((rc = world_init(&argc, &argv, &e)) == ERR_OK &&
 	    (rc = runs_in_these_processes(cmd, &e)) == ERR_OK &&
-	    (rc = load_configuration(&cli, &e)) == ERR_OK &&
+	    (rc = load_configuration(&cli, cmd, &e)) == ERR_OK &&
 	    (rc = process_outputs(a, &e)) == ERR_OK &&
 	    (rc = lock_roots(cmd, &cli, argc, argv, &locks, &e)) == ERR_OK &&
 	    (rc = process_log(cmd, a, &e)) == ERR_OK) {

@@ -17,3 +17,8 @@ jcheck outputs/parity/layout.json '[t["name"] for t in d["layout"]] == ["wte", "
 	"ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw",
 	"fcprojb", "lnfw", "lnfb"] and d["layout"][4]["shape"] == [768, 128]'
 grep -q "^evaluate: test " protocol.txt
+# clean knows every file the gpt's parity dump writes (positions and segments too); a
+# model key that disagrees does not stop it, since it builds no model
+"$DDPTOK" "$CONF/gpt-tiny.ini" clean --set model.heads=3 > clean.txt 2>&1 || { cat clean.txt; echo "FAIL: clean exited non-zero"; exit 1; }
+if grep -q "^clean: left" clean.txt; then cat clean.txt; echo "FAIL: clean left files the program wrote"; exit 1; fi
+[ ! -e outputs/parity ] || { ls outputs/parity; echo "FAIL: outputs/parity is still there"; exit 1; }
