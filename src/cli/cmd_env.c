@@ -74,7 +74,8 @@ static void print_memory(const struct settings *config)
 	       "%.1f MiB in all\n",
 	       m.host_bytes / mib, s->optimizer == OPTIM_ADAMW ? "AdamW's moments" : "momentum",
 	       local, local == 1 ? "" : "s",
-	       (m.host_bytes + (double)local * (m.total - m.tree_bytes) + m.tree_bytes) / mib);
+	       (m.host_bytes + (double)local * (m.total - m.tree_bytes) +
+		(first == 0 ? (double)m.tree_bytes : 0.0)) / mib); /* rank 0 holds the tree */
 }
 
 int cmd_env(struct app *a, struct err *e)

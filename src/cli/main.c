@@ -243,9 +243,10 @@ static const struct command commands[] = {
 	 "Times training windows: throughput and FLOP rate against the machine's one-thread\n"
 	 "sgemm rate (median of trials before and after the windows, with their range, and\n"
 	 "W sgemms at once beside it), per wall-clock second and per CPU-second; names the\n"
-	 "BLAS kernel and warns when it is narrower than the CPU; then the same for hidden =\n"
-	 "512, 1024, 2048 and vocab = 128, 4096 (at most N windows, about 2 s each); last,\n"
-	 "exact mode against the default mode on the same window shape.",
+	 "BLAS kernel and warns when it is narrower than the CPU; then the same over the\n"
+	 "sizes the model declares (window_mlp: hidden = 512, 1024, 2048 by vocab = 128,\n"
+	 "4096; gpt: width = 256, 512, 768 by its vocab and 4096), at most N windows, about\n"
+	 "2 s each; last, exact mode against the default mode on the same window shape.",
 	 "bench --windows 20", 0,
 	 "copies of it would share the cores they time"},
 	{"env", cmd_env, OPT_CHECK | OPT_INJECT, 0, "backends, devices, versions [--check]",
