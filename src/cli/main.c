@@ -629,6 +629,15 @@ static const struct command *chosen_command(const struct cli *cli)
 	return cmd;
 }
 
+/* Whether a --set gave a key the model's checks read: [model] or data.max_len. */
+static int sets_model_key(const struct cli *cli)
+{
+	for (int i = 0; i < cli->nsets; i++)
+		if (!strncmp(cli->sets[i], "model.", 6) || !strncmp(cli->sets[i], "data.max_len=", 13))
+			return 1;
+	return 0;
+}
+
 /* Whether cmd builds the configuration's model: clean and checkpoints read only its
  * [run] paths (a checkpoint is checked against its own config.ini), so a model key
  * that disagrees must not stop them. */
@@ -656,8 +665,9 @@ static int load_configuration(struct cli *cli, const struct command *cmd, struct
 	int rc = ERR_OK;
 	if (builds_model(cmd) && (rc = model_shape_init(&shape, &a->s, e)) == ERR_OK)
 		rc = gpt_llmc_init_path(&a->s, &shape, &init_file, e);
-	if (rc == ERR_CONFIG) /* the keys come from this file (and --set) */
-		err_prefix(e, "%s", a->cfg.path);
+	if (rc == ERR_CONFIG) /* the keys come from this file, or from --set */
+		err_prefix(e, "%s%s", a->cfg.path,
+			   sets_model_key(cli) ? " (with --set values)" : "");
 	if (rc)
 		return rc;
 	const struct fault_injection *f = &a->o.fault;

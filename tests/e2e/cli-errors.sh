@@ -39,14 +39,17 @@ expect 3 "ok.ini: train.batch_size = 2 x train.accumulation = 2" "$DDPTOK" ok.in
 [ -e small/corpus/corpus.bin ] && { echo "FAIL: prepare wrote a corpus it refuses"; fail=1; }
 # keys of the model that disagree are refused before train writes a corpus or a run
 for kv in model.heads=3 model.context=100; do
-	expect 3 "gpt-tiny.ini: \(model.heads = 3 does not divide model.width = 256\|\[model\] context = 100 is shorter than \[data\] max_len = 128\)" \
+	expect 3 "gpt-tiny.ini (with --set values): \(model.heads = 3 does not divide model.width = 256\|\[model\] context = 100 is shorter than \[data\] max_len = 128\)" \
 		"$DDPTOK" "$CONF/gpt-tiny.ini" train --set "$kv" --set run.outputs=gpt-out --set run.artifacts=gpt-art
 	[ -e gpt-out ] || [ -e gpt-art ] && { echo "FAIL: train --set $kv wrote before refusing it"; fail=1; }
 done
+# written in the file itself, the refusal names the file alone
+sed 's/^heads = 4$/heads = 3/' "$CONF/gpt-tiny.ini" > bad-heads.ini
+expect 3 "bad-heads.ini: model.heads = 3 does not divide model.width = 256" "$DDPTOK" bad-heads.ini env
 # model.init in a form no model reads, or for a model it cannot hold, is refused at load
-expect 3 "gpt-tiny.ini: \[model\] init = 'foo': expected llmc:FILE" \
+expect 3 "gpt-tiny.ini (with --set values): \[model\] init = 'foo': expected llmc:FILE" \
 	"$DDPTOK" "$CONF/gpt-tiny.ini" train --set model.init=foo --set run.outputs=gpt-out --set run.artifacts=gpt-art
-expect 3 "ok.ini: \[model\] init = llmc:x.bin: an llm.c model file holds a gpt, and model.kind = window_mlp" \
+expect 3 "ok.ini (with --set values): \[model\] init = llmc:x.bin: an llm.c model file holds a gpt, and model.kind = window_mlp" \
 	"$DDPTOK" ok.ini train --set model.init=llmc:x.bin --set run.outputs=gpt-out --set run.artifacts=gpt-art
 [ -e gpt-out ] || [ -e gpt-art ] && { echo "FAIL: train with a bad model.init wrote before refusing it"; fail=1; }
 # a new run that fails before its first checkpoint leaves no empty run directory
