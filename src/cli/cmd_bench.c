@@ -6,7 +6,8 @@
  * the training math (6 (C*D*H + H*V) FLOP per supervised token: two GEMMs forward, four
  * backward), and, measured by this same binary on this machine, the rate of a
  * single-thread cblas_sgemm on the model's largest GEMM shape, so the ratio training
- * rate / (W x sgemm rate) says how close the window step gets to the BLAS bound. The
+ * rate / (W x sgemm rate) says how close the window step gets to the BLAS bound (W x T x
+ * sgemm with devices.threads = T: the cores the ranks compute on). The
  * same ratio is also given per CPU-second (the process's CPU time over the windows
  * against the sgemm thread's): on a machine shared with other work the wall-clock
  * figures drop with the load, the CPU-time one much less. It also reports the share of
@@ -237,7 +238,10 @@ struct bench_result {
 	struct sgemm_ref ref;        /* the sgemm trials (none: not measured) */
 	double sgemm, sgemm_per_cpu; /* their medians, one-thread sgemm GFLOP/s (0: not measured) */
 	double sgemm_lo, sgemm_hi;   /* the range of the trials' rates */
-	double concurrent;           /* median rate of W sgemms at once (0: not measured) */
+	/* the one-thread sgemms the window could run at once: W ranks x each rank's threads
+	 * (devices.threads on the cpu backend; 1 elsewhere), what the ratios divide by */
+	int world, threads, lanes;
+	double concurrent;           /* median rate of `lanes` sgemms at once (0: not measured) */
 	double concurrent_lo, concurrent_hi;
 	struct dev_counts counts;    /* summed over the timed windows: the busiest rank's */
 	/* each rank's GEMM arithmetic over the timed windows, and the seconds it spent inside
@@ -327,6 +331,9 @@ static int bench_windows(struct run *r, const struct settings *s, long warmup, l
 	memset(b, 0, sizeof *b);
 	b->flop_per_token = model_flop_per_token(m);
 	b->gemm = largest_gemm(s, m);
+	b->world = s->world;
+	b->threads = r->eng->placement.backend == DEV_BACKEND_CPU ? r->eng->placement.threads : 1;
+	b->lanes = b->world * b->threads;
 	int sgemm = r->eng->placement.backend == DEV_BACKEND_CPU && sgemm_mats_alloc(b->gemm, &mats);
 	if (sgemm)
 		sgemm_trials(&mats, SGEMM_TRIALS / 2, &b->ref);
@@ -334,8 +341,8 @@ static int bench_windows(struct run *r, const struct settings *s, long warmup, l
 	if (sgemm) {
 		sgemm_trials(&mats, SGEMM_TRIALS - SGEMM_TRIALS / 2, &b->ref);
 		sgemm_mats_free(&mats);
-		if (s->world > 1)
-			sgemm_concurrent(b->gemm, s->world, &b->ref);
+		if (b->lanes > 1)
+			sgemm_concurrent(b->gemm, b->lanes, &b->ref);
 	}
 	b->sgemm = median_range(b->ref.wall, b->ref.trials, &b->sgemm_lo, &b->sgemm_hi);
 	double lo, hi;
@@ -350,17 +357,28 @@ static double tokens_per_s(const struct bench_result *b)
 	return b->seconds > 0.0 ? b->tokens / b->seconds : 0.0;
 }
 
-/* training GFLOP/s over W x `rate` GFLOP/s (0: no rate) */
-static double of_rate(const struct bench_result *b, int world, double rate)
+/* training GFLOP/s over lanes x `rate` GFLOP/s (0: no rate) */
+static double of_rate(const struct bench_result *b, double rate)
 {
-	return rate > 0.0 ? tokens_per_s(b) * b->flop_per_token * 1e-9 / (world * rate) : 0.0;
+	return rate > 0.0 ? tokens_per_s(b) * b->flop_per_token * 1e-9 / (b->lanes * rate) : 0.0;
 }
 
-/* training GFLOP/s over W x one-thread sgemm GFLOP/s, the trials' median (0: no sgemm
- * figure) */
-static double of_sgemm(const struct bench_result *b, int world)
+/* training GFLOP/s over lanes x one-thread sgemm GFLOP/s, the trials' median (0: no
+ * sgemm figure) */
+static double of_sgemm(const struct bench_result *b)
 {
-	return of_rate(b, world, b->sgemm);
+	return of_rate(b, b->sgemm);
+}
+
+/* what the ratios divide by, as the lines say it: "W x sgemm", or with helper threads
+ * "W x 4 threads x sgemm" */
+static const char *lanes_text(const struct bench_result *b)
+{
+	static _Thread_local char text[64];
+	if (b->threads <= 1)
+		return "W x sgemm";
+	snprintf(text, sizeof text, "W x %d threads x sgemm", b->threads);
+	return text;
 }
 
 /* the same per CPU-second: training GFLOP per process CPU second over sgemm's */
@@ -382,7 +400,7 @@ static void report_blas(const struct env *v)
 			 "slower sgemm", advice);
 }
 
-static void report_main(const struct env *v, const struct bench_result *b, int world)
+static void report_main(const struct env *v, const struct bench_result *b)
 {
 	double tps = tokens_per_s(b);
 	env_info(v, "bench: %lld supervised tokens in %.3f s: %.0f tokens/s", (long long)b->tokens,
@@ -391,10 +409,10 @@ static void report_main(const struct env *v, const struct bench_result *b, int w
 		 tps * b->flop_per_token * 1e-9, b->flop_per_token * 1e-6);
 	if (b->sgemm > 0.0) {
 		env_info(v, "bench: one-thread sgemm %.1f GFLOP/s (%d x %d x %d; median of %d trials "
-			 "around the windows, range %.1f-%.1f); training reaches %.0f%% of W x sgemm "
+			 "around the windows, range %.1f-%.1f); training reaches %.0f%% of %s "
 			 "(%.0f-%.0f%% over the trials' range)", b->sgemm, b->gemm.m, b->gemm.n,
-			 b->gemm.k, b->ref.trials, b->sgemm_lo, b->sgemm_hi, 100.0 * of_sgemm(b, world),
-			 100.0 * of_rate(b, world, b->sgemm_hi), 100.0 * of_rate(b, world, b->sgemm_lo));
+			 b->gemm.k, b->ref.trials, b->sgemm_lo, b->sgemm_hi, 100.0 * of_sgemm(b),
+			 lanes_text(b), 100.0 * of_rate(b, b->sgemm_hi), 100.0 * of_rate(b, b->sgemm_lo));
 		env_info(v, "bench: per CPU-second: training %.1f GFLOP (%.2f CPU-s for %.3f s of "
 			 "windows), sgemm %.1f GFLOP: %.0f%%", b->tokens * b->flop_per_token * 1e-9 /
 			 b->cpu_seconds, b->cpu_seconds, b->seconds, b->sgemm_per_cpu,
@@ -404,7 +422,7 @@ static void report_main(const struct env *v, const struct bench_result *b, int w
 		env_info(v, "bench: %d one-thread sgemms at once: %.1f GFLOP/s each (median, range "
 			 "%.1f-%.1f); training reaches %.0f%% of their sum", b->ref.threads,
 			 b->concurrent, b->concurrent_lo, b->concurrent_hi,
-			 100.0 * of_rate(b, world, b->concurrent));
+			 100.0 * of_rate(b, b->concurrent));
 	env_info(v, "bench: time inside collectives (their barriers included, so waiting for the "
 		 "slowest rank too): %.1f%% of window time on the rank that waits most, %.1f%% on "
 		 "average over ranks", 100.0 * b->coll / b->seconds, 100.0 * b->coll_mean / b->seconds);
@@ -437,9 +455,9 @@ static int gemm_factors(const struct bench_result *b, int q, double *rate, doubl
  * reference (the first factor) or time outside GEMMs (element operations, collectives,
  * waiting for a slower rank: the second). Returns the JSON array of the factors (NULL:
  * not measured). */
-static json_t *report_gemm_factors(const struct env *v, const struct bench_result *b,
-				   int world)
+static json_t *report_gemm_factors(const struct env *v, const struct bench_result *b)
 {
+	int world = b->world;
 	char line[1024];
 	int at = 0;
 	double flop = 0.0, rate, share;
@@ -468,8 +486,8 @@ static json_t *report_gemm_factors(const struct env *v, const struct bench_resul
 	env_info(v, "bench: GEMMs inside the window, rank by rank (their rate against the "
 		 "one-thread sgemm, and the share of window time they take; the rest is element "
 		 "operations, collectives and waiting): %s; the mean of the products is %.0f%% of "
-		 "W x sgemm, their FLOP %.1f%% of the training math's", line,
-		 100.0 * flop * 1e-9 / b->seconds / (world * b->sgemm),
+		 "%s, their FLOP %.1f%% of the training math's", line,
+		 100.0 * flop * 1e-9 / b->seconds / (b->lanes * b->sgemm), lanes_text(b),
 		 math > 0.0 ? 100.0 * flop / math : 0.0);
 	return ranks;
 }
@@ -500,18 +518,18 @@ static int sweep_point(const struct env *v, const struct model_sweep *sweep, int
 		err_prefix(e, "bench sweep, %s %d, vocab %d", sweep->key, size, vocab);
 		return rc;
 	}
-	char pct[96] = "";
+	char pct[160] = "";
 	if (b.sgemm > 0.0)
-		snprintf(pct, sizeof pct, ", %.0f%% of W x sgemm (%.0f-%.0f%%; %.0f%% per CPU-second)",
-			 100.0 * of_sgemm(&b, s.world), 100.0 * of_rate(&b, s.world, b.sgemm_hi),
-			 100.0 * of_rate(&b, s.world, b.sgemm_lo), 100.0 * of_sgemm_cpu(&b));
+		snprintf(pct, sizeof pct, ", %.0f%% of %s (%.0f-%.0f%%; %.0f%% per CPU-second)",
+			 100.0 * of_sgemm(&b), lanes_text(&b), 100.0 * of_rate(&b, b.sgemm_hi),
+			 100.0 * of_rate(&b, b.sgemm_lo), 100.0 * of_sgemm_cpu(&b));
 	env_info(v, "bench: sweep %s %4d vocab %4d: %8.0f tokens/s, %6.2f MFLOP per token%s",
 		 sweep->key, size, vocab, tokens_per_s(&b), b.flop_per_token * 1e-6, pct);
 	json_array_append_new(points, json_pack("{s:i, s:i, s:I, s:f, s:f, s:f, s:f, s:[iii]}",
 						sweep->key, size, "vocab", vocab, "tokens",
 						(json_int_t)b.tokens, "seconds", b.seconds,
 						"tokens_per_s", tokens_per_s(&b),
-						"fraction_of_w_sgemm", of_sgemm(&b, s.world),
+						"fraction_of_w_sgemm", of_sgemm(&b),
 						"fraction_of_sgemm_per_cpu_s", of_sgemm_cpu(&b),
 						"gemm", b.gemm.m, b.gemm.n, b.gemm.k));
 	return ERR_OK;
@@ -699,8 +717,8 @@ int cmd_bench(struct app *a, struct err *e)
 	run_close(&r);
 	if (rc != ERR_OK)
 		return rc;
-	report_main(v, &b, s->world);
-	json_t *gemm_ranks = report_gemm_factors(v, &b, s->world);
+	report_main(v, &b);
+	json_t *gemm_ranks = report_gemm_factors(v, &b);
 
 	json_t *points = json_array();
 	rc = size_sweep(v, ops, vocab, windows, points, e);
@@ -715,17 +733,17 @@ int cmd_bench(struct app *a, struct err *e)
 		json_decref(exact);
 		return rc;
 	}
-	json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
+	json_t *j = json_pack("{s:s, s:i, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
 			      "s:f, s:f, s:f, s:f, s:f, s:f, s:o*, s:o, s:o*, s:o*}",
-			      "backend", backend, "world", s->world, "plan",
+			      "backend", backend, "world", s->world, "threads_per_rank", b.threads, "plan",
 			      rank_split_name(s->rank_split), "tokens",
 			      (json_int_t)b.tokens, "seconds", b.seconds, "cpu_seconds", b.cpu_seconds,
 			      "tokens_per_s", tokens_per_s(&b), "train_gflops",
 			      tokens_per_s(&b) * b.flop_per_token * 1e-9, "sgemm_gflops_one_thread",
 			      b.sgemm, "sgemm_gflops_min", b.sgemm_lo, "sgemm_gflops_max", b.sgemm_hi,
 			      "sgemm_gflops_concurrent", b.concurrent, "fraction_of_concurrent_sgemm",
-			      of_rate(&b, s->world, b.concurrent), "fraction_of_w_sgemm",
-			      of_sgemm(&b, s->world),
+			      of_rate(&b, b.concurrent), "fraction_of_w_sgemm",
+			      of_sgemm(&b),
 			      "fraction_of_sgemm_per_cpu_s", of_sgemm_cpu(&b), "collective_share",
 			      b.coll / b.seconds, "collective_share_mean", b.coll_mean / b.seconds,
 			      "syncs_per_window", per_window(&b, b.counts.syncs), "launches_per_window",

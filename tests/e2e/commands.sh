@@ -77,10 +77,14 @@ jcheck gb/bench.json '[(p["width"], p["vocab"]) for p in d["sweep"]] ==
 	and all(p["tokens"] > 0 and p["tokens_per_s"] > 0 for p in d["sweep"])
 	and [p["gemm"][1:] for p in d["sweep"]] == [[1024, 256], [4096, 256], [2048, 512],
 		[4096, 512], [3072, 768], [4096, 768]]'
-# a configured vocabulary that is the sweep's large one is run once per width
-"$DDPTOK" "$CONF/gpt-tiny.ini" bench $small --set data.vocab=4096 --set run.outputs=gb4 > gb4.txt
+# a configured vocabulary that is the sweep's large one is run once per width; with two
+# threads per rank the ratios are to W x 2 threads x sgemm, two sgemms at once beside them
+"$DDPTOK" "$CONF/gpt-tiny.ini" bench $small --set data.vocab=4096 --set run.outputs=gb4 \
+	--set devices.threads=2 > gb4.txt
 jcheck gb4/bench.json '[(p["width"], p["vocab"]) for p in d["sweep"]] ==
-	[(256, 4096), (512, 4096), (768, 4096)]'
+	[(256, 4096), (512, 4096), (768, 4096)] and d["threads_per_rank"] == 2'
+grep -q "training reaches [0-9]*% of W x 2 threads x sgemm" gb4.txt
+grep -q "bench: 2 one-thread sgemms at once" gb4.txt
 # an injected failure on one rank ends the run (no hang) with the device exit code,
 # naming the rank and the window
 set +e
