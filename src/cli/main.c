@@ -629,11 +629,14 @@ static const struct command *chosen_command(const struct cli *cli)
 	return cmd;
 }
 
-/* Whether a --set gave a key the model's checks read: [model] or data.max_len. */
-static int sets_model_key(const struct cli *cli)
+/* Whether --set gave a key the model's checks read ([model], data.max_len): the origin
+ * the configuration records for each value. */
+static int sets_model_key(const struct cfg *c)
 {
-	for (int i = 0; i < cli->nsets; i++)
-		if (!strncmp(cli->sets[i], "model.", 6) || !strncmp(cli->sets[i], "data.max_len=", 13))
+	for (int i = 0; i < c->n; i++)
+		if (!strcmp(c->vals[i].origin, "--set") &&
+		    (!strcmp(c->keys[i].section, "model") ||
+		     (!strcmp(c->keys[i].section, "data") && !strcmp(c->keys[i].name, "max_len"))))
 			return 1;
 	return 0;
 }
@@ -667,7 +670,7 @@ static int load_configuration(struct cli *cli, const struct command *cmd, struct
 		rc = gpt_llmc_init_path(&a->s, &shape, &init_file, e);
 	if (rc == ERR_CONFIG) /* the keys come from this file, or from --set */
 		err_prefix(e, "%s%s", a->cfg.path,
-			   sets_model_key(cli) ? " (with --set values)" : "");
+			   sets_model_key(&a->cfg) ? " (with --set values)" : "");
 	if (rc)
 		return rc;
 	const struct fault_injection *f = &a->o.fault;
