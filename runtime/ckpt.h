@@ -2,7 +2,7 @@
  * ckpt: the checkpoint store, a directory of named files published atomically.
  *
  * Naming: ckpt_* is this store (files, manifest, digests, atomic publication) and knows no
- * content; checkpoint_* (src/checkpoint.c) is what a training checkpoint holds, written
+ * content; checkpoint_* (src/train/checkpoint.c) is what a training checkpoint holds, written
  * and read back through this store.
  *
  * A checkpoint is the directory <root>/step-NNNN (NNNN = number of completed updates,

@@ -29,15 +29,15 @@ rm "$tmp/small/c.h"
 # the program's sources with a cycle through the core: the sampler includes the trainer,
 # which reaches the sampler through run.h
 cp -R "$src" "$tmp/cycle"
-printf '#include "trainer.h"\n' >> "$tmp/cycle/sampler.c"
+printf '#include "trainer.h"\n' >> "$tmp/cycle/plan/sampler.c"
 if sh "$check" "$tmp/cycle" > "$tmp/out"; then echo "sampler -> trainer was not caught"; exit 1; fi
-grep -q 'cycle: .*sampler -> trainer' "$tmp/out" ||
+grep -q 'cycle: .*plan/sampler -> train/trainer' "$tmp/out" ||
 	{ echo "the cycle through sampler -> trainer is not named:"; cat "$tmp/out"; exit 1; }
 
 # ... and with the core including a header of the command line
 cp -R "$src" "$tmp/cli"
-printf '#include "app.h"\n' >> "$tmp/cli/norm.c"
-if sh "$check" "$tmp/cli" > "$tmp/out"; then echo "norm.c -> cli/app.h was not caught"; exit 1; fi
-grep -q 'norm.c includes cli/app.h' "$tmp/out" ||
+printf '#include "app.h"\n' >> "$tmp/cli/plan/norm.c"
+if sh "$check" "$tmp/cli" > "$tmp/out"; then echo "plan/norm.c -> cli/app.h was not caught"; exit 1; fi
+grep -q 'plan/norm.c includes cli/app.h' "$tmp/out" ||
 	{ echo "the include of cli/app.h is not named:"; cat "$tmp/out"; exit 1; }
 echo "the cycles, the header without its .c and the include of cli/ were caught"
