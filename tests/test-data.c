@@ -722,7 +722,7 @@ START_TEST(test_corpus_from_files)
 }
 END_TEST
 
-/* [data] source takes exactly the names of the table of sources.h, each as its enum
+/* [data] source takes exactly the names of settings.h's DATA_SOURCES, each as its enum
  * value, and a wrong one is refused with the table's names listed in order. */
 START_TEST(test_source_key_from_table)
 {
@@ -742,7 +742,12 @@ START_TEST(test_source_key_from_table)
 	ck_assert_msg(strstr(e.msg, want) && !strcmp(strstr(e.msg, want) + strlen(want), ""),
 		      "'%s' does not end with '%s'", e.msg, want);
 	ck_assert_str_eq(data_source_name(DATA_SOURCE_COUNT), "invalid");
-	/* the synthetic source has no reader */
+	/* every file source has its reader; the synthetic source has none */
+	for (int i = 0; i < DATA_SOURCE_COUNT; i++)
+		ck_assert_msg(data_source_has_reader(i) == (i != DATA_SYNTHETIC),
+			      "source %s: reader %s", data_source_name(i),
+			      data_source_has_reader(i) ? "present" : "missing");
+	ck_assert(!data_source_has_reader(DATA_SOURCE_COUNT));
 	struct data_set d;
 	struct data_shape shape = wide_shape();
 	ck_assert_int_eq(load(DATA_SYNTHETIC, "anything", &shape, &d, &e), ERR_CONFIG);

@@ -74,7 +74,7 @@ int cmd_prepare(struct app *a, struct err *e)
 		return rc;
 	struct prepare_progress pp = {a, NULL, -1};
 	rc = a->s.source == DATA_SYNTHETIC ? corpus_build(&a->s, &c, e)
-		: corpus_from_files_progress(&a->s, prepare_progress, &pp, &c, e);
+		: corpus_from_files_reporting(&a->s, prepare_progress, &pp, &c, e);
 	env_progress_end(&a->env);
 	if (rc != ERR_OK)
 		return rc;

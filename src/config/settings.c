@@ -16,9 +16,6 @@
 #include <string.h>
 
 #include "coll.h"
-#include "corpus_core.h"
-#include "optim.h"
-#include "sources.h"
 
 /* Enum choices, in the order of the C enums they map to (index = enum value). */
 #define CHOICES_LOG "quiet|info|debug"
@@ -30,7 +27,7 @@
 #define CHOICES_REDUCE "sum|avg"
 #define CHOICES_COLLECTIVE "auto|host|nccl"
 #define CHOICES_SHARD_ORDER "length|balanced"
-#define CHOICES_SOURCE DATA_SOURCE_CHOICES /* the table of sources.h */
+#define CHOICES_SOURCE DATA_SOURCE_CHOICES /* settings.h's DATA_SOURCES */
 #define CHOICES_UNIT "token|sequence"
 #define CHOICES_OPTIMIZER "sgd|adamw"
 #define CHOICES_SCHEDULE "constant|cosine|linear"

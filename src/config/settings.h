@@ -56,6 +56,36 @@ enum empty_policy { EMPTY_SKIP = 0, EMPTY_ERROR = 1 };
 enum backend_choice { BACKEND_AUTO = 0, BACKEND_CPU = 1, BACKEND_CUDA = 2 };
 enum collective_choice { COLLECTIVE_AUTO = 0, COLLECTIVE_HOST = 1, COLLECTIVE_NCCL = 2 };
 
+/* Where the sequences of a corpus come from ([data] source): ROW(enum value, name in
+ * data.source), in the order of the enum. The enum and the key's choices are expanded from
+ * this one list; data/sources.c gives each file source its reader (the synthetic source
+ * is drawn by data/corpus_synth.c and has none). A new format is a row here and its
+ * reader there. */
+#define DATA_SOURCES(ROW)                 \
+	ROW(DATA_SYNTHETIC, "synthetic") \
+	ROW(DATA_NPY, "npy")             \
+	ROW(DATA_JSONL, "jsonl")         \
+	ROW(DATA_MEGATRON, "megatron")   \
+	ROW(DATA_LLMC, "llmc")
+
+#define DATA_SOURCE_ENUM(id, name) id,
+enum data_source { DATA_SOURCES(DATA_SOURCE_ENUM) DATA_SOURCE_COUNT };
+
+/* "synthetic|npy|...": the choices of [data] source (index = enum value). Each row gives
+ * "|name"; the + 1 skips the first bar. */
+#define DATA_SOURCE_CHOICE(id, name) "|" name
+#define DATA_SOURCE_CHOICES (DATA_SOURCES(DATA_SOURCE_CHOICE) + 1)
+
+/* The ids every vocabulary reserves below the data's own (data/corpus_core.h says what
+ * they mean): a file source's vocabulary is model.vocab + DATA_RESERVED. */
+#define DATA_BOS 0
+#define DATA_PAD 1
+#define DATA_RESERVED 4
+
+/* [train] optimizer and schedule (train/optim.h computes with them) */
+enum optim_kind { OPTIM_SGD = 0, OPTIM_ADAMW = 1 };
+enum optim_schedule { SCHEDULE_CONSTANT = 0, SCHEDULE_COSINE = 1, SCHEDULE_LINEAR = 2 };
+
 /* What [data] path is relative to: written in a configuration file, to that file's
  * directory (so a configuration finds its data from any working directory); given with
  * --set, to the working directory, like any path typed on a command line. */

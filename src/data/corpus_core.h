@@ -23,10 +23,7 @@
 
 #include "data.h"
 #include "err.h"
-
-#define DATA_BOS 0
-#define DATA_PAD 1
-#define DATA_RESERVED 4
+#include "settings.h" /* DATA_BOS, DATA_PAD, DATA_RESERVED */
 
 /* Version of the generator and of the lock serialization: bump it whenever either changes,
  * so that an old checkpoint can never match a corpus drawn differently. */

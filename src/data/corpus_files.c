@@ -40,7 +40,7 @@ static void say_where_path_was(const struct settings *s, struct err *e)
 		 cwd, s->data_path);
 }
 
-static int read_files(const struct settings *s, corpus_progress_fn progress, void *arg,
+static int read_files(const struct settings *s, corpus_read_report_fn report, void *arg,
 		      struct data_set *d, struct err *e)
 {
 	struct data_shape shape = { .min_len = s->min_len, .max_len = s->max_len,
@@ -48,8 +48,8 @@ static int read_files(const struct settings *s, corpus_progress_fn progress, voi
 	int rc;
 	memcpy(shape.split_rule, s->split_rule, sizeof shape.split_rule);
 	rc = data_init(d, &shape, e);
-	d->progress = progress;
-	d->progress_arg = arg;
+	d->report_read = report;
+	d->report_arg = arg;
 	if (!rc && (rc = data_read(d, s->source, s->data_path, e)))
 		say_where_path_was(s, e);
 	if (rc)
@@ -130,16 +130,16 @@ static int lay_out(const struct settings *s, const struct data_set *d, struct co
 
 int corpus_from_files(const struct settings *s, struct corpus *c, struct err *e)
 {
-	return corpus_from_files_progress(s, NULL, NULL, c, e);
+	return corpus_from_files_reporting(s, NULL, NULL, c, e);
 }
 
-int corpus_from_files_progress(const struct settings *s, corpus_progress_fn progress,
+int corpus_from_files_reporting(const struct settings *s, corpus_read_report_fn report,
 			       void *arg, struct corpus *c, struct err *e)
 {
 	struct data_set d;
 	int rc;
 	memset(c, 0, sizeof *c);
-	if ((rc = read_files(s, progress, arg, &d, e)))
+	if ((rc = read_files(s, report, arg, &d, e)))
 		return rc;
 	rc = lay_out(s, &d, c, e);
 	data_free(&d);

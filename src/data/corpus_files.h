@@ -13,9 +13,9 @@
 
 /* Reads the files of s's file source into c (see corpus_files.c). */
 int corpus_from_files(const struct settings *s, struct corpus *c, struct err *e);
-/* The same, calling progress(arg, file, done, total) now and then while a file is read. */
-typedef void (*corpus_progress_fn)(void *arg, const char *file, uint64_t done, uint64_t total);
-int corpus_from_files_progress(const struct settings *s, corpus_progress_fn progress,
+/* The same, calling report(arg, file, done, total) now and then while a file is read. */
+typedef void (*corpus_read_report_fn)(void *arg, const char *file, uint64_t done, uint64_t total);
+int corpus_from_files_reporting(const struct settings *s, corpus_read_report_fn report,
 			       void *arg, struct corpus *c, struct err *e);
 /* The vocabulary of the model for settings s trained on corpus c: s->vocab, or when it is
  * 0 (a file source without model.vocab: the files say) the corpus's (0 when c is NULL). */

@@ -114,10 +114,10 @@ void data_unmap(struct data_map *m)
 	memset(m, 0, sizeof *m);
 }
 
-void data_progress(struct data_set *d, const char *file, uint64_t done, uint64_t total)
+void data_report_read(struct data_set *d, const char *file, uint64_t done, uint64_t total)
 {
-	if (d->progress)
-		d->progress(d->progress_arg, file, done, total);
+	if (d->report_read)
+		d->report_read(d->report_arg, file, done, total);
 }
 
 /* ---- typed integers ------------------------------------------------------------------- */

@@ -84,8 +84,8 @@ struct data_set {
 	struct digest *files;   /* running digest of the files read */
 	char files_digest[DIGEST_HEX_SIZE]; /* set by data_finish */
 	/* called now and then while a file is read: done of total bytes */
-	void (*progress)(void *arg, const char *file, uint64_t done, uint64_t total);
-	void *progress_arg;
+	void (*report_read)(void *arg, const char *file, uint64_t done, uint64_t total);
+	void *report_arg;
 };
 
 /* A read-only memory mapping of a whole file (p is NULL for an empty file). */
@@ -101,7 +101,8 @@ void data_free(struct data_set *d);
  * the files digest of d. */
 int data_map_file(struct data_set *d, const char *path, struct data_map *m, struct err *e);
 void data_unmap(struct data_map *m);
-void data_progress(struct data_set *d, const char *file, uint64_t done, uint64_t total);
+/* Hands done of total bytes of file to d->report_read, when the caller gave one. */
+void data_report_read(struct data_set *d, const char *file, uint64_t done, uint64_t total);
 
 int64_t data_int_get(const struct data_ints *v, int64_t i);
 /* Element i as decimal text, exactly: data_int_get clamps a uint64 above INT64_MAX to it,

@@ -142,7 +142,7 @@ int data_read_jsonl(struct data_set *d, const char *path, struct err *e)
 			rc = add_line(d, path, line, start, n, &b, e);
 		at += n + 1;
 		if ((line & 1023) == 0)
-			data_progress(d, path, at < map.len ? at : map.len, map.len);
+			data_report_read(d, path, at < map.len ? at : map.len, map.len);
 	}
 	free(b.tokens);
 	free(b.mask);

@@ -94,7 +94,7 @@ static int add_stream(struct data_set *d, const char *path, const struct data_in
 		if ((rc = data_add(d, &t, &m, end - start, DATA_SPLIT_BY_RULE, &w, e)))
 			return rc;
 		if ((d->stats.documents & 4095) == 0)
-			data_progress(d, path, (uint64_t)end, (uint64_t)ntok);
+			data_report_read(d, path, (uint64_t)end, (uint64_t)ntok);
 		start = end;
 	}
 	return ERR_OK;

@@ -141,7 +141,7 @@ static int add_documents(struct data_set *d, const struct megatron_index *x, str
 		if ((rc = data_add(d, &t, &m, len, DATA_SPLIT_BY_RULE, &w, e)))
 			return rc;
 		if ((j & 4095) == 0)
-			data_progress(d, x->bin, (uint64_t)from, x->data.len);
+			data_report_read(d, x->bin, (uint64_t)from, x->data.len);
 	}
 	return ERR_OK;
 }

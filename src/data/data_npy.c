@@ -139,7 +139,7 @@ static int add_sequences(struct data_set *d, const struct npy_array *tok,
 		if ((rc = data_add(d, &t, &m, to - from, s, &w, e)))
 			return rc;
 		if ((i & 4095) == 0)
-			data_progress(d, tok->path, (uint64_t)to, (uint64_t)tok->len);
+			data_report_read(d, tok->path, (uint64_t)to, (uint64_t)tok->len);
 	}
 	return ERR_OK;
 }

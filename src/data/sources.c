@@ -1,6 +1,6 @@
 /*
- * sources: the table of sources.h expanded into names and readers, and the dispatch
- * through it. This is the only file that knows every reader; the readers know only
+ * sources: the names of settings.h's DATA_SOURCES, each file source's reader, and the
+ * dispatch through them. This is the only file that knows every reader; the readers know only
  * data.h, the rules they share.
  */
 #include "sources.h"
@@ -10,25 +10,30 @@
 #include "data_megatron.h"
 #include "data_npy.h"
 
-struct data_source_row {
-	const char *name;
-	data_reader_fn read;
-};
+#define DATA_SOURCE_NAME(id, name) [id] = name,
+static const char *const source_names[DATA_SOURCE_COUNT] = { DATA_SOURCES(DATA_SOURCE_NAME) };
 
-#define DATA_SOURCE_ROW(id, name, read) [id] = { name, read },
-static const struct data_source_row source_table[DATA_SOURCE_COUNT] = {
-	DATA_SOURCES(DATA_SOURCE_ROW)
+/* The reader of each file source, by its enum value (the synthetic one has none). */
+static const data_reader_fn source_readers[DATA_SOURCE_COUNT] = {
+	[DATA_NPY] = data_read_npy,
+	[DATA_JSONL] = data_read_jsonl,
+	[DATA_MEGATRON] = data_read_megatron,
+	[DATA_LLMC] = data_read_llmc,
 };
 
 const char *data_source_name(int source)
 {
-	return source >= 0 && source < DATA_SOURCE_COUNT ? source_table[source].name : "invalid";
+	return source >= 0 && source < DATA_SOURCE_COUNT ? source_names[source] : "invalid";
+}
+
+int data_source_has_reader(int source)
+{
+	return source >= 0 && source < DATA_SOURCE_COUNT && source_readers[source] != NULL;
 }
 
 int data_read(struct data_set *d, int source, const char *path, struct err *e)
 {
-	data_reader_fn read = source >= 0 && source < DATA_SOURCE_COUNT ? source_table[source].read
-									 : NULL;
+	data_reader_fn read = data_source_has_reader(source) ? source_readers[source] : NULL;
 	if (!read)
 		return ERR(e, ERR_CONFIG, "data: source %s has no files to read",
 			   data_source_name(source));

@@ -204,7 +204,7 @@ static int check_fn(int rank, void *ctx, void *arg, struct err *e)
 	return rc;
 }
 
-static void report(const struct check_run *cr, FILE *out)
+static void print_check_run(const struct check_run *cr, FILE *out)
 {
 	for (int r = 0; r < cr->s->world; r++) {
 		char where[32] = "cpu";
@@ -232,7 +232,7 @@ int devcheck_run(const struct settings *s, const struct placement *p, int corrup
 					  e)) == ERR_OK) {
 		pool_set_coll(pool, cr.coll);
 		if ((rc = pool_run(pool, check_fn, &cr, e)) == ERR_OK)
-			report(&cr, out);
+			print_check_run(&cr, out);
 		pool_set_coll(pool, NULL);
 	}
 	/* a device thread the watchdog left behind may still be inside the collective, as in

@@ -23,8 +23,7 @@
 
 #include <stdint.h>
 
-enum optim_kind { OPTIM_SGD = 0, OPTIM_ADAMW = 1 };
-enum optim_schedule { SCHEDULE_CONSTANT = 0, SCHEDULE_COSINE = 1, SCHEDULE_LINEAR = 2 };
+#include "settings.h" /* enum optim_kind, enum optim_schedule */
 
 /* What decides the learning rate of every update. */
 struct lr_plan {
