@@ -17,7 +17,7 @@
 
 #define BIGRAM_STREAM 0xb16aULL
 
-static int shape(const struct settings *s, struct model_shape *m, struct err *e)
+static int bigram_shape(const struct settings *s, struct model_shape *m, struct err *e)
 {
 	(void)e;
 	model_shape_begin(m, &bigram_ops, s->vocab);
@@ -27,7 +27,7 @@ static int shape(const struct settings *s, struct model_shape *m, struct err *e)
 }
 
 /* table uniform in +-0.5, bias uniform in +-0.1 */
-static void init_params(const struct model_shape *m, uint64_t seed, float *p)
+static void bigram_init_params(const struct model_shape *m, uint64_t seed, float *p)
 {
 	struct prng r;
 	prng_seed(&r, seed, BIGRAM_STREAM);
@@ -35,18 +35,18 @@ static void init_params(const struct model_shape *m, uint64_t seed, float *p)
 		p[i] = (i < m->p[BIGRAM_BIAS].offset ? 0.5f : 0.1f) * (2.0f * prng_unit(&r) - 1.0f);
 }
 
-static void describe(const struct model_shape *m, char *out, size_t cap)
+static void bigram_describe(const struct model_shape *m, char *out, size_t cap)
 {
 	snprintf(out, cap, "vocab %d", m->vocab);
 }
 
-static int max_rows(const struct model_shape *m, int n, int max_len)
+static int bigram_max_rows(const struct model_shape *m, int n, int max_len)
 {
 	(void)m;
 	return n * max_len;
 }
 
-static void batch_free(struct model_batch *head)
+static void bigram_batch_free(struct model_batch *head)
 {
 	struct bigram_batch *b = (struct bigram_batch *)head;
 	free(b->prev);
@@ -54,7 +54,7 @@ static void batch_free(struct model_batch *head)
 	free(b);
 }
 
-static int batch_alloc(const struct model_shape *m, int cap, struct model_batch **out,
+static int bigram_batch_alloc(const struct model_shape *m, int cap, struct model_batch **out,
 		       struct err *e)
 {
 	struct bigram_batch *b = calloc(1, sizeof *b);
@@ -67,7 +67,7 @@ static int batch_alloc(const struct model_shape *m, int cap, struct model_batch 
 	b->prev = malloc(rows * sizeof(int32_t));
 	b->target = malloc(rows * sizeof(int32_t));
 	if (!b->prev || !b->target) {
-		batch_free(&b->head);
+		bigram_batch_free(&b->head);
 		return ERR(e, ERR_NOMEM, "out of memory");
 	}
 	*out = &b->head;
@@ -76,7 +76,7 @@ static int batch_alloc(const struct model_shape *m, int cap, struct model_batch 
 
 /* Position t of sequence id (t >= its length: padding) into row r when it is laid out;
  * returns the next row. */
-static int lay_out(struct bigram_batch *b, const struct corpus *c, int id, int t, int layout,
+static int bigram_lay_out(struct bigram_batch *b, const struct corpus *c, int id, int t, int layout,
 		   int r)
 {
 	const int32_t *tok = c->tokens + c->offset[id];
@@ -89,7 +89,7 @@ static int lay_out(struct bigram_batch *b, const struct corpus *c, int id, int t
 	return r + 1;
 }
 
-static int batch_build(struct model_batch *head, const struct corpus *c, const int *ids, int n,
+static int bigram_batch_build(struct model_batch *head, const struct corpus *c, const int *ids, int n,
 		       int layout, struct err *e)
 {
 	struct bigram_batch *b = (struct bigram_batch *)head;
@@ -108,13 +108,13 @@ static int batch_build(struct model_batch *head, const struct corpus *c, const i
 	int r = 0;
 	for (int i = 0; i < n; i++)
 		for (int t = 0; t < (layout == LAYOUT_PACKED ? corpus_len(c, ids[i]) : longest); t++)
-			r = lay_out(b, c, ids[i], t, layout, r);
+			r = bigram_lay_out(b, c, ids[i], t, layout, r);
 	b->head.rows = r;
 	b->head.supervised = sup;
 	return ERR_OK;
 }
 
-static int batch_arrays(const struct model_batch *head, struct model_array *out)
+static int bigram_batch_arrays(const struct model_batch *head, struct model_array *out)
 {
 	const struct bigram_batch *b = (const struct bigram_batch *)head;
 	size_t rows = (size_t)head->rows;
@@ -123,7 +123,7 @@ static int batch_arrays(const struct model_batch *head, struct model_array *out)
 	return 2;
 }
 
-static size_t upload_bytes(const struct model_shape *m, int rows)
+static size_t bigram_upload_bytes(const struct model_shape *m, int rows)
 {
 	(void)m;
 	return 2 * (size_t)rows * sizeof(int32_t);
@@ -138,14 +138,14 @@ struct bigram_ws {
 	float *logits, *loss;
 };
 
-static size_t ws_bytes(const struct model_shape *m, int max_rows, size_t *logits)
+static size_t bigram_ws_bytes(const struct model_shape *m, int max_rows, size_t *logits)
 {
 	size_t R = (size_t)(max_rows > 0 ? max_rows : 1);
 	*logits = R * (size_t)m->vocab * sizeof(float);
 	return 2 * R * sizeof(int32_t) + *logits + R * sizeof(float);
 }
 
-static int ws_check_size(const struct model_shape *m, int max_rows, struct err *e)
+static int bigram_ws_check_size(const struct model_shape *m, int max_rows, struct err *e)
 {
 	if ((uint64_t)(max_rows > 0 ? max_rows : 1) * (uint64_t)m->vocab > (uint64_t)INT_MAX ||
 	    m->n_params > (size_t)INT_MAX)
@@ -154,7 +154,7 @@ static int ws_check_size(const struct model_shape *m, int max_rows, struct err *
 	return ERR_OK;
 }
 
-static void ws_destroy(struct model_ws *head)
+static void bigram_ws_destroy(struct model_ws *head)
 {
 	struct bigram_ws *ws = (struct bigram_ws *)head;
 	void *bufs[] = {ws->prev, ws->target, ws->logits, ws->loss};
@@ -164,7 +164,7 @@ static void ws_destroy(struct model_ws *head)
 	free(ws);
 }
 
-static int ws_create(struct dev *d, const struct model_shape *m, int max_rows,
+static int bigram_ws_create(struct dev *d, const struct model_shape *m, int max_rows,
 		     struct model_ws **out, struct err *e)
 {
 	struct bigram_ws *ws = calloc(1, sizeof *ws);
@@ -180,7 +180,7 @@ static int ws_create(struct dev *d, const struct model_shape *m, int max_rows,
 	    (rc = d->ops->alloc(d, R * sizeof(int32_t), (void **)&ws->target, e)) ||
 	    (rc = d->ops->alloc(d, R * m->vocab * sizeof(float), (void **)&ws->logits, e)) ||
 	    (rc = d->ops->alloc(d, R * sizeof(float), (void **)&ws->loss, e))) {
-		ws_destroy(&ws->head);
+		bigram_ws_destroy(&ws->head);
 		return rc;
 	}
 	*out = &ws->head;
@@ -188,7 +188,7 @@ static int ws_create(struct dev *d, const struct model_shape *m, int max_rows,
 }
 
 /* upload, then the logits without their bias */
-static int forward(struct bigram_ws *ws, const float *params, const struct bigram_batch *b,
+static int bigram_forward(struct bigram_ws *ws, const float *params, const struct bigram_batch *b,
 		   struct err *e)
 {
 	struct dev *d = ws->dev;
@@ -201,7 +201,7 @@ static int forward(struct bigram_ws *ws, const float *params, const struct bigra
 				    ws->logits, e);
 }
 
-static int step(struct model_ws *head, const float *params, float *grads,
+static int bigram_step(struct model_ws *head, const float *params, float *grads,
 		const struct model_batch *batch, float scale, double divisor, double *acc,
 		struct err *e)
 {
@@ -211,7 +211,7 @@ static int step(struct model_ws *head, const float *params, float *grads,
 	int R = batch->rows, V = ws->shape.vocab;
 	if (R == 0)
 		return ERR_OK;
-	ERR_TRY(forward(ws, params, (const struct bigram_batch *)batch, e));
+	ERR_TRY(bigram_forward(ws, params, (const struct bigram_batch *)batch, e));
 	ERR_TRY(d->ops->xent(d, R, V, params + p[BIGRAM_BIAS].offset, ws->target, scale,
 			     head->z_loss, head->class_weights, ws->logits, ws->loss, e));
 	ERR_TRY(d->ops->sum_acc(d, R, ws->loss, divisor, acc, e));
@@ -220,7 +220,7 @@ static int step(struct model_ws *head, const float *params, float *grads,
 				      grads + p[BIGRAM_TABLE].offset, e);
 }
 
-static int eval(struct model_ws *head, const float *params, const struct model_batch *batch,
+static int bigram_eval(struct model_ws *head, const float *params, const struct model_batch *batch,
 		double *loss_sum, int64_t *hits, struct err *e)
 {
 	struct bigram_ws *ws = (struct bigram_ws *)head;
@@ -231,47 +231,47 @@ static int eval(struct model_ws *head, const float *params, const struct model_b
 	*hits = 0;
 	if (R == 0)
 		return ERR_OK;
-	ERR_TRY(forward(ws, params, (const struct bigram_batch *)batch, e));
+	ERR_TRY(bigram_forward(ws, params, (const struct bigram_batch *)batch, e));
 	ERR_TRY(d->ops->argmax_hits(d, R, V, bias, ws->logits, ws->target, hits, e));
 	ERR_TRY(d->ops->xent(d, R, V, bias, ws->target, 0.0f, 0.0f, NULL, ws->logits, ws->loss, e));
 	return d->ops->sum(d, R, ws->loss, loss_sum, e);
 }
 
-static void dev_needs(const struct model_shape *m, int rows, struct model_dev_needs *n)
+static void bigram_dev_needs(const struct model_shape *m, int rows, struct model_dev_needs *n)
 {
 	n->embed_slots = (size_t)rows;
 	n->embed_ids = (size_t)m->vocab;
 	n->embed_dim = (size_t)m->vocab;
 }
 
-static double flop_per_token(const struct model_shape *m)
+static double bigram_flop_per_token(const struct model_shape *m)
 {
 	return 4.0 * m->vocab; /* the bias, softmax and its gradient: no GEMM */
 }
 
-static struct model_gemm largest_gemm(const struct model_shape *m, int rows)
+static struct model_gemm bigram_largest_gemm(const struct model_shape *m, int rows)
 {
 	return (struct model_gemm){rows, m->vocab, 1};
 }
 
 const struct model_ops bigram_ops = {
 	.name = "bigram",
-	.shape = shape,
-	.init_params = init_params,
-	.max_rows = max_rows,
-	.batch_alloc = batch_alloc,
-	.batch_free = batch_free,
-	.batch_build = batch_build,
-	.batch_arrays = batch_arrays,
-	.upload_bytes = upload_bytes,
-	.ws_bytes = ws_bytes,
-	.ws_check_size = ws_check_size,
-	.ws_create = ws_create,
-	.ws_destroy = ws_destroy,
-	.step = step,
-	.eval = eval,
-	.dev_needs = dev_needs,
-	.flop_per_token = flop_per_token,
-	.largest_gemm = largest_gemm,
-	.describe = describe,
+	.shape = bigram_shape,
+	.init_params = bigram_init_params,
+	.max_rows = bigram_max_rows,
+	.batch_alloc = bigram_batch_alloc,
+	.batch_free = bigram_batch_free,
+	.batch_build = bigram_batch_build,
+	.batch_arrays = bigram_batch_arrays,
+	.upload_bytes = bigram_upload_bytes,
+	.ws_bytes = bigram_ws_bytes,
+	.ws_check_size = bigram_ws_check_size,
+	.ws_create = bigram_ws_create,
+	.ws_destroy = bigram_ws_destroy,
+	.step = bigram_step,
+	.eval = bigram_eval,
+	.dev_needs = bigram_dev_needs,
+	.flop_per_token = bigram_flop_per_token,
+	.largest_gemm = bigram_largest_gemm,
+	.describe = bigram_describe,
 };
