@@ -29,6 +29,7 @@ extern "C" {
 #include "err.h"
 #include "gpu.h"
 }
+#include "dev_cuda.h"
 #include "dev_cuda_kernels.cuh"
 #include "gpt_kernels.h"
 #include "gpu_rules.h"
@@ -39,33 +40,9 @@ extern "C" {
 #define STAGE_INIT (1u << 20) /* pinned upload arena: smallest size */
 #define STAGE_MAX (16u << 20) /* and largest (larger uploads are copied directly) */
 
-struct cuda_dev {
-	struct dev dev;
-	cudaStream_t stream;
-	cublasHandle_t blas;
-	/* pinned bump arena for uploads (fixed size); emptied whenever the stream drained */
-	unsigned char *stage;
-	size_t stage_cap, stage_off;
-	/* device partials of a reduction (RED_BLOCKS + 1 slots of 8 bytes) */
-	void *red;
-	/* pinned landing slot for reduction results */
-	void *host_res;
-	/* embed_backward: sorted keys, slot indices, the plan's three arrays, CUB temporary
-	 * storage (fixed size) */
-	void *sort_ws;
-	size_t sort_cap;
-	size_t sort_slots; /* the slots it was sized for */
-	int sort_bits;     /* key bits the sort orders: ids are below 2^sort_bits */
-	/* embed_backward: the chunks' sums of busy ids (gpu_embed_partial_rows rows of the
-	 * embedding width it was sized for) */
-	float *part;
-	size_t part_cap; /* floats */
-	size_t part_dim; /* the width it was sized for */
-};
-
 static struct cuda_dev *cdev(struct dev *d)
 {
-	return (struct cuda_dev *)d->impl;
+	return cuda_dev_of(d);
 }
 
 /* ---- error mapping ---- */
@@ -78,15 +55,25 @@ static struct cuda_dev *cdev(struct dev *d)
 					      (cd)->dev.rank, (cd)->dev.device_id);          \
 	} while (0)
 
-/* after a kernel launch: configuration errors show up here, faults at the next wait */
+/* After a kernel launch: configuration errors show up here, faults at the next wait. */
+static int launch_check(struct cuda_dev *cd, const char *kernel, const char *file, int line,
+			struct err *e)
+{
+	cudaError_t st = cudaGetLastError();
+	if (st != cudaSuccess) {
+		char call[96];
+		snprintf(call, sizeof call, "launch of %s", kernel);
+		return gpu_cuda_error(e, file, line, (int)st, call, cd->dev.rank, cd->dev.device_id);
+	}
+	dev_count(&cd->dev, 1, 0, 0);
+	return ERR_OK;
+}
+
 #define LAUNCH_TRY(cd, what, e)                                                              \
 	do {                                                                                 \
-		cudaError_t st_ = cudaGetLastError();                                        \
-		if (st_ != cudaSuccess)                                                      \
-			return gpu_cuda_error((e), __FILE__, __LINE__, (int)st_,             \
-					      "launch of " what, (cd)->dev.rank,             \
-					      (cd)->dev.device_id);                          \
-		dev_count(&(cd)->dev, 1, 0, 0);                                              \
+		int launch_rc_ = launch_check((cd), (what), __FILE__, __LINE__, (e));       \
+		if (launch_rc_ != ERR_OK)                                                    \
+			return launch_rc_;                                                   \
 	} while (0)
 
 /* a copy or fill queued on the stream: issued as `call`, then counted */
@@ -124,6 +111,16 @@ static int enter(struct cuda_dev *cd, struct err *e)
 	return ERR_OK;
 }
 
+/* The preamble of an operation: nothing to do when `nothing` holds, else the device entered. */
+#define ENTER_UNLESS(cd, nothing, e)                                                         \
+	do {                                                                                 \
+		if (nothing)                                                                 \
+			return ERR_OK;                                                       \
+		int enter_rc_ = enter((cd), (e));                                            \
+		if (enter_rc_ != ERR_OK)                                                     \
+			return enter_rc_;                                                    \
+	} while (0)
+
 /* Waits for everything queued on the stream; the upload arena is free again. Every wait
  * of the backend for its stream comes through here, and is counted here. */
 static int drain(struct cuda_dev *cd, struct err *e)
@@ -139,6 +136,21 @@ static unsigned int ew_blocks(size_t n)
 	size_t b = (n + EW_THREADS - 1) / EW_THREADS;
 	return (unsigned int)(b < EW_MAX_BLOCKS ? b : EW_MAX_BLOCKS);
 }
+
+/* An element-wise kernel over n elements on cd's stream, in ew_blocks(n) blocks of
+ * EW_THREADS: nothing for n == 0, else the device entered, the kernel queued with args and
+ * its launch checked. Through LAUNCH_EW, which names the kernel and the caller's line. */
+template <typename... Params, typename... Args>
+static int launch_ew(struct cuda_dev *cd, const char *name, const char *file, int line,
+		     size_t n, void (*kernel)(Params...), struct err *e, Args... args)
+{
+	ENTER_UNLESS(cd, n == 0, e);
+	kernel<<<ew_blocks(n), EW_THREADS, 0, cd->stream>>>(args...);
+	return launch_check(cd, name, file, line, e);
+}
+
+#define LAUNCH_EW(cd, kernel, n, e, ...) \
+	launch_ew((cd), #kernel, __FILE__, __LINE__, (n), kernel, (e), __VA_ARGS__)
 
 static size_t align_up(size_t n, size_t a)
 {
@@ -210,10 +222,7 @@ static int cu_upload(struct dev *d, void *dst, const void *host, size_t bytes, s
 {
 	struct cuda_dev *cd = cdev(d);
 	int rc;
-	if (!bytes)
-		return ERR_OK;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		return rc;
+	ENTER_UNLESS(cd, !bytes, e);
 	size_t need = align_up(bytes, 256);
 	if (need > cd->stage_cap) {
 		/* larger than the arena sized at creation: copy directly and wait */
@@ -235,11 +244,7 @@ static int cu_upload(struct dev *d, void *dst, const void *host, size_t bytes, s
 static int cu_download(struct dev *d, void *host, const void *src, size_t bytes, struct err *e)
 {
 	struct cuda_dev *cd = cdev(d);
-	int rc;
-	if (!bytes)
-		return ERR_OK;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		return rc;
+	ENTER_UNLESS(cd, !bytes, e);
 	COPY_TRY(cd, cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, cd->stream), e);
 	return drain(cd, e);
 }
@@ -247,11 +252,7 @@ static int cu_download(struct dev *d, void *host, const void *src, size_t bytes,
 static int cu_copy(struct dev *d, void *dst, const void *src, size_t bytes, struct err *e)
 {
 	struct cuda_dev *cd = cdev(d);
-	int rc;
-	if (!bytes || dst == src)
-		return ERR_OK;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		return rc;
+	ENTER_UNLESS(cd, !bytes || dst == src, e);
 	COPY_TRY(cd, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cd->stream), e);
 	return ERR_OK;
 }
@@ -259,11 +260,7 @@ static int cu_copy(struct dev *d, void *dst, const void *src, size_t bytes, stru
 static int cu_zero(struct dev *d, void *p, size_t bytes, struct err *e)
 {
 	struct cuda_dev *cd = cdev(d);
-	int rc;
-	if (!bytes)
-		return ERR_OK;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		return rc;
+	ENTER_UNLESS(cd, !bytes, e);
 	COPY_TRY(cd, cudaMemsetAsync(p, 0, bytes, cd->stream), e);
 	return ERR_OK;
 }
@@ -284,11 +281,7 @@ static int cu_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int k,
 		   struct err *e)
 {
 	struct cuda_dev *cd = cdev(d);
-	int rc;
-	if (m <= 0 || n <= 0)
-		return ERR_OK;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		return rc;
+	ENTER_UNLESS(cd, m <= 0 || n <= 0, e);
 	if (k <= 0) {
 		k_gemm_beta<<<ew_blocks((size_t)m * n), EW_THREADS, 0, cd->stream>>>(m, n, beta, c, ldc);
 		LAUNCH_TRY(cd, "k_gemm_beta", e);
@@ -307,30 +300,16 @@ static int cu_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int k,
 static int cu_embed_gather(struct dev *d, int rows, int width, int dim, const int32_t *ctx,
 			   const float *table, float *x, struct err *e)
 {
-	struct cuda_dev *cd = cdev(d);
-	int rc;
 	size_t total = (size_t)(rows > 0 ? rows : 0) * (width > 0 ? width : 0) * (dim > 0 ? dim : 0);
-	if (!total)
-		return ERR_OK;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		return rc;
-	k_embed_gather<<<ew_blocks(total), EW_THREADS, 0, cd->stream>>>(rows, width, dim, ctx, table, x);
-	LAUNCH_TRY(cd, "k_embed_gather", e);
-	return ERR_OK;
+	return LAUNCH_EW(cdev(d), k_embed_gather, total, e, rows, width, dim, ctx, table, x);
 }
 
 static int cu_bias_tanh(struct dev *d, int rows, int cols, const float *bias, float *z,
 			struct err *e)
 {
-	struct cuda_dev *cd = cdev(d);
-	int rc;
 	if (rows <= 0 || cols <= 0)
 		return ERR_OK;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		return rc;
-	k_bias_tanh<<<ew_blocks((size_t)rows * cols), EW_THREADS, 0, cd->stream>>>(rows, cols, bias, z);
-	LAUNCH_TRY(cd, "k_bias_tanh", e);
-	return ERR_OK;
+	return LAUNCH_EW(cdev(d), k_bias_tanh, (size_t)rows * cols, e, rows, cols, bias, z);
 }
 
 static int cu_xent(struct dev *d, int rows, int cols, const float *bias, const int32_t *target,
@@ -338,11 +317,7 @@ static int cu_xent(struct dev *d, int rows, int cols, const float *bias, const i
 		   struct err *e)
 {
 	struct cuda_dev *cd = cdev(d);
-	int rc;
-	if (rows <= 0 || cols <= 0)
-		return ERR_OK;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		return rc;
+	ENTER_UNLESS(cd, rows <= 0 || cols <= 0, e);
 	k_xent<<<rows, ROW_THREADS, 0, cd->stream>>>(cols, bias, target, scale, zc, class_w,
 						     logits, loss);
 	LAUNCH_TRY(cd, "k_xent", e);
@@ -448,11 +423,7 @@ static int cu_col_sum_acc(struct dev *d, int rows, int cols, const float *x, flo
 			  struct err *e)
 {
 	struct cuda_dev *cd = cdev(d);
-	int rc;
-	if (rows <= 0 || cols <= 0)
-		return ERR_OK;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		return rc;
+	ENTER_UNLESS(cd, rows <= 0 || cols <= 0, e);
 	if (rows <= COLSUM_MIN_CHUNK) {
 		k_col_sum_acc<<<ew_blocks((size_t)cols), EW_THREADS, 0, cd->stream>>>(rows, cols, x,
 										      out);
@@ -473,16 +444,11 @@ static int cu_col_sum_acc(struct dev *d, int rows, int cols, const float *x, flo
 static int cu_tanh_backward_col_sum(struct dev *d, int rows, int cols, const float *h,
 				    float *dh, float *out, struct err *e)
 {
-	struct cuda_dev *cd = cdev(d);
 	const size_t n = (size_t)(rows > 0 ? rows : 0) * (size_t)(cols > 0 ? cols : 0);
-	int rc;
 	if (n == 0)
 		return ERR_OK;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		return rc;
-	k_tanh_backward<<<ew_blocks(n), EW_THREADS, 0, cd->stream>>>(n, h, dh);
-	LAUNCH_TRY(cd, "k_tanh_backward", e);
-	return cu_col_sum_acc(d, rows, cols, dh, out, e);
+	int rc = LAUNCH_EW(cdev(d), k_tanh_backward, n, e, n, h, dh);
+	return rc != ERR_OK ? rc : cu_col_sum_acc(d, rows, cols, dh, out, e);
 }
 
 /* The arrays of the embed_backward workspace, each of one int32 per context slot. */
@@ -591,47 +557,28 @@ static int cu_embed_backward(struct dev *d, int rows, int width, int dim, const 
 
 static int cu_scale(struct dev *d, int n, float alpha, float *x, struct err *e)
 {
-	struct cuda_dev *cd = cdev(d);
-	int rc;
 	if (n <= 0)
 		return ERR_OK;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		return rc;
-	k_scale<<<ew_blocks((size_t)n), EW_THREADS, 0, cd->stream>>>((size_t)n, alpha, x);
-	LAUNCH_TRY(cd, "k_scale", e);
-	return ERR_OK;
+	return LAUNCH_EW(cdev(d), k_scale, (size_t)n, e, (size_t)n, alpha, x);
 }
 
 static int cu_sgd(struct dev *d, int n, float lr, float momentum, float weight_decay, int first,
 		  float *p, const float *g, float *buf, struct err *e)
 {
-	struct cuda_dev *cd = cdev(d);
-	int rc;
 	if (n <= 0)
 		return ERR_OK;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		return rc;
-	k_sgd<<<ew_blocks((size_t)n), EW_THREADS, 0, cd->stream>>>((size_t)n, lr, momentum,
-								     weight_decay, first, p, g, buf);
-	LAUNCH_TRY(cd, "k_sgd", e);
-	return ERR_OK;
+	return LAUNCH_EW(cdev(d), k_sgd, (size_t)n, e, (size_t)n, lr, momentum, weight_decay, first,
+			 p, g, buf);
 }
 
 static int cu_adamw(struct dev *d, int n, float lr, float beta1, float beta2, float eps,
 		    float wd, float bc1, float bc2, float *p, const float *g, float *m, float *v,
 		    struct err *e)
 {
-	struct cuda_dev *cd = cdev(d);
-	int rc;
 	if (n <= 0)
 		return ERR_OK;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		return rc;
-	k_adamw<<<ew_blocks((size_t)n), EW_THREADS, 0, cd->stream>>>((size_t)n, lr, beta1, beta2,
-								       eps, wd, bc1, bc2, p, g, m,
-								       v);
-	LAUNCH_TRY(cd, "k_adamw", e);
-	return ERR_OK;
+	return LAUNCH_EW(cdev(d), k_adamw, (size_t)n, e, (size_t)n, lr, beta1, beta2, eps, wd, bc1,
+			 bc2, p, g, m, v);
 }
 
 static int cu_argmax_hits(struct dev *d, int rows, int cols, const float *bias,
@@ -642,10 +589,7 @@ static int cu_argmax_hits(struct dev *d, int rows, int cols, const float *bias,
 	int rc;
 	unsigned long long hits = 0;
 	*host_hits = 0;
-	if (rows <= 0 || cols <= 0)
-		return ERR_OK;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		return rc;
+	ENTER_UNLESS(cd, rows <= 0 || cols <= 0, e);
 	unsigned long long *counter = (unsigned long long *)cd->red + RED_BLOCKS;
 	COPY_TRY(cd, cudaMemsetAsync(counter, 0, sizeof *counter, cd->stream), e);
 	k_argmax_hits<<<rows, ROW_THREADS, 0, cd->stream>>>(cols, bias, logits, target, counter);
@@ -795,11 +739,7 @@ extern "C" int cuda_dev_divide(struct dev *d, void *buf, size_t count, int dtype
 			       struct err *e)
 {
 	struct cuda_dev *cd = cdev(d);
-	int rc;
-	if (!count)
-		return ERR_OK;
-	if ((rc = enter(cd, e)) != ERR_OK)
-		return rc;
+	ENTER_UNLESS(cd, !count, e);
 	unsigned int blocks = ew_blocks(count);
 	switch (dtype) {
 	case 0: /* COLL_F32 */
