@@ -42,6 +42,18 @@ int model_locate(const struct model_shape *m, size_t i, int *row, int *col)
 	return -1;
 }
 
+void tensor_label(const struct model_shape *m, size_t i, char *out, size_t cap)
+{
+	int row, col;
+	int t = model_locate(m, i, &row, &col);
+	if (t < 0)
+		snprintf(out, cap, "?[%zu]", i);
+	else if (m->p[t].cols == 1)
+		snprintf(out, cap, "%s[%d]", m->p[t].name, row);
+	else
+		snprintf(out, cap, "%s[%d, %d]", m->p[t].name, row, col);
+}
+
 void model_shape_text(const struct model_shape *m, char *out, size_t cap)
 {
 	char sizes[200];
