@@ -24,20 +24,37 @@ static int nonfinite_bits(uint32_t u)
 	return (u & 0x7f800000u) == 0x7f800000u;
 }
 
-static void scan_range(struct finite_part *p)
+/* Floats per block of the counting loop: a fixed trip count, which the compiler
+ * vectorizes at -O2 too. */
+#define FINITE_BLOCK 64
+
+static size_t count_nonfinite(const float *x, size_t begin, size_t end)
 {
-	const float *x = p->x;
-	size_t bad = 0;
-	for (size_t i = p->begin; i < p->end; i++) {
+	size_t bad = 0, i = begin;
+	for (; i + FINITE_BLOCK <= end; i += FINITE_BLOCK) {
+		uint32_t in_block = 0;
+		for (int k = 0; k < FINITE_BLOCK; k++) {
+			uint32_t u;
+			memcpy(&u, &x[i + (size_t)k], sizeof u);
+			in_block += (uint32_t)nonfinite_bits(u);
+		}
+		bad += in_block;
+	}
+	for (; i < end; i++) {
 		uint32_t u;
 		memcpy(&u, &x[i], sizeof u);
 		bad += (size_t)nonfinite_bits(u);
 	}
-	p->rep.bad = bad;
+	return bad;
+}
+
+static void scan_range(struct finite_part *p)
+{
+	p->rep.bad = count_nonfinite(p->x, p->begin, p->end);
 	p->rep.first = 0;
-	for (size_t i = p->begin; bad && i < p->end; i++) {
+	for (size_t i = p->begin; p->rep.bad && i < p->end; i++) {
 		uint32_t u;
-		memcpy(&u, &x[i], sizeof u);
+		memcpy(&u, &p->x[i], sizeof u);
 		if (nonfinite_bits(u)) {
 			p->rep.first = i;
 			break;
