@@ -18,7 +18,6 @@
 #include "corpus.h"
 #include "corpus_files.h"
 #include "elastic.h"
-#include "finite.h"
 #include "npy.h"
 #include "optim.h"
 #include "sources.h"
@@ -381,15 +380,10 @@ static const char *const *state_files(int optimizer)
 static int check_finite(const char *dir, const char *name, const struct model_shape *m,
 			const float *x, struct err *e)
 {
-	struct finite_report rep;
-	char label[120];
-	finite_scan(x, m->n_params, &rep);
-	if (rep.bad == 0)
+	char what[300];
+	if (model_nonfinite(m, x, what, sizeof what) == 0)
 		return ERR_OK;
-	tensor_label(m, rep.first, label, sizeof label);
-	return ERR(e, ERR_DATA, "checkpoint %s: %s holds %zu non-finite value%s (the first at "
-		   "index %zu, tensor %s = %g)", dir, name, rep.bad, rep.bad == 1 ? "" : "s",
-		   rep.first, label, (double)x[rep.first]);
+	return ERR(e, ERR_DATA, "checkpoint %s: %s holds %s", dir, name, what);
 }
 
 /* AdamW's second moment is an average of squares: a negative one (an edit, or the first
@@ -735,17 +729,12 @@ static int check_publishable(const struct checkpoint_source *t, struct err *e)
 	for (int k = -1; k < vectors; k++) {
 		const float *x = k < 0 ? t->params : t->opt_state + (size_t)k * n;
 		const char *name = k < 0 ? "params.npy" : state_files(eng->s.optimizer)[k];
-		struct finite_report rep;
-		char label[120];
-		finite_scan(x, n, &rep);
-		if (rep.bad == 0)
-			continue;
-		tensor_label(&eng->shape, rep.first, label, sizeof label);
-		return ERR(e, ERR_NONFINITE, "non-finite state after window %" PRId64 " (update %"
-			   PRId64 "): %s would hold %zu non-finite value%s, the first in tensor %s "
-			   "= %g; no checkpoint of step %" PRId64 " is written", t->step,
-			   eng->updates_done, name, rep.bad, rep.bad == 1 ? "" : "s", label,
-			   (double)x[rep.first], t->step);
+		char what[300];
+		if (model_nonfinite(&eng->shape, x, what, sizeof what))
+			return ERR(e, ERR_NONFINITE, "non-finite state after window %" PRId64
+				   " (update %" PRId64 "): %s would hold %s; no checkpoint of step %"
+				   PRId64 " is written", t->step, eng->updates_done, name, what,
+				   t->step);
 	}
 	return ERR_OK;
 }

@@ -1047,6 +1047,16 @@ END_TEST
 
 /* ---- AdamW's state checked on load: what no run can train on is refused ---- */
 
+/* resealed() into the temporary directory's `dir`, its checkpoint's path into bad. */
+static void resealed_as(const char *from, const char *dir, const char *name,
+			void (*edit)(char **buf, size_t *len), char *bad)
+{
+	char root[FSX_PATH_MAX];
+	sub(root, sizeof root, dir);
+	resealed(from, root, name, edit);
+	ckpt_path(bad, FSX_PATH_MAX, root, 3);
+}
+
 static char *first_moments; /* exp_avg.npy of the checkpoint being edited */
 static size_t first_moments_len;
 
@@ -1078,8 +1088,7 @@ START_TEST(test_adamw_state_refusals)
 	struct app a;
 	struct train_result stop;
 	struct err e;
-	char sroot[FSX_PATH_MAX], good[FSX_PATH_MAX], root[FSX_PATH_MAX], bad[FSX_PATH_MAX],
-		p[FSX_PATH_MAX];
+	char sroot[FSX_PATH_MAX], good[FSX_PATH_MAX], bad[FSX_PATH_MAX], p[FSX_PATH_MAX];
 	make_tmp();
 	err_clear(&e);
 	app_make(&a, "adamw-state", "train.optimizer=adamw", "train.lr=0.01", NULL);
@@ -1087,29 +1096,24 @@ START_TEST(test_adamw_state_refusals)
 	must_train(&a, 3, NULL, sroot, &stop);
 	ckpt_path(good, sizeof good, sroot, 3);
 	/* a negative second moment (the square root of the update would be NaN) */
-	sub(root, sizeof root, "negative");
-	resealed(good, root, "exp_avg_sq.npy", negative_second_moment);
-	ckpt_path(bad, sizeof bad, root, 3);
+	resealed_as(good, "negative", "exp_avg_sq.npy", negative_second_moment, bad);
 	ck_assert_msg(ckpt_verify(bad, NULL, &e) == ERR_OK, "the store must accept it: %s", e.msg);
 	expect_refused(&a, bad, 0, bad, "exp_avg_sq.npy holds 1 negative value", "tensor ",
 		       "= -0.5", NULL);
 	/* a NaN among the first moments */
-	sub(root, sizeof root, "nan");
-	resealed(good, root, "exp_avg.npy", nan_first_moment);
-	ckpt_path(bad, sizeof bad, root, 3);
+	resealed_as(good, "nan", "exp_avg.npy", nan_first_moment, bad);
 	expect_refused(&a, bad, 1, bad, "exp_avg.npy holds 1 non-finite value", "tensor ", NULL);
 	/* the two moments swapped: the first moments hold negative values */
 	pjoin(p, sizeof p, good, "exp_avg.npy");
 	ck_assert_int_eq(fsx_read_all(p, &first_moments, &first_moments_len, &e), ERR_OK);
-	sub(root, sizeof root, "swapped");
-	resealed(good, root, "exp_avg_sq.npy", first_as_second);
-	ckpt_path(bad, sizeof bad, root, 3);
+	resealed_as(good, "swapped", "exp_avg_sq.npy", first_as_second, bad);
 	expect_refused(&a, bad, 2, "exp_avg_sq.npy holds ", " negative value", NULL);
 	free(first_moments);
 	first_moments = NULL;
 	/* the untouched checkpoint resumes */
 	{
 		struct train_result res;
+		char root[FSX_PATH_MAX];
 		sub(root, sizeof root, "resumed");
 		must_train(&a, 4, good, root, &res);
 		train_result_free(&res);

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "corpus_core.h"
-#include "finite.h"
 #include "fsx.h"
 #include "gpt_shape.h"
 
@@ -202,15 +201,10 @@ static int read_part(FILE *f, const char *path, float *dst, size_t n, size_t ski
 static int check_finite_weights(const char *path, const struct model_shape *m,
 				const float *params, struct err *e)
 {
-	struct finite_report rep;
-	char label[120];
-	finite_scan(params, m->n_params, &rep);
-	if (rep.bad == 0)
+	char what[300];
+	if (model_nonfinite(m, params, what, sizeof what) == 0)
 		return ERR_OK;
-	tensor_label(m, rep.first, label, sizeof label);
-	return ERR(e, ERR_DATA, "llm.c model file %s: %zu non-finite weight%s, the first in "
-		   "tensor %s = %g", path, rep.bad, rep.bad == 1 ? "" : "s", label,
-		   (double)params[rep.first]);
+	return ERR(e, ERR_DATA, "llm.c model file %s: its weights hold %s", path, what);
 }
 
 int gpt_llmc_load(const char *path, const struct model_shape *m, int reserved, float *params,
