@@ -82,6 +82,7 @@ const char *err_code_name(int code)
 	case ERR_ABORTED: return "aborted";
 	case ERR_DEVCHECK: return "device check";
 	case ERR_NOMEM: return "out of memory";
+	case ERR_NONFINITE: return "non-finite";
 	default: return "error";
 	}
 }

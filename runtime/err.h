@@ -27,6 +27,8 @@ enum err_code {
 	ERR_DEVCHECK = 10,   /* env --check: a device, kernel, GEMM or collective gave a wrong
 				or no result */
 	ERR_NOMEM = 11,      /* out of memory (host or device allocation) */
+	ERR_NONFINITE = 12,  /* a loss, gradient or state went NaN or infinite: the run stopped
+				without publishing it */
 };
 
 struct err {

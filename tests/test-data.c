@@ -439,6 +439,52 @@ START_TEST(test_npy_refusals)
 }
 END_TEST
 
+/* ---- a corpus without a supervised token to train on ---- */
+
+START_TEST(test_unsupervised_refused)
+{
+	/* the train sequences all masked, the others not; then every sequence masked */
+	static const char some[] =
+		"{\"tokens\": [5, 6, 7, 8], \"mask\": [0, 0, 0, 0], \"split\": \"train\"}\n"
+		"{\"tokens\": [5, 6, 7, 8], \"mask\": [0, 0, 0, 0], \"split\": \"train\"}\n"
+		"{\"tokens\": [5, 6, 7, 8], \"mask\": [0, 1, 1, 1], \"split\": \"validation\"}\n"
+		"{\"tokens\": [5, 6, 7, 8], \"mask\": [0, 1, 1, 1], \"split\": \"test\"}\n";
+	put_file("masked.jsonl", some, strlen(some));
+	expect_refused(DATA_JSONL, "masked.jsonl", "masked.jsonl: not one supervised token",
+		       "the 8 tokens of its train sequences is 0 (the other splits hold");
+	/* npy: the sample with its loss mask all zeros (one byte per value, after the header
+	 * line) */
+	npy_sample_dir();
+	{
+		size_t len;
+		char *buf = slurp("npy/loss_mask.npy", &len);
+		char *data = memchr(buf, '\n', len);
+		ck_assert_ptr_nonnull(data);
+		data++;
+		memset(data, 0, len - (size_t)(data - buf));
+		put_file("npy/loss_mask.npy", buf, len);
+		free(buf);
+	}
+	expect_refused(DATA_NPY, "npy", "npy: not one supervised token", "and of every other "
+		       "token too");
+	/* one supervised token in the train split is enough */
+	static const char one[] =
+		"{\"tokens\": [5, 6, 7, 8], \"mask\": [0, 0, 0, 1], \"split\": \"train\"}\n"
+		"{\"tokens\": [5, 6, 7, 8], \"mask\": [0, 0, 0, 0], \"split\": \"validation\"}\n"
+		"{\"tokens\": [5, 6, 7, 8], \"mask\": [0, 0, 0, 0], \"split\": \"test\"}\n";
+	put_file("one.jsonl", one, strlen(one));
+	{
+		struct data_shape shape = wide_shape();
+		struct data_set d;
+		struct err e;
+		char path[FSX_PATH_MAX];
+		snprintf(path, sizeof path, "%s/one.jsonl", tmp_root);
+		ck_assert_msg(load(DATA_JSONL, path, &shape, &d, &e) == ERR_OK, "%s", e.msg);
+		data_free(&d);
+	}
+}
+END_TEST
+
 START_TEST(test_jsonl_refusals)
 {
 	static const struct {
@@ -805,6 +851,7 @@ static Suite *data_suite(void)
 	tcase_add_checked_fixture(tc, setup_tmp, teardown_tmp);
 	tcase_add_test(tc, test_npy_refusals);
 	tcase_add_test(tc, test_jsonl_refusals);
+	tcase_add_test(tc, test_unsupervised_refused);
 	tcase_add_test(tc, test_megatron_refusals);
 	tcase_add_test(tc, test_llmc_refusals);
 	tcase_add_test(tc, test_corpus_from_files);

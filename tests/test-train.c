@@ -1045,6 +1045,150 @@ START_TEST(test_content_refusals)
 }
 END_TEST
 
+/* ---- AdamW's state checked on load: what no run can train on is refused ---- */
+
+/* resealed() into the temporary directory's `dir`, its checkpoint's path into bad. */
+static void resealed_as(const char *from, const char *dir, const char *name,
+			void (*edit)(char **buf, size_t *len), char *bad)
+{
+	char root[FSX_PATH_MAX];
+	sub(root, sizeof root, dir);
+	resealed(from, root, name, edit);
+	ckpt_path(bad, FSX_PATH_MAX, root, 3);
+}
+
+static char *first_moments; /* exp_avg.npy of the checkpoint being edited */
+static size_t first_moments_len;
+
+static void negative_second_moment(char **buf, size_t *len)
+{
+	const float negative = -0.5f;
+	memcpy(*buf + *len - 4 * 5, &negative, 4);
+}
+
+static void nan_first_moment(char **buf, size_t *len)
+{
+	const float nan_value = NAN;
+	memcpy(*buf + *len - 4 * 2, &nan_value, 4);
+}
+
+/* The first moments in the second's place: the same shape, and digests recomputed. */
+static void first_as_second(char **buf, size_t *len)
+{
+	char *copy = malloc(first_moments_len);
+	ck_assert_ptr_nonnull(copy);
+	memcpy(copy, first_moments, first_moments_len);
+	free(*buf);
+	*buf = copy;
+	*len = first_moments_len;
+}
+
+START_TEST(test_adamw_state_refusals)
+{
+	struct app a;
+	struct train_result stop;
+	struct err e;
+	char sroot[FSX_PATH_MAX], good[FSX_PATH_MAX], bad[FSX_PATH_MAX], p[FSX_PATH_MAX];
+	make_tmp();
+	err_clear(&e);
+	app_make(&a, "adamw-state", "train.optimizer=adamw", "train.lr=0.01", NULL);
+	sub(sroot, sizeof sroot, "stop");
+	must_train(&a, 3, NULL, sroot, &stop);
+	ckpt_path(good, sizeof good, sroot, 3);
+	/* a negative second moment (the square root of the update would be NaN) */
+	resealed_as(good, "negative", "exp_avg_sq.npy", negative_second_moment, bad);
+	ck_assert_msg(ckpt_verify(bad, NULL, &e) == ERR_OK, "the store must accept it: %s", e.msg);
+	expect_refused(&a, bad, 0, bad, "exp_avg_sq.npy holds 1 negative value", "tensor ",
+		       "= -0.5", NULL);
+	/* a NaN among the first moments */
+	resealed_as(good, "nan", "exp_avg.npy", nan_first_moment, bad);
+	expect_refused(&a, bad, 1, bad, "exp_avg.npy holds 1 non-finite value", "tensor ", NULL);
+	/* the two moments swapped: the first moments hold negative values */
+	pjoin(p, sizeof p, good, "exp_avg.npy");
+	ck_assert_int_eq(fsx_read_all(p, &first_moments, &first_moments_len, &e), ERR_OK);
+	resealed_as(good, "swapped", "exp_avg_sq.npy", first_as_second, bad);
+	expect_refused(&a, bad, 2, "exp_avg_sq.npy holds ", " negative value", NULL);
+	free(first_moments);
+	first_moments = NULL;
+	/* the untouched checkpoint resumes */
+	{
+		struct train_result res;
+		char root[FSX_PATH_MAX];
+		sub(root, sizeof root, "resumed");
+		must_train(&a, 4, good, root, &res);
+		train_result_free(&res);
+	}
+	train_result_free(&stop);
+	app_drop(&a);
+	remove_tmp();
+}
+END_TEST
+
+/* ---- the publication gate: non-finite state is never checkpointed ---- */
+
+/* Publishes the trainer's state with params[pi] / state[si] (when >= 0) made `bad`, and
+ * expects the gate's refusal naming `file` and the tensor of the index, with nothing
+ * written under root. */
+static void expect_gate_refusal(struct trainer *t, const float *params, const float *state,
+				long pi, long si, float bad, const char *file, const char *root)
+{
+	size_t n = t->r.eng->shape.n_params, sn = engine_state_floats(t->r.eng);
+	float *p = malloc(n * sizeof *p), *m = malloc(sn * sizeof *m);
+	char label[120], want[300];
+	struct err e;
+	err_clear(&e);
+	ck_assert(p && m);
+	memcpy(p, params, n * sizeof *p);
+	memcpy(m, state, sn * sizeof *m);
+	if (pi >= 0)
+		p[pi] = bad;
+	if (si >= 0)
+		m[si] = bad;
+	ck_assert_int_eq(engine_set_state(t->r.eng, p, m, t->r.eng->updates_done, &e), ERR_OK);
+	tensor_label(&t->r.eng->shape, (size_t)(pi >= 0 ? pi : si) % n, label, sizeof label);
+	snprintf(want, sizeof want, "non-finite state after window 1 (update 1): %s would hold 1 "
+		 "non-finite value, the first in tensor %s", file, label);
+	ck_assert_int_eq(trainer_checkpoint(t, root, NULL, 0, &e), ERR_NONFINITE);
+	ck_assert_msg(strstr(e.msg, want), "message '%s' lacks '%s'", e.msg, want);
+	ck_assert_msg(!fsx_exists(root), "the gate let %s be written", root);
+	free(p);
+	free(m);
+}
+
+START_TEST(test_publication_gate)
+{
+	struct app a;
+	struct train_opts o;
+	struct trainer t;
+	struct window_result wr;
+	struct err e;
+	char root[FSX_PATH_MAX], out[FSX_PATH_MAX];
+	make_tmp();
+	err_clear(&e);
+	app_make(&a, "gate", NULL);
+	sub(root, sizeof root, "gate-ckpts");
+	memset(&o, 0, sizeof o);
+	o.mode = TRAIN_MODE_ANY;
+	ck_assert_msg(trainer_open(&t, &a.env, &o, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_msg(trainer_step(&t, &t.r.w, 0, &wr, &e) == ERR_OK, "%s", e.msg);
+	size_t n = t.r.eng->shape.n_params, sn = engine_state_floats(t.r.eng);
+	float *p = malloc(n * sizeof *p), *m = malloc(sn * sizeof *m);
+	ck_assert(p && m);
+	ck_assert_int_eq(engine_get_state(t.r.eng, p, m, &e), ERR_OK);
+	expect_gate_refusal(&t, p, m, (long)n / 2, -1, NAN, "params.npy", root);
+	expect_gate_refusal(&t, p, m, -1, (long)sn - 1, -INFINITY, "momentum.npy", root);
+	/* the state restored is published */
+	ck_assert_int_eq(engine_set_state(t.r.eng, p, m, t.r.eng->updates_done, &e), ERR_OK);
+	ck_assert_msg(trainer_checkpoint(&t, root, out, sizeof out, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_msg(ckpt_verify(out, NULL, &e) == ERR_OK, "%s", e.msg);
+	free(p);
+	free(m);
+	trainer_close(&t, NULL);
+	app_drop(&a);
+	remove_tmp();
+}
+END_TEST
+
 /* ---- updates_done against the history under empty_window = skip ---- */
 
 static char edit_from[64], edit_to[64];
@@ -1367,6 +1511,8 @@ static Suite *train_suite(void)
 	tcase_set_timeout(tr, 240);
 	tcase_add_test(tr, test_refusals);
 	tcase_add_test(tr, test_content_refusals);
+	tcase_add_test(tr, test_adamw_state_refusals);
+	tcase_add_test(tr, test_publication_gate);
 	tcase_add_test(tr, test_updates_against_history);
 	tcase_add_test(tr, test_shard_history_against_ranks);
 	tcase_add_test(tr, test_partial_never_latest);

@@ -59,7 +59,8 @@ def fail(code, msg):
 
 def read_windows(path):
     """The windows of one training run, ordered by step (a later line for the same step
-    replaces an earlier one). A rejected window has loss None."""
+    replaces an earlier one). A rejected window has loss None, and so has the window where
+    a run went non-finite (its line says "nonfinite": true)."""
     by_step = {}
     try:
         with open(path, encoding="utf-8") as f:
@@ -193,9 +194,12 @@ def panel_loss(ax, np, runs):
         notes.append("no update in common between the resumed and continuous runs")
     else:
         notes.append("no resumed windows")
-    skipped = sum(1 for w in cont if w["loss"] is None)
+    skipped = sum(1 for w in cont if w["loss"] is None and not w.get("nonfinite"))
     if skipped:
         notes.append(f"{skipped} empty window{'s' if skipped > 1 else ''} skipped (no loss)")
+    diverged = [w["step"] for r in (cont, stop, res) for w in r if w.get("nonfinite")]
+    if diverged:
+        notes.append(f"went non-finite at step {min(diverged)} (the run stopped there)")
     if not (len(xc) or len(xs) or len(xr)):
         notes.append("no training windows in the input")
     ax.text(0.98, 0.97, "\n".join(notes), transform=ax.transAxes, ha="right", va="top",

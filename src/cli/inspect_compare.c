@@ -14,18 +14,6 @@
 
 #define INSPECT_WORST 5
 
-void tensor_label(const struct model_shape *m, size_t i, char *out, size_t cap)
-{
-	int row, col;
-	int t = model_locate(m, i, &row, &col);
-	if (t < 0)
-		snprintf(out, cap, "?[%zu]", i);
-	else if (m->p[t].cols == 1)
-		snprintf(out, cap, "%s[%d]", m->p[t].name, row);
-	else
-		snprintf(out, cap, "%s[%d, %d]", m->p[t].name, row, col);
-}
-
 void inspect_rank_share(const struct window *w, int rank, struct window *share)
 {
 	*share = *w;

@@ -12,9 +12,6 @@
 #include "sampler.h"
 #include "settings.h"
 
-/* "name[row, col]" (or "name[row]" for a vector) of component i of the flat parameter
- * vector of m. */
-void tensor_label(const struct model_shape *m, size_t i, char *out, size_t cap);
 
 /* The part of window w that rank `rank` computes, as a one-rank window that keeps w's N:
  * its reference gradient (engine_reference weighs every token 1 / N; in exact mode it adds

@@ -326,7 +326,8 @@ static void usage(FILE *f)
 		"exit codes: 0 ok, 1 check failed, 2 usage, 3 configuration, 4 i/o, 5 data or\n"
 		"checkpoint refused, 6 device/runtime, 7 empty window, 8 interrupted (a training\n"
 		"run checkpoints first), 9 released because another rank failed, 10 env --check\n"
-		"found a device that does not work, 11 out of memory\n"
+		"found a device that does not work, 11 out of memory, 12 non-finite (a loss,\n"
+		"gradient or state went NaN or infinite; the last good checkpoint stays latest)\n"
 		"\n"
 		"ddptok-run help COMMAND (or CONFIG COMMAND --help) describes one command.\n");
 }

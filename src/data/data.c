@@ -373,6 +373,26 @@ void data_split_counts(const struct data_set *d, int64_t count[3])
 			count[d->split[i]]++;
 }
 
+/* The train split must hold a supervised token: without one every window would be
+ * declined, and a loss divided by its token count would be NaN. */
+static int check_supervised(const struct data_set *d, const char *what, struct err *e)
+{
+	int64_t supervised = 0, tokens = 0;
+	for (int64_t i = 0; i < d->n; i++) {
+		if (d->split[i] != SPLIT_TRAIN)
+			continue;
+		tokens += d->offset[i + 1] - d->offset[i];
+		for (int64_t t = d->offset[i]; t < d->offset[i + 1]; t++)
+			supervised += d->mask[t];
+	}
+	if (supervised > 0)
+		return ERR_OK;
+	return ERR(e, ERR_DATA, "%s: not one supervised token: every loss-mask value of the %"
+		   PRId64 " tokens of its train sequences is 0 (%s), so training has nothing to "
+		   "learn from", what, tokens, d->stats.supervised > 0 ?
+		   "the other splits hold the supervised ones" : "and of every other token too");
+}
+
 int data_finish(struct data_set *d, const char *what, struct err *e)
 {
 	int64_t count[3];
@@ -390,7 +410,7 @@ int data_finish(struct data_set *d, const char *what, struct err *e)
 				   data_split_name(k), d->stats.documents, d->stats.short_skipped,
 				   d->shape.min_len, d->shape.split_rule[0], d->shape.split_rule[1],
 				   d->shape.split_rule[2]);
-	if ((rc = order_by_split(d, e)))
+	if ((rc = check_supervised(d, what, e)) || (rc = order_by_split(d, e)))
 		return rc;
 	rc = digest_final(d->files, d->files_digest, e);
 	d->files = NULL;

@@ -3,7 +3,9 @@
  */
 #include "engine.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -627,8 +629,8 @@ static int optimizer_step(struct engine *eng, struct replica *r, double norm, do
 	float lr = (float)engine_next_lr(eng);
 	*factor = 1.0;
 	if (s->clip > 0) {
-		if (!isfinite(norm))
-			return ERR(e, ERR_CHECK, "non-finite gradient norm (the training diverged)");
+		/* a non-finite norm leaves the gradient unscaled: engine_window refuses the
+		 * window, and nothing checkpoints its update */
 		*factor = optim_clip_factor(norm, s->clip);
 		if (*factor < 1.0)
 			ERR_TRY(d->ops->scale(d, n, (float)*factor, r->grads, e));
@@ -677,10 +679,9 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 
 	double local = 0.0, sum = 0.0;
 	int64_t count = 0;
+	/* a non-finite loss sum goes on through the window like any other (every rank takes
+	 * part in the same collectives): engine_window refuses the outcome, naming this rank */
 	ERR_TRY(window_accumulate(eng, r, ws, &local, e));
-	if (!isfinite(local))
-		return ERR(e, ERR_CHECK, "non-finite loss sum (the training diverged, or its "
-			   "parameters were not finite)");
 	/* the global counts go through the collective, like they would across processes;
 	 * each step is marked for the pool's watchdog, which names the step of a late rank */
 	ERR_TRY(window_totals(eng, r, w, local, &count, &sum, e));
@@ -731,6 +732,28 @@ static int window_step(struct engine *eng, struct replica *r, void *arg, struct 
 	return rc;
 }
 
+/* ERR_NONFINITE when window w's loss or (when it was computed) its gradient norm went NaN
+ * or infinite: a diverged run, or parameters that were not finite. res stays filled, for
+ * the caller's record of the window. The ranks' loss sums say where the loss went first;
+ * a gradient that alone went non-finite is only seen reduced, where no rank can be told
+ * apart. */
+static int window_finite(const struct engine *eng, const struct window *w,
+			 const struct window_result *res, int have_norm, struct err *e)
+{
+	char where[96] = "";
+	if (isfinite(res->loss) && (!have_norm || isfinite(res->grad_norm)))
+		return ERR_OK;
+	for (int r = 0; r < eng->world; r++)
+		if (!isfinite(res->rank_loss_sum[r])) {
+			snprintf(where, sizeof where, " (first on rank %d, whose loss sum is %g)", r,
+				 res->rank_loss_sum[r]);
+			break;
+		}
+	return ERR(e, ERR_NONFINITE, "window %lld (update %" PRId64 ") went non-finite: loss "
+		   "%g%s, gradient norm %g at learning rate %g", window_number(w),
+		   eng->updates_done, res->loss, where, have_norm ? res->grad_norm : NAN, res->lr);
+}
+
 int engine_window(struct engine *eng, const struct window *w, int mode, int flags,
 		  struct window_result *res, struct err *e)
 {
@@ -779,7 +802,7 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 		return ERR_OK;
 	}
 	for (int r = 1; r < eng->world; r++)
-		if (out[r].loss_sum != out[0].loss_sum)
+		if (memcmp(&out[r].loss_sum, &out[0].loss_sum, sizeof out[0].loss_sum) != 0)
 			return ERR(e, ERR_DEVICE, "window %lld: ranks received different loss sums",
 				   window_number(w));
 	if (flags & ENGINE_CHECK_REPLICAS)
@@ -797,7 +820,7 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 		res->clip_factor = ws.clip_factor[eng->first_rank];
 	if (flags & ENGINE_UPDATE)
 		eng->updates_done++;
-	return ERR_OK;
+	return window_finite(eng, w, res, window_wants_norm(eng, flags), e);
 }
 
 /* ---- single-device reference ---- */

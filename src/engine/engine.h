@@ -126,7 +126,10 @@ int engine_set_state(struct engine *eng, const float *params, const float *opt_s
 int engine_get_state(struct engine *eng, float *params, float *opt_state, struct err *e);
 /* The learning rate of the next update, number updates_done + 1 (optim.h). */
 double engine_next_lr(const struct engine *eng);
-/* Runs one window with normalization `mode` (see above). */
+/* Runs one window with normalization `mode` (see above). A loss or gradient norm that
+ * went NaN or infinite is ERR_NONFINITE, naming the window, the update and the first rank
+ * whose loss sum went (the update is taken all the same); res is then filled as for a
+ * window that succeeded. */
 int engine_window(struct engine *eng, const struct window *w, int mode, int flags,
 		  struct window_result *res, struct err *e);
 /* Single-device reference: the gradient of (sum of every supervised token loss of the

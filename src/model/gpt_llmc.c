@@ -7,9 +7,11 @@
 #include "gpt_llmc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "corpus_core.h"
 #include "fsx.h"
@@ -113,21 +115,36 @@ static int check_header(const char *path, const int32_t *hd, struct gpt_llmc_hea
 	return ERR_OK;
 }
 
+/* Opens `path` for reading, refusing anything but a regular file before a byte is read:
+ * without O_NONBLOCK a FIFO with no writer blocks in open() for good, and a directory
+ * opens, then reads nothing. st: its status. */
+static int open_model_file(const char *path, FILE **out, struct stat *st, struct err *e)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return ERR(e, ERR_IO, "llm.c model file %s: %s", path, strerror(errno));
+	int rc = ERR_OK;
+	if (fstat(fd, st))
+		rc = ERR(e, ERR_IO, "llm.c model file %s: %s", path, strerror(errno));
+	else if (!S_ISREG(st->st_mode))
+		rc = ERR(e, ERR_IO, "llm.c model file %s: not a regular file%s", path,
+			 S_ISDIR(st->st_mode) ? " (a directory)" :
+			 S_ISFIFO(st->st_mode) ? " (a FIFO)" : "");
+	else if (!(*out = fdopen(fd, "rb")))
+		rc = ERR(e, ERR_IO, "llm.c model file %s: %s", path, strerror(errno));
+	if (rc)
+		close(fd);
+	return rc;
+}
+
 int gpt_llmc_read_header(const char *path, struct gpt_llmc_header *h, struct err *e)
 {
 	int32_t hd[GPT_LLMC_HEADER];
 	struct stat st;
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return ERR(e, ERR_IO, "llm.c model file %s: %s", path, strerror(errno));
+	FILE *f = NULL;
+	ERR_TRY(open_model_file(path, &f, &st, e));
 	size_t got = fread(hd, sizeof(int32_t), GPT_LLMC_HEADER, f);
-	int fstat_errno = fstat(fileno(f), &st) ? errno : 0; /* before fclose may change it */
 	fclose(f);
-	if (fstat_errno)
-		return ERR(e, ERR_IO, "llm.c model file %s: %s", path, strerror(fstat_errno));
-	if (!S_ISREG(st.st_mode)) /* a directory opens, then reads nothing */
-		return ERR(e, ERR_IO, "llm.c model file %s: not a regular file%s", path,
-			   S_ISDIR(st.st_mode) ? " (a directory)" : "");
 	if (got != GPT_LLMC_HEADER)
 		return ERR(e, ERR_DATA, "llm.c model file %s: truncated: %lld bytes, shorter than "
 			   "its %d-byte header", path, (long long)st.st_size,
@@ -179,6 +196,17 @@ static int read_part(FILE *f, const char *path, float *dst, size_t n, size_t ski
 	return ERR_OK;
 }
 
+/* The weights read must be finite (the seeded rows they leave are): a NaN a window never
+ * touches would still reach every checkpoint, one it touches the first loss. */
+static int check_finite_weights(const char *path, const struct model_shape *m,
+				const float *params, struct err *e)
+{
+	char what[300];
+	if (model_nonfinite(m, params, what, sizeof what) == 0)
+		return ERR_OK;
+	return ERR(e, ERR_DATA, "llm.c model file %s: its weights hold %s", path, what);
+}
+
 int gpt_llmc_load(const char *path, const struct model_shape *m, int reserved, float *params,
 		  struct err *e)
 {
@@ -187,9 +215,9 @@ int gpt_llmc_load(const char *path, const struct model_shape *m, int reserved, f
 	ERR_TRY(check_fits(path, &h, m, reserved, e));
 	size_t c = (size_t)GPT_C(m), users = (size_t)(m->vocab - reserved), t = (size_t)GPT_T(m);
 	size_t wpe = m->p[GPT_WPE].offset, rest = m->p[GPT_LN1W].offset;
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return ERR(e, ERR_IO, "llm.c model file %s: %s", path, strerror(errno));
+	struct stat st;
+	FILE *f = NULL;
+	ERR_TRY(open_model_file(path, &f, &st, e));
 	int rc = fseeko(f, GPT_LLMC_HEADER * sizeof(int32_t), SEEK_SET)
 			 ? ERR(e, ERR_IO, "llm.c model file %s: seek failed", path)
 			 : ERR_OK;
@@ -201,7 +229,7 @@ int gpt_llmc_load(const char *path, const struct model_shape *m, int reserved, f
 	if (!rc)
 		rc = read_part(f, path, params + rest, m->n_params - rest, 0, e);
 	fclose(f);
-	return rc;
+	return rc ? rc : check_finite_weights(path, m, params, e);
 }
 
 int gpt_llmc_init_path(const struct settings *s, const struct model_shape *m,

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "finite.h"
+
 void model_shape_begin(struct model_shape *m, const struct model_ops *ops, int vocab)
 {
 	memset(m, 0, sizeof *m);
@@ -40,6 +42,31 @@ int model_locate(const struct model_shape *m, size_t i, int *row, int *col)
 		}
 	}
 	return -1;
+}
+
+void tensor_label(const struct model_shape *m, size_t i, char *out, size_t cap)
+{
+	int row, col;
+	int t = model_locate(m, i, &row, &col);
+	if (t < 0)
+		snprintf(out, cap, "?[%zu]", i);
+	else if (m->p[t].cols == 1)
+		snprintf(out, cap, "%s[%d]", m->p[t].name, row);
+	else
+		snprintf(out, cap, "%s[%d, %d]", m->p[t].name, row, col);
+}
+
+size_t model_nonfinite(const struct model_shape *m, const float *x, char *what, size_t cap)
+{
+	struct finite_report rep;
+	char label[120];
+	finite_scan(x, m->n_params, &rep);
+	if (rep.bad == 0)
+		return 0;
+	tensor_label(m, rep.first, label, sizeof label);
+	snprintf(what, cap, "%zu non-finite value%s, the first in tensor %s = %g", rep.bad,
+		 rep.bad == 1 ? "" : "s", label, (double)x[rep.first]);
+	return rep.bad;
 }
 
 void model_shape_text(const struct model_shape *m, char *out, size_t cap)

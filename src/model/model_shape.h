@@ -148,6 +148,13 @@ void model_shape_begin(struct model_shape *m, const struct model_ops *ops, int v
 void model_shape_add(struct model_shape *m, const char *name, int rows, int cols, int decay);
 /* Which tensor holds flat index i, and its (row, col); -1 outside the vector. */
 int model_locate(const struct model_shape *m, size_t i, int *row, int *col);
+/* "name[row, col]" (or "name[row]" for a vector) of component i of the flat parameter
+ * vector of m. */
+void tensor_label(const struct model_shape *m, size_t i, char *out, size_t cap);
+/* Scans x, a flat vector laid out as m's parameters, for NaN and infinity (finite.h): 0
+ * when it holds none, else their count, with `what` set to "N non-finite value(s), the
+ * first in tensor NAME[row, col] = VALUE". */
+size_t model_nonfinite(const struct model_shape *m, const float *x, char *what, size_t cap);
 /* 1 when a and b are the same kind with the same tensors; otherwise 0 and `why` names the
  * kind and the first tensor that differs (a: this configuration, b: the other one). */
 int model_shape_same(const struct model_shape *a, const struct model_shape *b, char *why,

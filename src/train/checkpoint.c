@@ -307,24 +307,24 @@ static int stored_shape(const char *dir, const struct cfg *stored, int vocab,
  * vocabulary will do that makes the count (a model's parameters grow by the same
  * number with each id). */
 static int check_own_shape(const char *dir, const struct cfg *stored,
-			   const struct checkpoint *ck, struct err *e)
+			   const struct checkpoint *ck, struct model_shape *m, struct err *e)
 {
-	struct model_shape m, none, one;
+	struct model_shape none, one;
 	char text[300];
 	int vocab = stored_vocab(stored);
 	if (vocab) {
-		ERR_TRY(stored_shape(dir, stored, vocab, &m, e));
-		if (m.n_params == ck->n)
+		ERR_TRY(stored_shape(dir, stored, vocab, m, e));
+		if (m->n_params == ck->n)
 			return ERR_OK;
-		model_shape_text(&m, text, sizeof text);
+		model_shape_text(m, text, sizeof text);
 		return ERR(e, ERR_DATA, "checkpoint %s: its config.ini describes a model of %zu "
-			   "parameters, %s, it holds %zu", dir, m.n_params, text, ck->n);
+			   "parameters, %s, it holds %zu", dir, m->n_params, text, ck->n);
 	}
 	ERR_TRY(stored_shape(dir, stored, 0, &none, e));
 	ERR_TRY(stored_shape(dir, stored, 1, &one, e));
 	size_t per_id = one.n_params - none.n_params;
 	if (ck->n > none.n_params && per_id > 0 && (ck->n - none.n_params) % per_id == 0)
-		return ERR_OK;
+		return stored_shape(dir, stored, (int)((ck->n - none.n_params) / per_id), m, e);
 	model_shape_text(&none, text, sizeof text);
 	return ERR(e, ERR_DATA, "checkpoint %s: no vocabulary makes a model %s (its config.ini) "
 		   "hold its %zu parameters", dir, text, ck->n);
@@ -373,38 +373,57 @@ static const char *const *state_files(int optimizer)
 	return optimizer == OPTIM_ADAMW ? adamw_files : sgd_files;
 }
 
-/* A vector read from `name` must be finite: a run stops at its first non-finite loss or
- * gradient norm, so no checkpoint holds NaN or infinity. */
-static int check_finite(const char *dir, const char *name, const float *x, size_t n,
-			struct err *e)
+/* A vector read from `name` must be finite. A run stops at its first non-finite loss or
+ * gradient norm and checks what it checkpoints (checkpoint_write), so only damage or an
+ * edit with a recomputed manifest brings NaN or infinity here, and a resume from it
+ * would train on nothing but NaN. */
+static int check_finite(const char *dir, const char *name, const struct model_shape *m,
+			const float *x, struct err *e)
+{
+	char what[300];
+	if (model_nonfinite(m, x, what, sizeof what) == 0)
+		return ERR_OK;
+	return ERR(e, ERR_DATA, "checkpoint %s: %s holds %s", dir, name, what);
+}
+
+/* AdamW's second moment is an average of squares: a negative one (an edit, or the first
+ * moment in its place) would make the update's square root NaN. */
+static int check_second_moment(const char *dir, const struct model_shape *m, const float *v,
+			       struct err *e)
 {
 	size_t bad = 0, first = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!isfinite(x[i]) && bad++ == 0)
+	char label[120];
+	for (size_t i = 0; i < m->n_params; i++)
+		if (v[i] < 0.0f && bad++ == 0)
 			first = i;
-	if (bad)
-		return ERR(e, ERR_DATA, "checkpoint %s: %s holds %zu non-finite value%s (the first "
-			   "at index %zu)", dir, name, bad, bad == 1 ? "" : "s", first);
-	return ERR_OK;
+	if (bad == 0)
+		return ERR_OK;
+	tensor_label(m, first, label, sizeof label);
+	return ERR(e, ERR_DATA, "checkpoint %s: exp_avg_sq.npy holds %zu negative value%s (a "
+		   "second moment is an average of squares; the first at index %zu, tensor %s = "
+		   "%g)", dir, bad, bad == 1 ? "" : "s", first, label, (double)v[first]);
 }
 
 /* 7. params.npy and the optimizer's state files, the largest, read last; the state's
- * vectors one after the other into ck->opt_state. */
-static int read_tensors(const char *dir, struct checkpoint *ck, struct err *e)
+ * vectors one after the other into ck->opt_state. m: the model they hold (4b.). */
+static int read_tensors(const char *dir, const struct model_shape *m, struct checkpoint *ck,
+			struct err *e)
 {
 	int vectors = optim_state_vectors(ck->optimizer);
 	ERR_TRY(read_vector(dir, "params.npy", ck->n, &ck->params, e));
-	ERR_TRY(check_finite(dir, "params.npy", ck->params, ck->n, e));
+	ERR_TRY(check_finite(dir, "params.npy", m, ck->params, e));
 	if (!(ck->opt_state = malloc((size_t)vectors * ck->n * sizeof(float))))
 		return ERR(e, ERR_NOMEM, "out of memory");
 	for (int k = 0; k < vectors; k++) {
 		const char *name = state_files(ck->optimizer)[k];
-		float *x = NULL;
+		float *x = NULL, *state = ck->opt_state + (size_t)k * ck->n;
 		ERR_TRY(read_vector(dir, name, ck->n, &x, e));
-		memcpy(ck->opt_state + (size_t)k * ck->n, x, ck->n * sizeof(float));
+		memcpy(state, x, ck->n * sizeof(float));
 		free(x);
-		ERR_TRY(check_finite(dir, name, ck->opt_state + (size_t)k * ck->n, ck->n, e));
+		ERR_TRY(check_finite(dir, name, m, state, e));
 	}
+	if (ck->optimizer == OPTIM_ADAMW)
+		ERR_TRY(check_second_moment(dir, m, ck->opt_state + ck->n, e));
 	return ERR_OK;
 }
 
@@ -482,6 +501,7 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 {
 	struct ckpt_report rep;
 	struct cfg stored = {0};
+	struct model_shape own; /* the model its config.ini describes */
 	int rc;
 
 	memset(ck, 0, sizeof *ck);
@@ -500,7 +520,7 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 	    (rc = check_config(dir, v->cfg, &stored, checks, ck, e)) ||
 	    (rc = check_data_lock(dir, c, v->s->outputs, checks, ck, e)) ||
 	    (rc = read_state(dir, manifest_step, ck, e)) ||
-	    (rc = check_own_shape(dir, &stored, ck, e)) ||
+	    (rc = check_own_shape(dir, &stored, ck, &own, e)) ||
 	    (rc = check_shape(dir, v->cfg, v->s, c, &stored, checks, ck, e)))
 		goto out;
 	for (int r = 0; r < ck->world && rc == ERR_OK; r++)
@@ -508,7 +528,7 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 	if (rc == ERR_OK)
 		rc = check_updates(dir, &stored, ck, e);
 	if (rc == ERR_OK)
-		rc = read_tensors(dir, ck, e);
+		rc = read_tensors(dir, &own, ck, e);
 	for (int i = 0; i < ck->changed.n; i++)
 		ck->changed.v[i].step = ck->step;
 out:
@@ -695,6 +715,30 @@ static int add_files(struct ckpt_writer *w, const struct checkpoint_source *t, s
 	return ERR_OK;
 }
 
+/* The publication gate: a checkpoint is what a run resumes from and what runs/latest
+ * points to, so parameters or optimizer state holding NaN or infinity (a diverged run)
+ * are never written; the caller's newest checkpoint stays the newest. The replicas are
+ * equal (checked before every checkpoint), so the rank where the values went bad is not
+ * known here; the loss and gradient norm checked at every window (trainer_step) usually
+ * stop the run first. */
+static int check_publishable(const struct checkpoint_source *t, struct err *e)
+{
+	const struct engine *eng = t->r->eng;
+	size_t n = eng->shape.n_params;
+	int vectors = optim_state_vectors(eng->s.optimizer);
+	for (int k = -1; k < vectors; k++) {
+		const float *x = k < 0 ? t->params : t->opt_state + (size_t)k * n;
+		const char *name = k < 0 ? "params.npy" : state_files(eng->s.optimizer)[k];
+		char what[300];
+		if (model_nonfinite(&eng->shape, x, what, sizeof what))
+			return ERR(e, ERR_NONFINITE, "non-finite state after window %" PRId64
+				   " (update %" PRId64 "): %s would hold %s; no checkpoint of step %"
+				   PRId64 " is written", t->step, eng->updates_done, name, what,
+				   t->step);
+	}
+	return ERR_OK;
+}
+
 int checkpoint_write(const struct checkpoint_source *t, const char *root, char *out,
 		     size_t cap, struct err *e)
 {
@@ -703,6 +747,7 @@ int checkpoint_write(const struct checkpoint_source *t, const char *root, char *
 	struct ckpt_commit_info ci;
 	int rc;
 
+	ERR_TRY(check_publishable(t, e));
 	ERR_TRY(ckpt_begin(root, (uint64_t)t->step, &w, e));
 	if ((rc = add_files(w, t, e)) != ERR_OK) {
 		ckpt_abort(w);

@@ -34,7 +34,9 @@
  * altered file), a configuration whose math keys differ from the stored config.ini, a
  * corpus whose data lock differs from the stored one, another normalization, another
  * optimizer (its state cannot become another's), or content that does not fit the model
- * (wrong parameter count, missing rank file). devices.world
+ * (wrong parameter count, missing rank file) or that no run could train on (a NaN or
+ * infinity in any tensor, a negative AdamW second moment, an updates_done its histories
+ * contradict), naming the file and the tensor. devices.world
  * (and with it train.accumulation) may differ in exact mode only; there an exact-mode
  * checkpoint of another backend is refused too (elastic.h). The optimizer's keys
  * (KEY_OPTIM) may differ when the caller allows it (a resumed train run): the loaded
@@ -131,7 +133,9 @@ struct checkpoint_source {
 };
 
 /* Writes checkpoint <root>/step-NNNN (NNNN = t->step) of t through the atomic store; its
- * directory goes to out. */
+ * directory goes to out. Parameters or optimizer state holding NaN or infinity are
+ * refused first (ERR_NONFINITE naming the step, the update, the file and the first bad
+ * tensor), with nothing written: a checkpoint is always one a run can train on. */
 int checkpoint_write(const struct checkpoint_source *t, const char *root, char *out,
 		     size_t cap, struct err *e);
 

@@ -206,12 +206,14 @@ void train_result_free(struct train_result *r)
 	r->params = r->momentum = NULL;
 }
 
-/* Adds the consistent state a failed run can be resumed from to its error message. */
+/* Adds the consistent state a failed run can be resumed from to its error message (in a
+ * run directory, runs/latest still points to it). */
 static void name_newest_checkpoint(const struct trainer *t, struct err *e)
 {
 	size_t len = strlen(e->msg);
 	snprintf(e->msg + len, sizeof e->msg - len, " (newest checkpoint: %s, step %" PRId64
-		 "; continue with --resume %s)", t->checkpoint, t->last_ckpt_step, t->checkpoint);
+		 "%s; continue with --resume %s)", t->checkpoint, t->last_ckpt_step,
+		 t->o.run_dir && t->checkpoints_written > 0 ? ", still runs/latest" : "", t->checkpoint);
 }
 
 int train_run(const struct env *v, const struct train_opts *o, struct train_result *res,
@@ -225,7 +227,8 @@ int train_run(const struct env *v, const struct train_opts *o, struct train_resu
 	int rc = trainer_open(&t, v, o, e);
 	if (rc == ERR_OK && (rc = train_loop(&t, e)) == ERR_OK)
 		rc = train_finish(&t, res, e);
-	else if (rc != ERR_OK && rc != ERR_INTERRUPTED && t.checkpoint[0])
+	/* the final checkpoint's failure (the publication gate's too) names it as well */
+	if (rc != ERR_OK && rc != ERR_INTERRUPTED && t.checkpoint[0])
 		name_newest_checkpoint(&t, e);
 	int crc = trainer_close(&t, rc == ERR_OK ? e : NULL);
 	if (rc == ERR_OK)

@@ -193,50 +193,69 @@ static void utc_now(char *out, size_t cap)
 	snprintf(out + n, cap - n, ".%03dZ", (int)(tv.tv_usec / 1000));
 }
 
+/* A real of the metrics line: JSON has no NaN or infinity, so those are null (the line's
+ * "nonfinite" flag then says why). */
+static json_t *real_or_null(double x)
+{
+	return isfinite(x) ? json_real(x) : json_null();
+}
+
+/* Whether an accepted window's loss or gradient went NaN or infinite: the run stops. */
+static int window_nonfinite(const struct window_result *wr)
+{
+	return !wr->rejected && (!isfinite(wr->loss) || !isfinite(wr->grad_norm));
+}
+
+/* The line's optional fields: the per-rank numbers, clipping, l2, validation and the
+ * non-finite flag. */
+static void metrics_extras(const struct trainer *t, const struct window *w,
+			   const struct window_result *wr, json_t *line)
+{
+	json_t *sums = json_array(), *waits = json_array();
+	/* per rank (global rank order): its loss sum and its time inside collectives,
+	 * barrier waits for slower ranks included */
+	for (int r = 0; r < w->world; r++) {
+		json_array_append_new(sums, real_or_null(wr->rank_loss_sum[r]));
+		json_array_append_new(waits, json_real(wr->rank_seconds_coll[r]));
+	}
+	json_object_set_new(line, "rank_loss_sum", sums);
+	json_object_set_new(line, "rank_seconds_coll", waits);
+	/* with clipping on: what the reduced gradient (whose norm is grad_norm) was scaled by */
+	if (t->v->s->clip > 0 && !wr->rejected)
+		json_object_set_new(line, "clip_factor", real_or_null(wr->clip_factor));
+	if (t->v->s->l2 > 0 && !wr->rejected) /* the l2 term's part of "loss" */
+		json_object_set_new(line, "loss_l2", real_or_null(wr->loss_l2));
+	/* the validation loss, on the steps [train] eval_every evaluates */
+	if (t->val.step == t->step && t->step > 0) {
+		json_object_set_new(line, "val_loss", real_or_null(t->val.loss));
+		json_object_set_new(line, "val_accuracy", real_or_null(t->val.accuracy));
+	}
+	if (window_nonfinite(wr))
+		json_object_set_new(line, "nonfinite", json_true());
+}
+
 static json_t *metrics_line(const struct trainer *t, const struct window *w,
 			    const struct window_result *wr)
 {
 	char now[40];
-	json_t *toks = json_array(), *sums = json_array(), *waits = json_array();
-	for (int r = 0; r < w->world; r++) {
+	json_t *toks = json_array();
+	for (int r = 0; r < w->world; r++)
 		json_array_append_new(toks, json_integer(wr->rank_tokens[r]));
-		json_array_append_new(sums, json_real(wr->rank_loss_sum[r]));
-		json_array_append_new(waits, json_real(wr->rank_seconds_coll[r]));
-	}
 	utc_now(now, sizeof now);
 	json_t *line = json_pack("{s:I, s:I, s:I, s:o, s:I, s:b, s:o, s:o, s:f, s:f, s:f, s:s, s:f, s:s, "
 			 "s:f}",
 			 "step", (json_int_t)t->step, "window", (json_int_t)window_number(w),
 			 "updates_done", (json_int_t)t->r.eng->updates_done, "rank_tokens", toks,
 			 "N", (json_int_t)wr->N, "rejected", wr->rejected, "loss",
-			 wr->rejected ? json_null() : json_real(wr->loss), "grad_norm",
-			 wr->rejected ? json_null() : json_real(wr->grad_norm), "seconds",
+			 wr->rejected ? json_null() : real_or_null(wr->loss), "grad_norm",
+			 wr->rejected ? json_null() : real_or_null(wr->grad_norm), "seconds",
 			 wr->seconds, "tokens_per_s",
 			 wr->seconds > 0 ? (double)wr->N / wr->seconds : 0.0, "seconds_coll",
 			 wr->seconds_coll, "backend", engine_backend_name(t->r.eng), "lr",
 			 wr->lr, "time", now, "elapsed",
 			 clock_now_s() - t->opened_at);
-	/* per rank (global rank order): its loss sum and its time inside collectives,
-	 * barrier waits for slower ranks included */
-	/* with clipping on: what the reduced gradient (whose norm is grad_norm) was scaled by */
-	if (line && t->v->s->clip > 0 && !wr->rejected)
-		json_object_set_new(line, "clip_factor", json_real(wr->clip_factor));
-	if (line) {
-		json_object_set_new(line, "rank_loss_sum", sums);
-		json_object_set_new(line, "rank_seconds_coll", waits);
-		if (t->v->s->l2 > 0 && !wr->rejected) /* the l2 term's part of "loss" */
-			json_object_set_new(line, "loss_l2", json_real(wr->loss_l2));
-	} else {
-		json_decref(sums);
-		json_decref(waits);
-	}
-	/* the validation loss, on the steps [train] eval_every evaluates */
-	if (line && t->val.step == t->step && t->step > 0) {
-		json_object_set_new(line, "val_loss",
-				    isnan(t->val.loss) ? json_null() : json_real(t->val.loss));
-		json_object_set_new(line, "val_accuracy", isnan(t->val.accuracy) ? json_null() :
-				    json_real(t->val.accuracy));
-	}
+	if (line)
+		metrics_extras(t, w, wr, line);
 	return line;
 }
 
@@ -286,6 +305,23 @@ static void count_step(struct trainer *t, const struct window *w,
 		t->run_mode = -2;
 }
 
+/* A window that went non-finite (engine_window's ERR_NONFINITE in e) is a step whose
+ * metrics line is written, so that plots show where the run diverged; the run then
+ * stops, and no checkpoint holds its update. */
+static int nonfinite_step(struct trainer *t, const struct window *w,
+			  const struct window_result *wr, struct err *e)
+{
+	struct err line;
+	err_clear(&line);
+	count_step(t, w, wr);
+	if (t->metrics && write_metrics(t, w, wr, &line))
+		env_info(t->v, "train: %s", line.msg);
+	size_t len = strlen(e->msg);
+	snprintf(e->msg + len, sizeof e->msg - len, "; the run stops at step %" PRId64 " without "
+		 "checkpointing it", t->step);
+	return ERR_NONFINITE;
+}
+
 int trainer_step(struct trainer *t, struct window *w, int flags, struct window_result *wr,
 		 struct err *e)
 {
@@ -299,8 +335,11 @@ int trainer_step(struct trainer *t, struct window *w, int flags, struct window_r
 	if (stride_due || train_ckpt_due(&t->o, next))
 		flags |= ENGINE_CHECK_REPLICAS;
 	sampler_get_state(&t->r.sampler, &before);
-	if ((rc = sampler_next(&t->r.sampler, w, e)) ||
-	    (rc = engine_window(t->r.eng, w, t->mode, flags, wr, e)))
+	if ((rc = sampler_next(&t->r.sampler, w, e)))
+		return rc;
+	if ((rc = engine_window(t->r.eng, w, t->mode, flags, wr, e)) == ERR_NONFINITE)
+		return nonfinite_step(t, w, wr, e);
+	if (rc)
 		return rc;
 	if (wr->rejected && t->v->s->empty_window == EMPTY_ERROR) {
 		/* not a step: the window stays the next one */

@@ -76,6 +76,20 @@ fails 5 "llm.c model file version.bin: version 5" "$DDPTOK" "$G" parity $small -
 mkdir dir.bin
 # shellcheck disable=SC2086
 fails 4 "llm.c model file dir.bin: not a regular file (a directory)" "$DDPTOK" "$G" parity $small --set model.init=llmc:dir.bin
+# a FIFO is refused at once (it used to block in open() for a writer that never came)
+mkfifo fifo.bin
+# shellcheck disable=SC2086
+fails 4 "llm.c model file fifo.bin: not a regular file (a FIFO)" timeout 60 "$DDPTOK" "$G" parity $small --set model.init=llmc:fifo.bin
+# NaN or infinite weights are refused, naming the file and the tensor: an infinity in
+# the first weight of wte, a NaN in the file's last float
+size=$(wc -c < gpt.bin)
+cp gpt.bin inf.bin && printf '\000\000\200\177' | dd of=inf.bin bs=1 seek=1024 count=4 conv=notrunc 2> /dev/null
+cp gpt.bin nan.bin && printf '\000\000\300\177' | dd of=nan.bin bs=1 seek=$((size - 4)) count=4 conv=notrunc 2> /dev/null
+# shellcheck disable=SC2086
+fails 5 "llm.c model file inf.bin: its weights hold 1 non-finite value, the first in tensor wte\[0, 0\] = inf" "$DDPTOK" "$G" parity $small --set model.init=llmc:inf.bin
+# shellcheck disable=SC2086
+fails 5 "llm.c model file nan.bin: its weights hold 1 non-finite value, the first in tensor .* = nan" "$DDPTOK" "$G" train $small --set model.init=llmc:nan.bin --set run.artifacts=nan-art
+[ ! -e nan-art/runs/latest ] || { echo "FAIL: a run from nan.bin left runs/latest"; exit 1; }
 # shellcheck disable=SC2086
 fails 3 "gpt.bin: header field L = 2, but model.layers needs 3" "$DDPTOK" "$G" parity $small --set model.layers=3 --set model.init=llmc:gpt.bin
 # shellcheck disable=SC2086
