@@ -184,6 +184,18 @@ static int load_config(const char *dir, struct cfg *stored, struct err *e)
 	return ERR_OK;
 }
 
+int checkpoint_stored_int(const char *dir, const char *section, const char *name,
+			  long long *out, struct err *e)
+{
+	struct cfg stored = {0};
+	int rc = load_config(dir, &stored, e);
+	if (rc == ERR_OK)
+		*out = cfg_int(&stored, section, name);
+	if (stored.vals)
+		cfg_free(&stored);
+	return rc;
+}
+
 /* The optimizer's keys (KEY_OPTIM) whose value in the current configuration `cur` differs
  * from the stored one, as changes from the stored value to the current one. */
 static int optim_changes(const char *dir, const struct cfg *cur, const struct cfg *stored,

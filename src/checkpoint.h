@@ -99,6 +99,10 @@ enum checkpoint_checks {
 	CHECKPOINT_CHECK_OPTIM_MAY_CHANGE = 16,
 };
 
+/* An integer key of the configuration checkpoint dir was trained with (its config.ini). */
+int checkpoint_stored_int(const char *dir, const char *section, const char *name,
+			  long long *out, struct err *e);
+
 /* Verifies and reads checkpoint `dir`. Always verifies the store (manifest, sizes,
  * digests) and the content (state.json, params and state shaped like a->s's model, one
  * rank file per rank); `checks` adds the comparisons above (c may be NULL without

@@ -338,8 +338,8 @@ static int run_dir_after_checkpoint(struct trainer *t, const char *root, struct 
 {
 	if (!t->o.run_dir || strcmp(root, t->o.ckpt_root) != 0)
 		return ERR_OK;
-	ERR_TRY(train_runs_prune(t->v, root, t->o.keep, t->step, e));
-	return train_runs_mark_latest(root, e);
+	ERR_TRY(train_runs_prune(t->v, root, t->o.keep, t->step, NULL, e));
+	return train_runs_mark_latest(t->v, root, e);
 }
 
 int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t cap,
