@@ -220,6 +220,38 @@ static int optim_changes(const char *dir, const struct cfg *cur, const struct cf
 	return ERR_OK;
 }
 
+/* train.updates is no optimizer key (a resume may lengthen a run), but under a cosine or
+ * linear schedule it is the schedule's horizon: a resume that changes it continues from its
+ * update on the new horizon (docs/optimizers.md), a change of the optimizer's rates that the
+ * run's history records. */
+static int horizon_change(const char *dir, const struct cfg *cur, const struct cfg *stored,
+			  struct train_changes *out, struct err *e)
+{
+	long long now = cfg_int(cur, "train", "updates"), then = cfg_int(stored, "train", "updates");
+	int decays = cfg_enum(cur, "train", "schedule") != SCHEDULE_CONSTANT ||
+		     cfg_enum(stored, "train", "schedule") != SCHEDULE_CONSTANT;
+	char from[32], to[32];
+	if (now == then || !decays)
+		return ERR_OK;
+	snprintf(from, sizeof from, "%lld", then);
+	snprintf(to, sizeof to, "%lld", now);
+	if (train_changes_add(out, 0, "train.updates", from, to))
+		return ERR(e, ERR_DATA, "checkpoint %s: too many changed settings", dir);
+	return ERR_OK;
+}
+
+/* The rate the checkpoint's own settings give its next update (NaN when its config.ini
+ * does not make settings): what a change of the schedule's keys is printed against. */
+static double stored_next_lr(const struct cfg *stored, int64_t updates_done)
+{
+	struct settings st;
+	struct err ignore;
+	if (settings_from_cfg(stored, &st, &ignore) != ERR_OK)
+		return NAN;
+	struct lr_plan plan = {st.schedule, st.lr, st.lr_min, st.warmup, st.updates};
+	return optim_lr(&plan, updates_done + 1);
+}
+
 /* 2. The configuration the checkpoint was trained with (`stored`) against the current
  * one `cur`: with CHECKPOINT_CHECK_CONFIG every math key must match, except those the key
  * table marks as allowed to differ here: KEY_MODE with CHECKPOINT_CHECK_ANY_NORMALIZATION,
@@ -236,6 +268,7 @@ static int check_config(const char *dir, const struct cfg *cur, const struct cfg
 	if (checks & CHECKPOINT_CHECK_OPTIM_MAY_CHANGE) {
 		may_differ |= KEY_OPTIM;
 		ERR_TRY(optim_changes(dir, cur, stored, &ck->changed, e));
+		ERR_TRY(horizon_change(dir, cur, stored, &ck->changed, e));
 	}
 	if (elastic_resizable(cur, stored))
 		may_differ |= KEY_ELASTIC;
@@ -519,6 +552,7 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 		rc = read_rank_part(dir, r, ck, e);
 	if (rc == ERR_OK)
 		rc = check_updates(dir, &stored, ck, e);
+	ck->stored_next_lr = stored_next_lr(&stored, ck->updates_done);
 	if (rc == ERR_OK)
 		rc = read_tensors(dir, ck, e);
 	for (int i = 0; i < ck->changed.n; i++)

@@ -81,7 +81,9 @@ struct checkpoint {
 	struct elastic_record elastic; /* the machine, and exact mode's shards (elastic.h) */
 	struct train_changes changes;  /* the optimizer settings its run changed so far */
 	struct train_changes changed;  /* with CHECKPOINT_CHECK_OPTIM_MAY_CHANGE: the ones the
-					  current configuration changes (at ck->step) */
+					  current configuration changes (at ck->step), and
+					  train.updates under a cosine or linear schedule */
+	double stored_next_lr;         /* the rate of its next update under its own settings */
 };
 
 enum checkpoint_checks {
