@@ -348,17 +348,18 @@ static int stored_shape(const char *dir, const struct cfg *stored, int vocab,
  * relations this program checks between them), whatever the current configuration:
  * nothing could load one that does not (its updates_done: 6. below). The model its
  * config.ini describes holds ck->n parameters, with its vocabulary (stored_vocab); a
- * file source that leaves model.vocab = 0 took its vocabulary from its files: then any
- * vocabulary will do that makes the count (a model's parameters grow by the same
- * number with each id). */
-static int check_own_shape(const char *dir, const struct cfg *stored,
-			   const struct checkpoint *ck, struct err *e)
+ * file source that leaves model.vocab = 0 took its vocabulary from its files: then the
+ * vocabulary that makes the count is the model's (a model's parameters grow by the same
+ * number with each id). The vocabulary goes to ck->vocab. */
+static int check_own_shape(const char *dir, const struct cfg *stored, struct checkpoint *ck,
+			   struct err *e)
 {
 	struct model_shape m, none, one;
 	char text[300];
 	int vocab = stored_vocab(stored);
 	if (vocab) {
 		ERR_TRY(stored_shape(dir, stored, vocab, &m, e));
+		ck->vocab = vocab;
 		if (m.n_params == ck->n)
 			return ERR_OK;
 		model_shape_text(&m, text, sizeof text);
@@ -368,8 +369,10 @@ static int check_own_shape(const char *dir, const struct cfg *stored,
 	ERR_TRY(stored_shape(dir, stored, 0, &none, e));
 	ERR_TRY(stored_shape(dir, stored, 1, &one, e));
 	size_t per_id = one.n_params - none.n_params;
-	if (ck->n > none.n_params && per_id > 0 && (ck->n - none.n_params) % per_id == 0)
+	if (ck->n > none.n_params && per_id > 0 && (ck->n - none.n_params) % per_id == 0) {
+		ck->vocab = (int)((ck->n - none.n_params) / per_id);
 		return ERR_OK;
+	}
 	model_shape_text(&none, text, sizeof text);
 	return ERR(e, ERR_DATA, "checkpoint %s: no vocabulary makes a model %s (its config.ini) "
 		   "hold its %zu parameters", dir, text, ck->n);
@@ -520,6 +523,45 @@ static int check_updates(const char *dir, const struct cfg *stored, const struct
 			   "history makes %" PRId64, dir, ck->updates_done, ck->step, declined,
 			   ck->step - declined);
 	return ERR_OK;
+}
+
+int checkpoint_check_model(const struct env *v, const char *dir, struct err *e)
+{
+	struct cfg stored = {0};
+	char diff[600];
+	int rc = load_config(dir, &stored, e);
+	if (rc == ERR_OK) {
+		const char *kind = cfg_str(&stored, "model", "kind");
+		if (strcmp(kind, v->s->model_kind) != 0)
+			rc = ERR(e, ERR_DATA, "checkpoint %s holds a model of kind %s (model.kind of "
+				 "its config.ini), this configuration's model.kind is %s: use it with "
+				 "the configuration it was trained with", dir, kind, v->s->model_kind);
+		else if (cfg_diff(v->cfg, &stored, KEY_SHAPE, 0, diff, sizeof diff) > 0)
+			rc = ERR(e, ERR_DATA, "checkpoint %s holds a model of another shape (this "
+				 "configuration != checkpoint): %s", dir, diff);
+	}
+	if (stored.vals)
+		cfg_free(&stored);
+	return rc;
+}
+
+int checkpoint_load_model(const struct env *v, const char *dir, struct checkpoint *ck,
+			  struct settings *s, struct err *e)
+{
+	struct cfg stored = {0};
+	struct err sub;
+	err_clear(&sub);
+	int rc = checkpoint_load(v, dir, NULL, 0, ck, e);
+	if (rc == ERR_OK && (rc = load_config(dir, &stored, e)) == ERR_OK &&
+	    settings_from_cfg(&stored, s, &sub) != ERR_OK)
+		rc = ERR(e, ERR_DATA, "checkpoint %s: its config.ini describes no model this "
+			 "program knows: %s", dir, sub.msg);
+	s->vocab = ck->vocab;
+	if (stored.vals)
+		cfg_free(&stored);
+	if (rc)
+		checkpoint_free(ck);
+	return rc;
 }
 
 int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c,

@@ -84,6 +84,8 @@ struct checkpoint {
 					  current configuration changes (at ck->step), and
 					  train.updates under a cosine or linear schedule */
 	double stored_next_lr;         /* the rate of its next update under its own settings */
+	int vocab;                     /* its model's vocabulary (its config.ini's, or what
+					  makes its parameter count for a file source's) */
 };
 
 enum checkpoint_checks {
@@ -100,6 +102,17 @@ enum checkpoint_checks {
 	 * differences go to ck->changed */
 	CHECKPOINT_CHECK_OPTIM_MAY_CHANGE = 16,
 };
+
+/* Whether checkpoint dir holds a model of the current configuration's model.kind and
+ * shape keys (its config.ini against v's): checked first, so that a checkpoint of another
+ * model is refused as such (ERR_DATA) before its step, its data or its corpus are. */
+int checkpoint_check_model(const struct env *v, const char *dir, struct err *e);
+
+/* Verifies and reads checkpoint dir for a command that needs its parameters only (export,
+ * sample), with the settings it was trained with (its config.ini) into *s, their vocab its
+ * model's: no corpus, nothing of the current configuration. */
+int checkpoint_load_model(const struct env *v, const char *dir, struct checkpoint *ck,
+			  struct settings *s, struct err *e);
 
 /* An integer key of the configuration checkpoint dir was trained with (its config.ini). */
 int checkpoint_stored_int(const char *dir, const char *section, const char *name,

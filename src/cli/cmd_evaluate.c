@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "checkpoint.h"
 #include "corpus_core.h"
 #include "outputs.h"
 #include "report.h"
@@ -50,6 +51,7 @@ int cmd_evaluate(struct app *a, struct err *e)
 	const char *dir = NULL;
 	int rc;
 	if ((rc = env_outputs_ready(&a->env, e)) || (rc = cmd_evaluate_choose(a, &dir, &plan, e)) ||
+	    (dir && world_get()->proc == 0 && (rc = checkpoint_check_model(&a->env, dir, e))) ||
 	    (rc = train_evaluate(&a->env, dir, &ev, e)))
 		return rc;
 	if (world_get()->proc > 0)

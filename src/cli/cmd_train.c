@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "outputs.h"
 #include "procs.h"
 #include "report.h"
@@ -35,6 +36,10 @@ static int make_plan(struct app *a, struct train_plan *plan, struct err *e)
 		rc = train_runs_prune_latest(&a->env, e);
 		if (rc == ERR_OK && a->o.resume_dir)
 			rc = train_plan_resume(&a->env, a->o.resume_dir, plan, e);
+		/* another model's checkpoint is refused as such, before its step (already
+		 * past updates?) or its data (the corpus) are compared */
+		if (rc == ERR_OK && plan->resume[0])
+			rc = checkpoint_check_model(&a->env, plan->resume, e);
 		if (rc == ERR_OK && !(plan->resume[0] && plan->resume_step >= a->s.updates))
 			rc = train_plan_run(&a->env, plan, e);
 	}

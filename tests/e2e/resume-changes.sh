@@ -1,7 +1,9 @@
 # What a resume changes and what it refuses, said before anything else: raising
 # train.updates under a cosine schedule continues on the new horizon, printed with the
 # learning rate before and after and recorded in the run's changes (under a constant
-# schedule it is no change).
+# schedule it is no change). A checkpoint of another model kind is refused as such, before
+# its step or data are compared; sample and export read a checkpoint alone, whatever the
+# configuration's data and model.
 set -eu
 fail() { echo "FAIL: $*"; exit 1; }
 T="$CONF/tiny.ini"
@@ -42,4 +44,43 @@ if grep -q "train.updates:\|learning rate of update" c2.out; then
 	fail "a constant schedule recorded a change: $(cat c2.out)"
 fi
 grep -q '"original_settings": true' c-art/runs/latest/train.json || fail "constant: train.json"
+
+# --- a checkpoint of another model kind, named as such first ------------------------------
+G="$CONF/gpt-tiny.ini"
+for how in "train --resume $A --set train.updates=3" "train --resume $A" \
+	"evaluate --checkpoint $A"; do
+	set +e
+	# shellcheck disable=SC2086
+	"$DDPTOK" "$G" $how --set devices.backend=cpu > kind.out 2>&1
+	rc=$?
+	set -e
+	[ "$rc" -eq 5 ] || fail "$how with gpt-tiny.ini: exit $rc: $(cat kind.out)"
+	grep -q "checkpoint $A/step-0010 holds a model of kind window_mlp (model.kind of its config.ini), this configuration's model.kind is gpt" \
+		kind.out || fail "$how with gpt-tiny.ini: $(cat kind.out)"
+done
+# ... and of another shape
+set +e
+run train --resume "$A" --set model.hidden=9 --set train.updates=3 > shape.out 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 5 ] && grep -q "holds a model of another shape .*model.hidden" shape.out ||
+	fail "another shape: exit $rc: $(cat shape.out)"
+
+# --- sample and export need the checkpoint only ----------------------------------------------
+"$DDPTOK" "$G" train --set devices.backend=cpu --set train.updates=2 --set run.artifacts=g-art \
+	--set run.outputs=g-out > g.out || fail "gpt train: $(cat g.out)"
+GC=g-art/runs/$(readlink g-art/runs/latest)/step-0002
+"$DDPTOK" "$G" export --llmc own.bin --checkpoint "$GC" --set devices.backend=cpu \
+	--set run.outputs=g-out > own.out || fail "export: $(cat own.out)"
+"$DDPTOK" "$G" sample --checkpoint "$GC" --seed 5 --set devices.backend=cpu \
+	--set run.outputs=g-out > own-sample.out || fail "sample: $(cat own-sample.out)"
+# with tiny.ini: another model kind, other data, an outputs directory without a corpus
+run export --llmc other.bin --checkpoint "$GC" --set run.outputs=x-out > other.out 2>&1 ||
+	fail "export with an unrelated configuration: $(cat other.out)"
+cmp own.bin other.bin || fail "export with an unrelated configuration wrote other bytes"
+run sample --checkpoint "$GC" --seed 5 --set run.outputs=x-out > other-sample.out 2>&1 ||
+	fail "sample with an unrelated configuration: $(cat other-sample.out)"
+[ "$(grep '^sample: [0-9]' own-sample.out)" = "$(grep '^sample: [0-9]' other-sample.out)" ] ||
+	fail "sample with an unrelated configuration drew other ids"
+[ ! -e x-out/corpus ] || fail "a corpus was prepared for a command that needs none"
 echo "ok"
