@@ -146,11 +146,11 @@ static int latest_without_checkpoint(const struct env *v, const char *dir,
 	ERR_TRY(train_runs_root(v, root, sizeof root, e));
 	ERR_TRY(train_runs_newest_complete(root, other, sizeof other, e));
 	if (!other[0])
-		return ERR(e, why->code, "latest: run %s has no checkpoint to resume (%s); start "
-			   "a new run with `train`", dir, why->msg);
-	return ERR(e, why->code, "latest: run %s has no checkpoint to resume (%s); start a new "
-		   "run with `train`, or continue the newest run that has one with --resume %s",
-		   dir, why->msg, other);
+		return ERR(e, why->code, "latest: run %s has no checkpoint yet (%s); start a new "
+			   "run with `train`", dir, why->msg);
+	return ERR(e, why->code, "latest: run %s has no checkpoint yet (%s); the newest run "
+		   "that has one is %s: name it (--resume or --checkpoint %s), or start a new run "
+		   "with `train`", dir, why->msg, other, other);
 }
 
 /* A directory that holds no checkpoint (why: the store's word): say so, and what it

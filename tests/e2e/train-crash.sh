@@ -95,7 +95,7 @@ run train --resume latest $L > none.out 2>&1
 rc=$?
 set -e
 [ "$rc" -eq 5 ] || fail "resume of a run without checkpoints: exit $rc: $(cat none.out)"
-grep -q "latest: run $D has no checkpoint to resume (no checkpoint in $D); start a new run with \`train\`, or continue the newest run that has one with --resume $C" \
+grep -q "latest: run $D has no checkpoint yet (no checkpoint in $D); the newest run that has one is $C: name it (--resume or --checkpoint $C), or start a new run with \`train\`" \
 	none.out || fail "resume of a run without checkpoints: $(cat none.out)"
 set +e
 "$DDPTOK" "$T" train --set devices.backend=cuda > cuda.out 2>&1 # fails once its run is made
