@@ -137,6 +137,13 @@ static int latest_run(const struct env *v, char *out, size_t cap, struct err *e)
 	return ERR_OK;
 }
 
+/* Whether the store's refusal of a directory says it holds no checkpoint at all (rather
+ * than some, none of them valid). */
+static int holds_none(const struct err *why)
+{
+	return strncmp(why->msg, "no checkpoint in ", 17) == 0;
+}
+
 /* "latest" names a run without a valid checkpoint (one stopped before its first): what
  * to do instead. */
 static int latest_without_checkpoint(const struct env *v, const char *dir,
@@ -145,12 +152,13 @@ static int latest_without_checkpoint(const struct env *v, const char *dir,
 	char root[FSX_PATH_MAX], other[FSX_PATH_MAX];
 	ERR_TRY(train_runs_root(v, root, sizeof root, e));
 	ERR_TRY(train_runs_newest_complete(root, other, sizeof other, e));
+	const char *none = holds_none(why) ? "no checkpoint yet" : "no valid checkpoint";
 	if (!other[0])
-		return ERR(e, why->code, "latest: run %s has no checkpoint yet (%s); start a new "
-			   "run with `train`", dir, why->msg);
-	return ERR(e, why->code, "latest: run %s has no checkpoint yet (%s); the newest run "
-		   "that has one is %s: name it (--resume or --checkpoint %s), or start a new run "
-		   "with `train`", dir, why->msg, other, other);
+		return ERR(e, why->code, "latest: run %s has %s (%s); start a new run with "
+			   "`train`", dir, none, why->msg);
+	return ERR(e, why->code, "latest: run %s has %s (%s); the newest run that has one is "
+		   "%s: name it (--resume or --checkpoint %s), or start a new run with `train`",
+		   dir, none, why->msg, other, other);
 }
 
 /* A directory that holds no checkpoint (why: the store's word): say so, and what it
@@ -159,7 +167,7 @@ static int no_checkpoint_in(const char *dir, const struct err *why, struct err *
 {
 	char **names = NULL, held[600] = "";
 	size_t count = 0, len = 0;
-	if (strncmp(why->msg, "no checkpoint in ", 17) != 0)
+	if (!holds_none(why))
 		return ERR(e, why->code, "%s", why->msg); /* some, none valid: the store says why */
 	if (fsx_list_dir(dir, &names, &count, e) != ERR_OK)
 		return e->code;
