@@ -46,20 +46,27 @@ static int format_matches(const char *fmt, const char *name)
 	return fnmatch(pattern, name, FNM_PERIOD) == 0;
 }
 
+/* The ".tmp.<pid>" at the end of a temporary's name "<name>.tmp.<pid>", else NULL. */
+static const char *tmp_suffix(const char *name)
+{
+	const char *t = NULL;
+	for (const char *q = strstr(name, ".tmp."); q; q = strstr(q + 1, ".tmp."))
+		t = q;
+	if (!t || !t[5] || strspn(t + 5, "0123456789") != strlen(t + 5) || t == name)
+		return NULL;
+	return t;
+}
+
 /* Whether a file name is one of the formats, or the temporary "<one of them>.tmp.<pid>". */
 static int file_matches(const char *const *formats, const char *name)
 {
 	char base[NAME_MAX + 1];
-	const char *t = strstr(name, ".tmp.");
+	const char *t = tmp_suffix(name);
 	size_t n;
 	for (size_t i = 0; formats[i]; i++)
 		if (format_matches(formats[i], name))
 			return 1;
-	/* the last ".tmp." followed by digits only */
-	for (const char *q = t; q; q = strstr(q + 1, ".tmp."))
-		t = q;
-	if (!t || !t[5] || strspn(t + 5, "0123456789") != strlen(t + 5) ||
-	    (n = (size_t)(t - name)) == 0 || n >= sizeof base)
+	if (!t || (n = (size_t)(t - name)) >= sizeof base)
 		return 0;
 	memcpy(base, name, n);
 	base[n] = '\0';
@@ -73,10 +80,8 @@ static int file_matches(const char *const *formats, const char *name)
  * it now: not to be removed), else 0. */
 static long live_temporary(const char *name)
 {
-	const char *t = NULL;
-	for (const char *q = strstr(name, ".tmp."); q; q = strstr(q + 1, ".tmp."))
-		t = q;
-	if (!t || !t[5] || strspn(t + 5, "0123456789") != strlen(t + 5) || strlen(t + 5) > 9)
+	const char *t = tmp_suffix(name);
+	if (!t || strlen(t + 5) > 9)
 		return 0;
 	long pid = strtol(t + 5, NULL, 10);
 	return store_pid_running(pid) ? pid : 0;
@@ -339,14 +344,18 @@ static int list_root(const char *root, int partial_only, const char *const *file
 		else if (why[i][0])
 			rc = add_left(p, l.v[i].path, why[i], e);
 	}
-	for (size_t i = 0; i < count && !rc && !partial_only; i++) {
+	for (size_t i = 0; i < count && !rc; i++) {
 		int entry = 0;
 		char q[FSX_PATH_MAX];
 		for (size_t j = 0; j < l.n && !entry; j++)
 			entry = !strcmp(l.v[j].name, names[i]);
 		if (entry || (rc = fsx_join(q, sizeof q, root, names[i], e)))
 			continue;
-		if (files && is_type(q, 0) && file_matches(files, names[i]))
+		int owned = files && is_type(q, 0) && file_matches(files, names[i]);
+		/* scope partial: of the run's files, only the temporaries of writes cut short */
+		if (partial_only && !(owned && tmp_suffix(names[i])))
+			continue;
+		if (owned)
 			rc = add_owned_file(p, q, names[i], e);
 		else
 			rc = add_left(p, q, "not a checkpoint", e);
@@ -376,7 +385,8 @@ static int list_runs(const char *runs, int partial_only, struct clean_list *p, s
 		if ((rc = fsx_join(q, sizeof q, runs, names[i], e)) || lstat(q, &st) != 0)
 			continue;
 		if (S_ISLNK(st.st_mode) && file_matches(link_files, names[i]))
-			rc = partial_only ? ERR_OK : add_owned_file(p, q, names[i], e);
+			rc = partial_only && !tmp_suffix(names[i]) ? ERR_OK
+								   : add_owned_file(p, q, names[i], e);
 		else if (S_ISDIR(st.st_mode))
 			rc = list_root(q, partial_only, run_files, p, e);
 		else

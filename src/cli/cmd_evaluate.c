@@ -11,7 +11,9 @@
 #include <jansson.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "checkpoint.h"
 #include "corpus_core.h"
 #include "outputs.h"
 #include "report.h"
@@ -20,14 +22,21 @@
 
 int cmd_evaluate_choose(struct app *a, const char **dir, struct train_plan *plan, struct err *e)
 {
-	char runs[FSX_PATH_MAX], link[FSX_PATH_MAX];
+	char runs[FSX_PATH_MAX], link[FSX_PATH_MAX], newest[FSX_PATH_MAX];
+	struct stat st;
 	*dir = a->o.checkpoint;
 	if (world_get()->proc > 0)
 		return ERR_OK;
 	memset(plan, 0, sizeof *plan);
 	ERR_TRY(train_runs_root(&a->env, runs, sizeof runs, e));
 	ERR_TRY(fsx_join(link, sizeof link, runs, OUTPUT_RUNS_LATEST, e));
-	const char *spec = a->o.checkpoint ? a->o.checkpoint : fsx_exists(link) ? "latest" : NULL;
+	/* the latest run also when its link is lost or stale: it is found from the runs */
+	if (!a->o.checkpoint && lstat(link, &st) != 0)
+		ERR_TRY(train_runs_newest_complete(runs, newest, sizeof newest, e));
+	else
+		newest[0] = '\0';
+	int any_run = a->o.checkpoint || lstat(link, &st) == 0 || newest[0];
+	const char *spec = a->o.checkpoint ? a->o.checkpoint : any_run ? "latest" : NULL;
 	if (!spec)
 		return ERR_OK;
 	ERR_TRY(train_plan_resume(&a->env, spec, plan, e));
@@ -42,6 +51,7 @@ int cmd_evaluate(struct app *a, struct err *e)
 	const char *dir = NULL;
 	int rc;
 	if ((rc = env_outputs_ready(&a->env, e)) || (rc = cmd_evaluate_choose(a, &dir, &plan, e)) ||
+	    (dir && world_get()->proc == 0 && (rc = checkpoint_check_model(&a->env, dir, e))) ||
 	    (rc = train_evaluate(&a->env, dir, &ev, e)))
 		return rc;
 	if (world_get()->proc > 0)

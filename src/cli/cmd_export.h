@@ -9,11 +9,12 @@
 #include "checkpoint.h"
 
 int cmd_export(struct app *a, struct err *e);
-/* For the commands that read one gpt checkpoint (export, sample): refuses another
- * model.kind naming `what`, chooses the checkpoint as evaluate does (--checkpoint or the
- * latest run's newest valid one), loads it with its corpus (checked against this
- * configuration's shape and data lock) into ck and c. Free both on success. */
+/* For the commands that read one gpt checkpoint (export, sample): chooses the checkpoint
+ * as evaluate does (--checkpoint or the latest run's newest valid one) and loads it alone
+ * into ck, with the settings it was trained with into s (checkpoint_load_model: no
+ * corpus); a checkpoint of another model.kind is refused naming `what`. Free ck on
+ * success. */
 int cmd_export_load_gpt(struct app *a, const char *what, struct checkpoint *ck,
-			struct corpus *c, struct err *e);
+			struct settings *s, struct err *e);
 
 #endif

@@ -138,16 +138,14 @@ static int report(struct app *a, const struct checkpoint *ck, const struct sampl
 int cmd_sample(struct app *a, struct err *e)
 {
 	struct checkpoint ck;
-	struct corpus c;
+	struct settings s;
 	struct model_shape m;
 	struct sample_opts o;
 	int32_t *prompt = NULL, *out = NULL;
 	int n = 0, rc;
-	if ((rc = options(a, &o, e)) || (rc = cmd_export_load_gpt(a, "sample", &ck, &c, e)))
+	if ((rc = options(a, &o, e)) || (rc = cmd_export_load_gpt(a, "sample", &ck, &s, e)))
 		return rc;
-	struct settings s = a->s;
-	s.vocab = corpus_model_vocab(&a->s, &c);
-	int shift = gpt_llmc_reserved(a->s.source);
+	int shift = gpt_llmc_reserved(s.source);
 	ERR_TRY_GOTO(rc, model_shape_init(&m, &s, e), done);
 	prompt = malloc(sizeof(int32_t) * (size_t)s.context);
 	out = malloc(sizeof(int32_t) * ((size_t)o.tokens + 1));
@@ -162,6 +160,5 @@ done:
 	free(prompt);
 	free(out);
 	checkpoint_free(&ck);
-	corpus_free(&c);
 	return rc;
 }

@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "outputs.h"
 #include "procs.h"
 #include "report.h"
@@ -32,8 +33,13 @@ static int make_plan(struct app *a, struct train_plan *plan, struct err *e)
 	int rc = ERR_OK;
 	memset(plan, 0, sizeof *plan);
 	if (world_get()->proc == 0) {
-		if (a->o.resume_dir)
+		rc = train_runs_prune_latest(&a->env, e);
+		if (rc == ERR_OK && a->o.resume_dir)
 			rc = train_plan_resume(&a->env, a->o.resume_dir, plan, e);
+		/* another model's checkpoint is refused as such, before its step (already
+		 * past updates?) or its data (the corpus) are compared */
+		if (rc == ERR_OK && plan->resume[0])
+			rc = checkpoint_check_model(&a->env, plan->resume, e);
 		if (rc == ERR_OK && !(plan->resume[0] && plan->resume_step >= a->s.updates))
 			rc = train_plan_run(&a->env, plan, e);
 	}
@@ -81,10 +87,10 @@ static int already_done(struct app *a, const struct train_plan *plan)
 
 /* A failed new run leaves no empty run directory behind (process 0 made it); rc is
  * returned. */
-static int failed(const struct train_plan *plan, int rc)
+static int failed(struct app *a, const struct train_plan *plan, int rc)
 {
 	if (!plan->continues && world_get()->proc == 0)
-		train_runs_drop_empty(plan->run_dir);
+		train_runs_drop_empty(&a->env, plan);
 	return rc;
 }
 
@@ -138,7 +144,7 @@ int cmd_train(struct app *a, struct err *e)
 	if (plan.resume[0] && plan.resume_step >= a->s.updates)
 		return already_done(a, &plan);
 	if ((rc = train_opts_in_run(&a->env, kind, &plan, &o, e)))
-		return failed(&plan, rc);
+		return failed(a, &plan, rc);
 	app_train_hooks(a, &o);
 	announce(a, kind, &plan, &o);
 	/* held from the start: a signal while the corpus is loaded or the engine starts
@@ -147,7 +153,7 @@ int cmd_train(struct app *a, struct err *e)
 	rc = train_run(&a->env, &o, &res, e);
 	cli_signals_release();
 	if (rc != ERR_OK && rc != ERR_INTERRUPTED)
-		return failed(&plan, rc);
+		return failed(a, &plan, rc);
 	env_info(&a->env, "train: steps %" PRId64 " -> %" PRId64 " (%" PRId64 " updates in total, %" PRId64
 		 " empty windows skipped), loss %.6f -> %.6f, %" PRId64 " tokens in %.2f s "
 		 "(%.0f tokens/s, %s)", res.start_step, res.step, res.updates_done, res.skipped,

@@ -27,8 +27,25 @@ static void on_signal(int sig)
 	sigaction(SIGTERM, &dfl_action, NULL);
 }
 
+/* The output closed (`train | tee log` ended by Ctrl-C, `| head`): a stop request like
+ * SIGINT's unless one came first, so that the run still writes its checkpoint and summary;
+ * the writes after it fail with EPIPE instead, which the log ignores. */
+static void on_pipe(int sig)
+{
+	int saved_errno = errno;
+	if (!received) {
+		received = sig;
+		if (wake[1] >= 0) {
+			ssize_t n = write(wake[1], "", 1);
+			(void)n;
+		}
+	}
+	errno = saved_errno;
+	signal(SIGPIPE, SIG_IGN);
+}
+
 struct saved_signals {
-	struct sigaction old_int, old_term;
+	struct sigaction old_int, old_term, old_pipe;
 	int installed;
 };
 
@@ -59,6 +76,12 @@ void cli_signals_hold(void)
 		sigaction(SIGINT, &saved.old_int, NULL);
 		saved.installed = 0;
 	}
+	sa.sa_handler = on_pipe;
+	if (saved.installed && sigaction(SIGPIPE, &sa, &saved.old_pipe) != 0) {
+		sigaction(SIGINT, &saved.old_int, NULL);
+		sigaction(SIGTERM, &saved.old_term, NULL);
+		saved.installed = 0;
+	}
 	/* a mask inherited blocked (from the launcher) would keep the stop request pending
 	 * until the end of the run; one already pending is taken now, like a later one */
 	sigset_t stop_signals;
@@ -76,6 +99,12 @@ void cli_signals_release(void)
 	if (saved.installed) {
 		sigaction(SIGINT, &saved.old_int, NULL);
 		sigaction(SIGTERM, &saved.old_term, NULL);
+		/* once the output closed, a later write (the command's last lines) must not
+		 * kill the process that honoured it */
+		if (received == SIGPIPE)
+			signal(SIGPIPE, SIG_IGN);
+		else
+			sigaction(SIGPIPE, &saved.old_pipe, NULL);
 		saved.installed = 0;
 	}
 	/* the handler reads wake[1]: it sees -1 before the descriptor is closed (and reused) */
@@ -98,6 +127,8 @@ void cli_signals_rearm(void)
 {
 	if (depth == 0 || !saved.installed)
 		return;
+	if (received == SIGPIPE)
+		return; /* the output stays closed: a session cannot go on */
 	received = 0;
 	drain_wake();
 	sigaction(SIGINT, &hold_action, NULL);

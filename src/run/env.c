@@ -28,7 +28,10 @@ int env_stop_requested(const struct env *v)
 
 const char *env_stop_name(int reason)
 {
-	return reason == SIGINT ? "SIGINT" : reason == SIGTERM ? "SIGTERM" : "a stop request";
+	return reason == SIGINT    ? "SIGINT"
+	       : reason == SIGTERM ? "SIGTERM"
+	       : reason == SIGPIPE ? "a closed output (SIGPIPE)"
+				   : "a stop request";
 }
 
 /* A line longer than the stack buffer (sample's ids, say) is formatted again into one of

@@ -55,7 +55,8 @@ struct env {
 void env_init(struct env *v, const struct cfg *cfg, const struct settings *s);
 /* The reason to stop now (0: none). */
 int env_stop_requested(const struct env *v);
-/* "SIGINT", "SIGTERM" or "a stop request", for a value of *stop. */
+/* "SIGINT", "SIGTERM", "a closed output (SIGPIPE)" or "a stop request", for a value of
+ * *stop. */
 const char *env_stop_name(int reason);
 
 void env_info(const struct env *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -184,6 +184,18 @@ static int load_config(const char *dir, struct cfg *stored, struct err *e)
 	return ERR_OK;
 }
 
+int checkpoint_stored_int(const char *dir, const char *section, const char *name,
+			  long long *out, struct err *e)
+{
+	struct cfg stored = {0};
+	int rc = load_config(dir, &stored, e);
+	if (rc == ERR_OK)
+		*out = cfg_int(&stored, section, name);
+	if (stored.vals)
+		cfg_free(&stored);
+	return rc;
+}
+
 /* The optimizer's keys (KEY_OPTIM) whose value in the current configuration `cur` differs
  * from the stored one, as changes from the stored value to the current one. */
 static int optim_changes(const char *dir, const struct cfg *cur, const struct cfg *stored,
@@ -208,6 +220,38 @@ static int optim_changes(const char *dir, const struct cfg *cur, const struct cf
 	return ERR_OK;
 }
 
+/* train.updates is no optimizer key (a resume may lengthen a run), but under a cosine or
+ * linear schedule it is the schedule's horizon: a resume that changes it continues from its
+ * update on the new horizon (docs/optimizers.md), a change of the optimizer's rates that the
+ * run's history records. */
+static int horizon_change(const char *dir, const struct cfg *cur, const struct cfg *stored,
+			  struct train_changes *out, struct err *e)
+{
+	long long now = cfg_int(cur, "train", "updates"), then = cfg_int(stored, "train", "updates");
+	int decays = cfg_enum(cur, "train", "schedule") != SCHEDULE_CONSTANT ||
+		     cfg_enum(stored, "train", "schedule") != SCHEDULE_CONSTANT;
+	char from[32], to[32];
+	if (now == then || !decays)
+		return ERR_OK;
+	snprintf(from, sizeof from, "%lld", then);
+	snprintf(to, sizeof to, "%lld", now);
+	if (train_changes_add(out, 0, "train.updates", from, to))
+		return ERR(e, ERR_DATA, "checkpoint %s: too many changed settings", dir);
+	return ERR_OK;
+}
+
+/* The rate the checkpoint's own settings give its next update (NaN when its config.ini
+ * does not make settings): what a change of the schedule's keys is printed against. */
+static double stored_next_lr(const struct cfg *stored, int64_t updates_done)
+{
+	struct settings st;
+	struct err ignore;
+	if (settings_from_cfg(stored, &st, &ignore) != ERR_OK)
+		return NAN;
+	struct lr_plan plan = {st.schedule, st.lr, st.lr_min, st.warmup, st.updates};
+	return optim_lr(&plan, updates_done + 1);
+}
+
 /* 2. The configuration the checkpoint was trained with (`stored`) against the current
  * one `cur`: with CHECKPOINT_CHECK_CONFIG every math key must match, except those the key
  * table marks as allowed to differ here: KEY_MODE with CHECKPOINT_CHECK_ANY_NORMALIZATION,
@@ -224,6 +268,7 @@ static int check_config(const char *dir, const struct cfg *cur, const struct cfg
 	if (checks & CHECKPOINT_CHECK_OPTIM_MAY_CHANGE) {
 		may_differ |= KEY_OPTIM;
 		ERR_TRY(optim_changes(dir, cur, stored, &ck->changed, e));
+		ERR_TRY(horizon_change(dir, cur, stored, &ck->changed, e));
 	}
 	if (elastic_resizable(cur, stored))
 		may_differ |= KEY_ELASTIC;
@@ -303,17 +348,18 @@ static int stored_shape(const char *dir, const struct cfg *stored, int vocab,
  * relations this program checks between them), whatever the current configuration:
  * nothing could load one that does not (its updates_done: 6. below). The model its
  * config.ini describes holds ck->n parameters, with its vocabulary (stored_vocab); a
- * file source that leaves model.vocab = 0 took its vocabulary from its files: then any
- * vocabulary will do that makes the count (a model's parameters grow by the same
- * number with each id). */
-static int check_own_shape(const char *dir, const struct cfg *stored,
-			   const struct checkpoint *ck, struct model_shape *m, struct err *e)
+ * file source that leaves model.vocab = 0 took its vocabulary from its files: then the
+ * vocabulary that makes the count is the model's (a model's parameters grow by the same
+ * number with each id). The vocabulary goes to ck->vocab, the shape to m. */
+static int check_own_shape(const char *dir, const struct cfg *stored, struct checkpoint *ck,
+			   struct model_shape *m, struct err *e)
 {
 	struct model_shape none, one;
 	char text[300];
 	int vocab = stored_vocab(stored);
 	if (vocab) {
 		ERR_TRY(stored_shape(dir, stored, vocab, m, e));
+		ck->vocab = vocab;
 		if (m->n_params == ck->n)
 			return ERR_OK;
 		model_shape_text(m, text, sizeof text);
@@ -323,8 +369,10 @@ static int check_own_shape(const char *dir, const struct cfg *stored,
 	ERR_TRY(stored_shape(dir, stored, 0, &none, e));
 	ERR_TRY(stored_shape(dir, stored, 1, &one, e));
 	size_t per_id = one.n_params - none.n_params;
-	if (ck->n > none.n_params && per_id > 0 && (ck->n - none.n_params) % per_id == 0)
-		return stored_shape(dir, stored, (int)((ck->n - none.n_params) / per_id), m, e);
+	if (ck->n > none.n_params && per_id > 0 && (ck->n - none.n_params) % per_id == 0) {
+		ck->vocab = (int)((ck->n - none.n_params) / per_id);
+		return stored_shape(dir, stored, ck->vocab, m, e);
+	}
 	model_shape_text(&none, text, sizeof text);
 	return ERR(e, ERR_DATA, "checkpoint %s: no vocabulary makes a model %s (its config.ini) "
 		   "hold its %zu parameters", dir, text, ck->n);
@@ -496,6 +544,45 @@ static int check_updates(const char *dir, const struct cfg *stored, const struct
 	return ERR_OK;
 }
 
+int checkpoint_check_model(const struct env *v, const char *dir, struct err *e)
+{
+	struct cfg stored = {0};
+	char diff[600];
+	int rc = load_config(dir, &stored, e);
+	if (rc == ERR_OK) {
+		const char *kind = cfg_str(&stored, "model", "kind");
+		if (strcmp(kind, v->s->model_kind) != 0)
+			rc = ERR(e, ERR_DATA, "checkpoint %s holds a model of kind %s (model.kind of "
+				 "its config.ini), this configuration's model.kind is %s: use it with "
+				 "the configuration it was trained with", dir, kind, v->s->model_kind);
+		else if (cfg_diff(v->cfg, &stored, KEY_SHAPE, 0, diff, sizeof diff) > 0)
+			rc = ERR(e, ERR_DATA, "checkpoint %s holds a model of another shape (this "
+				 "configuration != checkpoint): %s", dir, diff);
+	}
+	if (stored.vals)
+		cfg_free(&stored);
+	return rc;
+}
+
+int checkpoint_load_model(const struct env *v, const char *dir, struct checkpoint *ck,
+			  struct settings *s, struct err *e)
+{
+	struct cfg stored = {0};
+	struct err sub;
+	err_clear(&sub);
+	int rc = checkpoint_load(v, dir, NULL, 0, ck, e);
+	if (rc == ERR_OK && (rc = load_config(dir, &stored, e)) == ERR_OK &&
+	    settings_from_cfg(&stored, s, &sub) != ERR_OK)
+		rc = ERR(e, ERR_DATA, "checkpoint %s: its config.ini describes no model this "
+			 "program knows: %s", dir, sub.msg);
+	s->vocab = ck->vocab;
+	if (stored.vals)
+		cfg_free(&stored);
+	if (rc)
+		checkpoint_free(ck);
+	return rc;
+}
+
 int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c,
 		    unsigned checks, struct checkpoint *ck, struct err *e)
 {
@@ -527,6 +614,7 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 		rc = read_rank_part(dir, r, ck, e);
 	if (rc == ERR_OK)
 		rc = check_updates(dir, &stored, ck, e);
+	ck->stored_next_lr = stored_next_lr(&stored, ck->updates_done);
 	if (rc == ERR_OK)
 		rc = read_tensors(dir, &own, ck, e);
 	for (int i = 0; i < ck->changed.n; i++)

@@ -83,7 +83,11 @@ struct checkpoint {
 	struct elastic_record elastic; /* the machine, and exact mode's shards (elastic.h) */
 	struct train_changes changes;  /* the optimizer settings its run changed so far */
 	struct train_changes changed;  /* with CHECKPOINT_CHECK_OPTIM_MAY_CHANGE: the ones the
-					  current configuration changes (at ck->step) */
+					  current configuration changes (at ck->step), and
+					  train.updates under a cosine or linear schedule */
+	double stored_next_lr;         /* the rate of its next update under its own settings */
+	int vocab;                     /* its model's vocabulary (its config.ini's, or what
+					  makes its parameter count for a file source's) */
 };
 
 enum checkpoint_checks {
@@ -100,6 +104,21 @@ enum checkpoint_checks {
 	 * differences go to ck->changed */
 	CHECKPOINT_CHECK_OPTIM_MAY_CHANGE = 16,
 };
+
+/* Whether checkpoint dir holds a model of the current configuration's model.kind and
+ * shape keys (its config.ini against v's): checked first, so that a checkpoint of another
+ * model is refused as such (ERR_DATA) before its step, its data or its corpus are. */
+int checkpoint_check_model(const struct env *v, const char *dir, struct err *e);
+
+/* Verifies and reads checkpoint dir for a command that needs its parameters only (export,
+ * sample), with the settings it was trained with (its config.ini) into *s, their vocab its
+ * model's: no corpus, nothing of the current configuration. */
+int checkpoint_load_model(const struct env *v, const char *dir, struct checkpoint *ck,
+			  struct settings *s, struct err *e);
+
+/* An integer key of the configuration checkpoint dir was trained with (its config.ini). */
+int checkpoint_stored_int(const char *dir, const char *section, const char *name,
+			  long long *out, struct err *e);
 
 /* Verifies and reads checkpoint `dir`. Always verifies the store (manifest, sizes,
  * digests) and the content (state.json, params and state shaped like a->s's model, one

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "ckpt.h"
 
 int train_runs_root(const struct env *v, char *out, size_t cap, struct err *e)
@@ -23,21 +24,164 @@ int train_runs_root(const struct env *v, char *out, size_t cap, struct err *e)
 	return fsx_join(out, cap, v->s->artifacts, artifacts_table[ART_RUNS], e);
 }
 
-/* The run directory runs/latest names (it must be one). */
+/* The newest checkpoint step directory of a run directory, by the store's listing (not
+ * verified), and the time its manifest was written; 0 when it holds none. */
+static int newest_step_time(const char *run, struct timespec *when)
+{
+	struct ckpt_listing l;
+	struct err ignore;
+	char manifest[FSX_PATH_MAX];
+	struct stat st;
+	int found = 0;
+	if (ckpt_list(run, &l, &ignore) != ERR_OK)
+		return 0;
+	for (size_t i = l.n; i-- > 0 && !found;)
+		if (l.v[i].kind == CKPT_STEP &&
+		    fsx_join(manifest, sizeof manifest, l.v[i].path, "MANIFEST.json", &ignore) ==
+			    ERR_OK && stat(manifest, &st) == 0) {
+			*when = st.st_mtim;
+			found = 1;
+		}
+	ckpt_listing_free(&l);
+	return found;
+}
+
+struct run_candidate {
+	char *name;
+	struct timespec when;
+};
+
+/* Newest first: by the time of the newest checkpoint, then by the id (the start time). */
+static int newer_first(const void *pa, const void *pb)
+{
+	const struct run_candidate *a = pa, *b = pb;
+	if (a->when.tv_sec != b->when.tv_sec)
+		return a->when.tv_sec < b->when.tv_sec ? 1 : -1;
+	if (a->when.tv_nsec != b->when.tv_nsec)
+		return a->when.tv_nsec < b->when.tv_nsec ? 1 : -1;
+	return strcmp(b->name, a->name);
+}
+
+int train_runs_newest_complete(const char *root, char *out, size_t cap, struct err *e)
+{
+	char **names = NULL, run[FSX_PATH_MAX];
+	size_t count = 0, n = 0;
+	struct stat st;
+	out[0] = '\0';
+	if (!fsx_is_dir(root))
+		return ERR_OK;
+	ERR_TRY(fsx_list_dir(root, &names, &count, e));
+	struct run_candidate *c = calloc(count ? count : 1, sizeof *c);
+	if (!c) {
+		fsx_free_names(names, count);
+		return ERR(e, ERR_NOMEM, "out of memory listing %s", root);
+	}
+	/* real directories only: not the link `latest` (nor a directory put in its place) */
+	for (size_t i = 0; i < count; i++)
+		if (strcmp(names[i], OUTPUT_RUNS_LATEST) && names[i][0] != '.' &&
+		    fsx_join(run, sizeof run, root, names[i], e) == ERR_OK &&
+		    lstat(run, &st) == 0 && S_ISDIR(st.st_mode) &&
+		    newest_step_time(run, &c[n].when))
+			c[n++].name = names[i];
+	qsort(c, n, sizeof *c, newer_first);
+	/* the listing's newest step may be damaged: the first run with a valid one */
+	for (size_t i = 0; i < n && !out[0]; i++) {
+		struct err ignore;
+		if (fsx_join(run, sizeof run, root, c[i].name, e) == ERR_OK &&
+		    ckpt_latest_valid(run, NULL, 0, NULL, NULL, &ignore) == ERR_OK)
+			snprintf(out, cap, "%s", run);
+	}
+	free(c);
+	fsx_free_names(names, count);
+	return ERR_OK;
+}
+
+/* Why runs/latest names no run directory: "" when it names one, which is then in out. */
+static int read_latest(const char *root, char *out, size_t cap, char *why, size_t why_cap,
+		       struct err *e)
+{
+	char link[FSX_PATH_MAX], id[NAME_MAX + 1];
+	struct stat st;
+	why[0] = '\0';
+	ERR_TRY(fsx_join(link, sizeof link, root, OUTPUT_RUNS_LATEST, e));
+	if (lstat(link, &st) != 0) {
+		snprintf(why, why_cap, "%s is missing", link);
+		return ERR_OK;
+	}
+	ssize_t n = S_ISLNK(st.st_mode) ? readlink(link, id, sizeof id - 1) : -1;
+	if (n < 0) {
+		snprintf(why, why_cap, "%s is not the link this program writes", link);
+		return ERR_OK;
+	}
+	id[n] = '\0';
+	if (strchr(id, '/') || fsx_join(out, cap, root, id, e) != ERR_OK || !fsx_is_dir(out))
+		snprintf(why, why_cap, "%s names run %s, which is gone", link, id);
+	return ERR_OK;
+}
+
+/* The run directory runs/latest names; when the link is missing, names no run directory
+ * or is not a link (a crash before its rename, a copy that turned it into a directory):
+ * the newest run with a valid checkpoint, said so. */
 static int latest_run(const struct env *v, char *out, size_t cap, struct err *e)
 {
-	char root[FSX_PATH_MAX], link[FSX_PATH_MAX], id[NAME_MAX + 1];
+	char root[FSX_PATH_MAX], why[FSX_PATH_MAX + NAME_MAX + 64];
 	ERR_TRY(train_runs_root(v, root, sizeof root, e));
-	ERR_TRY(fsx_join(link, sizeof link, root, OUTPUT_RUNS_LATEST, e));
-	ssize_t n = readlink(link, id, sizeof id - 1);
-	if (n < 0)
-		return ERR(e, ERR_DATA, "latest: no run yet (%s: %s); start one with `train`",
-			   link, strerror(errno));
-	id[n] = '\0';
-	ERR_TRY(fsx_join(out, cap, root, id, e));
-	if (!fsx_is_dir(out))
-		return ERR(e, ERR_DATA, "latest: %s names run %s, which is gone", link, id);
+	ERR_TRY(read_latest(root, out, cap, why, sizeof why, e));
+	if (!why[0])
+		return ERR_OK;
+	ERR_TRY(train_runs_newest_complete(root, out, cap, e));
+	if (!out[0])
+		return ERR(e, ERR_DATA, "latest: no run yet (%s, and no run under %s has a valid "
+			   "checkpoint); start one with `train`", why, root);
+	env_info(v, "latest: %s: taking the run with the newest valid checkpoint, %s", why, out);
 	return ERR_OK;
+}
+
+/* Whether the store's refusal of a directory says it holds no checkpoint at all (rather
+ * than some, none of them valid). */
+static int holds_none(const struct err *why)
+{
+	return strncmp(why->msg, "no checkpoint in ", 17) == 0;
+}
+
+/* "latest" names a run without a valid checkpoint (one stopped before its first): what
+ * to do instead. */
+static int latest_without_checkpoint(const struct env *v, const char *dir,
+				     const struct err *why, struct err *e)
+{
+	char root[FSX_PATH_MAX], other[FSX_PATH_MAX];
+	ERR_TRY(train_runs_root(v, root, sizeof root, e));
+	ERR_TRY(train_runs_newest_complete(root, other, sizeof other, e));
+	const char *none = holds_none(why) ? "no checkpoint yet" : "no valid checkpoint";
+	if (!other[0])
+		return ERR(e, why->code, "latest: run %s has %s (%s); start a new run with "
+			   "`train`", dir, none, why->msg);
+	return ERR(e, why->code, "latest: run %s has %s (%s); the newest run that has one is "
+		   "%s: name it (--resume or --checkpoint %s), or start a new run with `train`",
+		   dir, none, why->msg, other, other);
+}
+
+/* A directory that holds no checkpoint (why: the store's word): say so, and what it
+ * holds. */
+static int no_checkpoint_in(const char *dir, const struct err *why, struct err *e)
+{
+	char **names = NULL, held[600] = "";
+	size_t count = 0, len = 0;
+	if (!holds_none(why))
+		return ERR(e, why->code, "%s", why->msg); /* some, none valid: the store says why */
+	if (fsx_list_dir(dir, &names, &count, e) != ERR_OK)
+		return e->code;
+	for (size_t i = 0; i < count && len + 1 < sizeof held; i++) {
+		int n = i < 8 ? snprintf(held + len, sizeof held - len, "%s%s", i ? ", " : "",
+					 names[i])
+			      : snprintf(held + len, sizeof held - len, " and %zu more", count - i);
+		len += n > 0 ? (size_t)n : 0;
+		if (i >= 8)
+			break;
+	}
+	fsx_free_names(names, count);
+	return ERR(e, ERR_DATA, "there is no checkpoint in %s (no step-NNNN directory; it holds "
+		   "%s)", dir, count ? held : "nothing");
 }
 
 int train_plan_resume(const struct env *v, const char *spec, struct train_plan *plan,
@@ -61,7 +205,8 @@ int train_plan_resume(const struct env *v, const char *spec, struct train_plan *
 			return ERR_OK;
 		}
 		if (!strcmp(spec, "latest"))
-			return ERR(e, le.code, "latest: %s", le.msg);
+			return latest_without_checkpoint(v, dir, &le, e);
+		return no_checkpoint_in(dir, &le, e);
 	}
 	/* a checkpoint itself (or what is not one: the store's verification says why) */
 	int rc = ckpt_verify(dir, &rep, e);
@@ -133,23 +278,50 @@ int train_plan_run(const struct env *v, struct train_plan *plan, struct err *e)
 		char root[FSX_PATH_MAX];
 		plan->continues = 1; /* named by its id, not through the link `latest` */
 		ERR_TRY(train_runs_root(v, root, sizeof root, e));
-		return fsx_join(plan->run_dir, sizeof plan->run_dir, root, id, e);
+		ERR_TRY(fsx_join(plan->run_dir, sizeof plan->run_dir, root, id, e));
+	} else {
+		ERR_TRY(new_run(v, plan->run_dir, sizeof plan->run_dir, e));
 	}
-	return new_run(v, plan->run_dir, sizeof plan->run_dir, e);
+	/* from the start, not at the first checkpoint: `latest` is the run going on now (and
+	 * goes back to the one it named when the new run fails before writing anything) */
+	char root[FSX_PATH_MAX], link[FSX_PATH_MAX];
+	ERR_TRY(train_runs_root(v, root, sizeof root, e));
+	ERR_TRY(fsx_join(link, sizeof link, root, OUTPUT_RUNS_LATEST, e));
+	ssize_t n = readlink(link, plan->latest_before, sizeof plan->latest_before - 1);
+	plan->latest_before[n > 0 ? n : 0] = '\0';
+	return train_runs_mark_latest(v, plan->run_dir, e);
 }
 
-void train_runs_drop_empty(const char *run_dir)
+void train_runs_drop_empty(const struct env *v, const struct train_plan *plan)
 {
-	char root[FSX_PATH_MAX];
+	char root[FSX_PATH_MAX], link[FSX_PATH_MAX], now[NAME_MAX + 1], back[FSX_PATH_MAX];
 	struct err ignore;
+	const char *slash = strrchr(plan->run_dir, '/');
 	/* rmdir removes only an empty directory: nothing the run wrote can go */
-	if (rmdir(run_dir) == 0 && fsx_dirname(root, sizeof root, run_dir, &ignore) == ERR_OK)
-		rmdir(root);
+	if (rmdir(plan->run_dir) != 0 ||
+	    fsx_dirname(root, sizeof root, plan->run_dir, &ignore) != ERR_OK ||
+	    fsx_join(link, sizeof link, root, OUTPUT_RUNS_LATEST, &ignore) != ERR_OK)
+		return;
+	/* `latest` named the run since it was made: it names again the run it named before
+	 * (or, that one gone, the newest complete run) */
+	ssize_t n = readlink(link, now, sizeof now - 1);
+	if (n >= 0 && (now[n] = '\0', !strcmp(now, slash ? slash + 1 : plan->run_dir))) {
+		if (!plan->latest_before[0] ||
+		    fsx_join(back, sizeof back, root, plan->latest_before, &ignore) != ERR_OK ||
+		    !fsx_is_dir(back))
+			train_runs_newest_complete(root, back, sizeof back, &ignore);
+		if (back[0])
+			train_runs_mark_latest(v, back, &ignore);
+		else
+			unlink(link);
+	}
+	rmdir(root);
 }
 
-int train_runs_mark_latest(const char *run_dir, struct err *e)
+int train_runs_mark_latest(const struct env *v, const char *run_dir, struct err *e)
 {
 	char root[FSX_PATH_MAX], link[FSX_PATH_MAX], tmp[FSX_PATH_MAX + 32];
+	struct stat st;
 	ERR_TRY(fsx_dirname(root, sizeof root, run_dir, e));
 	ERR_TRY(fsx_join(link, sizeof link, root, OUTPUT_RUNS_LATEST, e));
 	const char *slash = strrchr(run_dir, '/');
@@ -158,6 +330,13 @@ int train_runs_mark_latest(const char *run_dir, struct err *e)
 	ssize_t n = readlink(link, now, sizeof now - 1);
 	if (n >= 0 && (now[n] = '\0', !strcmp(now, id)))
 		return ERR_OK;
+	/* a directory in the link's place is not the program's to replace (a copy of a run,
+	 * say): `latest` is then found from the run directories (latest_run) */
+	if (n < 0 && lstat(link, &st) == 0 && S_ISDIR(st.st_mode)) {
+		env_info(v, "train: note: %s is a directory, not the link this program writes: "
+			 "left as it is (`--resume latest` takes the newest complete run)", link);
+		return ERR_OK;
+	}
 	snprintf(tmp, sizeof tmp, "%s/%s.tmp.%ld", root, OUTPUT_RUNS_LATEST, (long)getpid());
 	unlink(tmp);
 	if (symlink(id, tmp) != 0)
@@ -184,7 +363,7 @@ static int remove_checkpoint(const char *run_dir, const struct ckpt_entry *en, s
 }
 
 int train_runs_prune(const struct env *v, const char *run_dir, int keep, int64_t newest,
-		     struct err *e)
+		     int *removed, struct err *e)
 {
 	struct ckpt_listing l;
 	int rc, older = 0;
@@ -204,11 +383,39 @@ int train_runs_prune(const struct env *v, const char *run_dir, int keep, int64_t
 			env_info(v, "train: keep = %d: %s left in place (%s)", keep, l.v[i].path, why);
 			continue;
 		}
-		if ((rc = remove_checkpoint(run_dir, &l.v[i], e)) == ERR_OK)
-			env_debug(v, "train: keep = %d: removed %s", keep, l.v[i].path);
+		if ((rc = remove_checkpoint(run_dir, &l.v[i], e)) != ERR_OK)
+			break;
+		env_debug(v, "train: keep = %d: removed %s", keep, l.v[i].path);
+		if (removed)
+			++*removed;
 	}
 	ckpt_listing_free(&l);
 	return rc;
+}
+
+int train_runs_prune_latest(const struct env *v, struct err *e)
+{
+	char root[FSX_PATH_MAX], run[FSX_PATH_MAX], why[FSX_PATH_MAX + NAME_MAX + 64];
+	char newest[FSX_PATH_MAX];
+	uint64_t step;
+	long long keep;
+	struct err none;
+	ERR_TRY(train_runs_root(v, root, sizeof root, e));
+	ERR_TRY(read_latest(root, run, sizeof run, why, sizeof why, e));
+	if (why[0])
+		ERR_TRY(train_runs_newest_complete(root, run, sizeof run, e));
+	/* kept counting from the newest *valid* checkpoint: newer damaged ones never make a
+	 * good one go */
+	if (!run[0] || ckpt_latest_valid(run, newest, sizeof newest, &step, NULL, &none) != ERR_OK)
+		return ERR_OK;
+	/* the keep that run was trained with: what its own pruning would have done */
+	int removed = 0;
+	ERR_TRY(checkpoint_stored_int(newest, "train", "keep", &keep, e));
+	ERR_TRY(train_runs_prune(v, run, (int)keep, (int64_t)step, &removed, e));
+	if (removed)
+		env_info(v, "train: run %s held more checkpoints than its train.keep = %lld (it "
+			 "ended before removing the older ones): removed %d", run, keep, removed);
+	return ERR_OK;
 }
 
 /* The step of a metrics line, or -1 when it has none. */

@@ -3,8 +3,10 @@
  * other. Each run started by `train` gets <artifacts>/runs/<id>/ (id: the UTC start time,
  * 20260131-123456, with -2, -3, ... when taken), holding its checkpoints step-NNNN, its
  * metrics.jsonl (one line per window) and train.json (the summary of its last session).
- * <artifacts>/runs/latest is a symbolic link to the run that wrote the newest checkpoint,
- * replaced atomically (a new link renamed over it), so it always names a whole run.
+ * <artifacts>/runs/latest is a symbolic link to the run started or continued last (set when
+ * its directory is made, so before its first checkpoint), replaced atomically (a new link
+ * renamed over it). When it is missing (a crash before the rename), names no run or is not
+ * a link, `latest` is the run with the newest valid checkpoint.
  *
  * Resuming the newest valid checkpoint of a run continues that run: its checkpoints go on
  * in the same directory and its metrics are appended (lines past the resumed step, left
@@ -15,6 +17,7 @@
 #ifndef DDPTOK_TRAIN_RUNS_H
 #define DDPTOK_TRAIN_RUNS_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +34,7 @@ struct train_plan {
 				       directory (or of the latest run) */
 	char run_dir[FSX_PATH_MAX]; /* the run directory (made by train_plan_run) */
 	int continues;              /* run_dir is the resumed checkpoint's own run */
+	char latest_before[NAME_MAX + 1]; /* the run runs/latest named before, "" none */
 };
 
 /* <artifacts>/runs. */
@@ -48,17 +52,29 @@ int train_plan_run(const struct env *v, struct train_plan *plan, struct err *e);
 
 /* Removes a new run's directory that is still empty (a run that failed before writing
  * anything), and <artifacts>/runs with it when that leaves it empty; anything holding a
- * file stays. On process 0 only. */
-void train_runs_drop_empty(const char *run_dir);
+ * file stays. `latest`, which named the run from its start, names again the run it named
+ * before (gone: the newest complete run; none: no link). On process 0 only. */
+void train_runs_drop_empty(const struct env *v, const struct train_plan *plan);
 
-/* Points runs/latest to run_dir's run (a link renamed over the old one). */
-int train_runs_mark_latest(const char *run_dir, struct err *e);
+/* Points runs/latest to run_dir's run (a link renamed over the old one). A directory in
+ * the link's place is left as it is, with a note. */
+int train_runs_mark_latest(const struct env *v, const char *run_dir, struct err *e);
+
+/* The run directory under root whose newest checkpoint was written last and is valid
+ * (the store's verification), or "" when no run has one: `latest` when the link is lost. */
+int train_runs_newest_complete(const char *root, char *out, size_t cap, struct err *e);
 
 /* Removes the checkpoints of run_dir older than the `keep` newest (the newest is step
- * `newest`, just written, never removed; nor is any step directory that holds anything
- * the store did not write). The removed ones go to the debug log. */
+ * `newest`, never removed; nor is any step directory that holds anything the store did
+ * not write). The removed ones go to the debug log, their count to *removed (may be
+ * NULL). */
 int train_runs_prune(const struct env *v, const char *run_dir, int keep, int64_t newest,
-		     struct err *e);
+		     int *removed, struct err *e);
+
+/* Finishes the pruning a run killed after publishing a checkpoint did not do: the latest
+ * run keeps the train.keep it was trained with, counted from its newest valid checkpoint.
+ * Run when train starts, on process 0. */
+int train_runs_prune_latest(const struct env *v, struct err *e);
 
 /* Drops the lines of a metrics file whose step is past `step` (rewritten atomically, only
  * when there are some). A missing file is fine. */

@@ -80,10 +80,14 @@ static void adopt_changes(struct trainer *t, const struct checkpoint *ck)
 			env_info(t->v, "train: note: the history holds %d changes, this one is not "
 				 "recorded", TRAIN_MAX_CHANGES);
 	}
-	if (ck->changed.n)
-		env_info(t->v, "train: the optimizer settings changed on resume (recorded in the "
-			 "checkpoints' history): the run no longer follows the trajectory of its "
-			 "original settings bit for bit");
+	if (!ck->changed.n)
+		return;
+	env_info(t->v, "train: learning rate of update %" PRId64 ": %g with the checkpoint's "
+		 "settings -> %g with these (docs/optimizers.md)", t->r.eng->updates_done + 1,
+		 ck->stored_next_lr, engine_next_lr(t->r.eng));
+	env_info(t->v, "train: the optimizer settings changed on resume (recorded in the "
+		 "checkpoints' history): the run no longer follows the trajectory of its "
+		 "original settings bit for bit");
 }
 
 /* Takes over what the checkpoint recorded besides the engine's state. */
@@ -377,8 +381,8 @@ static int run_dir_after_checkpoint(struct trainer *t, const char *root, struct 
 {
 	if (!t->o.run_dir || strcmp(root, t->o.ckpt_root) != 0)
 		return ERR_OK;
-	ERR_TRY(train_runs_prune(t->v, root, t->o.keep, t->step, e));
-	return train_runs_mark_latest(root, e);
+	ERR_TRY(train_runs_prune(t->v, root, t->o.keep, t->step, NULL, e));
+	return train_runs_mark_latest(t->v, root, e);
 }
 
 int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t cap,

@@ -100,9 +100,9 @@ fails 3 "header field V = 512, but data.vocab needs at least 600" "$DDPTOK" "$G"
 fails 3 "expected llmc:FILE" "$DDPTOK" "$G" parity $small --set model.init=gpt.bin
 fails 3 "model.kind = window_mlp" "$DDPTOK" "$CONF/minimum.ini" parity --set model.init=llmc:gpt.bin
 
-# export: a window_mlp checkpoint is refused naming model.kind; a failed write leaves nothing
+# export: a window_mlp checkpoint is refused naming its model.kind; a failed write leaves nothing
 "$DDPTOK" "$CONF/minimum.ini" train --continuous --set train.updates=2 --set run.artifacts=mlp --set run.outputs=mlp-out > /dev/null
-fails 3 "export: model.kind = window_mlp" "$DDPTOK" "$CONF/minimum.ini" export --llmc mlp.bin --set run.artifacts=mlp --set run.outputs=mlp-out
+fails 3 "export: checkpoint .* holds a model of kind window_mlp" "$DDPTOK" "$CONF/minimum.ini" export --llmc mlp.bin --set run.artifacts=mlp --set run.outputs=mlp-out
 [ ! -e mlp.bin ]
 # shellcheck disable=SC2086
 fails 4 "no/such/dir" "$DDPTOK" "$G" export --llmc no/such/dir/x.bin $small

@@ -33,7 +33,10 @@ while [ $(($(date +%s) - start)) -lt 25 ] && [ "$trials" -lt 60 ]; do
 	r=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
 	ms=$((r % span))
 	how=--continuous
-	if [ -e artifacts/runs/latest ] && [ ! -e artifacts/runs/latest/step-0012 ]; then
+	# latest names a run from its start: one killed before its first checkpoint has
+	# nothing to resume, and a new run starts
+	if ls -d artifacts/runs/latest/step-* > /dev/null 2>&1 &&
+		[ ! -e artifacts/runs/latest/step-0012 ]; then
 		how="--resume latest"
 	fi
 	# shellcheck disable=SC2086

@@ -25,11 +25,11 @@ hung() {
 hung train --inject-hang 1:2
 grep -q "window 2: rank 1 did not arrive within $T s (devices.timeout): last in forward/backward of microbatch 1, for .*; its thread is left behind" err.txt ||
 	fail "parked rank: $(cat err.txt)"
-run=$(ls -d artifacts/runs/*/)
+run=artifacts/runs/$(readlink artifacts/runs/latest) # named from the run's start
+[ "$(ls -d artifacts/runs/2*/ | wc -l)" -eq 1 ] || fail "runs: $(ls artifacts/runs)"
 [ "$(wc -l < "$run/metrics.jsonl")" -eq 1 ] || fail "metrics of window 2 written"
 [ ! -e "$run/train.json" ] || fail "a summary of a failed run was written"
-[ -z "$(ls -d "$run"/*step-* 2>/dev/null)" ] && [ ! -e artifacts/runs/latest ] ||
-	fail "checkpoint written: $(ls -a "$run")"
+[ -z "$(ls -d "$run"/*step-* 2>/dev/null)" ] || fail "checkpoint written: $(ls -a "$run")"
 
 # slow (six timeouts) rather than parked: named as late; the run ends long before it would
 rm -rf outputs artifacts
