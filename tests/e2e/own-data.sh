@@ -127,6 +127,14 @@ for i in range(48): print(json.dumps({"tokens": [(i * 7 + k) % 90 + 1 for k in r
 grep -q "train.sampling = epochs (the default for file data): each of the 38 training" uniform.txt
 grep -q '^plan = balanced$' uni-art/runs/latest/step-0020/config.ini
 grep -q '^sampling = epochs$' uni-art/runs/latest/step-0020/config.ini
+# the length bands, chosen on file data, say how much more often they draw the smaller
+# band (and draw independently: no epochs were asked for)
+"$DDPTOK" "$CONF/own-data.ini" --set data.path="$DATA/npy" --set train.plan=length_bands \
+	--set run.outputs=lb-out --set run.artifacts=lb-art train > lb.txt 2>&1 ||
+	{ cat lb.txt; echo "FAIL: the length bands on own data"; exit 1; }
+grep -q "^sampler: train.plan = length_bands draws 8 sequences per window from each of 2 length bands, which hold [0-9]* to [0-9]* training sequences: a sequence of the smallest band is drawn [0-9.]* times as often" lb.txt ||
+	{ cat lb.txt; echo "FAIL: the length bands' reweighting was not announced"; exit 1; }
+grep -q '^sampling = independent$' lb-art/runs/latest/step-0020/config.ini
 # refused before anything is written (exit 3): a key only the synthetic source reads, and
 # epochs with the length bands
 config_refused() { # EXPECTED-TEXT --set...
