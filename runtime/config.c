@@ -531,6 +531,14 @@ int cfg_set(struct cfg *c, const char *assignment, struct err *e)
 	return parse_value(&c->keys[idx], eq + 1, "--set", "--set", &c->vals[idx], e);
 }
 
+int cfg_put(struct cfg *c, const char *section, const char *name, const char *value,
+	    const char *origin, struct err *e)
+{
+	int idx = find_index(c, section, name);
+	assert(idx >= 0 && "undeclared configuration key");
+	return parse_value(&c->keys[idx], value, origin, origin, &c->vals[idx], e);
+}
+
 /* ------------------------------------------------------------------------- access */
 
 static const struct cfg_value *lookup(const struct cfg *c, const char *section,

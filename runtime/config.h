@@ -80,6 +80,10 @@ int cfg_load_file(struct cfg *c, const char *path, struct err *e);
 int cfg_load_text(struct cfg *c, const char *text, const char *origin, struct err *e);
 /* Applies "section.key=value". */
 int cfg_set(struct cfg *c, const char *assignment, struct err *e);
+/* Sets the declared key [section] name to `value`, recording `origin` as where it came
+ * from (a rule of the program, e.g. a default that depends on another key). */
+int cfg_put(struct cfg *c, const char *section, const char *name, const char *value,
+	    const char *origin, struct err *e);
 /* Typed access; aborting on an undeclared key is a programming error (assert). */
 long long cfg_int(const struct cfg *c, const char *section, const char *name);
 double cfg_float(const struct cfg *c, const char *section, const char *name);

@@ -886,6 +886,98 @@ START_TEST(protocol_stop_at)
 }
 END_TEST
 
+/* A file source left without train.plan and train.sampling takes balanced and epochs,
+ * recorded as the file-data default (and written so by cfg_write); given, a plan is kept
+ * (the length bands then draw independently); the synthetic source keeps the table's
+ * defaults; epochs with the length bands are refused naming both keys. */
+START_TEST(file_source_defaults)
+{
+	static const struct {
+		const char *source, *sets;
+		int plan, sampling, plan_chosen, sampling_chosen;
+	} cases[] = {
+		{"npy", "", RANK_SPLIT_BALANCED, SAMPLING_EPOCHS, 1, 1},
+		{"jsonl", "train.plan=length_bands", RANK_SPLIT_LENGTH_BANDS, SAMPLING_INDEPENDENT, 0, 0},
+		{"llmc", "train.plan=length_bands", RANK_SPLIT_LENGTH_BANDS, SAMPLING_INDEPENDENT, 0, 0},
+		{"megatron", "train.sampling=independent", RANK_SPLIT_BALANCED, SAMPLING_INDEPENDENT, 1, 0},
+		{"npy", "train.shards=4", RANK_SPLIT_BALANCED, SAMPLING_EPOCHS, 1, 1},
+		{"synthetic", "", RANK_SPLIT_LENGTH_BANDS, SAMPLING_INDEPENDENT, 0, 0},
+	};
+	char set[128];
+	struct err e;
+	for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+		struct cfg c;
+		struct settings s;
+		init_defaults(&c);
+		err_clear(&e);
+		snprintf(set, sizeof set, "data.source=%s", cases[t].source);
+		ck_assert_int_eq(cfg_set(&c, set, &e), ERR_OK);
+		if (strcmp(cases[t].source, "synthetic"))
+			ck_assert_int_eq(cfg_set(&c, "data.path=somewhere", &e), ERR_OK);
+		if (cases[t].sets[0])
+			ck_assert_int_eq(cfg_set(&c, cases[t].sets, &e), ERR_OK);
+		ck_assert_msg(settings_for_source(&c, &e) == ERR_OK, "%s", e.msg);
+		ck_assert_msg(settings_from_cfg(&c, &s, &e) == ERR_OK, "%s", e.msg);
+		ck_assert_int_eq(s.rank_split, cases[t].plan);
+		ck_assert_int_eq(s.sampling, cases[t].sampling);
+		ck_assert_int_eq(settings_file_default(&c, "train", "plan"), cases[t].plan_chosen);
+		ck_assert_int_eq(settings_file_default(&c, "train", "sampling"),
+				 cases[t].sampling_chosen);
+		/* what config.ini records */
+		char *text = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&text, &len);
+		ck_assert_int_eq(cfg_write(&c, f), 0);
+		fclose(f);
+		snprintf(set, sizeof set, "\nsampling = %s\n", sampling_name(cases[t].sampling));
+		ck_assert_msg(strstr(text, set), "%s", text);
+		snprintf(set, sizeof set, "\nplan = %s\n", rank_split_name(cases[t].plan));
+		ck_assert_msg(strstr(text, set), "%s", text);
+		free(text);
+		cfg_free(&c);
+	}
+	expect_relation_error("train.sampling=epochs", NULL, "sampling = epochs",
+			      "plan = length_bands");
+}
+END_TEST
+
+/* The keys only the synthetic source reads are refused for a file source, in the file or
+ * with --set, naming the key, its value, where it came from and what decides instead;
+ * left at their defaults they are no error. */
+START_TEST(synthetic_keys_refused_for_files)
+{
+	static const char *const keys[] = {"train", "validation", "test", "vocab", "prefix_max",
+					   "branching"};
+	char set[128], want[128];
+	struct err e;
+	for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+		struct cfg c;
+		init_defaults(&c);
+		err_clear(&e);
+		ck_assert_int_eq(cfg_load_text(&c, "[data]\nsource = jsonl\npath = x.jsonl\n",
+					       "mine.ini", &e), ERR_OK);
+		ck_assert_int_eq(settings_for_source(&c, &e), ERR_OK);
+		snprintf(set, sizeof set, "data.%s=9", keys[k]);
+		ck_assert_int_eq(cfg_set(&c, set, &e), ERR_OK);
+		ck_assert_int_eq(settings_for_source(&c, &e), ERR_CONFIG);
+		snprintf(want, sizeof want, "mine.ini: [data] %s = 9 (from --set): only the "
+			 "synthetic source reads it; with [data] source = jsonl", keys[k]);
+		ck_assert_msg(strstr(e.msg, want), "%s", e.msg);
+		cfg_free(&c);
+	}
+	struct cfg c;
+	init_defaults(&c);
+	err_clear(&e);
+	ck_assert_int_eq(cfg_load_text(&c, "[data]\nsource = npy\npath = d\ntrain = 100\n",
+				       "mine.ini", &e), ERR_OK);
+	ck_assert_int_eq(settings_for_source(&c, &e), ERR_CONFIG);
+	ck_assert_msg(strstr(e.msg, "mine.ini: [data] train = 100: only the synthetic source"),
+		      "%s", e.msg);
+	ck_assert_msg(strstr(e.msg, "[data] split decides the splits"), "%s", e.msg);
+	cfg_free(&c);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -914,7 +1006,13 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, relations);
 	tcase_add_test(tc, write_round_trip);
 	tcase_add_test(tc, diff_math);
+
 	suite_add_tcase(s, tc);
+	TCase *source = tcase_create("source");
+	tcase_add_test(source, file_source_defaults);
+	tcase_add_test(source, synthetic_keys_refused_for_files);
+	tcase_set_timeout(source, 30); /* milliseconds unloaded */
+	suite_add_tcase(s, source);
 	return s;
 }
 

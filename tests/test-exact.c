@@ -3,8 +3,8 @@
  *
  * For K = 8 and W = 1, 2, 4, 8 (CPU backend, host collective): the reduced gradient and
  * the loss sum of every window, and the parameters after 5 updates, are identical bit for
- * bit (memcmp), for both shard orders, both layouts and both reduce ops, on the window
- * MLP and on a small GPT (AdamW with clipping); the single-device
+ * bit (memcmp), for both shard orders, both layouts and both reduce ops, windows drawn
+ * independently or in epochs, on the window MLP and on a small GPT (AdamW with clipping); the single-device
  * reference is the W-device gradient exactly. The check can fail: one rank adding two of
  * its shards in each other's place changes the bits. The window is one list whatever W
  * (same ids in the same order), the length order sorts it, the balanced order evens the
@@ -128,6 +128,9 @@ START_TEST(every_world_gives_the_same_bits)
 		"train.shard_order=balanced model.layout=packed devices.reduce=sum",
 		"train.shard_order=length model.layout=padded devices.reduce=sum",
 		"train.shard_order=balanced model.layout=padded devices.reduce=avg",
+		/* epochs of 40 sequences, 24 per window: windows span the ends of epochs */
+		"train.sampling=epochs data.train=40 train.shard_order=balanced "
+		"model.layout=packed devices.reduce=avg",
 	};
 	for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++)
 		assert_every_world_same(variants[v]);

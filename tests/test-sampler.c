@@ -3,7 +3,9 @@
  *
  * Band membership is recomputed here from the documented integer bounds; the greedy
  * balanced split is checked on a hand-worked example and, on sampled windows, against
- * the length_bands split of the same draw (same sequences, smaller token spread).
+ * the length_bands split of the same draw (same sequences, smaller token spread). With
+ * train.sampling = epochs every training sequence is drawn once per epoch and a sampler
+ * restored mid-epoch continues bit for bit.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -440,6 +442,24 @@ START_TEST(test_assign_empty_and_replan_bands)
 }
 END_TEST
 
+/* The next `count` windows of a and b (a restored copy of a's state): the same window
+ * numbers, ids in the same places (exact mode: the same shards, whatever each one's
+ * world) and, on the same world, token counts per rank. */
+static void draw_alike(struct sampler *a, struct window *wa, struct sampler *b,
+		       struct window *wb, int count)
+{
+	for (int k = 0; k < count; k++) {
+		next_ok(a, wa);
+		next_ok(b, wb);
+		ck_assert_int_eq(wb->index, wa->index);
+		ck_assert_int_eq(wa->n_ids, wb->n_ids);
+		ck_assert_msg(!memcmp(wa->storage, wb->storage, (size_t)wa->n_ids * sizeof(int)),
+			      "window %lld differs after the restore", window_number(wa));
+		for (int r = 0; wa->world == wb->world && r < wa->world; r++)
+			ck_assert_int_eq(wa->rank_tokens[r], wb->rank_tokens[r]);
+	}
+}
+
 START_TEST(test_state_round_trip)
 {
 	struct settings s;
@@ -463,16 +483,7 @@ START_TEST(test_state_round_trip)
 		sampler_ok(&b, &c, &s);
 		next_ok(&b, &wb); /* a fresh sampler elsewhere in its stream */
 		sampler_set_state(&b, &st);
-		for (int k = 0; k < 5; k++) {
-			next_ok(&a, &wa);
-			next_ok(&b, &wb);
-			ck_assert_int_eq(wa.index, 7 + k);
-			ck_assert_int_eq(wb.index, wa.index);
-			ck_assert_int_eq(wa.n_ids, wb.n_ids);
-			ck_assert_mem_eq(wa.storage, wb.storage, (size_t)wa.n_ids * sizeof(int));
-			for (int r = 0; r < s.world; r++)
-				ck_assert_int_eq(wa.rank_tokens[r], wb.rank_tokens[r]);
-		}
+		draw_alike(&a, &wa, &b, &wb, 5);
 		/* and a sampler from the same seed that did not skip differs from window 7 on */
 		{
 			struct sampler f;
@@ -486,6 +497,184 @@ START_TEST(test_state_round_trip)
 			ck_assert(differ);
 			sampler_free(&f);
 		}
+		window_free(&wa);
+		window_free(&wb);
+		sampler_free(&a);
+		sampler_free(&b);
+		corpus_free(&c);
+	}
+}
+END_TEST
+
+/* The epoch stream by itself: window after window, positions e x n .. (e+1) x n - 1 of
+ * the ids taken are a permutation of the n training ids, for every epoch e; the epochs'
+ * orders differ from each other and from the ascending order. n = 30 and 7 per window:
+ * windows span the ends of epochs. */
+START_TEST(test_epoch_stream_once_per_epoch)
+{
+	enum { FIRST = 5, N = 30, NEED = 7, EPOCHS = 7 }; /* 7 x 30 = 30 windows of 7 */
+	struct epoch_stream es;
+	struct err e;
+	int stream[EPOCHS * N];
+
+	err_clear(&e);
+	ck_assert_int_eq(epoch_init(&es, FIRST, N, NEED, 77, &e), ERR_OK);
+	for (int k = 0; k < EPOCHS * N / NEED; k++)
+		memcpy(stream + k * NEED, epoch_take(&es, k), NEED * sizeof *stream);
+	for (int ep = 0; ep < EPOCHS; ep++) {
+		int seen[N] = {0}, ascending = 1;
+		for (int i = 0; i < N; i++) {
+			int id = stream[ep * N + i];
+			ck_assert_int_ge(id, FIRST);
+			ck_assert_int_lt(id, FIRST + N);
+			ck_assert_msg(!seen[id - FIRST]++, "epoch %d: id %d twice", ep, id);
+			ascending &= id == FIRST + i;
+		}
+		ck_assert_msg(!ascending, "epoch %d is not shuffled", ep);
+		if (ep > 0)
+			ck_assert(memcmp(stream + ep * N, stream + (ep - 1) * N, N * sizeof *stream));
+	}
+	ck_assert_int_eq(es.epoch, EPOCHS); /* standing at the next window's epoch */
+	epoch_free(&es);
+	err_clear(&e);
+	ck_assert_int_eq(epoch_init(&es, FIRST, N, N + 1, 77, &e), ERR_CHECK);
+}
+END_TEST
+
+/* Sorted ids of windows [from, to) of sampler sp into out; returns how many. */
+static int draw_windows(struct sampler *sp, struct window *w, int from, int to, int *out)
+{
+	int k = 0;
+	for (int win = from; win < to; win++) {
+		next_ok(sp, w);
+		ck_assert_int_eq(w->index, win);
+		window_ids_sorted(w, out + k);
+		k += w->n_ids;
+	}
+	qsort(out, (size_t)k, sizeof *out, cmp_int);
+	return k;
+}
+
+/* train.sampling = epochs under the balanced plan (W = 2 and 3) and in exact mode: over
+ * windows that make whole epochs every training sequence is drawn once per epoch (300
+ * sequences, 16 or 24 per window: whole epochs after lcm / need windows), and the windows
+ * inside the first epoch never repeat one; independent windows do (the case epochs fix). */
+START_TEST(test_epochs_draw_each_once)
+{
+	static const struct { int world, shards, epochs; } cases[] = {
+		{2, 0, 4}, /* 16 per window: 4 epochs = 75 windows */
+		{3, 0, 2}, /* 24 per window: 2 epochs = 25 windows */
+		{2, 4, 8}, /* exact mode, 4 shards of 4: 16 per window */
+	};
+	struct settings s;
+	struct corpus c;
+	struct sampler sp;
+	struct window w;
+	int *ids = malloc(8 * 300 * sizeof *ids);
+
+	for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+		data_settings(&s);
+		s.world = cases[t].world;
+		s.shards = cases[t].shards;
+		if (s.shards)
+			s.accumulation = s.shards / s.world;
+		s.rank_split = RANK_SPLIT_BALANCED;
+		s.sampling = SAMPLING_EPOCHS;
+		build_ok(&s, &c);
+		int need = s.world * s.accumulation * s.batch_size, n = s.train_count;
+		int windows = cases[t].epochs * n / need;
+		ck_assert_int_eq(windows * need, cases[t].epochs * n);
+		sampler_ok(&sp, &c, &s);
+		window_ok(&w, &s);
+		ck_assert_int_eq(draw_windows(&sp, &w, 0, windows, ids), cases[t].epochs * n);
+		for (int i = 0; i < cases[t].epochs * n; i++)
+			ck_assert_int_eq(ids[i], i / cases[t].epochs); /* each id, epochs times */
+		sampler_free(&sp);
+		sampler_ok(&sp, &c, &s);
+		int k = draw_windows(&sp, &w, 0, n / need, ids);
+		for (int i = 1; i < k; i++)
+			ck_assert_int_lt(ids[i - 1], ids[i]);
+		sampler_free(&sp);
+		/* the same windows drawn independently repeat sequences inside an epoch */
+		s.sampling = SAMPLING_INDEPENDENT;
+		sampler_ok(&sp, &c, &s);
+		k = draw_windows(&sp, &w, 0, n / need, ids);
+		int repeats = 0;
+		for (int i = 1; i < k; i++)
+			repeats += ids[i - 1] == ids[i];
+		ck_assert_int_gt(repeats, 0);
+		sampler_free(&sp);
+		window_free(&w);
+		corpus_free(&c);
+	}
+	free(ids);
+}
+END_TEST
+
+/* The length-band plan draws by band: epochs are refused there and name the plan that
+ * takes them; exact mode draws no bands and takes them. */
+START_TEST(test_epochs_refuse_length_bands)
+{
+	struct settings s;
+	struct corpus c;
+	struct sampler sp;
+	struct err e;
+	data_settings(&s);
+	s.sampling = SAMPLING_EPOCHS;
+	build_ok(&s, &c);
+	err_clear(&e);
+	ck_assert_int_eq(sampler_init(&sp, &c, &s, &e), ERR_CONFIG);
+	ck_assert_msg(strstr(e.msg, "train.plan = balanced"), "%s", e.msg);
+	s.shards = 4;
+	s.accumulation = 2;
+	sampler_ok(&sp, &c, &s);
+	sampler_free(&sp);
+	corpus_free(&c);
+}
+END_TEST
+
+/* A sampler restored mid-epoch (state after window 7 of an epoch of 18.75 windows) draws
+ * what the continuous one draws, bit for bit, across the ends of epochs, whatever its own
+ * seed and position were; a state taken after a window that spanned an epoch's end (19)
+ * too. In exact mode the state restored
+ * on another world (W = 2 -> 4) gives the same list per window (same shards). */
+START_TEST(test_epochs_resume_mid_epoch)
+{
+	static const struct { int shards, world_a, world_b, stop; } cases[] = {
+		{0, 2, 2, 7}, {0, 2, 2, 19}, {4, 2, 4, 7}, {4, 1, 2, 19},
+	};
+	struct settings sa, sb;
+	struct corpus c;
+	struct sampler a, b;
+	struct sampler_state st;
+	struct window wa, wb;
+
+	for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+		data_settings(&sa);
+		sa.rank_split = RANK_SPLIT_BALANCED;
+		sa.sampling = SAMPLING_EPOCHS;
+		sa.shards = cases[t].shards;
+		sb = sa;
+		sb.seed = sa.seed + 1; /* the state alone says where a stands */
+		sa.world = cases[t].world_a;
+		sb.world = cases[t].world_b;
+		if (sa.shards) {
+			sa.accumulation = sa.shards / sa.world;
+			sb.accumulation = sb.shards / sb.world;
+		}
+		build_ok(&sa, &c);
+		sampler_ok(&a, &c, &sa);
+		sampler_ok(&b, &c, &sb);
+		window_ok(&wa, &sa);
+		window_ok(&wb, &sb);
+		for (int k = 0; k < cases[t].stop; k++)
+			next_ok(&a, &wa);
+		sampler_get_state(&a, &st);
+		ck_assert_int_eq(st.window_index, cases[t].stop);
+		for (int k = 0; k < 40; k++)
+			next_ok(&b, &wb); /* another seed's stream, two epochs further on */
+		sampler_set_state(&b, &st);
+		draw_alike(&a, &wa, &b, &wb, 40); /* past two more ends of epochs */
 		window_free(&wa);
 		window_free(&wb);
 		sampler_free(&a);
@@ -626,6 +815,13 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_pool_too_small);
 	tcase_add_test(tc, test_token_batching);
 	suite_add_tcase(s, tc);
+	TCase *epochs = tcase_create("epochs");
+	tcase_add_test(epochs, test_epoch_stream_once_per_epoch);
+	tcase_add_test(epochs, test_epochs_draw_each_once);
+	tcase_add_test(epochs, test_epochs_refuse_length_bands);
+	tcase_add_test(epochs, test_epochs_resume_mid_epoch);
+	tcase_set_timeout(epochs, 60); /* well under a second unloaded */
+	suite_add_tcase(s, epochs);
 	return s;
 }
 

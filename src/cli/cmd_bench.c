@@ -586,8 +586,10 @@ static int other_mode(const struct settings *s, struct settings *o, char *why, s
 	*o = *s;
 	if (s->shards > 0) {
 		o->shards = 0;
-		o->rank_split = s->shard_order == SHARD_ORDER_BALANCED ? RANK_SPLIT_BALANCED
-								: RANK_SPLIT_LENGTH_BANDS;
+		/* epochs draw from one pool, which the length bands do not */
+		o->rank_split = s->shard_order == SHARD_ORDER_BALANCED ||
+					s->sampling == SAMPLING_EPOCHS ? RANK_SPLIT_BALANCED
+								       : RANK_SPLIT_LENGTH_BANDS;
 		return 1;
 	}
 	if ((s->world & (s->world - 1)) || (k & (k - 1)) || k > SHARD_MAX) {

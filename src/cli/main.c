@@ -659,6 +659,8 @@ static int load_configuration(struct cli *cli, const struct command *cmd, struct
 	ERR_TRY(cfg_load_file(&a->cfg, a->config_path, e));
 	for (int i = 0; i < cli->nsets; i++)
 		ERR_TRY(cfg_set(&a->cfg, cli->sets[i], e));
+	/* what depends on the data source, so that config.ini records what ran */
+	ERR_TRY(settings_for_source(&a->cfg, e));
 	ERR_TRY(settings_from_cfg(&a->cfg, &a->s, e));
 	/* [model] kind names a known model and its keys agree (the gpt's heads divide its
 	 * width, its context holds data.max_len; model.init's form fits the model): the

@@ -158,11 +158,12 @@ static void md_header(FILE *f, const struct app *a, const struct report *p)
 	const struct settings *s = &a->s;
 	fprintf(f, "# ddptok report\n\n");
 	fprintf(f, "Configuration `%s`: W = %d ranks, accumulation %d, batch %d sequences per rank "
-		"and microbatch, reduce %s, plan %s, layout %s, normalization %s, weighting unit %s, "
+		"and microbatch, reduce %s, plan %s%s, layout %s, normalization %s, weighting unit %s, "
 		"backend %s.\n\n",
 		a->cfg.path, s->world, s->accumulation, s->batch_size,
 		s->reduce == COLL_AVG ? "avg" : "sum",
 		rank_split_name(s->rank_split),
+		s->sampling == SAMPLING_EPOCHS ? " (windows drawn in epochs)" : "",
 		s->layout == LAYOUT_PADDED ? "padded" : "packed", norm_mode_name(s->normalization),
 		s->unit == UNIT_SEQUENCE ? "sequence (every sequence weighs 1/S)" :
 		"token (every supervised token weighs 1/N)", p->backend[0] ? p->backend : "?");

@@ -22,6 +22,7 @@
 #define CHOICES_LAYOUT "packed|padded"
 #define CHOICES_NORM "global_token|mean_of_means|microbatch_mean|double_accumulation"
 #define CHOICES_RANK_SPLIT "length_bands|balanced"
+#define CHOICES_SAMPLING "independent|epochs"
 #define CHOICES_EMPTY "skip|error"
 #define CHOICES_BACKEND "auto|cpu|cuda"
 #define CHOICES_REDUCE "sum|avg"
@@ -191,9 +192,18 @@ const struct cfg_key settings_keys[] = {
 		 "what weighs the same in the window objective: token (the mean over every "
 		 "supervised token) or sequence (each sequence holding one weighs the same, its "
 		 "tokens 1 / (S n_s) each)"),
+	/* plan and sampling: a file source left without them takes balanced and epochs
+	 * (settings_for_source), so that no document is drawn more often than another */
 	ENUM_KEY("train", "plan", "length_bands", CHOICES_RANK_SPLIT, MATH, AT(rank_split),
-		 "how a window is split over ranks: length_bands (by length) or balanced "
-		 "(by token count)"),
+		 "how a window is drawn and split over ranks: length_bands (each rank draws the "
+		 "same number of sequences from its own length band, so a band of few sequences "
+		 "is drawn more often) or balanced (from every length, split by token count); "
+		 "left out with a file source: balanced"),
+	ENUM_KEY("train", "sampling", "independent", CHOICES_SAMPLING, MATH, AT(sampling),
+		 "independent (each window drawn without replacement, independently of the "
+		 "others, so some sequences come back before others are seen) or epochs (every "
+		 "training sequence once per epoch, in an order shuffled by run.seed; the "
+		 "balanced plan or exact mode); left out with a file source: epochs"),
 	ENUM_KEY("train", "empty_window", "error", CHOICES_EMPTY, MATH, AT(empty_window),
 		 "what a window without supervised tokens does: skip it or stop with an error"),
 	INT_KEY("train", "checkpoint_every", "0", 0, 1000000, 0, AT(checkpoint_every),
@@ -285,6 +295,11 @@ const char *norm_mode_name(int mode)
 const char *rank_split_name(int rank_split)
 {
 	return rank_split == RANK_SPLIT_BALANCED ? "balanced" : "length_bands";
+}
+
+const char *sampling_name(int sampling)
+{
+	return sampling == SAMPLING_EPOCHS ? "epochs" : "independent";
 }
 
 int norm_mode_parse(const char *name)
@@ -530,6 +545,60 @@ static int resolve_data_path(const struct cfg *c, struct settings *s, struct err
 	return ERR_OK;
 }
 
+/* The keys only the synthetic source reads, and what decides instead for a file source */
+static const struct {
+	const char *name, *instead;
+} synthetic_only[] = {
+	{"train", "the files' own split or [data] split decides the splits"},
+	{"validation", "the files' own split or [data] split decides the splits"},
+	{"test", "the files' own split or [data] split decides the splits"},
+	{"vocab", "[model] vocab gives the vocabulary"},
+	{"prefix_max", "the files' masks give the prompts"},
+	{"branching", "the files give the tokens"},
+};
+
+int settings_for_source(struct cfg *c, struct err *e)
+{
+	int source = cfg_enum(c, "data", "source");
+	char d[400];
+	if (source == DATA_SYNTHETIC)
+		return ERR_OK;
+	for (size_t k = 0; k < sizeof synthetic_only / sizeof synthetic_only[0]; k++) {
+		if (!key_given(c, "data", synthetic_only[k].name))
+			continue;
+		describe(c, "data", synthetic_only[k].name, d, sizeof d);
+		return ERR(e, ERR_CONFIG, "%s: %s: only the synthetic source reads it; with [data] "
+			   "source = %s %s: remove the key", cfg_where(c), d,
+			   cfg_str(c, "data", "source"), synthetic_only[k].instead);
+	}
+	if (!key_given(c, "train", "plan"))
+		ERR_TRY(cfg_put(c, "train", "plan", "balanced", SETTINGS_FILE_DEFAULT, e));
+	/* the length bands draw by band, which epochs cannot (exact mode draws no bands) */
+	if (!key_given(c, "train", "sampling") &&
+	    (cfg_enum(c, "train", "plan") != RANK_SPLIT_LENGTH_BANDS ||
+	     cfg_int(c, "train", "shards") > 0))
+		ERR_TRY(cfg_put(c, "train", "sampling", "epochs", SETTINGS_FILE_DEFAULT, e));
+	return ERR_OK;
+}
+
+int settings_sampling_fits(const struct settings *s, struct err *e)
+{
+	if (s->sampling != SAMPLING_EPOCHS || s->rank_split != RANK_SPLIT_LENGTH_BANDS ||
+	    s->shards > 0)
+		return ERR_OK;
+	return ERR(e, ERR_CONFIG, "[train] sampling = epochs draws every training sequence once "
+		   "per epoch, [train] plan = length_bands the same number from each length band: "
+		   "use train.plan = balanced or train.sampling = independent");
+}
+
+int settings_file_default(const struct cfg *c, const char *sec, const char *name)
+{
+	for (int i = 0; i < c->n; i++)
+		if (!strcmp(c->keys[i].section, sec) && !strcmp(c->keys[i].name, name))
+			return !strcmp(c->vals[i].origin, SETTINGS_FILE_DEFAULT);
+	return 0;
+}
+
 int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 {
 	memset(s, 0, sizeof *s);
@@ -552,6 +621,10 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 			   "= %d) weighs tokens only; use shards = 0", key_where(c, "train", "unit"),
 			   s->shards);
 	ERR_TRY(adaptation_relations(c, s, e));
+	if (settings_sampling_fits(s, e)) {
+		err_prefix(e, "%s", key_where(c, "train", "sampling"));
+		return ERR_CONFIG;
+	}
 	if (parse_split(c, cfg_str(c, "data", "split"), s->split_rule, e))
 		return e ? e->code : ERR_CONFIG;
 	if (s->source == DATA_SYNTHETIC && s->model_vocab != 0)

@@ -45,6 +45,8 @@ enum { KEY_SHAPE = CFG_USER, KEY_MODE = CFG_USER << 1, KEY_ELASTIC = CFG_USER <<
        KEY_OPTIM = CFG_USER << 3 };
 
 enum rank_split { RANK_SPLIT_LENGTH_BANDS = 0, RANK_SPLIT_BALANCED = 1 };
+/* How windows are drawn from the training split (sampler.h, epoch.h) */
+enum sampling_kind { SAMPLING_INDEPENDENT = 0, SAMPLING_EPOCHS = 1 };
 enum shard_order { SHARD_ORDER_LENGTH = 0, SHARD_ORDER_BALANCED = 1 };
 /* What weighs the same in the window objective (norm.h) */
 enum norm_unit { UNIT_TOKEN = 0, UNIT_SEQUENCE = 1 };
@@ -132,6 +134,7 @@ struct settings {
 	int normalization; /* enum norm_mode */
 	int unit;          /* enum norm_unit */
 	int rank_split; /* enum rank_split */
+	int sampling;      /* enum sampling_kind */
 	int empty_window;  /* enum empty_policy */
 	int checkpoint_every; /* 0: only at stop_at / end / signal */
 	int eval_every;       /* validation loss every n steps (0: never) */
@@ -163,6 +166,23 @@ struct settings {
 
 extern const struct cfg_key settings_keys[];
 
+/* The origin a value takes when settings_for_source() chose it (cfg_value.origin) */
+#define SETTINGS_FILE_DEFAULT "the default for file data"
+
+/* What depends on [data] source, applied to the user's configuration before
+ * settings_from_cfg(): for a file source, a key only the synthetic source reads
+ * (data.train, validation, test, vocab, prefix_max, branching) given in the file or with
+ * --set is refused (ERR_CONFIG naming the key and where it came from), and train.plan and
+ * train.sampling left out take the file defaults, balanced and epochs (independent when
+ * train.plan = length_bands is given and exact mode is off), origin SETTINGS_FILE_DEFAULT:
+ * every training document weighs what it weighs in the objective. The synthetic source
+ * keeps the table's defaults. */
+int settings_for_source(struct cfg *c, struct err *e);
+/* ERR_CONFIG when [train] sampling = epochs meets the length-band plan outside exact mode
+ * (an epoch draws from one pool, the bands each from their own). */
+int settings_sampling_fits(const struct settings *s, struct err *e);
+/* Whether [sec] name holds the value settings_for_source() chose for it. */
+int settings_file_default(const struct cfg *c, const char *sec, const char *name);
 int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e);
 /* The protocol's planned stop: [train] stop_at, or when it is 0 updates / 2, set in c and
  * s (so that reports and checkpoints show it); it must be below [train] updates:
@@ -172,5 +192,7 @@ const char *norm_mode_name(int mode);
 int norm_mode_parse(const char *name); /* -1 if unknown */
 /* "length_bands" or "balanced", as [train] plan spells it. */
 const char *rank_split_name(int rank_split);
+/* "independent" or "epochs", as [train] sampling spells it. */
+const char *sampling_name(int sampling);
 
 #endif

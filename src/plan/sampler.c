@@ -7,6 +7,8 @@
  * (the training ids of band r, ascending) picks accumulation x batch_size ids, in draw
  * order, from the sampler's prng (stream SAMPLER_STREAM). Copying the pool each time
  * makes a window depend only on the prng state, which is what the checkpoint stores.
+ * With [train] sampling = epochs the window's ids are instead the next ones of the epochs
+ * (epoch.h), split by the plan or cut into shards the same way.
  */
 #include "sampler.h"
 
@@ -43,6 +45,7 @@ void sampler_free(struct sampler *sp)
 		free(sp->pool[r]);
 	free(sp->scratch);
 	shard_pool_free(&sp->exact);
+	epoch_free(&sp->epochs);
 	memset(sp, 0, sizeof *sp);
 }
 
@@ -103,17 +106,31 @@ static int fill_pools(struct sampler *sp, const struct corpus *c, const struct s
 	return ERR_OK;
 }
 
+/* train.sampling = epochs: the epochs of c's training split, `need` ids per window. */
+static int epochs_init(struct sampler *sp, const struct corpus *c, const struct settings *s,
+		       int64_t need, struct err *e)
+{
+	if (s->sampling != SAMPLING_EPOCHS)
+		return ERR_OK;
+	ERR_TRY(settings_sampling_fits(s, e));
+	return epoch_init(&sp->epochs, c->split_first[SPLIT_TRAIN], c->split_count[SPLIT_TRAIN],
+			  (int)need, s->seed, e);
+}
+
 /* Exact mode: one pool of every training id, cut into shards each window (shard.h). */
 static int exact_init(struct sampler *sp, const struct corpus *c, const struct settings *s,
 		      struct err *e)
 {
+	int rc;
 	ERR_TRY(shard_pool_init(&sp->exact, &sp->rng, c, s, e));
 	sp->world = s->world;
 	sp->micro = s->shards / s->world;
 	sp->batch = s->batch_size;
 	sp->rank_split = s->rank_split;
 	sp->corpus = c;
-	return ERR_OK;
+	if ((rc = epochs_init(sp, c, s, (int64_t)s->shards * s->batch_size, e)))
+		sampler_free(sp);
+	return rc;
 }
 
 int sampler_init(struct sampler *sp, const struct corpus *c, const struct settings *s,
@@ -153,6 +170,8 @@ int sampler_init(struct sampler *sp, const struct corpus *c, const struct settin
 	sp->micro_tokens = s->batching == BATCHING_TOKENS ? s->micro_tokens : 0;
 	sp->corpus = c;
 	rc = fill_pools(sp, c, s, max_len, sp->per_pool, e);
+	if (!rc)
+		rc = epochs_init(sp, c, s, sp->per_pool, e);
 	if (rc)
 		goto fail;
 	for (int r = 0; r < sp->bands; r++)
@@ -172,21 +191,13 @@ fail:
 	return rc;
 }
 
-int sampler_next(struct sampler *sp, struct window *w, struct err *e)
+/* The window's ids of the independent draws: from each pool, a partial Fisher-Yates over
+ * a fresh copy of it, pool after pool, into the scratch. */
+static const int *draw_pools(struct sampler *sp)
 {
-	int counts[MAX_WORLD * WINDOW_MAX_MICRO];
-	int need = sp->per_pool, max_pool = 0, rc;
+	int need = sp->per_pool, max_pool = 0;
 	int *copy, *ids;
 
-	if (sp->exact.shards > 0) {
-		if ((rc = shard_draw(&sp->exact, &sp->rng, w, e)))
-			return rc;
-		w->index = sp->window_index++;
-		return ERR_OK;
-	}
-	if (w->world != sp->world || window_draw_micro(w) != sp->micro || w->batch < sp->batch)
-		return ERR(e, ERR_CHECK, "sampler_next: window shaped %dx%dx%d, sampler %dx%dx%d",
-			   w->world, window_draw_micro(w), w->batch, sp->world, sp->micro, sp->batch);
 	for (int r = 0; r < sp->bands; r++)
 		if (sp->pool_n[r] > max_pool)
 			max_pool = sp->pool_n[r];
@@ -203,6 +214,33 @@ int sampler_next(struct sampler *sp, struct window *w, struct err *e)
 		}
 		memcpy(ids + (size_t)r * need, copy, (size_t)need * sizeof *ids);
 	}
+	return ids;
+}
+
+/* Exact mode's window: drawn by shard_draw, or the next of the epochs cut by shard_cut. */
+static int next_exact(struct sampler *sp, struct window *w, struct err *e)
+{
+	if (sp->epochs.n > 0)
+		return shard_cut(&sp->exact, epoch_take(&sp->epochs, sp->window_index), w, e);
+	return shard_draw(&sp->exact, &sp->rng, w, e);
+}
+
+int sampler_next(struct sampler *sp, struct window *w, struct err *e)
+{
+	int counts[MAX_WORLD * WINDOW_MAX_MICRO];
+	const int *ids;
+	int rc;
+
+	if (sp->exact.shards > 0) {
+		if ((rc = next_exact(sp, w, e)))
+			return rc;
+		w->index = sp->window_index++;
+		return ERR_OK;
+	}
+	if (w->world != sp->world || window_draw_micro(w) != sp->micro || w->batch < sp->batch)
+		return ERR(e, ERR_CHECK, "sampler_next: window shaped %dx%dx%d, sampler %dx%dx%d",
+			   w->world, window_draw_micro(w), w->batch, sp->world, sp->micro, sp->batch);
+	ids = sp->epochs.n > 0 ? epoch_take(&sp->epochs, sp->window_index) : draw_pools(sp);
 	for (int i = 0; i < sp->world * sp->micro; i++)
 		counts[i] = sp->batch;
 	rc = window_assign(w, sp->corpus, ids, counts, e);
@@ -216,14 +254,26 @@ int sampler_next(struct sampler *sp, struct window *w, struct err *e)
 	return ERR_OK;
 }
 
+/* The generator the state names: with epochs, the one the current epoch started from. */
+static const struct prng *state_rng(const struct sampler *sp)
+{
+	return sp->epochs.n > 0 ? &sp->epochs.start : &sp->rng;
+}
+
 void sampler_get_state(const struct sampler *sp, struct sampler_state *st)
 {
-	memcpy(st->rng, sp->rng.s, sizeof st->rng);
+	memcpy(st->rng, state_rng(sp)->s, sizeof st->rng);
 	st->window_index = sp->window_index;
 }
 
 void sampler_set_state(struct sampler *sp, const struct sampler_state *st)
 {
-	memcpy(sp->rng.s, st->rng, sizeof sp->rng.s);
+	if (sp->epochs.n > 0) {
+		struct prng start;
+		memcpy(start.s, st->rng, sizeof start.s);
+		epoch_restore(&sp->epochs, &start, st->window_index);
+	} else {
+		memcpy(sp->rng.s, st->rng, sizeof sp->rng.s);
+	}
 	sp->window_index = st->window_index;
 }

@@ -14,8 +14,14 @@
  *                 greedily, largest supervised count first, to the least loaded rank with
  *                 room left, so the supervised tokens per rank are as even as the
  *                 sequences allow. Any length distribution trains on any W.
- * The sampler state is its prng state plus the window index: a checkpoint stores it and a
- * restored sampler continues exactly where it stopped (no replay from the start).
+ * How the draws follow each other ([train] sampling):
+ *   independent   each window draws anew, without replacement within the window only, so
+ *                 a sequence may come back before another was seen at all;
+ *   epochs        (the balanced plan or exact mode) the window's ids are the next ones of
+ *                 the epochs of epoch.h: every training sequence once per epoch.
+ * The sampler state is its prng state (with epochs: the current epoch's starting
+ * generator) plus the window index: a checkpoint stores it and a restored sampler continues
+ * exactly where it stopped (no replay from the start), mid-epoch included.
  */
 #ifndef DDPTOK_SAMPLER_H
 #define DDPTOK_SAMPLER_H
@@ -23,6 +29,7 @@
 #include <stdint.h>
 
 #include "corpus.h"
+#include "epoch.h"
 #include "err.h"
 #include "prng.h"
 #include "ranks.h"
@@ -46,6 +53,7 @@ struct sampler {
 	int per_pool;   /* sequences drawn from each pool per window */
 	int64_t micro_tokens; /* token batching's budget (window_pack_tokens); 0: by sequences */
 	struct shard_pool exact;  /* exact mode (shard.h): exact.shards > 0 */
+	struct epoch_stream epochs; /* train.sampling = epochs (epoch.h): epochs.n > 0 */
 	int *pool[MAX_WORLD];
 	int pool_n[MAX_WORLD];
 	int *scratch;
@@ -58,10 +66,11 @@ void sampler_band_bounds(int max_len, int world, int r, int *lo, int *hi);
 /* The band (0..world-1) a sequence of length len falls into. */
 int sampler_band_of(int len, int max_len, int world);
 
-/* Uses s->world, s->accumulation, s->batch_size, s->rank_split, s->seed and s->max_len (if
- * s->max_len <= 0, the longest training sequence); with s->shards > 0, exact mode's
- * sampler instead (shard.h). ERR_CONFIG when a pool holds fewer sequences than a window
- * draws from it. sp keeps a pointer to c. */
+/* Uses s->world, s->accumulation, s->batch_size, s->rank_split, s->sampling, s->seed and
+ * s->max_len (if s->max_len <= 0, the longest training sequence); with s->shards > 0,
+ * exact mode's sampler instead (shard.h). ERR_CONFIG when a pool holds fewer sequences
+ * than a window draws from it, or epochs with the length-band plan. sp keeps a pointer
+ * to c. */
 int sampler_init(struct sampler *sp, const struct corpus *c, const struct settings *s,
 		 struct err *e);
 void sampler_free(struct sampler *sp);

@@ -82,13 +82,9 @@ static void cut_balanced(const struct shard_pool *p, const int *sorted, int n, i
 
 int shard_draw(struct shard_pool *p, struct prng *rng, struct window *w, struct err *e)
 {
-	int counts[MAX_WORLD * WINDOW_MAX_MICRO];
 	int n = p->n, need = p->shards * p->batch;
-	int *copy = p->scratch, *drawn = copy + n, *sorted = drawn + need, *tag = sorted + need;
+	int *copy = p->scratch;
 
-	if (w->world * w->micro != p->shards || w->batch < p->batch)
-		return ERR(e, ERR_CHECK, "shard_draw: window shaped %dx%dx%d for %d shards of %d",
-			   w->world, w->micro, w->batch, p->shards, p->batch);
 	memcpy(copy, p->ids, (size_t)n * sizeof *copy);
 	for (int k = 0; k < need; k++) { /* partial Fisher-Yates: the first `need` draws */
 		int j = k + (int)prng_below(rng, (uint32_t)(n - k));
@@ -96,7 +92,19 @@ int shard_draw(struct shard_pool *p, struct prng *rng, struct window *w, struct 
 		copy[k] = copy[j];
 		copy[j] = t;
 	}
-	memcpy(sorted, copy, (size_t)need * sizeof *sorted);
+	return shard_cut(p, copy, w, e);
+}
+
+int shard_cut(struct shard_pool *p, const int *list, struct window *w, struct err *e)
+{
+	int counts[MAX_WORLD * WINDOW_MAX_MICRO];
+	int need = p->shards * p->batch;
+	int *drawn = p->scratch + p->n, *sorted = drawn + need, *tag = sorted + need;
+
+	if (w->world * w->micro != p->shards || w->batch < p->batch)
+		return ERR(e, ERR_CHECK, "shard_cut: window shaped %dx%dx%d for %d shards of %d",
+			   w->world, w->micro, w->batch, p->shards, p->batch);
+	memcpy(sorted, list, (size_t)need * sizeof *sorted);
 	qsort_r(sorted, (size_t)need, sizeof *sorted, cmp_supervised_asc, (void *)p->corpus);
 	if (p->order == SHARD_ORDER_BALANCED)
 		cut_balanced(p, sorted, need, tag, drawn);

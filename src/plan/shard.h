@@ -3,7 +3,8 @@
  *
  * With [train] shards = K > 0 the sampler no longer draws per rank: each window it draws
  * K x batch_size training sequences without replacement from ONE pool (every training
- * sequence, ascending ids) with its own generator, so the window depends on the seed and
+ * sequence, ascending ids) with its own generator, or with [train] sampling = epochs takes
+ * the next K x batch_size of the epochs (epoch.h), so the window depends on the seed and
  * the window index only, not on the number of devices. The list is then cut into K
  * shards of batch_size sequences by a rule that does not look at W either
  * ([train] shard_order):
@@ -46,9 +47,13 @@ struct shard_pool {
 int shard_pool_init(struct shard_pool *p, struct prng *rng, const struct corpus *c,
 		    const struct settings *s, struct err *e);
 void shard_pool_free(struct shard_pool *p);
-/* Draws the next window's list from rng, cuts it into the shards and lays them out in w
- * (shard s is microbatch s % micro of rank s / micro); w->index is the caller's. */
+/* Draws the next window's list from rng and cuts it (shard_cut); w->index is the
+ * caller's. */
 int shard_draw(struct shard_pool *p, struct prng *rng, struct window *w, struct err *e);
+/* Cuts `list` (shards x batch_size training ids, drawn by the caller: shard_draw, or the
+ * epochs of epoch.h) into the shards and lays them out in w (shard s is microbatch
+ * s % micro of rank s / micro). */
+int shard_cut(struct shard_pool *p, const int *list, struct window *w, struct err *e);
 
 /* Shard s of window w (exact mode). */
 static inline const struct microbatch *shard_of(const struct window *w, int s)

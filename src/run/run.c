@@ -27,6 +27,45 @@ int run_open(const struct env *v, struct run *r, struct err *e)
 	return run_open_corpus(v, r, &c, e);
 }
 
+/* The length-band plan on file data, which the user chose: how much more often it draws
+ * a sequence of the smallest band than one of the largest (the synthetic corpus's bands
+ * are its design). */
+static void tell_band_weights(const struct env *v, const struct sampler *sp)
+{
+	int lo = sp->pool_n[0], hi = sp->pool_n[0];
+	for (int r = 1; r < sp->bands; r++) {
+		lo = sp->pool_n[r] < lo ? sp->pool_n[r] : lo;
+		hi = sp->pool_n[r] > hi ? sp->pool_n[r] : hi;
+	}
+	env_info(v, "sampler: train.plan = length_bands draws %d sequences per window from each "
+		 "of %d length bands, which hold %d to %d training sequences: a sequence of the "
+		 "smallest band is drawn %.2f times as often as one of the largest "
+		 "(train.plan = balanced weighs every document the same)", sp->per_pool,
+		 sp->bands, lo, hi, (double)hi / lo);
+}
+
+/* How the windows are drawn, when it is not the synthetic source's default: the plan and
+ * the epochs, and whether the file-data default chose them. */
+static void tell_sampling(const struct env *v, const struct sampler *sp)
+{
+	const struct settings *s = v->s;
+	int chosen = v->cfg && (settings_file_default(v->cfg, "train", "plan") ||
+				settings_file_default(v->cfg, "train", "sampling"));
+	if (s->source != DATA_SYNTHETIC && sp->bands > 1)
+		tell_band_weights(v, sp);
+	if (s->sampling != SAMPLING_EPOCHS && !chosen)
+		return;
+	if (s->sampling == SAMPLING_EPOCHS)
+		env_info(v, "sampler: train.plan = %s, train.sampling = epochs (%s): each of the %d "
+			 "training sequences once per epoch, %d per window, in an order shuffled "
+			 "by run.seed", rank_split_name(s->rank_split),
+			 chosen ? SETTINGS_FILE_DEFAULT : "as configured", sp->epochs.n,
+			 sp->epochs.need);
+	else
+		env_info(v, "sampler: train.plan = %s (%s), train.sampling = independent",
+			 rank_split_name(s->rank_split), SETTINGS_FILE_DEFAULT);
+}
+
 int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct err *e)
 {
 	int rc;
@@ -68,6 +107,8 @@ int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct
 			 r->eng->placement.coll_why);
 	else if (!told)
 		env_info(v, "backend: %s", engine_backend_name(r->eng));
+	if (!told)
+		tell_sampling(v, &r->sampler);
 	told = 1;
 	return ERR_OK;
 fail:

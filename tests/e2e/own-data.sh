@@ -1,6 +1,8 @@
 # The whole protocol on the shipped sample of your-own-data files (tests/data), in each of
 # the four formats; prepare's summary; a changed file refused at resume; bad input refused
-# with exit 5, the file named and nothing written.
+# with exit 5, the file named and nothing written; windows drawn in epochs on the balanced
+# plan unless told otherwise, data of one length trained on W = 2, the synthetic source's
+# keys refused.
 set -eu
 DATA="$CONF/../tests/data"
 run_format() { # NAME SOURCE PATH [more --set]
@@ -17,8 +19,8 @@ run_format npy npy "$DATA/npy"
 run_format jsonl jsonl "$DATA/sample.jsonl"
 run_format megatron megatron "$DATA/megatron/sample"
 run_format llmc llmc "$DATA/llmc/sample.bin" --set data.eot=0
-# the token unit's controls are caught on every format (the length bands make the ranks'
-# token counts differ)
+# the token unit's controls are caught on every format (the balanced plan, the default for
+# file data, evens the ranks' token counts only as far as the sequences allow)
 for name in npy jsonl megatron llmc; do
 	[ "$(grep -c 'fail (caught)' "$name.txt")" -ge 2 ] ||
 		{ cat "$name.txt"; echo "FAIL: $name: negative controls not caught"; exit 1; }
@@ -107,6 +109,52 @@ set +e
 rc=$?
 set -e
 [ "$rc" -ne 0 ] || { cat plan.txt; echo "FAIL: an unfillable window was accepted"; exit 1; }
+
+# how windows are drawn from file data: the protocol above ran in epochs on the balanced
+# plan, chosen because the keys were left out, and resumed mid-epoch bit for bit (299
+# training sequences, 16 per window: the stop at 10 is inside the first epoch, the run
+# crosses into the second at window 19)
+grep -q "^sampler: train.plan = balanced, train.sampling = epochs (the default for file data): each of the 299 training sequences once per epoch, 16 per window" npy.txt ||
+	{ cat npy.txt; echo "FAIL: the file-data defaults were not announced"; exit 1; }
+grep -q "plan balanced (windows drawn in epochs)" out-npy/report.md
+# documents of one length (fixed-length chunks) train on W = 2 by default, and the
+# checkpoint records the plan and sampling that ran
+python3 -c 'import json
+for i in range(48): print(json.dumps({"tokens": [(i * 7 + k) % 90 + 1 for k in range(16)]}))' > uniform.jsonl
+"$DDPTOK" "$CONF/own-data.ini" --set data.source=jsonl --set data.path=uniform.jsonl \
+	--set run.outputs=uni-out --set run.artifacts=uni-art train > uniform.txt 2>&1 ||
+	{ cat uniform.txt; echo "FAIL: uniform-length own data does not train by default"; exit 1; }
+grep -q "train.sampling = epochs (the default for file data): each of the 38 training" uniform.txt
+grep -q '^plan = balanced$' uni-art/runs/latest/step-0020/config.ini
+grep -q '^sampling = epochs$' uni-art/runs/latest/step-0020/config.ini
+# the length bands, chosen on file data, say how much more often they draw the smaller
+# band (and draw independently: no epochs were asked for)
+"$DDPTOK" "$CONF/own-data.ini" --set data.path="$DATA/npy" --set train.plan=length_bands \
+	--set run.outputs=lb-out --set run.artifacts=lb-art train > lb.txt 2>&1 ||
+	{ cat lb.txt; echo "FAIL: the length bands on own data"; exit 1; }
+grep -q "^sampler: train.plan = length_bands draws 8 sequences per window from each of 2 length bands, which hold [0-9]* to [0-9]* training sequences: a sequence of the smallest band is drawn [0-9.]* times as often" lb.txt ||
+	{ cat lb.txt; echo "FAIL: the length bands' reweighting was not announced"; exit 1; }
+grep -q '^sampling = independent$' lb-art/runs/latest/step-0020/config.ini
+# refused before anything is written (exit 3): a key only the synthetic source reads, and
+# epochs with the length bands
+config_refused() { # EXPECTED-TEXT --set...
+	want=$1
+	shift
+	set +e
+	"$DDPTOK" "$CONF/own-data.ini" --set data.path="$DATA/npy" --set run.outputs=ref-out \
+		--set run.artifacts=ref-art "$@" train > ref.txt 2>&1
+	rc=$?
+	set -e
+	[ "$rc" -eq 3 ] && grep -qF "$want" ref.txt ||
+		{ cat ref.txt; echo "FAIL: $*: exit $rc, expected 3 and '$want'"; exit 1; }
+	[ ! -e ref-out ] && [ ! -e ref-art ] || { echo "FAIL: $* wrote outputs"; exit 1; }
+}
+config_refused "own-data.ini: [data] train = 500 (from --set): only the synthetic source reads it" \
+	--set data.train=500
+config_refused "own-data.ini: [data] test = 50 (from --set): only the synthetic source reads it" \
+	--set data.test=50
+config_refused "[train] sampling = epochs draws every training sequence once per epoch, [train] plan = length_bands" \
+	--set train.plan=length_bands --set train.sampling=epochs
 exit 0
 # ids in messages are the files' own: the corpus shifts them by its 4 reserved ids
 python3 - out-npy/evaluate.json out-npy/report.md <<'PY' || { echo "FAIL: the constant guess is not named by the files' id"; exit 1; }
