@@ -32,6 +32,7 @@ struct app_opts {
 	int continuous;         /* train --continuous */
 	int dry_run;            /* clean --dry-run */
 	long windows;           /* bench --windows N (0: default) */
+	int sweep;              /* bench --sweep: also the size sweep (minutes: opt-in) */
 	/* tests: --inject-failure R:W, --inject-shard-swap R (exact mode) and
 	 * --inject-hang R:W[:S], handed to the engine as they are; off: -1 */
 	struct fault_injection fault;
