@@ -504,9 +504,23 @@ static void unknown_long_option(const char *arg)
 		fprintf(stderr, "ddptok-run: unknown option '%s' (see --help)\n", arg);
 }
 
+/* An option that needs a value, given another option in its place ("--llmc --set K=V":
+ * getopt takes "--set" as the file name): ERR_USAGE after saying so; else CLI_RUN. */
+static int value_is_option(const struct option_row *o, const char *value)
+{
+	if (o->has_arg != required_argument || strncmp(value, "--", 2) != 0 || !value[2])
+		return CLI_RUN;
+	fprintf(stderr, "ddptok-run: option --%s needs a value, and '%s' is an option (give %s)\n",
+		o->name, value, o->shown);
+	return ERR_USAGE;
+}
+
 /* One option getopt returned (argv[at] holds it); CLI_RUN or the exit status. */
 static int take(struct cli *cli, int c, char **argv, int at)
 {
+	for (const struct option_row *o = options; o->name; o++)
+		if (o->val == c && optarg && value_is_option(o, optarg) != CLI_RUN)
+			return ERR_USAGE;
 	for (const struct option_row *o = options; o->name; o++)
 		if (o->val == c && o->bit) {
 			cli->used |= o->bit;
@@ -607,9 +621,23 @@ static int print_help(const struct cli *cli)
 	return 0;
 }
 
+/* "ddptok-run train CONFIG": a command where the configuration goes, and no file of that
+ * name. Says which order works; 1 if it did. */
+static int words_swapped(const struct cli *cli)
+{
+	const char *first = cli->a.config_path, *second = cli->a.command;
+	if (!find_command(first) || fsx_exists(first) || (second && find_command(second)))
+		return 0;
+	fprintf(stderr, "ddptok-run: '%s' is a command; the configuration comes first: "
+		"ddptok-run %s %s\n", first, second ? second : "CONFIG", first);
+	return 1;
+}
+
 /* The command named on the command line, with options it accepts; NULL after saying why. */
 static const struct command *chosen_command(const struct cli *cli)
 {
+	if (words_swapped(cli))
+		return NULL;
 	const struct command *cmd = find_command(cli->a.command ? cli->a.command : "protocol");
 	if (!cmd) {
 		unknown_command(cli->a.command);
