@@ -54,8 +54,8 @@ struct app {
  * log_level), with live progress lines when stdout is a terminal (tty), else whole
  * progress lines now and then when `lines` (progress.h); its stop flag is the one of
  * cli_signals.h; its engines get the --inject-failure, --inject-shard-swap and
- * --inject-hang options. */
-void app_env_init(struct app *a, int tty, int lines);
+ * --inject-hang options; the shared code's messages name `command`. */
+void app_env_init(struct app *a, int tty, int lines, const char *command);
 /* Ends a progress line left open on the terminal (before anything else is printed). */
 void app_progress_close(struct app *a);
 /* The name nearest to a mistyped `word` for a "did you mean" hint, among name_of(0),

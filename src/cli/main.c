@@ -873,9 +873,11 @@ int main(int argc, char **argv)
 	    (rc = process_log(cmd, a, &e)) == ERR_OK) {
 		/* the protocol's steps print their own summaries: no progress lines in its log.
 		 * mpirun hands its processes a pseudo-terminal whatever its own output is: a
-		 * live line only in a process of one */
-		app_env_init(a, isatty(STDOUT_FILENO) && world_get()->procs == 1,
-			     strcmp(cmd->name, "protocol") != 0);
+		 * live line only in a process of one. What the shared code prints is prefixed
+		 * by the command's name; in the protocol, by that of its training steps */
+		int protocol = strcmp(cmd->name, "protocol") == 0;
+		app_env_init(a, isatty(STDOUT_FILENO) && world_get()->procs == 1, !protocol,
+			     protocol ? "train" : cmd->name);
 		rc = cmd->fn(a, &e);
 		app_progress_close(a);
 	}
