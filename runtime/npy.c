@@ -259,11 +259,25 @@ static int descr_parse(const char *descr, enum npy_dtype *dt)
 	return 1;
 }
 
+/* A Fortran-ordered array whose bytes are those of its C order: at most one dimension
+ * longer than 1 (a vector, numpy writes fortran_order True for some of them). 0, or
+ * ERR_DATA for any other: its bytes would be read transposed. */
+static int fortran_same_bytes(const size_t *shape, int ndim, const char *name, struct err *e)
+{
+	int long_dims = 0;
+	for (int i = 0; i < ndim; i++)
+		long_dims += shape[i] > 1;
+	if (long_dims > 1)
+		return ERR(e, ERR_DATA, "%s: Fortran-ordered .npy arrays of more than one dimension "
+			   "are not supported (write it with numpy.ascontiguousarray)", name);
+	return 0;
+}
+
 static int parse_header(const char *h, size_t len, const char *name, enum npy_dtype *dt,
 			size_t *shape, int *ndim, struct err *e)
 {
 	struct cursor c = { h, h + len };
-	int have_descr = 0, have_order = 0, have_shape = 0;
+	int have_descr = 0, have_order = 0, have_shape = 0, fortran = 0;
 	char key[32], descr[32];
 
 	if (!eat(&c, '{'))
@@ -280,9 +294,8 @@ static int parse_header(const char *h, size_t len, const char *name, enum npy_dt
 					   "little-endian integers or bool only)", name, descr);
 		} else if (!strcmp(key, "fortran_order") && !have_order) {
 			have_order = 1;
-			if (parse_word(&c, "True"))
-				return ERR(e, ERR_DATA, "%s: Fortran-ordered .npy arrays are not supported", name);
-			if (!parse_word(&c, "False"))
+			fortran = parse_word(&c, "True");
+			if (!fortran && !parse_word(&c, "False"))
 				return ERR(e, ERR_DATA, "%s: malformed .npy header (fortran_order)", name);
 		} else if (!strcmp(key, "shape") && !have_shape) {
 			have_shape = 1;
@@ -303,7 +316,7 @@ static int parse_header(const char *h, size_t len, const char *name, enum npy_dt
 	if (!have_descr || !have_order || !have_shape)
 		return ERR(e, ERR_DATA, "%s: .npy header lacks %s", name,
 			   !have_descr ? "'descr'" : !have_order ? "'fortran_order'" : "'shape'");
-	return 0;
+	return fortran ? fortran_same_bytes(shape, *ndim, name, e) : 0;
 }
 
 int npy_parse(const void *buf, size_t len, const char *name, enum npy_dtype *dt,

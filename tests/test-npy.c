@@ -279,6 +279,11 @@ static void cut_header(char *b, size_t *len) { *len = 30; }
 static void extra_byte(char *b, size_t *len) { b[(*len)++] = 0; }
 static void tiny(char *b, size_t *len) { *len = 5; }
 static void fortran(char *b, size_t *len) { memcpy(strstr(b + 10, "False"), "True ", 5); }
+static void fortran_2d(char *b, size_t *len)
+{
+	fortran(b, len);
+	memcpy(strstr(b + 10, "(4,)"), "(2,2)", 5); /* the header's padding holds one more */
+}
 static void big_endian(char *b, size_t *len) { strstr(b + 10, "<f4")[0] = '>'; }
 static void other_dtype(char *b, size_t *len) { strstr(b + 10, "<f4")[1] = 'c'; }
 static void bad_shape(char *b, size_t *len) { strstr(b + 10, "(4,)")[1] = 'x'; }
@@ -294,7 +299,8 @@ START_TEST(test_strict_reader)
 	expect_refused(t, "cutdata", "truncated", cut_data);
 	expect_refused(t, "cuthdr", "truncated", cut_header);
 	expect_refused(t, "extra", "unexpected bytes", extra_byte);
-	expect_refused(t, "fortran", "Fortran", fortran);
+	expect_refused(t, "fortran", "Fortran-ordered .npy arrays of more than one dimension",
+		       fortran_2d);
 	expect_refused(t, "bigendian", "dtype", big_endian);
 	expect_refused(t, "complex", "dtype", other_dtype);
 	expect_refused(t, "shape", "shape", bad_shape);
@@ -316,6 +322,34 @@ START_TEST(test_strict_reader)
 }
 END_TEST
 
+/* A vector with fortran_order True has the bytes of its C order (numpy writes some so):
+ * read as one, as class weights are. */
+START_TEST(test_fortran_vector_read)
+{
+	char *t = tmpdir_make("test-npy");
+	struct err e;
+	char p[1024], *b;
+	size_t len, s4[] = { 4 }, shape[NPY_MAX_DIMS];
+	float f[4] = { 0.5f, 1, 1.5f, 2 };
+	enum npy_dtype dt;
+	int ndim;
+	void *data;
+	err_clear(&e);
+	snprintf(p, sizeof p, "%s/vector.npy", t);
+	ck_assert_int_eq(npy_write(p, NPY_F32, s4, 1, f, &e), 0);
+	slurp(p, &b, &len);
+	fortran(b, &len);
+	spit(p, b, len);
+	free(b);
+	ck_assert_msg(npy_read(p, &dt, shape, &ndim, &data, &e) == 0, "%s", e.msg);
+	ck_assert_int_eq(ndim, 1);
+	ck_assert_uint_eq(shape[0], 4);
+	ck_assert_int_eq(memcmp(data, f, sizeof f), 0);
+	free(data);
+	tmpdir_drop(t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("npy");
@@ -324,6 +358,7 @@ int main(void)
 	tcase_add_test(tc, test_roundtrip_and_layout);
 	tcase_add_test(tc, test_numpy_loads_it);
 	tcase_add_test(tc, test_strict_reader);
+	tcase_add_test(tc, test_fortran_vector_read);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }

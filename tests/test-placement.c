@@ -16,6 +16,7 @@
 
 #include "check-run.h"
 #include "placement.h"
+#include "procs.h"
 #include "gpu_rules.h"
 
 /* The plan for ranks on the hosts h (NULL: all on this one). */
@@ -455,11 +456,46 @@ START_TEST(embed_plan_tiles_each_id_and_shares_no_row)
 }
 END_TEST
 
+/* The share of ranks per process under mpirun -np P: a mismatch names what does not fit
+ * (with devices.local = 0 the process count, never "devices.local = 0"), and what would. */
+static void check_share(int world, int local_key, int procs, int want_local, const char *want)
+{
+	struct err e;
+	int local = -1;
+	err_clear(&e);
+	int rc = procs_share(world, local_key, procs, &local, &e);
+	if (!want) {
+		ck_assert_int_eq(rc, ERR_OK);
+		ck_assert_int_eq(local, want_local);
+		return;
+	}
+	ck_assert_int_eq(rc, ERR_CONFIG);
+	ck_assert_msg(strstr(e.msg, want), "'%s' lacks '%s'", e.msg, want);
+	ck_assert_msg(!strstr(e.msg, "devices.local = 0"), "%s", e.msg);
+}
+
+START_TEST(process_share_names_the_mismatch)
+{
+	check_share(4, 0, 2, 2, NULL);
+	check_share(4, 2, 2, 2, NULL);
+	check_share(2, 0, 1, 2, NULL);
+	/* two devices per process configured (world 2 for one process), three started */
+	check_share(2, 0, 3, 0, "devices.world = 2 ranks cannot be shared evenly by 3 processes "
+		    "(fewer ranks than processes): start 1 or 2 processes, or set devices.world "
+		    "to a multiple of 3");
+	check_share(4, 0, 3, 0, "start 1, 2 or 4 processes");
+	check_share(4, 2, 3, 0, "3 processes x devices.local = 2 ranks each make 6 ranks, and "
+		    "devices.world = 4: start 2 processes, or set devices.world = 6");
+	check_share(5, 2, 2, 0, "(not a multiple of devices.local): set devices.world = 4");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("device-plan");
 	TCase *tc = tcase_create("device-plan");
 	tcase_add_test(tc, placement_follows_the_gpus_visible);
+	tcase_add_test(tc, process_share_names_the_mismatch);
 	tcase_add_test(tc, auto_never_falls_back_when_gpus_were_named);
 	tcase_add_test(tc, ranks_of_several_hosts_number_each_hosts_gpus);
 	tcase_add_test(tc, driver_requirement);

@@ -31,7 +31,7 @@ void app_progress_close(struct app *a)
 	fflush(stdout);
 }
 
-void app_env_init(struct app *a, int tty, int lines)
+void app_env_init(struct app *a, int tty, int lines, const char *command)
 {
 	env_init(&a->env, &a->cfg, &a->s);
 	a->env.log = app_log;
@@ -40,6 +40,7 @@ void app_env_init(struct app *a, int tty, int lines)
 	a->env.progress_lines = lines;
 	a->env.stop = cli_signal_flag();
 	a->env.engine.fault = a->o.fault;
+	a->env.command = command;
 }
 
 /* --inject-drift: the smallest change there is, which the protocol's resume check must

@@ -32,6 +32,7 @@ struct app_opts {
 	int continuous;         /* train --continuous */
 	int dry_run;            /* clean --dry-run */
 	long windows;           /* bench --windows N (0: default) */
+	int sweep;              /* bench --sweep: also the size sweep (minutes: opt-in) */
 	/* tests: --inject-failure R:W, --inject-shard-swap R (exact mode) and
 	 * --inject-hang R:W[:S], handed to the engine as they are; off: -1 */
 	struct fault_injection fault;
@@ -53,8 +54,8 @@ struct app {
  * log_level), with live progress lines when stdout is a terminal (tty), else whole
  * progress lines now and then when `lines` (progress.h); its stop flag is the one of
  * cli_signals.h; its engines get the --inject-failure, --inject-shard-swap and
- * --inject-hang options. */
-void app_env_init(struct app *a, int tty, int lines);
+ * --inject-hang options; the shared code's messages name `command`. */
+void app_env_init(struct app *a, int tty, int lines, const char *command);
 /* Ends a progress line left open on the terminal (before anything else is printed). */
 void app_progress_close(struct app *a);
 /* The name nearest to a mistyped `word` for a "did you mean" hint, among name_of(0),

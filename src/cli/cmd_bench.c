@@ -16,9 +16,10 @@
  * device's host waits (synchronisations), kernel launches and queued copies per window
  * (dev.h's counts, on the rank that issues most).
  *
- * Then a size sweep shows how the costs grow with the shape: the configuration with the
- * size its model declares (struct model_sweep: the window MLP's hidden = 512, 1024, 2048
- * by vocab = 128 and 4096; the GPT's width = 256, 512, 768, heads = width / 64, by the
+ * With --sweep (minutes of runs, so only when asked for), a size sweep then shows how
+ * the costs grow with the shape: the configuration with the size its model declares
+ * (struct model_sweep: the window MLP's hidden = 512, 1024, 2048 by vocab = 128 and
+ * 4096; the GPT's width = 256, 512, 768, heads = width / 64, by the
  * configured vocabulary and 4096) on the synthetic source, a short run each (at most
  * --windows windows, about two seconds of them), each point's share of W x sgemm against
  * the sgemm of that point's own largest GEMM. A model that declares no size has no
@@ -722,8 +723,9 @@ int cmd_bench(struct app *a, struct err *e)
 	report_main(v, &b);
 	json_t *gemm_ranks = report_gemm_factors(v, &b);
 
-	json_t *points = json_array();
-	rc = size_sweep(v, ops, vocab, windows, points, e);
+	json_t *points = a->o.sweep ? json_array() : NULL;
+	if (points)
+		rc = size_sweep(v, ops, vocab, windows, points, e);
 	json_t *exact = NULL, *batching = NULL;
 	if (rc == ERR_OK)
 		rc = exact_vs_default(v, &b, warmup, windows, &exact, e);
@@ -736,7 +738,7 @@ int cmd_bench(struct app *a, struct err *e)
 		return rc;
 	}
 	json_t *j = json_pack("{s:s, s:i, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
-			      "s:f, s:f, s:f, s:f, s:f, s:f, s:o*, s:o, s:o*, s:o*}",
+			      "s:f, s:f, s:f, s:f, s:f, s:f, s:o*, s:o*, s:o*, s:o*}",
 			      "backend", backend, "world", s->world, "threads_per_rank", b.threads, "plan",
 			      rank_split_name(s->rank_split), "tokens",
 			      (json_int_t)b.tokens, "seconds", b.seconds, "cpu_seconds", b.cpu_seconds,

@@ -85,9 +85,10 @@ int cmd_evaluate_write(struct app *a, const struct train_eval *ev, struct err *e
 			 names[i], sp[i]->sequences, sp[i]->tokens, sp[i]->loss, sp[i]->hits,
 			 sp[i]->accuracy, sp[i]->const_accuracy);
 	env_info(&a->env, "evaluate: loss = global token mean (sum of token losses / supervised tokens); "
-		 "accuracy = argmax == target; the constant guess always predicts id %lld, the most "
-		 "frequent training target", corpus_user_id(a->s.source, ev->const_id));
-	json_t *j = evaluate_json(ev);
+		 "accuracy = argmax == target; the constant guess always predicts id %lld (the "
+		 "data's numbering), the most frequent training target",
+		 corpus_user_id(a->s.source, ev->const_id));
+	json_t *j = evaluate_json(ev, a->s.source);
 	if (in_run)
 		json_object_set_new(j, "run", json_string(run));
 	rc = report_write_json(a, OUT_EVALUATE, j, e);

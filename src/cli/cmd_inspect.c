@@ -720,11 +720,11 @@ static int do_dump(struct inspect *in, int argc, char **argv, struct err *e)
 	json_t *j = json_pack(
 		"{s:s, s:I, s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:o, s:O, s:O, s:o}", "what",
 		"gradients of one window of inspect: flat float32 vectors of n_params components; "
-		"'tensors' gives each parameter's slice (offset, count) and shape (row-major)",
+		"'layout' gives each parameter's slice (offset, count) and shape (row-major)",
 		"step", (json_int_t)in->last_step, "normalization",
 		norm_mode_name(in->last_mode), "reduce", reduce_name(in->a), "world", eng->world,
 		"accumulation", in->last->micro, "n_params", (json_int_t)in->n, "loss",
-		in->last_res.loss, "grad_norm", in->last_res.grad_norm, "tensors",
+		in->last_res.loss, "grad_norm", in->last_res.grad_norm, "layout",
 		run_layout_json(&eng->shape), "files", files, "local", locals, "window",
 		parity_window_json(in->last));
 	if (!j) {

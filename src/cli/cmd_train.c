@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "optim.h"
 #include "outputs.h"
 #include "procs.h"
 #include "report.h"
@@ -47,20 +48,34 @@ static int make_plan(struct app *a, struct train_plan *plan, struct err *e)
 				   a->s.timeout_s, e);
 }
 
+/* "sgd momentum 0.9" or "adamw beta1 0.9, beta2 0.95": the optimizer and the settings
+ * of its state, into buf. */
+static void optimizer_phrase(const struct settings *s, char *buf, size_t cap)
+{
+	if (s->optimizer == OPTIM_ADAMW)
+		snprintf(buf, cap, "adamw beta1 %g, beta2 %g", s->beta1, s->beta2);
+	else
+		snprintf(buf, cap, "sgd momentum %g", s->momentum);
+}
+
 /* What the run is about to do, and where. */
 static void announce(struct app *a, enum train_kind kind, const struct train_plan *plan,
 		     const struct train_opts *o)
 {
 	int64_t planned = train_planned_stop(&a->s);
+	char optimizer[96];
 	if (plan->from_dir)
 		env_info(&a->env, "train: resuming from %s (step %" PRId64 "), the newest valid "
 			 "checkpoint of %s", plan->resume, plan->resume_step,
 			 strcmp(a->o.resume_dir, "latest") ? a->o.resume_dir : "the latest run");
-	env_info(&a->env, "train: %s run to step %" PRId64 " (W = %d, accumulation %d, batch %d, lr %g, "
-		 "momentum %g, normalization %s)%s%s", output_run_name(kind), o->stop_at, a->s.world,
-		 a->s.accumulation, a->s.batch_size, a->s.lr, a->s.momentum,
-		 norm_mode_name(o->mode), kind == TRAIN_RESUME ? " from " : "",
-		 kind == TRAIN_RESUME ? plan->resume : "");
+	const char *what = kind == TRAIN_RESUME ? "resumed run to step"
+			   : kind == TRAIN_STOP && planned ? "new run to its planned stop, step"
+			   : "new run to step";
+	optimizer_phrase(&a->s, optimizer, sizeof optimizer);
+	env_info(&a->env, "train: %s %" PRId64 " (W = %d, accumulation %d, batch %d, lr %g, %s, "
+		 "normalization %s)%s%s", what, o->stop_at, a->s.world, a->s.accumulation,
+		 a->s.batch_size, a->s.lr, optimizer, norm_mode_name(o->mode),
+		 kind == TRAIN_RESUME ? " from " : "", kind == TRAIN_RESUME ? plan->resume : "");
 	env_info(&a->env, "train: run directory %s (%s)", plan->run_dir,
 		 plan->continues ? "this run continued" : "a new run");
 	if (kind == TRAIN_STOP && planned)

@@ -59,6 +59,7 @@ enum {
 	OPT_HANG = 1 << 11,
 	OPT_LLMC = 1 << 12,
 	OPT_SAMPLE = 1 << 13,
+	OPT_SWEEP = 1 << 14,
 };
 
 struct option_row {
@@ -104,6 +105,8 @@ static const struct option_row options[] = {
 	{"dry-run", no_argument, 'n', OPT_DRY_RUN, "--dry-run", "clean: list what would be removed"},
 	{"windows", required_argument, 'w', OPT_WINDOWS, "--windows N",
 	 "bench: number of windows to time"},
+	{"sweep", no_argument, 'W', OPT_SWEEP, "--sweep",
+	 "bench: also time the sizes the model declares (minutes)"},
 	{"check", no_argument, 'C', OPT_CHECK, "--check",
 	 "env: create each rank's device, run a kernel, a GEMM and an\n"
 	 "allreduce on it and compare them with the CPU (exit 10 if one fails)"},
@@ -238,15 +241,16 @@ static const struct command commands[] = {
 	 "second, or SIGTERM, ends the session with exit status 8 (a further signal\n"
 	 "while a step is stopping ends the process at once, as in train).",
 	 "inspect --resume artifacts/checkpoints/step-0050", 1, "it is interactive"},
-	{"bench", cmd_bench, OPT_WINDOWS, WRITES_OUTPUTS,
-	 "training throughput, sgemm rate, size sweep [--windows N]",
+	{"bench", cmd_bench, OPT_WINDOWS | OPT_SWEEP, WRITES_OUTPUTS,
+	 "training throughput, sgemm rate [--windows N] [--sweep]",
 	 "Times training windows: throughput and FLOP rate against the machine's one-thread\n"
 	 "sgemm rate (median of trials before and after the windows, with their range, and\n"
 	 "W sgemms at once beside it), per wall-clock second and per CPU-second; names the\n"
-	 "BLAS kernel and warns when it is narrower than the CPU; then the same over the\n"
-	 "sizes the model declares (window_mlp: hidden = 512, 1024, 2048 by vocab = 128,\n"
-	 "4096; gpt: width = 256, 512, 768 by its vocab and 4096), at most N windows, about\n"
-	 "2 s each; last, exact mode against the default mode on the same window shape.",
+	 "BLAS kernel and warns when it is narrower than the CPU; with --sweep, then the\n"
+	 "same over the sizes the model declares (window_mlp: hidden = 512, 1024, 2048 by\n"
+	 "vocab = 128, 4096; gpt: width = 256, 512, 768 by its vocab and 4096), at most N\n"
+	 "windows, about 2 s each (minutes in all); last, exact mode against the default\n"
+	 "mode, and batching by sequences against batching by tokens, on the same window.",
 	 "bench --windows 20", 0,
 	 "copies of it would share the cores they time"},
 	{"env", cmd_env, OPT_CHECK | OPT_INJECT, 0, "backends, devices, versions [--check]",
@@ -451,6 +455,7 @@ static int take_option(struct cli *cli, int val, char *arg)
 	case 'n': o->dry_run = 1; break;
 	case 'D': o->inject_drift = 1; break;
 	case 'C': o->check = 1; break;
+	case 'W': o->sweep = 1; break;
 	case 'w':
 		if (parse_long(arg, &o->windows) || o->windows < 1) {
 			fprintf(stderr, "ddptok-run: --windows needs a positive integer, got '%s'\n",
@@ -500,9 +505,23 @@ static void unknown_long_option(const char *arg)
 		fprintf(stderr, "ddptok-run: unknown option '%s' (see --help)\n", arg);
 }
 
+/* An option that needs a value, given another option in its place ("--llmc --set K=V":
+ * getopt takes "--set" as the file name): ERR_USAGE after saying so; else CLI_RUN. */
+static int value_is_option(const struct option_row *o, const char *value)
+{
+	if (o->has_arg != required_argument || strncmp(value, "--", 2) != 0 || !value[2])
+		return CLI_RUN;
+	fprintf(stderr, "ddptok-run: option --%s needs a value, and '%s' is an option (give %s)\n",
+		o->name, value, o->shown);
+	return ERR_USAGE;
+}
+
 /* One option getopt returned (argv[at] holds it); CLI_RUN or the exit status. */
 static int take(struct cli *cli, int c, char **argv, int at)
 {
+	for (const struct option_row *o = options; o->name; o++)
+		if (o->val == c && optarg && value_is_option(o, optarg) != CLI_RUN)
+			return ERR_USAGE;
 	for (const struct option_row *o = options; o->name; o++)
 		if (o->val == c && o->bit) {
 			cli->used |= o->bit;
@@ -603,9 +622,23 @@ static int print_help(const struct cli *cli)
 	return 0;
 }
 
+/* "ddptok-run train CONFIG": a command where the configuration goes, and no file of that
+ * name. Says which order works; 1 if it did. */
+static int words_swapped(const struct cli *cli)
+{
+	const char *first = cli->a.config_path, *second = cli->a.command;
+	if (!find_command(first) || fsx_exists(first) || (second && find_command(second)))
+		return 0;
+	fprintf(stderr, "ddptok-run: '%s' is a command; the configuration comes first: "
+		"ddptok-run %s %s\n", first, second ? second : "CONFIG", first);
+	return 1;
+}
+
 /* The command named on the command line, with options it accepts; NULL after saying why. */
 static const struct command *chosen_command(const struct cli *cli)
 {
+	if (words_swapped(cli))
+		return NULL;
 	const struct command *cmd = find_command(cli->a.command ? cli->a.command : "protocol");
 	if (!cmd) {
 		unknown_command(cli->a.command);
@@ -843,9 +876,11 @@ int main(int argc, char **argv)
 	    (rc = process_log(cmd, a, &e)) == ERR_OK) {
 		/* the protocol's steps print their own summaries: no progress lines in its log.
 		 * mpirun hands its processes a pseudo-terminal whatever its own output is: a
-		 * live line only in a process of one */
-		app_env_init(a, isatty(STDOUT_FILENO) && world_get()->procs == 1,
-			     strcmp(cmd->name, "protocol") != 0);
+		 * live line only in a process of one. What the shared code prints is prefixed
+		 * by the command's name; in the protocol, by that of its training steps */
+		int protocol = strcmp(cmd->name, "protocol") == 0;
+		app_env_init(a, isatty(STDOUT_FILENO) && world_get()->procs == 1, !protocol,
+			     protocol ? "train" : cmd->name);
 		rc = cmd->fn(a, &e);
 		app_progress_close(a);
 	}

@@ -144,10 +144,11 @@ json_t *train_summary_json(int kind, const struct train_result *res, int world)
 			 res->backend, "ranks", ranks);
 }
 
-json_t *evaluate_json(const struct train_eval *ev)
+json_t *evaluate_json(const struct train_eval *ev, int source)
 {
-	return json_pack("{s:s, s:I, s:s, s:i, s:o, s:o}", "checkpoint", ev->checkpoint, "step",
-			 (json_int_t)ev->step, "backend", ev->backend, "constant_guess_id", ev->const_id,
+	return json_pack("{s:s, s:I, s:s, s:I, s:o, s:o}", "checkpoint", ev->checkpoint, "step",
+			 (json_int_t)ev->step, "backend", ev->backend, "constant_guess_id",
+			 (json_int_t)corpus_user_id(source, ev->const_id),
 			 "test", split_json(&ev->test), "validation", split_json(&ev->validation));
 }
 

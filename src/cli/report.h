@@ -32,7 +32,9 @@ json_t *check_loss_json(const struct check_loss_result *r);
 json_t *parity_json(const struct parity_result *r);
 json_t *exercise_json(const struct exercise_result *r);
 json_t *empty_window_json(const struct empty_window_result *r);
-json_t *evaluate_json(const struct train_eval *ev);
+/* evaluate.json; source: the data source, whose id space the constant guess is named in
+ * (corpus_user_id: the data files' ids, as on the terminal and in report.md). */
+json_t *evaluate_json(const struct train_eval *ev, int source);
 /* A training run's summary (train-stop.json, ...); kind: enum train_kind. */
 json_t *train_summary_json(int kind, const struct train_result *res, int world);
 

@@ -12,16 +12,51 @@
 #include "fsx.h"
 #include "world.h"
 
+/* "1, 2 or 4": the process counts that share world ranks evenly, into buf. */
+static void divisors(int world, char *buf, size_t cap)
+{
+	size_t len = 0;
+	buf[0] = '\0';
+	for (int d = 1; d <= world && len < cap; d++)
+		if (world % d == 0) /* the last divisor is world itself */
+			len += (size_t)snprintf(buf + len, cap - len, "%s%d",
+						!len ? "" : d == world ? " or " : ", ", d);
+}
+
+int procs_share(int world, int local_key, int procs, int *local, struct err *e)
+{
+	char counts[128];
+	if (local_key > 0 && local_key * procs == world) {
+		*local = local_key;
+		return ERR_OK;
+	}
+	if (local_key > 0 && world % local_key == 0)
+		return ERR(e, ERR_CONFIG, "%d processes x devices.local = %d ranks each make %d "
+			   "ranks, and devices.world = %d: start %d processes, or set "
+			   "devices.world = %d", procs, local_key, procs * local_key, world,
+			   world / local_key, procs * local_key);
+	if (local_key > 0)
+		return ERR(e, ERR_CONFIG, "%d processes x devices.local = %d ranks each make %d "
+			   "ranks, and devices.world = %d (not a multiple of devices.local): set "
+			   "devices.world = %d", procs, local_key, procs * local_key, world,
+			   procs * local_key);
+	if (world % procs == 0) {
+		*local = world / procs;
+		return ERR_OK;
+	}
+	/* devices.local = 0 shares the ranks evenly: the mismatch is the process count */
+	divisors(world, counts, sizeof counts);
+	return ERR(e, ERR_CONFIG, "devices.world = %d ranks cannot be shared evenly by %d "
+		   "processes%s: start %s process%s, or set devices.world to a multiple of %d",
+		   world, procs, world < procs ? " (fewer ranks than processes)" : "", counts,
+		   world == 1 ? "" : "es", procs);
+}
+
 int procs_local_ranks(const struct settings *s, int *local, int *first, struct err *e)
 {
 	const struct world *wd = world_get();
-	int l = s->local > 0 ? s->local : s->world / wd->procs;
-	if (l * wd->procs != s->world)
-		return ERR(e, ERR_CONFIG, "devices.world = %d is not %d processes x devices.local "
-			   "= %d ranks each: set devices.world = processes x devices.local",
-			   s->world, wd->procs, s->local > 0 ? s->local : l);
-	*local = l;
-	*first = wd->proc * l;
+	ERR_TRY(procs_share(s->world, s->local, wd->procs, local, e));
+	*first = wd->proc * *local;
 	return ERR_OK;
 }
 

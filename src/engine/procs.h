@@ -17,6 +17,10 @@
  * W = processes x L). ERR_CONFIG naming devices.world and devices.local when they do not
  * divide. */
 int procs_local_ranks(const struct settings *s, int *local, int *first, struct err *e);
+/* The ranks each of procs processes runs: devices.local (local_key) when it is > 0, else
+ * world / procs. ERR_CONFIG naming what does not fit (the process count, devices.local or
+ * devices.world) and the settings that would. */
+int procs_share(int world, int local_key, int procs, int *local, struct err *e);
 
 /* Every process's data lock equals process 0's; ERR_DATA naming the first process (and
  * its host) that differs otherwise, on every process. */

@@ -1,14 +1,16 @@
 /*
- * sampler: the length-band draws (without replacement, per window), split into
+ * sampler: the window's draws (without replacement, per window), split into
  * mb[rank][microbatch] by the configured plan (window.h), or exact mode's shards
  * (shard.h) when [train] shards asks for them.
  *
- * Draws: each window, for r = 0..W-1, a partial Fisher-Yates over a fresh copy of pool r
- * (the training ids of band r, ascending) picks accumulation x batch_size ids, in draw
- * order, from the sampler's prng (stream SAMPLER_STREAM). Copying the pool each time
- * makes a window depend only on the prng state, which is what the checkpoint stores.
- * With [train] sampling = epochs the window's ids are instead the next ones of the epochs
- * (epoch.h), split by the plan or cut into shards the same way.
+ * Draws: each window, for each pool r in order, a partial Fisher-Yates over a fresh copy
+ * of pool r (under length_bands the training ids of band r, ascending, accumulation x
+ * batch_size of them drawn; under balanced one pool of every training id, W times as many
+ * drawn), in draw order, from the sampler's prng (stream SAMPLER_STREAM). Copying the
+ * pool each time makes a window depend only on the prng state, which is what the
+ * checkpoint stores. With [train] sampling = epochs the window's ids are instead the next
+ * ones of the epochs (epoch.h), split by the plan or cut into shards the same way.
+ * docs/random-draws.md states it all for a reimplementation.
  */
 #include "sampler.h"
 

@@ -19,6 +19,7 @@ void env_init(struct env *v, const struct cfg *cfg, const struct settings *s)
 	v->cfg = cfg;
 	v->s = s;
 	engine_opts_init(&v->engine);
+	v->command = "train";
 }
 
 int env_stop_requested(const struct env *v)

@@ -48,10 +48,13 @@ struct env {
 	/* NULL: every run makes its own engine; else the engines it takes and gives back
 	 * (the protocol's, shared by its steps) */
 	struct engine_keep *keep;
+	/* the command whose work this is ("train", "inspect", "evaluate", ...): the prefix of
+	 * what the shared code (corpus, resume, checkpoints) prints for it */
+	const char *command;
 };
 
 /* Fills v for cfg and its settings: no logging, no progress, no stop flag, default engine
- * options. */
+ * options, command "train". */
 void env_init(struct env *v, const struct cfg *cfg, const struct settings *s);
 /* The reason to stop now (0: none). */
 int env_stop_requested(const struct env *v);

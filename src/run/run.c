@@ -176,7 +176,7 @@ static int check_prepared(const struct env *v, int rebuild, const char *dir, str
 	corpus_free(c);
 	if (!rebuild)
 		return rc;
-	env_info(v, "train: %s: rebuilding it", e->msg);
+	env_info(v, "%s: %s: rebuilding it", v->command, e->msg);
 	err_clear(e);
 	return ERR_OK;
 }
@@ -223,7 +223,8 @@ static int build_missing(const struct env *v, enum corpus_use use, const char *d
 		corpus_free(c);
 		return rc;
 	}
-	env_info(v, "train: corpus prepared in %s (data lock %.16s...)", dir, c->lock);
+	env_info(v, "%s: corpus prepared in %s (data lock %.16s...)", v->command, dir,
+		 c->lock);
 	return ERR_OK;
 }
 

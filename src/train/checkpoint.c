@@ -850,6 +850,6 @@ int checkpoint_write(const struct checkpoint_source *t, const char *root, char *
 	if (ci.leftover[0])
 		env_info(v, "checkpoint: the replaced copy %s could not be removed (clean --scope "
 			 "partial removes it)", ci.leftover);
-	env_debug(v, "train: checkpoint %s", ci.path);
+	env_debug(v, "%s: checkpoint %s", v->command, ci.path);
 	return ERR_OK;
 }

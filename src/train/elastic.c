@@ -139,9 +139,9 @@ int elastic_check_machine(const struct env *v, const char *dir, const char *back
 	}
 	elastic_machine(eng, now, sizeof now);
 	if (strcmp(machine, now) != 0)
-		env_info(v, "train: note: checkpoint %s was written on [%s], this run is on [%s]: "
+		env_info(v, "%s: note: checkpoint %s was written on [%s], this run is on [%s]: "
 			 "identical bits are promised only on one machine type and set of library "
-			 "versions, so bitwise continuation is not promised here", dir, machine,
-			 now);
+			 "versions, so bitwise continuation is not promised here", v->command, dir,
+			 machine, now);
 	return ERR_OK;
 }

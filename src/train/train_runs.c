@@ -380,12 +380,13 @@ int train_runs_prune(const struct env *v, const char *run_dir, int keep, int64_t
 			continue;
 		older--;
 		if (!ckpt_removable(l.v[i].path, why, sizeof why)) {
-			env_info(v, "train: keep = %d: %s left in place (%s)", keep, l.v[i].path, why);
+			env_info(v, "%s: keep = %d: %s left in place (%s)", v->command, keep,
+				 l.v[i].path, why);
 			continue;
 		}
 		if ((rc = remove_checkpoint(run_dir, &l.v[i], e)) != ERR_OK)
 			break;
-		env_debug(v, "train: keep = %d: removed %s", keep, l.v[i].path);
+		env_debug(v, "%s: keep = %d: removed %s", v->command, keep, l.v[i].path);
 		if (removed)
 			++*removed;
 	}

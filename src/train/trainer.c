@@ -74,29 +74,29 @@ static void adopt_changes(struct trainer *t, const struct checkpoint *ck)
 	t->changes = ck->changes;
 	for (int i = 0; i < ck->changed.n; i++) {
 		const struct train_change *c = &ck->changed.v[i];
-		env_info(t->v, "train: %s: %s -> %s from step %" PRId64, c->key, c->from, c->to,
-			 c->step);
+		env_info(t->v, "%s: %s: %s -> %s from step %" PRId64, t->v->command, c->key,
+			 c->from, c->to, c->step);
 		if (train_changes_add(&t->changes, c->step, c->key, c->from, c->to))
-			env_info(t->v, "train: note: the history holds %d changes, this one is not "
-				 "recorded", TRAIN_MAX_CHANGES);
+			env_info(t->v, "%s: note: the history holds %d changes, this one is not "
+				 "recorded", t->v->command, TRAIN_MAX_CHANGES);
 	}
 	if (!ck->changed.n)
 		return;
-	env_info(t->v, "train: learning rate of update %" PRId64 ": %g with the checkpoint's "
-		 "settings -> %g with these (docs/optimizers.md)", t->r.eng->updates_done + 1,
+	env_info(t->v, "%s: learning rate of update %" PRId64 ": %g with the checkpoint's "
+		 "settings -> %g with these (docs/optimizers.md)", t->v->command, t->r.eng->updates_done + 1,
 		 ck->stored_next_lr, engine_next_lr(t->r.eng));
-	env_info(t->v, "train: the optimizer settings changed on resume (recorded in the "
+	env_info(t->v, "%s: the optimizer settings changed on resume (recorded in the "
 		 "checkpoints' history): the run no longer follows the trajectory of its "
-		 "original settings bit for bit");
+		 "original settings bit for bit", t->v->command);
 }
 
 /* Takes over what the checkpoint recorded besides the engine's state. */
 static void adopt_resume(struct trainer *t, const struct checkpoint *ck)
 {
 	if (strcmp(ck->backend, engine_backend_name(t->r.eng)) != 0)
-		env_info(t->v, "train: note: checkpoint written by the %s backend, continuing on %s "
-			 "(bit-exact equality holds only on one backend)", ck->backend,
-			 engine_backend_name(t->r.eng));
+		env_info(t->v, "%s: note: checkpoint written by the %s backend, continuing on %s "
+			 "(bit-exact equality holds only on one backend)", t->v->command,
+			 ck->backend, engine_backend_name(t->r.eng));
 	t->step = t->start_step = t->last_ckpt_step = ck->step;
 	t->mode = t->run_mode = t->resume_mode = ck->normalization;
 	t->last_loss = ck->last_loss;

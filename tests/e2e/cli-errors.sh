@@ -22,6 +22,16 @@ expect 2 "unknown command 'evalute' (did you mean 'evaluate'?)" "$DDPTOK" help e
 # help of an unknown command: the error and the list of commands, not the whole help
 expect 2 "^  train  " "$DDPTOK" help trian
 grep -q "^options:" err.txt out.txt && { echo "FAIL: help trian printed the whole help"; fail=1; }
+# the words swapped: the configuration comes first
+expect 2 "'train' is a command; the configuration comes first: ddptok-run ok.ini train" "$DDPTOK" train ok.ini
+expect 2 "'evaluate' is a command; the configuration comes first: ddptok-run CONFIG evaluate" "$DDPTOK" evaluate
+# an option where a value was due is not taken as the value (a file named --set)
+expect 2 "option --llmc needs a value, and '--set' is an option (give --llmc FILE)" "$DDPTOK" ok.ini export --llmc --set run.outputs=x out.bin
+expect 2 "option --set needs a value, and '--windows' is an option" "$DDPTOK" ok.ini bench --set --windows 2
+[ -e ./--set ] && { echo "FAIL: a file named --set was written"; fail=1; }
+# options anywhere: before CONFIG, between CONFIG and COMMAND, after COMMAND
+"$DDPTOK" --set run.outputs=anywhere ok.ini --set devices.world=1 env --set train.lr=0.5 > env.txt 2>&1 ||
+	{ cat env.txt; echo "FAIL: options around CONFIG and COMMAND were refused"; fail=1; }
 expect 2 "unknown option '--frobnicate' (see --help)" "$DDPTOK" ok.ini prepare --frobnicate
 expect 2 "unknown option '--contiuous' (did you mean '--continuous'?)" "$DDPTOK" ok.ini train --contiuous
 expect 2 "unknown option '--resme=x' (did you mean '--resume'?)" "$DDPTOK" ok.ini train --resme=x

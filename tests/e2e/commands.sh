@@ -60,6 +60,10 @@ jcheck outputs/exercise.json '[c["tokens"] for c in d["cases"]] == [[3, 3], [3, 
 grep -q "backend" env.txt
 "$DDPTOK" "$CONF/tiny.ini" bench --windows 3 > bench.txt
 grep -q "tokens/s" bench.txt
+# the size sweep takes minutes: only with --sweep
+! grep -q "bench: sweep" bench.txt || { echo "FAIL: bench ran the size sweep unasked"; exit 1; }
+jcheck outputs/bench.json '"sweep" not in d and d["tokens"] > 0'
+"$DDPTOK" "$CONF/tiny.ini" bench --windows 3 --sweep > bench.txt
 # the size sweep: hidden 512, 1024, 2048 by vocab 128 and 4096
 test "$(grep -c 'bench: sweep hidden' bench.txt)" = 6
 jcheck outputs/bench.json '[(p["hidden"], p["vocab"]) for p in d["sweep"]] ==
@@ -70,7 +74,7 @@ jcheck outputs/bench.json '[(p["hidden"], p["vocab"]) for p in d["sweep"]] ==
 small="--windows 1 --set model.layers=1 --set model.context=32 --set data.min_len=8
 	--set data.max_len=32 --set train.batch_size=1 --set train.accumulation=1
 	--set devices.world=1"
-"$DDPTOK" "$CONF/gpt-tiny.ini" bench $small --set data.vocab=64 --set run.outputs=gb > gb.txt
+"$DDPTOK" "$CONF/gpt-tiny.ini" bench --sweep $small --set data.vocab=64 --set run.outputs=gb > gb.txt
 test "$(grep -c 'bench: sweep width' gb.txt)" = 6
 jcheck gb/bench.json '[(p["width"], p["vocab"]) for p in d["sweep"]] ==
 	[(256, 64), (256, 4096), (512, 64), (512, 4096), (768, 64), (768, 4096)]
@@ -79,7 +83,7 @@ jcheck gb/bench.json '[(p["width"], p["vocab"]) for p in d["sweep"]] ==
 		[4096, 512], [3072, 768], [4096, 768]]'
 # a configured vocabulary that is the sweep's large one is run once per width; with two
 # threads per rank the ratios are to W x 2 threads x sgemm, two sgemms at once beside them
-"$DDPTOK" "$CONF/gpt-tiny.ini" bench $small --set data.vocab=4096 --set run.outputs=gb4 \
+"$DDPTOK" "$CONF/gpt-tiny.ini" bench --sweep $small --set data.vocab=4096 --set run.outputs=gb4 \
 	--set devices.threads=2 > gb4.txt
 jcheck gb4/bench.json '[(p["width"], p["vocab"]) for p in d["sweep"]] ==
 	[(256, 4096), (512, 4096), (768, 4096)] and d["threads_per_rank"] == 2'

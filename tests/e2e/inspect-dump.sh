@@ -46,7 +46,7 @@ if command -v python3 > /dev/null; then
 import json, sys
 n = int(sys.argv[1])
 j = json.load(open("d/layout.json"))
-t = j["tensors"]
+t = j["layout"]
 assert sum(x["count"] for x in t) == n, "counts do not cover the vector"
 off = 0
 for x in t:
@@ -68,7 +68,7 @@ def npy(path):
     data = b[10 + hl:]
     return struct.unpack("<%df" % (len(data) // 4), data)
 red, loc1 = npy("d/reduced.npy"), npy("d/rank1-local.npy")
-t = {x["name"]: x for x in json.load(open("d/layout.json"))["tensors"]}
+t = {x["name"]: x for x in json.load(open("d/layout.json"))["layout"]}
 blocks, cur = [], None
 for line in open("out.txt"):
     m = re.search(r"grad:   (\w+)\[(\d+):(\d+)\] of ", line)

@@ -38,6 +38,12 @@ mpi 2 env $S --set devices.world=4 > env.out
 grep -q "^processes: P = 2 x L = 2 = W = 4 ranks; this is process 1, ranks 2..3; hosts: " env.out ||
 	fail "env: $(cat env.out)"
 
+# three processes for a configuration of two ranks: the process count is named, with the
+# counts that fit (not the devices.local = 0 that stands for "world / processes")
+rc_of mpi 3 train $S --set run.artifacts=three --set run.outputs=three
+[ "$rc" -eq 3 ] && grep -q "devices.world = 2 ranks cannot be shared evenly by 3 processes .*start 1 or 2 processes" cmd.err ||
+	fail "3 processes for W = 2 gave exit $rc: $(cat cmd.err)"
+
 # parity with P = 2 x L = 1: the one-process verdicts and numbers, controls caught
 # shellcheck disable=SC2086
 "$DDPTOK" "$T" parity $S --set run.outputs=one > /dev/null

@@ -61,6 +61,15 @@ set -e
 grep -q "memory per rank: .* (3 x [0-9]* floats, vocabulary 50261) + workspace .* (logits" env.txt ||
 	{ cat env.txt; echo "FAIL: env does not report the memory per rank"; exit 1; }
 
+# one id space, the files' own (the corpus shifts them by its 4 reserved ids): evaluate.json,
+# the terminal and report.md name the constant guess by the same id
+python3 - out-npy/evaluate.json out-npy/report.md npy.txt <<'PY' || { echo "FAIL: the constant guess is not named by the files' id"; exit 1; }
+import json, sys
+named = json.load(open(sys.argv[1]))["constant_guess_id"]
+assert "predicts id %d, the most" % named in open(sys.argv[2]).read(), named
+assert "predicts id %d (the data's numbering)" % named in open(sys.argv[3]).read(), named
+PY
+
 # a changed file: the resume is refused (exit 5), a fresh run prepares the corpus again
 cp -r "$DATA/npy" mine
 "$DDPTOK" "$CONF/own-data.ini" --set data.path=mine train --set train.stop_at=10 > stop.txt 2>&1
@@ -155,14 +164,6 @@ config_refused "own-data.ini: [data] test = 50 (from --set): only the synthetic 
 	--set data.test=50
 config_refused "[train] sampling = epochs draws every training sequence once per epoch, [train] plan = length_bands" \
 	--set train.plan=length_bands --set train.sampling=epochs
-exit 0
-# ids in messages are the files' own: the corpus shifts them by its 4 reserved ids
-python3 - out-npy/evaluate.json out-npy/report.md <<'PY' || { echo "FAIL: the constant guess is not named by the files' id"; exit 1; }
-import json, sys
-rep = json.load(open(sys.argv[1]))
-internal = rep["constant_guess_id"]
-assert "predicts id %d, the most" % (internal - 4) in open(sys.argv[2]).read(), internal
-PY
 # a relative data.path in a configuration file is relative to that file's directory: the
 # shipped own-data.ini finds its sample from here; a copy elsewhere says what it tried
 "$DDPTOK" "$CONF/own-data.ini" prepare --set run.outputs=shipped > shipped.txt ||
@@ -181,3 +182,4 @@ ln -s "$CONF/../tests" tests
 	> moved.txt || { cat moved.txt; echo "FAIL: the path from the configuration's directory"; exit 1; }
 grep -q "prepare: read 320 documents from $PWD/cfg/../tests/data/npy (npy)" moved.txt ||
 	{ cat moved.txt; echo "FAIL: prepare does not name the path it read"; exit 1; }
+exit 0

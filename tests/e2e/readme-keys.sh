@@ -1,4 +1,4 @@
-# Every configuration key is documented: the README sends the reader to
+# Every configuration key and shipped file is documented: the README sends the reader to
 # docs/configuration.md, whose key table must be what `ddptok-run --keys` prints (the key
 # table of the code). Fails when the README loses the link or the two tables drift apart;
 # the comparison is also run on a copy of the page with one key left out, which it must
@@ -31,4 +31,9 @@ if same_table page-without-a-key.md > /dev/null; then
 	echo "FAIL: a key missing from the page was not caught"
 	exit 1
 fi
+# every shipped configuration has a row in the page's table of shipped files
+for f in "$root"/conf/*.ini; do
+	grep -q "^| \`$(basename "$f")\` |" "$page" || {
+		echo "FAIL: docs/configuration.md's table of shipped files lacks $(basename "$f")"; exit 1; }
+done
 echo "docs/configuration.md documents all $(($(wc -l < code-table.md) - 2)) keys"

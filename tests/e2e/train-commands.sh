@@ -40,6 +40,13 @@ for j in lines:
     last = j["elapsed"]
 PY
 grep -q "train: steps 0 -> 3" stop.out || fail "summary line: $(cat stop.out)"
+# the banner says what kind of run, to which step, and the optimizer's own settings
+grep -q "^train: new run to its planned stop, step 3 (W = 2, .*lr 0.2, sgd momentum 0.9, " stop.out ||
+	fail "the banner of a planned stop: $(cat stop.out)"
+run train --set train.updates=1 --set train.optimizer=adamw --set train.beta2=0.99 \
+	--set train.lr=0.01 --set run.artifacts=adamw-art > adamw.out
+grep -q "^train: new run to step 1 (.*lr 0.01, adamw beta1 0.9, beta2 0.99, " adamw.out ||
+	fail "the banner of an adamw run: $(cat adamw.out)"
 # piped: no carriage-return progress line
 if grep -q "$(printf '\r')" stop.out; then fail "progress line written to a pipe"; fi
 # on a terminal: a progress line with the time elapsed and the time left
