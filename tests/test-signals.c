@@ -4,9 +4,13 @@
  *   - while held, a SIGTERM is recorded in the flag (not acted on), and the default
  *     disposition is re-armed so that a second signal kills at once;
  *   - released, the caller's own handler is back;
- *   - holds nest: an inner release keeps the handler and the first signal.
+ *   - holds nest: an inner release keeps the handler and the first signal;
+ *   - a closed output (SIGPIPE) never kills after the hold, whichever of it and a SIGINT
+ *     came first (`train | tee log` and Ctrl-C: both processes get the SIGINT).
  */
 #include <check.h>
+#include <errno.h>
+#include <unistd.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -97,6 +101,39 @@ START_TEST(test_holds_nest)
 }
 END_TEST
 
+/* Holds, raises first then second, releases: the first is the stop reason, and a write to
+ * a closed pipe afterwards fails with EPIPE instead of killing the process. */
+static void closed_output_after(int first, int second)
+{
+	int fds[2];
+	cli_signals_hold();
+	raise(first);
+	raise(second);
+	ck_assert_int_eq(cli_signal_received(), first);
+	cli_signals_rearm(); /* a closed output is never forgotten */
+	ck_assert_int_eq(cli_signal_received(), first);
+	cli_signals_release();
+	ck_assert(handler_of(SIGPIPE) == SIG_IGN);
+	ck_assert_int_eq(pipe(fds), 0);
+	close(fds[0]);
+	errno = 0;
+	ck_assert_int_eq(write(fds[1], "x", 1), -1);
+	ck_assert_int_eq(errno, EPIPE);
+	close(fds[1]);
+}
+
+START_TEST(test_closed_output_after_sigint)
+{
+	closed_output_after(SIGINT, SIGPIPE);
+}
+END_TEST
+
+START_TEST(test_sigint_after_closed_output)
+{
+	closed_output_after(SIGPIPE, SIGINT);
+}
+END_TEST
+
 static Suite *signals_suite(void)
 {
 	Suite *s = suite_create("signals");
@@ -104,6 +141,8 @@ static Suite *signals_suite(void)
 	tcase_add_test(tc, test_signal_raises_the_flag_and_rearms_the_default);
 	tcase_add_test(tc, test_holds_nest);
 	tcase_add_test(tc, test_signal_wakes_a_poll);
+	tcase_add_test(tc, test_closed_output_after_sigint);
+	tcase_add_test(tc, test_sigint_after_closed_output);
 	suite_add_tcase(s, tc);
 	return s;
 }

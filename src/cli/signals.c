@@ -10,13 +10,18 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t received; /* 0, or the first signal received */
+/* The output closed (a SIGPIPE), whatever came before or after it: writes after a hold
+ * must not kill the process that honoured the stop, also when Ctrl-C reached it first
+ * (`train | tee log`: the terminal sends SIGINT to both, then the pipe closes). */
+static volatile sig_atomic_t output_closed;
 static struct sigaction dfl_action;    /* SIG_DFL, prepared before installing */
 static int wake[2] = {-1, -1};         /* the wake pipe (read end, write end) */
 
 static void on_signal(int sig)
 {
 	int saved_errno = errno;
-	received = sig;
+	if (!received)
+		received = sig;
 	if (wake[1] >= 0) { /* non-blocking: a full pipe already wakes its reader */
 		ssize_t n = write(wake[1], "", 1);
 		(void)n;
@@ -33,6 +38,7 @@ static void on_signal(int sig)
 static void on_pipe(int sig)
 {
 	int saved_errno = errno;
+	output_closed = 1;
 	if (!received) {
 		received = sig;
 		if (wake[1] >= 0) {
@@ -68,6 +74,7 @@ void cli_signals_hold(void)
 	sigaddset(&sa.sa_mask, SIGTERM);
 	sa.sa_flags = SA_RESTART; /* no EINTR in the middle of a checkpoint write */
 	received = 0;
+	output_closed = 0;
 	if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0)
 		wake[0] = wake[1] = -1;
 	hold_action = sa;
@@ -101,7 +108,7 @@ void cli_signals_release(void)
 		sigaction(SIGTERM, &saved.old_term, NULL);
 		/* once the output closed, a later write (the command's last lines) must not
 		 * kill the process that honoured it */
-		if (received == SIGPIPE)
+		if (output_closed)
 			signal(SIGPIPE, SIG_IGN);
 		else
 			sigaction(SIGPIPE, &saved.old_pipe, NULL);
@@ -127,7 +134,7 @@ void cli_signals_rearm(void)
 {
 	if (depth == 0 || !saved.installed)
 		return;
-	if (received == SIGPIPE)
+	if (output_closed)
 		return; /* the output stays closed: a session cannot go on */
 	received = 0;
 	drain_wake();
