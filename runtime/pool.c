@@ -410,11 +410,17 @@ static int root_error(struct pool *p, int root, struct err *e)
 	return ERR(e, re->code, "%s: %s", own, re->msg);
 }
 
-int pool_run(struct pool *p, pool_fn fn, void *arg, struct err *e)
+int pool_usable(const struct pool *p, struct err *e)
 {
 	if (p->abandoned)
 		return ERR(e, ERR_DEVICE, "the device pool cannot run again: %d of its threads "
 			   "did not come back from an earlier run", p->abandoned);
+	return ERR_OK;
+}
+
+int pool_run(struct pool *p, pool_fn fn, void *arg, struct err *e)
+{
+	ERR_TRY(pool_usable(p, e));
 	struct watch w;
 	memset(&w, 0, sizeof w);
 	pthread_mutex_lock(&p->mu);

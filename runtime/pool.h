@@ -72,6 +72,9 @@ int pool_mark(struct pool *p, int rank, const char *op, int index, struct err *e
  * however long it lasts, since the peers it waits for are the late ones (and the wait has
  * its own timeout). */
 int pool_mark_wait(struct pool *p, int rank, const char *op, struct err *e);
+/* ERR_OK, or the ERR_DEVICE that pool_run() gives once a thread was abandoned: then the
+ * memory of the runs (fn's argument) may still be in use and must not be rewritten. */
+int pool_usable(const struct pool *p, struct err *e);
 /* Threads of this pool that were abandoned. */
 int pool_abandoned(const struct pool *p);
 /* Threads abandoned by every pool of the process: non-zero means some are still running

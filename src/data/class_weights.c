@@ -26,9 +26,10 @@ static int read_weights(const char *path, long long want, float **out, struct er
 	float *w = data;
 	for (long long i = 0; i < want; i++)
 		if (!isfinite(w[i]) || w[i] < 0.0f) {
+			double bad = w[i]; /* read before the array is freed */
 			free(data);
 			return ERR(e, ERR_CONFIG, "[train] class_weights = %s: the weight of id %lld "
-				   "is %g; weights must be finite and >= 0", path, i, (double)w[i]);
+				   "is %g; weights must be finite and >= 0", path, i, bad);
 		}
 	*out = w;
 	return ERR_OK;

@@ -60,6 +60,70 @@ struct op_call {
 	int rank0_only;
 };
 
+/* The operations' arguments. */
+
+struct state_arg {
+	const float *params, *opt_state;
+};
+
+/* What each rank reports of a window, gathered from every process (by global rank). */
+struct rank_outcome {
+	double loss_sum;       /* the reduced loss sum the rank received */
+	double local_loss_sum; /* its own unscaled loss sum */
+	double seconds_coll;   /* its time inside the collective */
+	int64_t rejected;
+	uint64_t param_fingerprint; /* of its parameters after the update (replica check) */
+	struct dev_counts counts; /* what its device issued in the window */
+};
+
+struct window_shared {
+	const struct window *w;
+	int mode, flags;
+	double l2_term; /* lambda / 2 ||theta||^2 at the window's parameters (local rank 0) */
+	double loss_sum[MAX_WORLD];
+	int rejected[MAX_WORLD];
+	uint64_t param_fingerprint[MAX_WORLD];
+	double grad_norm[MAX_WORLD], clip_factor[MAX_WORLD]; /* with clipping, by global rank */
+	struct dev_counts counts[MAX_WORLD];
+	struct rank_outcome out[MAX_WORLD]; /* by global rank */
+};
+
+struct ref_arg {
+	const struct window *w;
+	float *host_grad;
+	double z_loss; /* the z-loss coefficient it runs with */
+	double loss_sum, l2_term;
+};
+
+struct eval_arg {
+	int split;
+	double loss_sum;
+	int64_t tokens, hits, sequences;
+};
+
+/* What the ranks of an operation read and write beside the replicas: the engine's, never
+ * the caller's stack. A rank the watchdog abandons may come back from a call that did not
+ * return (a hang, a stuck BLAS or device call) after the operation failed and its caller
+ * returned; then it still finds these, since an engine with an abandoned thread is never
+ * freed (engine_destroy) and runs nothing again (engine_args), until it parks at its next
+ * pool_mark(). */
+struct engine_args {
+	struct op_call call;
+	union {
+		struct state_arg state;
+		struct window_shared window;
+		struct ref_arg ref;
+		struct eval_arg eval;
+	} op;
+};
+
+/* The engine's arguments to fill for the next operation; NULL (error in e) once a thread
+ * was abandoned, which may still be using them. */
+static struct engine_args *engine_args(struct engine *eng, struct err *e)
+{
+	return pool_usable(eng->pool, e) == ERR_OK ? eng->args : NULL;
+}
+
 static int run_op(int rank, void *ctx, void *arg, struct err *e)
 {
 	const struct op_call *c = arg;
@@ -69,11 +133,16 @@ static int run_op(int rank, void *ctx, void *arg, struct err *e)
 }
 
 /* A failed run may have aborted the barrier and collective (or abandoned a thread):
- * the engine is poisoned for good. */
+ * the engine is poisoned for good. arg: NULL or in eng->args (engine_args). */
 static int on_threads(struct engine *eng, rank_op op, void *arg, int rank0_only, struct err *e)
 {
-	struct op_call c = {eng, op, arg, rank0_only};
-	int rc = pool_run(eng->pool, run_op, &c, e);
+	struct engine_args *a = engine_args(eng, e);
+	if (!a) {
+		eng->poisoned = 1;
+		return e->code;
+	}
+	a->call = (struct op_call){eng, op, arg, rank0_only};
+	int rc = pool_run(eng->pool, run_op, &a->call, e);
 	if (rc != ERR_OK)
 		eng->poisoned = 1;
 	return rc;
@@ -236,6 +305,10 @@ int engine_create(const struct settings *s, const struct corpus *c,
 	if (!eng)
 		return ERR(e, ERR_NOMEM, "out of memory");
 	engines_created++;
+	if (!(eng->args = calloc(1, sizeof *eng->args))) {
+		free(eng);
+		return ERR(e, ERR_NOMEM, "out of memory");
+	}
 	engine_bind(eng, s, c, opts);
 	eng->made = *s;
 	eng->world = s->world;
@@ -294,6 +367,7 @@ void engine_destroy(struct engine *eng)
 	free(eng->host_reduced);
 	for (int r = 0; r < MAX_WORLD; r++)
 		free(eng->host_local[r]);
+	free(eng->args);
 	free(eng);
 }
 
@@ -386,10 +460,6 @@ size_t engine_state_floats(const struct engine *eng)
 	return (size_t)optim_state_vectors(eng->s.optimizer) * eng->shape.n_params;
 }
 
-struct state_arg {
-	const float *params, *opt_state;
-};
-
 static int set_state(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	const struct state_arg *a = arg;
@@ -406,9 +476,12 @@ static int set_state(struct engine *eng, struct replica *r, void *arg, struct er
 int engine_set_state(struct engine *eng, const float *params, const float *opt_state,
 		     int64_t updates_done, struct err *e)
 {
-	struct state_arg a = {params, opt_state};
+	struct engine_args *a = engine_args(eng, e);
+	if (!a)
+		return e->code;
+	a->op.state = (struct state_arg){params, opt_state};
 	eng->updates_done = updates_done;
-	return on_ranks(eng, set_state, &a, e);
+	return on_ranks(eng, set_state, &a->op.state, e);
 }
 
 static int get_state(struct engine *eng, struct replica *r, void *arg, struct err *e)
@@ -425,33 +498,14 @@ static int get_state(struct engine *eng, struct replica *r, void *arg, struct er
 
 int engine_get_state(struct engine *eng, float *params, float *opt_state, struct err *e)
 {
-	struct state_arg a = {params, opt_state};
-	return on_rank0(eng, get_state, &a, e);
+	struct engine_args *a = engine_args(eng, e);
+	if (!a)
+		return e->code;
+	a->op.state = (struct state_arg){params, opt_state};
+	return on_rank0(eng, get_state, &a->op.state, e);
 }
 
 /* ---- the window step ---- */
-
-/* What each rank reports of a window, gathered from every process (by global rank). */
-struct rank_outcome {
-	double loss_sum;       /* the reduced loss sum the rank received */
-	double local_loss_sum; /* its own unscaled loss sum */
-	double seconds_coll;   /* its time inside the collective */
-	int64_t rejected;
-	uint64_t param_fingerprint; /* of its parameters after the update (replica check) */
-	struct dev_counts counts; /* what its device issued in the window */
-};
-
-struct window_shared {
-	const struct window *w;
-	int mode, flags;
-	double l2_term; /* lambda / 2 ||theta||^2 at the window's parameters (local rank 0) */
-	double loss_sum[MAX_WORLD];
-	int rejected[MAX_WORLD];
-	uint64_t param_fingerprint[MAX_WORLD];
-	double grad_norm[MAX_WORLD], clip_factor[MAX_WORLD]; /* with clipping, by global rank */
-	struct dev_counts counts[MAX_WORLD];
-	struct rank_outcome out[MAX_WORLD]; /* by global rank */
-};
 
 /* The sequence unit: each sequence of microbatch m of rank `rank` is its own step on
  * replica r, with its own factor (1 / n_s of its unit's); the sequences' mean losses are
@@ -757,9 +811,7 @@ static int window_finite(const struct engine *eng, const struct window *w,
 int engine_window(struct engine *eng, const struct window *w, int mode, int flags,
 		  struct window_result *res, struct err *e)
 {
-	struct window_shared ws;
 	double t0 = clock_now_s();
-	memset(&ws, 0, sizeof ws);
 	memset(res, 0, sizeof *res);
 	if (w->world != eng->world)
 		return ERR(e, ERR_DEVICE, "window planned for %d ranks, engine has %d", w->world,
@@ -767,22 +819,29 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 	if (eng->s.shards > 0 && w->world * w->micro != eng->s.shards)
 		return ERR(e, ERR_DEVICE, "window of %d x %d microbatches, exact mode adds %d shards",
 			   w->world, w->micro, eng->s.shards);
-	ws.w = w;
-	ws.mode = mode;
-	ws.flags = flags;
+	struct engine_args *args = engine_args(eng, e);
+	if (!args) {
+		err_prefix(e, "window %lld", window_number(w));
+		return e->code;
+	}
+	struct window_shared *ws = &args->op.window;
+	memset(ws, 0, sizeof *ws);
+	ws->w = w;
+	ws->mode = mode;
+	ws->flags = flags;
 	res->lr = engine_next_lr(eng);
 	res->clip_factor = 1.0;
 	/* the collective times itself (its barrier waits included) */
 	for (int l = 0; l < eng->local; l++)
 		eng->coll->seconds[l] = 0;
-	int rc = on_ranks(eng, window_step, &ws, e);
-	if (rc == ERR_OK && (rc = gather_outcomes(eng, &ws, e)) != ERR_OK)
+	int rc = on_ranks(eng, window_step, ws, e);
+	if (rc == ERR_OK && (rc = gather_outcomes(eng, ws, e)) != ERR_OK)
 		eng->poisoned = 1; /* the processes may no longer be in step */
 	if (rc != ERR_OK) {
 		err_prefix(e, "window %lld", window_number(w));
 		return rc;
 	}
-	const struct rank_outcome *out = ws.out;
+	const struct rank_outcome *out = ws->out;
 	res->N = w->N;
 	for (int r = 0; r < eng->world; r++) {
 		res->rank_tokens[r] = w->rank_tokens[r];
@@ -812,25 +871,18 @@ int engine_window(struct engine *eng, const struct window *w, int mode, int flag
 					   "window %lld: replica %d's parameters differ from rank 0's",
 					   window_number(w), r);
 	res->loss_sum = out[0].loss_sum;
-	res->loss_l2 = ws.l2_term;
-	res->loss = out[0].loss_sum / norm_unit_total(eng->s.unit, w) + ws.l2_term;
+	res->loss_l2 = ws->l2_term;
+	res->loss = out[0].loss_sum / norm_unit_total(eng->s.unit, w) + ws->l2_term;
 	if (window_wants_norm(eng, flags))
-		res->grad_norm = ws.grad_norm[eng->first_rank];
+		res->grad_norm = ws->grad_norm[eng->first_rank];
 	if ((flags & ENGINE_UPDATE) && eng->s.clip > 0) /* what the step scaled by */
-		res->clip_factor = ws.clip_factor[eng->first_rank];
+		res->clip_factor = ws->clip_factor[eng->first_rank];
 	if (flags & ENGINE_UPDATE)
 		eng->updates_done++;
 	return window_finite(eng, w, res, window_wants_norm(eng, flags), e);
 }
 
 /* ---- single-device reference ---- */
-
-struct ref_arg {
-	const struct window *w;
-	float *host_grad;
-	double z_loss; /* the z-loss coefficient it runs with */
-	double loss_sum, l2_term;
-};
 
 static int reference_steps(struct engine *eng, struct replica *r, struct ref_arg *a,
 			   struct err *e)
@@ -889,22 +941,20 @@ int engine_reference(struct engine *eng, const struct window *w, float *host_gra
 int engine_reference_z(struct engine *eng, const struct window *w, double z_loss,
 		       float *host_grad, double *loss, struct err *e)
 {
-	struct ref_arg a = {w, host_grad, z_loss, 0.0, 0.0};
 	if (w->N <= 0 || (w->weighted && !(w->W > 0.0)))
 		return ERR(e, ERR_EMPTY, "window %lld has no supervised token%s: no reference mean",
 			   window_number(w), w->N > 0 ? " of a nonzero class weight" : "");
-	ERR_TRY(on_rank0(eng, reference, &a, e));
-	*loss = a.loss_sum / norm_unit_total(eng->s.unit, w) + a.l2_term;
+	struct engine_args *args = engine_args(eng, e);
+	if (!args)
+		return e->code;
+	struct ref_arg *a = &args->op.ref;
+	*a = (struct ref_arg){w, host_grad, z_loss, 0.0, 0.0};
+	ERR_TRY(on_rank0(eng, reference, a, e));
+	*loss = a->loss_sum / norm_unit_total(eng->s.unit, w) + a->l2_term;
 	return ERR_OK;
 }
 
 /* ---- evaluation ---- */
-
-struct eval_arg {
-	int split;
-	double loss_sum;
-	int64_t tokens, hits, sequences;
-};
 
 static int evaluate(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
@@ -933,11 +983,15 @@ static int evaluate(struct engine *eng, struct replica *r, void *arg, struct err
 int engine_evaluate(struct engine *eng, int split, double *loss_sum, int64_t *tokens,
 		    int64_t *hits, int64_t *sequences, struct err *e)
 {
-	struct eval_arg a = {split, 0.0, 0, 0, 0};
-	ERR_TRY(on_rank0(eng, evaluate, &a, e));
-	*loss_sum = a.loss_sum;
-	*tokens = a.tokens;
-	*hits = a.hits;
-	*sequences = a.sequences;
+	struct engine_args *args = engine_args(eng, e);
+	if (!args)
+		return e->code;
+	struct eval_arg *a = &args->op.eval;
+	*a = (struct eval_arg){split, 0.0, 0, 0, 0};
+	ERR_TRY(on_rank0(eng, evaluate, a, e));
+	*loss_sum = a->loss_sum;
+	*tokens = a->tokens;
+	*hits = a->hits;
+	*sequences = a->sequences;
 	return ERR_OK;
 }

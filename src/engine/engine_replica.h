@@ -70,6 +70,9 @@ struct engine {
 	/* an operation failed on the device threads: the barrier or collective may be
 	 * aborted (NCCL's for good) or a thread abandoned, so it is never reset for reuse */
 	int poisoned;
+	/* what the ranks of an operation read and write (engine.c): the engine's, so that a
+	 * thread abandoned in an operation never touches its caller's stack */
+	struct engine_args *args;
 };
 
 /* Reads r's first `count` loss slots back from the device (one wait) and adds them in the

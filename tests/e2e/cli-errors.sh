@@ -119,8 +119,9 @@ rm -rf outputs
 # an address-space limit 300 MB above what the program needs to start: the CUDA libraries of a
 # CUDA build alone map about a gigabyte. One BLAS thread, because a BLAS thread pool that
 # cannot get its memory spins instead of failing; every run under the limit has a timeout.
-# Not under AddressSanitizer, which reserves far more address space than that.
-if ! ldd "$DDPTOK" 2>/dev/null | grep -q libasan; then
+# Not under AddressSanitizer or ThreadSanitizer, which reserve far more address space than
+# that (ThreadSanitizer's shadow memory alone: terabytes).
+if ! ldd "$DDPTOK" 2>/dev/null | grep -q 'lib[at]san'; then
 	start_kb=250000
 	while [ "$start_kb" -lt 8000000 ] && ! (ulimit -v "$start_kb" &&
 		OPENBLAS_NUM_THREADS=1 timeout 10 "$DDPTOK" --version) >/dev/null 2>&1
