@@ -1,8 +1,9 @@
 #!/bin/sh
 # call-cycles.py must pass a tree whose files and folders call one another one way only,
-# and refuse a cycle of files and a cycle of folders, naming them: on a small tree of
-# objects compiled here, then on the program's own objects with one planted object in
-# src/data/ that calls the trainer (data/ -> train/ while train/ calls data/).
+# and refuse a cycle of files, a cycle of folders and a call up the given layer order,
+# naming them: on a small tree of objects compiled here, then on the program's own objects
+# with one planted object in src/data/ that calls the trainer (data/ -> train/ while
+# train/ calls data/).
 # Usage: call-cycles-caught.sh CHECK BUILD_DIR SOURCE_ROOT
 set -eu
 check=$1
@@ -54,6 +55,19 @@ fi
 grep -q 'folder cycle: src/a -> src/b -> src/a' "$tmp/out" ||
 	{ echo "the folder cycle is not named:"; cat "$tmp/out"; exit 1; }
 grep -q 'file cycle' "$tmp/out" && { echo "a file cycle was reported where none is:"; cat "$tmp/out"; exit 1; }
+
+# a call to a layer above: a/one -> b/two alone is fine with b below a, refused with b above
+rm "$tmp/small/obj/src_b_three.c.o" "$tmp/small/obj/src_a_four.c.o"
+entries=""
+add src/a/one.c
+add src/b/two.c
+python3 "$check" "$tmp/small" --root "$tmp/small" --order src/b,src/a > "$tmp/out" ||
+	{ echo "a call down the layers is refused:"; cat "$tmp/out"; exit 1; }
+if python3 "$check" "$tmp/small" --root "$tmp/small" --order src/a,src/b > "$tmp/out"; then
+	echo "a call up the layers was not caught"; exit 1
+fi
+grep -q 'src/a calls src/b, a layer above it: two (one.c)' "$tmp/out" ||
+	{ echo "the upward call is not named:"; cat "$tmp/out"; exit 1; }
 
 # the program's objects, as built, hold no cycle ...
 python3 "$check" "$build" --root "$root" > "$tmp/out" ||

@@ -10,15 +10,19 @@ and "a.o leaves undefined a name that b.o defines" is an edge a -> b between the
 source files. It fails on
   - a cycle of source files (each printed as a chain, with the names each step uses);
   - a cycle of folders (src/data -> src/train -> src/data): a folder is a layer, so
-    every call between two folders must run the same way.
+    every call between two folders must run the same way;
+  - with --order, a call from a folder to one listed after it: the layers are listed from
+    the bottom up, and each calls only those below it.
 
 The objects are those of compile_commands.json in BUILD_DIR whose source lies under one
 of the given source folders (default: src runtime gpu) of the project root, so tests and
 their second builds of some sources stay out. A name defined by two different source
 files (a namesake, or one file built twice with other flags) is left out of the graph.
 
-Usage: call-cycles.py BUILD_DIR [--root DIR] [FOLDER...]; exit 0 when no cycle, 1 when
-some cycle was found, 2 on bad input.
+Usage: call-cycles.py BUILD_DIR [--root DIR] [--order F1,F2,...] [FOLDER...]; exit 0 when
+the calls hold the rules, 1 when some cycle or upward call was found, 2 on bad input (an
+object that compile_commands.json lists but the build has not made is bad input: a
+partial build would hide its calls).
 """
 import json
 import os
@@ -49,8 +53,9 @@ def read_objects(build, root, folders):
         out = os.path.join(c["directory"], c["output"])
         if "/tests/" in "/" + os.path.relpath(out, build):
             continue
-        if os.path.exists(out):
-            objects[out] = src
+        if not os.path.exists(out):
+            usage("%s: the object of %s is missing (build the whole tree first)" % (out, src))
+        objects[out] = src
     return objects
 
 
@@ -136,18 +141,24 @@ def cycles(graph):
 
 
 def chain(graph, comp):
-    """One closed path through comp, from its first node back to it."""
-    members = set(comp)
-    path, seen = [comp[0]], {comp[0]}
-    while True:
-        nexts = [t for t in sorted(graph[path[-1]]) if t in members]
-        if comp[0] in nexts and len(path) > 1:
-            return path + [comp[0]]
-        fresh = [t for t in nexts if t not in seen]
-        if not fresh:
-            return path + [comp[0]]
-        path.append(fresh[0])
-        seen.add(fresh[0])
+    """A shortest closed path through comp from its first node back to it: breadth first
+    inside the component, which is strongly connected, so one exists."""
+    members, start = set(comp), comp[0]
+    came_from, frontier = {}, [start]
+    while frontier:
+        reached = []
+        for node in frontier:
+            for to in sorted(graph[node]):
+                if to == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return path[::-1] + [start]
+                if to in members and to not in came_from:
+                    came_from[to] = node
+                    reached.append(to)
+        frontier = reached
+    return [start, start]
 
 
 def report(kind, graph, comps):
@@ -173,6 +184,17 @@ def folder_graph(graph):
     return folders
 
 
+def upward_calls(folders_g, order):
+    """The calls from a folder to one listed after it in order: (from, to, names)."""
+    rank = {f: i for i, f in enumerate(order)}
+    found = []
+    for a in sorted(folders_g):
+        for b in sorted(folders_g[a]):
+            if a in rank and b in rank and rank[b] > rank[a]:
+                found.append((a, b, folders_g[a][b]))
+    return found
+
+
 def main(argv):
     args = list(argv)
     if not args or args[0] in ("-h", "--help"):
@@ -185,6 +207,12 @@ def main(argv):
             usage("--root needs a directory")
         root = os.path.abspath(args[1])
         args = args[2:]
+    order = []
+    if args[:1] == ["--order"]:
+        if len(args) < 2:
+            usage("--order needs a list of folders, bottom first")
+        order = [f.rstrip("/") for f in args[1].split(",") if f]
+        args = args[2:]
     folders = args or ["src", "runtime", "gpu"]
     objects = read_objects(build, root, folders)
     if not objects:
@@ -195,7 +223,10 @@ def main(argv):
     folder_cycles = cycles(folders_g)
     report("file", graph, file_cycles)
     report("folder", folders_g, folder_cycles)
-    if file_cycles or folder_cycles:
+    upward = upward_calls(folders_g, order)
+    for a, b, names in upward:
+        print("call-cycles: %s calls %s, a layer above it: %s" % (a, b, ", ".join(names[:6])))
+    if file_cycles or folder_cycles or upward:
         return 1
     edges = sum(len(v) for v in graph.values())
     print("call-cycles: %d files, %d calling pairs, %d folders: no cycle"
