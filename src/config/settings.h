@@ -171,8 +171,9 @@ extern const struct cfg_key settings_keys[];
 
 /* What depends on [data] source, applied to the user's configuration before
  * settings_from_cfg(): for a file source, a key only the synthetic source reads
- * (data.train, validation, test, vocab, prefix_max, branching) given in the file or with
- * --set is refused (ERR_CONFIG naming the key and where it came from), and train.plan and
+ * (data.train, validation, test, vocab, prefix_max, branching) holding another value than
+ * its default is refused (ERR_CONFIG naming the key and where it came from; at the default
+ * it passes, as in every written configuration, a checkpoint's), and train.plan and
  * train.sampling left out take the file defaults, balanced and epochs (independent when
  * train.plan = length_bands is given and exact mode is off), origin SETTINGS_FILE_DEFAULT:
  * every training document weighs what it weighs in the objective. The synthetic source
