@@ -297,11 +297,6 @@ const char *rank_split_name(int rank_split)
 	return rank_split == RANK_SPLIT_BALANCED ? "balanced" : "length_bands";
 }
 
-const char *sampling_name(int sampling)
-{
-	return sampling == SAMPLING_EPOCHS ? "epochs" : "independent";
-}
-
 int norm_mode_parse(const char *name)
 {
 	if (!name)

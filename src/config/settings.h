@@ -84,7 +84,7 @@ enum data_source { DATA_SOURCES(DATA_SOURCE_ENUM) DATA_SOURCE_COUNT };
 #define DATA_PAD 1
 #define DATA_RESERVED 4
 
-/* [train] optimizer and schedule (train/optim.h computes with them) */
+/* [train] optimizer and schedule (engine/optim.h computes with them) */
 enum optim_kind { OPTIM_SGD = 0, OPTIM_ADAMW = 1 };
 enum optim_schedule { SCHEDULE_CONSTANT = 0, SCHEDULE_COSINE = 1, SCHEDULE_LINEAR = 2 };
 
@@ -193,7 +193,5 @@ const char *norm_mode_name(int mode);
 int norm_mode_parse(const char *name); /* -1 if unknown */
 /* "length_bands" or "balanced", as [train] plan spells it. */
 const char *rank_split_name(int rank_split);
-/* "independent" or "epochs", as [train] sampling spells it. */
-const char *sampling_name(int sampling);
 
 #endif
