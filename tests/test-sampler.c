@@ -442,6 +442,17 @@ START_TEST(test_assign_empty_and_replan_bands)
 }
 END_TEST
 
+/* Frees the two samplers draw_alike compares, their windows and their corpus. */
+static void pair_free(struct sampler *a, struct window *wa, struct sampler *b,
+		      struct window *wb, struct corpus *c)
+{
+	window_free(wa);
+	window_free(wb);
+	sampler_free(a);
+	sampler_free(b);
+	corpus_free(c);
+}
+
 /* The next `count` windows of a and b (a restored copy of a's state): the same window
  * numbers, ids in the same places (exact mode: the same shards, whatever each one's
  * world) and, on the same world, token counts per rank. */
@@ -497,11 +508,7 @@ START_TEST(test_state_round_trip)
 			ck_assert(differ);
 			sampler_free(&f);
 		}
-		window_free(&wa);
-		window_free(&wb);
-		sampler_free(&a);
-		sampler_free(&b);
-		corpus_free(&c);
+		pair_free(&a, &wa, &b, &wb, &c);
 	}
 }
 END_TEST
@@ -675,11 +682,7 @@ START_TEST(test_epochs_resume_mid_epoch)
 			next_ok(&b, &wb); /* another seed's stream, two epochs further on */
 		sampler_set_state(&b, &st);
 		draw_alike(&a, &wa, &b, &wb, 40); /* past two more ends of epochs */
-		window_free(&wa);
-		window_free(&wb);
-		sampler_free(&a);
-		sampler_free(&b);
-		corpus_free(&c);
+		pair_free(&a, &wa, &b, &wb, &c);
 	}
 }
 END_TEST
@@ -721,11 +724,7 @@ START_TEST(test_exact_refusal_takes_nothing)
 		ck_assert_msg(strstr(e.msg, "window shaped 2x1x"), "%s", e.msg);
 		draw_alike(&a, &wa, &b, &wb, 3);
 		window_free(&bad);
-		window_free(&wa);
-		window_free(&wb);
-		sampler_free(&a);
-		sampler_free(&b);
-		corpus_free(&c);
+		pair_free(&a, &wa, &b, &wb, &c);
 	}
 }
 END_TEST
