@@ -156,12 +156,16 @@ static int read_latest(const char *root, char *out, size_t cap, char *why, size_
 	return ERR_OK;
 }
 
+/* How latest_run answers: no run at all is "" (else ERR_DATA); the fallback is not said
+ * (for housekeeping, which a command that reads `latest` already said it for). */
+enum { LATEST_NONE_OK = 1, LATEST_QUIET = 2 };
+
 /* The run directory runs/latest names; when the link is missing, names no run directory
  * or is not a link (a crash before its rename, a copy that turned it into a directory):
  * the newest run with a valid checkpoint, said so, and that checkpoint in *found (already
- * verified: not searched again). No run at all: "" when none_ok, else ERR_DATA. */
+ * verified: not searched again). how: LATEST_* bits. */
 static int latest_run(const struct env *v, char *out, size_t cap, struct train_plan *found,
-		      int none_ok, struct err *e)
+		      unsigned how, struct err *e)
 {
 	char root[FSX_PATH_MAX], why[FSX_PATH_MAX + NAME_MAX + 64];
 	ERR_TRY(train_runs_root(v, root, sizeof root, e));
@@ -169,10 +173,10 @@ static int latest_run(const struct env *v, char *out, size_t cap, struct train_p
 	if (!why[0])
 		return ERR_OK;
 	ERR_TRY(train_runs_newest_complete(root, out, cap, found, e));
-	if (out[0])
+	if (out[0] && !(how & LATEST_QUIET))
 		env_info(v, "latest: %s: taking the run with the newest valid checkpoint, %s", why,
 			 out);
-	else if (!none_ok)
+	else if (!out[0] && !(how & LATEST_NONE_OK))
 		return ERR(e, ERR_DATA, "latest: no run yet (%s, and no run under %s has a valid "
 			   "checkpoint); start one with `train`", why, root);
 	return ERR_OK;
@@ -254,7 +258,7 @@ int train_plan_resume(const struct env *v, const char *spec, struct train_plan *
 	char dir[FSX_PATH_MAX], manifest[FSX_PATH_MAX];
 	struct ckpt_report rep;
 	if (!spec || !strcmp(spec, "latest")) {
-		ERR_TRY(latest_run(v, dir, sizeof dir, plan, !spec, e));
+		ERR_TRY(latest_run(v, dir, sizeof dir, plan, spec ? 0 : LATEST_NONE_OK, e));
 		return dir[0] ? resume_from_dir(v, dir, 1, plan, e) : ERR_OK;
 	}
 	snprintf(dir, sizeof dir, "%s", spec);
@@ -492,7 +496,7 @@ static int prune_latest(const struct env *v, const char *resumed, struct err *e)
 	struct train_plan found;
 	long long keep;
 	memset(&found, 0, sizeof found);
-	ERR_TRY(latest_run(v, run, sizeof run, &found, 1, e));
+	ERR_TRY(latest_run(v, run, sizeof run, &found, LATEST_NONE_OK | LATEST_QUIET, e));
 	if (!run[0] || (resumed[0] &&
 			fsx_dirname(resumed_run, sizeof resumed_run, resumed, e) == ERR_OK &&
 			same_file(resumed_run, run)) ||
