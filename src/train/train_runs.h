@@ -4,7 +4,8 @@
  * 20260131-123456, with -2, -3, ... when taken), holding its checkpoints step-NNNN, its
  * metrics.jsonl (one line per window) and train.json (the summary of its last session).
  * <artifacts>/runs/latest is a symbolic link to the run started or continued last (set when
- * its directory is made, so before its first checkpoint), replaced atomically (a new link
+ * its directory is made, so before its first checkpoint, and given back to the run before
+ * when a new run ends without one), replaced atomically (a new link
  * renamed over it). When it is missing (a crash before the rename), names no run or is not
  * a link, `latest` is the run with the newest valid checkpoint.
  *
