@@ -553,6 +553,23 @@ static const struct cfg_value *lookup(const struct cfg *c, const char *section,
 	return &c->vals[idx];
 }
 
+const struct cfg_value *cfg_value_of(const struct cfg *c, const char *section,
+				     const char *name)
+{
+	int idx = find_index(c, section, name);
+	return idx < 0 ? NULL : &c->vals[idx];
+}
+
+int cfg_holds_default(const struct cfg *c, const char *section, const char *name)
+{
+	const struct cfg_key *k;
+	const struct cfg_value *v = lookup(c, section, name, &k);
+	struct cfg_value def;
+	/* the default in the same canonical text as any value (cfg_init parsed it so) */
+	return parse_value(k, k->def, "default", "default", &def, NULL) == ERR_OK &&
+	       !strcmp(def.text, v->text);
+}
+
 long long cfg_int(const struct cfg *c, const char *section, const char *name)
 {
 	const struct cfg_key *k;

@@ -89,6 +89,11 @@ long long cfg_int(const struct cfg *c, const char *section, const char *name);
 double cfg_float(const struct cfg *c, const char *section, const char *name);
 const char *cfg_str(const struct cfg *c, const char *section, const char *name);
 int cfg_enum(const struct cfg *c, const char *section, const char *name);
+/* The value of [section] name, or NULL when the table declares no such key. */
+const struct cfg_value *cfg_value_of(const struct cfg *c, const char *section,
+				     const char *name);
+/* Whether the declared key [section] name holds its table default (whatever said so). */
+int cfg_holds_default(const struct cfg *c, const char *section, const char *name);
 /* Stores every key that declares a field into the struct at `target` (zeroed first by
  * the caller): ints, enum indexes and bools as int (or unsigned long long), floats as
  * double, strings as text (cut to the field's size). One loop for the whole table. */

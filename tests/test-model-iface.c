@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "check-run.h"
+#include "checkpoint.h"
 #include "model-bigram.h"
 #include "parity.h"
 #include "run.h"
@@ -344,6 +345,38 @@ START_TEST(bigram_resume_equals_continuous)
 }
 END_TEST
 
+/* A file source with model.vocab = 0 takes its vocabulary from its files; a checkpoint
+ * infers it from its parameter count, which only works where the count grows by the same
+ * number with each id. The bigram's V x V table does not: its checkpoint is refused
+ * (ERR_DATA, not a read past its tensors' end). */
+START_TEST(bigram_inferred_vocabulary_is_refused)
+{
+	struct app a;
+	struct train_result res;
+	struct checkpoint cp;
+	struct settings own;
+	struct err e;
+	char sets[800], root[600];
+	char *dir = tmpdir_make("ddptok-iface");
+	err_clear(&e);
+	register_bigram();
+	snprintf(sets, sizeof sets, "model.kind=bigram data.source=npy data.path=%s/npy "
+		 "data.max_len=128 train.updates=2 train.stop_at=2", DDPTOK_DATA_DIR);
+	ck_assert_msg(app_open(&a, dir, sets, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(a.s.vocab, 0);
+	snprintf(root, sizeof root, "%s/ck", dir);
+	trainutil_run_to(&a.env, 2, NULL, root, &res);
+	/* as export and sample read it: the checkpoint's own shape, no corpus */
+	ck_assert_int_eq(checkpoint_load_model(&a.env, res.checkpoint, &cp, &own, &e), ERR_DATA);
+	ck_assert_msg(strstr(e.msg, "no vocabulary makes a model") &&
+		      strstr(e.msg, "(set model.vocab)"), "%s", e.msg);
+	checkpoint_free(&cp);
+	train_result_free(&res);
+	app_close(&a);
+	tmpdir_drop(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("model-iface");
@@ -355,6 +388,7 @@ int main(void)
 	tcase_add_test(tc, bigram_gradient_matches_double);
 	tcase_add_test(tc, bigram_parity_catches_the_wrong_normalizations);
 	tcase_add_test(tc, bigram_resume_equals_continuous);
+	tcase_add_test(tc, bigram_inferred_vocabulary_is_refused);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }

@@ -442,6 +442,17 @@ START_TEST(test_assign_empty_and_replan_bands)
 }
 END_TEST
 
+/* Frees the two samplers draw_alike compares, their windows and their corpus. */
+static void pair_free(struct sampler *a, struct window *wa, struct sampler *b,
+		      struct window *wb, struct corpus *c)
+{
+	window_free(wa);
+	window_free(wb);
+	sampler_free(a);
+	sampler_free(b);
+	corpus_free(c);
+}
+
 /* The next `count` windows of a and b (a restored copy of a's state): the same window
  * numbers, ids in the same places (exact mode: the same shards, whatever each one's
  * world) and, on the same world, token counts per rank. */
@@ -497,11 +508,7 @@ START_TEST(test_state_round_trip)
 			ck_assert(differ);
 			sampler_free(&f);
 		}
-		window_free(&wa);
-		window_free(&wb);
-		sampler_free(&a);
-		sampler_free(&b);
-		corpus_free(&c);
+		pair_free(&a, &wa, &b, &wb, &c);
 	}
 }
 END_TEST
@@ -675,11 +682,49 @@ START_TEST(test_epochs_resume_mid_epoch)
 			next_ok(&b, &wb); /* another seed's stream, two epochs further on */
 		sampler_set_state(&b, &st);
 		draw_alike(&a, &wa, &b, &wb, 40); /* past two more ends of epochs */
-		window_free(&wa);
-		window_free(&wb);
-		sampler_free(&a);
-		sampler_free(&b);
-		corpus_free(&c);
+		pair_free(&a, &wa, &b, &wb, &c);
+	}
+}
+END_TEST
+
+/* Exact mode refuses a window of another shape before it takes anything: a retry with the
+ * right window draws what a sampler that saw no refusal draws, for epochs (where the take
+ * that failed would have crossed the end of the first epoch: 18 windows of 16 stand at 288
+ * of 300) and independent draws alike. */
+START_TEST(test_exact_refusal_takes_nothing)
+{
+	static const int modes[] = {SAMPLING_EPOCHS, SAMPLING_INDEPENDENT};
+	struct settings s, other;
+	struct corpus c;
+	struct sampler a, b;
+	struct window wa, wb, bad;
+	struct err e;
+
+	for (size_t t = 0; t < sizeof modes / sizeof modes[0]; t++) {
+		data_settings(&s);
+		s.rank_split = RANK_SPLIT_BALANCED;
+		s.sampling = modes[t];
+		s.world = 2;
+		s.shards = 4;
+		s.accumulation = 2;
+		other = s;
+		other.accumulation = 1; /* 2 x 1 slots for 4 shards */
+		build_ok(&s, &c);
+		sampler_ok(&a, &c, &s);
+		sampler_ok(&b, &c, &s);
+		window_ok(&wa, &s);
+		window_ok(&wb, &s);
+		window_ok(&bad, &other);
+		for (int k = 0; k < 18; k++) {
+			next_ok(&a, &wa);
+			next_ok(&b, &wb);
+		}
+		err_clear(&e);
+		ck_assert_int_eq(sampler_next(&a, &bad, &e), ERR_CHECK);
+		ck_assert_msg(strstr(e.msg, "window shaped 2x1x"), "%s", e.msg);
+		draw_alike(&a, &wa, &b, &wb, 3);
+		window_free(&bad);
+		pair_free(&a, &wa, &b, &wb, &c);
 	}
 }
 END_TEST
@@ -820,6 +865,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(epochs, test_epochs_draw_each_once);
 	tcase_add_test(epochs, test_epochs_refuse_length_bands);
 	tcase_add_test(epochs, test_epochs_resume_mid_epoch);
+	tcase_add_test(epochs, test_exact_refusal_takes_nothing);
 	tcase_set_timeout(epochs, 60); /* well under a second unloaded */
 	suite_add_tcase(s, epochs);
 	return s;

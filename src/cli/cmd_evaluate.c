@@ -11,7 +11,6 @@
 #include <jansson.h>
 #include <limits.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "checkpoint.h"
 #include "corpus_core.h"
@@ -22,25 +21,13 @@
 
 int cmd_evaluate_choose(struct app *a, const char **dir, struct train_plan *plan, struct err *e)
 {
-	char runs[FSX_PATH_MAX], link[FSX_PATH_MAX], newest[FSX_PATH_MAX];
-	struct stat st;
 	*dir = a->o.checkpoint;
 	if (world_get()->proc > 0)
 		return ERR_OK;
 	memset(plan, 0, sizeof *plan);
-	ERR_TRY(train_runs_root(&a->env, runs, sizeof runs, e));
-	ERR_TRY(fsx_join(link, sizeof link, runs, OUTPUT_RUNS_LATEST, e));
-	/* the latest run also when its link is lost or stale: it is found from the runs */
-	if (!a->o.checkpoint && lstat(link, &st) != 0)
-		ERR_TRY(train_runs_newest_complete(runs, newest, sizeof newest, e));
-	else
-		newest[0] = '\0';
-	int any_run = a->o.checkpoint || lstat(link, &st) == 0 || newest[0];
-	const char *spec = a->o.checkpoint ? a->o.checkpoint : any_run ? "latest" : NULL;
-	if (!spec)
-		return ERR_OK;
-	ERR_TRY(train_plan_resume(&a->env, spec, plan, e));
-	*dir = plan->resume;
+	/* no --checkpoint: the latest run (also when its link is lost or stale), if any */
+	ERR_TRY(train_plan_resume(&a->env, a->o.checkpoint, plan, e));
+	*dir = plan->resume[0] ? plan->resume : NULL;
 	return ERR_OK;
 }
 

@@ -32,7 +32,7 @@ int cmd_export_load_gpt(struct app *a, const char *what, struct checkpoint *ck,
 	if ((rc = checkpoint_load_model(&a->env, dir, ck, s, e)))
 		return rc;
 	if (strcmp(s->model_kind, "gpt")) {
-		rc = ERR(e, ERR_CONFIG, "%s: checkpoint %s holds a model of kind %s (model.kind of "
+		rc = ERR(e, ERR_DATA, "%s: checkpoint %s holds a model of kind %s (model.kind of "
 			 "its config.ini); only a gpt checkpoint can be read here (docs/gpt.md)",
 			 what, dir, s->model_kind);
 		checkpoint_free(ck);

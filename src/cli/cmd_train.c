@@ -34,13 +34,15 @@ static int make_plan(struct app *a, struct train_plan *plan, struct err *e)
 	int rc = ERR_OK;
 	memset(plan, 0, sizeof *plan);
 	if (world_get()->proc == 0) {
-		rc = train_runs_prune_latest(&a->env, e);
-		if (rc == ERR_OK && a->o.resume_dir)
+		if (a->o.resume_dir)
 			rc = train_plan_resume(&a->env, a->o.resume_dir, plan, e);
 		/* another model's checkpoint is refused as such, before its step (already
 		 * past updates?) or its data (the corpus) are compared */
 		if (rc == ERR_OK && plan->resume[0])
 			rc = checkpoint_check_model(&a->env, plan->resume, e);
+		/* before the new run becomes `latest`, never taking what is resumed */
+		if (rc == ERR_OK)
+			train_runs_prune_latest(&a->env, plan->resume);
 		if (rc == ERR_OK && !(plan->resume[0] && plan->resume_step >= a->s.updates))
 			rc = train_plan_run(&a->env, plan, e);
 	}
@@ -100,12 +102,12 @@ static int already_done(struct app *a, const struct train_plan *plan)
 	return ERR_OK;
 }
 
-/* A failed new run leaves no empty run directory behind (process 0 made it); rc is
- * returned. */
+/* A new run that failed or was interrupted before its first checkpoint gives `latest`
+ * back and leaves no empty run directory (process 0 made it); rc is returned. */
 static int failed(struct app *a, const struct train_plan *plan, int rc)
 {
-	if (!plan->continues && world_get()->proc == 0)
-		train_runs_drop_empty(&a->env, plan);
+	if (world_get()->proc == 0)
+		train_runs_give_back(&a->env, plan);
 	return rc;
 }
 
@@ -188,7 +190,7 @@ int cmd_train(struct app *a, struct err *e)
 	int wrc = write_summary(a, kind, &plan, &res, &we);
 	train_result_free(&res);
 	if (rc == ERR_INTERRUPTED)
-		return rc; /* e holds the message naming the checkpoint */
+		return failed(a, &plan, rc); /* e holds the message naming the checkpoint */
 	if (wrc)
 		*e = we;
 	return wrc;

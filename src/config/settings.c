@@ -297,11 +297,6 @@ const char *rank_split_name(int rank_split)
 	return rank_split == RANK_SPLIT_BALANCED ? "balanced" : "length_bands";
 }
 
-const char *sampling_name(int sampling)
-{
-	return sampling == SAMPLING_EPOCHS ? "epochs" : "independent";
-}
-
 int norm_mode_parse(const char *name)
 {
 	if (!name)
@@ -324,16 +319,11 @@ static const char *cfg_where(const struct cfg *c)
 static const char *key_where(const struct cfg *c, const char *sec, const char *name)
 {
 	static _Thread_local char buf[1200];
-	for (int i = 0; i < c->n; i++)
-		if (!strcmp(c->keys[i].section, sec) && !strcmp(c->keys[i].name, name)) {
-			const char *o = c->vals[i].origin;
-			if (o[0] && strncmp(o, cfg_where(c), sizeof c->vals[i].origin - 1) != 0) {
-				snprintf(buf, sizeof buf, "%s (value from %s)", cfg_where(c), o);
-				return buf;
-			}
-			break;
-		}
-	return cfg_where(c);
+	const struct cfg_value *v = cfg_value_of(c, sec, name);
+	if (!v || !v->origin[0] || !strncmp(v->origin, cfg_where(c), sizeof v->origin - 1))
+		return cfg_where(c);
+	snprintf(buf, sizeof buf, "%s (value from %s)", cfg_where(c), v->origin);
+	return buf;
 }
 
 /* "[sec] name = value" plus " (from ORIGIN)" when the value did not come from the
@@ -341,15 +331,11 @@ static const char *key_where(const struct cfg *c, const char *sec, const char *n
 static void describe(const struct cfg *c, const char *sec, const char *name, char *out,
 		     size_t outlen)
 {
-	int i;
-	for (i = 0; i < c->n; i++)
-		if (strcmp(c->keys[i].section, sec) == 0 && strcmp(c->keys[i].name, name) == 0)
-			break;
-	if (i == c->n) {
+	const struct cfg_value *v = cfg_value_of(c, sec, name);
+	if (!v) {
 		snprintf(out, outlen, "[%s] %s", sec, name);
 		return;
 	}
-	const struct cfg_value *v = &c->vals[i];
 	if (strncmp(v->origin, cfg_where(c), sizeof v->origin - 1) != 0)
 		snprintf(out, outlen, "[%s] %s = %s (from %s)", sec, name, v->text, v->origin);
 	else
@@ -413,10 +399,8 @@ static int parse_ids(const struct cfg *c, const char *text, int *ids, int cap, i
 /* Whether the user gave [sec] name (in the file or with --set), not its default. */
 static int key_given(const struct cfg *c, const char *sec, const char *name)
 {
-	for (int i = 0; i < c->n; i++)
-		if (!strcmp(c->keys[i].section, sec) && !strcmp(c->keys[i].name, name))
-			return strcmp(c->vals[i].origin, "default") != 0;
-	return 0;
+	const struct cfg_value *v = cfg_value_of(c, sec, name);
+	return v && strcmp(v->origin, "default") != 0;
 }
 
 /* Exact mode ([train] shards = K > 0): K a power of two, the world a power of two dividing
@@ -519,10 +503,7 @@ static int parse_split(const struct cfg *c, const char *text, int w[3], struct e
  * taken relative to that file's directory, which becomes part of s->data_path. */
 static int resolve_data_path(const struct cfg *c, struct settings *s, struct err *e)
 {
-	const char *origin = "default";
-	for (int i = 0; i < c->n; i++)
-		if (!strcmp(c->keys[i].section, "data") && !strcmp(c->keys[i].name, "path"))
-			origin = c->vals[i].origin;
+	const char *origin = cfg_value_of(c, "data", "path")->origin;
 	if (!s->data_path[0] || s->data_path[0] == '/') {
 		s->data_path_base = DATA_PATH_ABSOLUTE;
 		return ERR_OK;
@@ -563,8 +544,10 @@ int settings_for_source(struct cfg *c, struct err *e)
 	char d[400];
 	if (source == DATA_SYNTHETIC)
 		return ERR_OK;
+	/* a value other than the default: the default is what every written configuration
+	 * holds (a checkpoint's config.ini too), which then serves as a configuration */
 	for (size_t k = 0; k < sizeof synthetic_only / sizeof synthetic_only[0]; k++) {
-		if (!key_given(c, "data", synthetic_only[k].name))
+		if (cfg_holds_default(c, "data", synthetic_only[k].name))
 			continue;
 		describe(c, "data", synthetic_only[k].name, d, sizeof d);
 		return ERR(e, ERR_CONFIG, "%s: %s: only the synthetic source reads it; with [data] "
@@ -593,10 +576,8 @@ int settings_sampling_fits(const struct settings *s, struct err *e)
 
 int settings_file_default(const struct cfg *c, const char *sec, const char *name)
 {
-	for (int i = 0; i < c->n; i++)
-		if (!strcmp(c->keys[i].section, sec) && !strcmp(c->keys[i].name, name))
-			return !strcmp(c->vals[i].origin, SETTINGS_FILE_DEFAULT);
-	return 0;
+	const struct cfg_value *v = cfg_value_of(c, sec, name);
+	return v && !strcmp(v->origin, SETTINGS_FILE_DEFAULT);
 }
 
 int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)

@@ -84,7 +84,7 @@ enum data_source { DATA_SOURCES(DATA_SOURCE_ENUM) DATA_SOURCE_COUNT };
 #define DATA_PAD 1
 #define DATA_RESERVED 4
 
-/* [train] optimizer and schedule (train/optim.h computes with them) */
+/* [train] optimizer and schedule (engine/optim.h computes with them) */
 enum optim_kind { OPTIM_SGD = 0, OPTIM_ADAMW = 1 };
 enum optim_schedule { SCHEDULE_CONSTANT = 0, SCHEDULE_COSINE = 1, SCHEDULE_LINEAR = 2 };
 
@@ -171,8 +171,9 @@ extern const struct cfg_key settings_keys[];
 
 /* What depends on [data] source, applied to the user's configuration before
  * settings_from_cfg(): for a file source, a key only the synthetic source reads
- * (data.train, validation, test, vocab, prefix_max, branching) given in the file or with
- * --set is refused (ERR_CONFIG naming the key and where it came from), and train.plan and
+ * (data.train, validation, test, vocab, prefix_max, branching) holding another value than
+ * its default is refused (ERR_CONFIG naming the key and where it came from; at the default
+ * it passes, as in every written configuration, a checkpoint's), and train.plan and
  * train.sampling left out take the file defaults, balanced and epochs (independent when
  * train.plan = length_bands is given and exact mode is off), origin SETTINGS_FILE_DEFAULT:
  * every training document weighs what it weighs in the objective. The synthetic source
@@ -192,7 +193,5 @@ const char *norm_mode_name(int mode);
 int norm_mode_parse(const char *name); /* -1 if unknown */
 /* "length_bands" or "balanced", as [train] plan spells it. */
 const char *rank_split_name(int rank_split);
-/* "independent" or "epochs", as [train] sampling spells it. */
-const char *sampling_name(int sampling);
 
 #endif

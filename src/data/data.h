@@ -1,7 +1,8 @@
 /*
  * data: the user's own token files, read into sequences ready for the corpus: what every
- * reader shares. The readers (one file each, listed in the table of sources.h) parse
- * their format and hand each sequence they find to data_add(), which applies the
+ * reader shares. The readers (one file each, named by settings.h's DATA_SOURCES and
+ * sources.c's source_readers) parse their format and hand each sequence they find to
+ * data_add(), which applies the
  * shaping rules once for all of them: every id is checked against the vocabulary (an
  * error names the file and the position), a sequence longer than max_len is cut into
  * windows of at most max_len, one shorter than min_len is skipped, and both are counted. data_finish() assigns the sequences whose files name no split

@@ -1,6 +1,7 @@
 /*
  * data_jsonl: the reader of JSON Lines, one object per sequence; the format is described in data_jsonl.c.
- * Its row in the table of sources.h makes it a choice of [data] source.
+ * Its row in DATA_SOURCES (config/settings.h) makes it a choice of [data] source, its
+ * entry in source_readers (sources.c) the reader of that choice.
  */
 #ifndef DDPTOK_DATA_JSONL_H
 #define DDPTOK_DATA_JSONL_H

@@ -1,6 +1,7 @@
 /*
  * data_llmc: the reader of llm.c's token shards; the format is described in data_llmc.c.
- * Its row in the table of sources.h makes it a choice of [data] source.
+ * Its row in DATA_SOURCES (config/settings.h) makes it a choice of [data] source, its
+ * entry in source_readers (sources.c) the reader of that choice.
  */
 #ifndef DDPTOK_DATA_LLMC_H
 #define DDPTOK_DATA_LLMC_H

@@ -1,6 +1,7 @@
 /*
  * data_megatron: the reader of Megatron-LM's indexed dataset (prefix.bin + prefix.idx); the format is described in data_megatron.c.
- * Its row in the table of sources.h makes it a choice of [data] source.
+ * Its row in DATA_SOURCES (config/settings.h) makes it a choice of [data] source, its
+ * entry in source_readers (sources.c) the reader of that choice.
  */
 #ifndef DDPTOK_DATA_MEGATRON_H
 #define DDPTOK_DATA_MEGATRON_H

@@ -683,8 +683,9 @@ static int optimizer_step(struct engine *eng, struct replica *r, double norm, do
 	float lr = (float)engine_next_lr(eng);
 	*factor = 1.0;
 	if (s->clip > 0) {
-		/* a non-finite norm leaves the gradient unscaled: engine_window refuses the
-		 * window, and nothing checkpoints its update */
+		/* a NaN norm leaves the gradient unscaled, +inf scales it by 0 (clip / inf);
+		 * either way engine_window refuses the window (exit 12), and nothing
+		 * checkpoints its update */
 		*factor = optim_clip_factor(norm, s->clip);
 		if (*factor < 1.0)
 			ERR_TRY(d->ops->scale(d, n, (float)*factor, r->grads, e));

@@ -222,6 +222,9 @@ static const int *draw_pools(struct sampler *sp)
 /* Exact mode's window: drawn by shard_draw, or the next of the epochs cut by shard_cut. */
 static int next_exact(struct sampler *sp, struct window *w, struct err *e)
 {
+	/* the shape first: a refused window must not move the epoch stream (a retry of the
+	 * same window would then find it past that window) */
+	ERR_TRY(shard_fits(&sp->exact, w, e));
 	if (sp->epochs.n > 0)
 		return shard_cut(&sp->exact, epoch_take(&sp->epochs, sp->window_index), w, e);
 	return shard_draw(&sp->exact, &sp->rng, w, e);

@@ -80,11 +80,20 @@ static void cut_balanced(const struct shard_pool *p, const int *sorted, int n, i
 		out[start[tag[i]]++] = sorted[i];
 }
 
+int shard_fits(const struct shard_pool *p, const struct window *w, struct err *e)
+{
+	if (w->world * w->micro != p->shards || w->batch < p->batch)
+		return ERR(e, ERR_CHECK, "shard_cut: window shaped %dx%dx%d for %d shards of %d",
+			   w->world, w->micro, w->batch, p->shards, p->batch);
+	return ERR_OK;
+}
+
 int shard_draw(struct shard_pool *p, struct prng *rng, struct window *w, struct err *e)
 {
 	int n = p->n, need = p->shards * p->batch;
 	int *copy = p->scratch;
 
+	ERR_TRY(shard_fits(p, w, e)); /* before drawing: a refusal leaves rng where it was */
 	memcpy(copy, p->ids, (size_t)n * sizeof *copy);
 	for (int k = 0; k < need; k++) { /* partial Fisher-Yates: the first `need` draws */
 		int j = k + (int)prng_below(rng, (uint32_t)(n - k));
@@ -101,9 +110,7 @@ int shard_cut(struct shard_pool *p, const int *list, struct window *w, struct er
 	int need = p->shards * p->batch;
 	int *drawn = p->scratch + p->n, *sorted = drawn + need, *tag = sorted + need;
 
-	if (w->world * w->micro != p->shards || w->batch < p->batch)
-		return ERR(e, ERR_CHECK, "shard_cut: window shaped %dx%dx%d for %d shards of %d",
-			   w->world, w->micro, w->batch, p->shards, p->batch);
+	ERR_TRY(shard_fits(p, w, e));
 	memcpy(sorted, list, (size_t)need * sizeof *sorted);
 	qsort_r(sorted, (size_t)need, sizeof *sorted, cmp_supervised_asc, (void *)p->corpus);
 	if (p->order == SHARD_ORDER_BALANCED)

@@ -54,6 +54,9 @@ int shard_draw(struct shard_pool *p, struct prng *rng, struct window *w, struct 
  * epochs of epoch.h) into the shards and lays them out in w (shard s is microbatch
  * s % micro of rank s / micro). */
 int shard_cut(struct shard_pool *p, const int *list, struct window *w, struct err *e);
+/* ERR_CHECK unless w has one slot per shard (world x micro) of at least p's batch: what
+ * shard_draw and shard_cut check before anything is drawn or taken. */
+int shard_fits(const struct shard_pool *p, const struct window *w, struct err *e);
 
 /* Shard s of window w (exact mode). */
 static inline const struct microbatch *shard_of(const struct window *w, int s)

@@ -62,38 +62,78 @@ static int newer_first(const void *pa, const void *pb)
 	return strcmp(b->name, a->name);
 }
 
-int train_runs_newest_complete(const char *root, char *out, size_t cap, struct err *e)
+/* The run directories under root that hold a checkpoint step directory (by the store's
+ * listing, not verified) into c[0..*n), newest first; the names point into names[]. */
+static int runs_by_time(const char *root, char **names, size_t count, struct run_candidate *c,
+			size_t *n, struct err *e)
+{
+	char run[FSX_PATH_MAX];
+	struct stat st;
+	*n = 0;
+	/* real directories only: not the link `latest` (nor a directory put in its place) */
+	for (size_t i = 0; i < count; i++) {
+		if (!strcmp(names[i], OUTPUT_RUNS_LATEST) || names[i][0] == '.')
+			continue;
+		ERR_TRY(fsx_join(run, sizeof run, root, names[i], e));
+		if (lstat(run, &st) == 0 && S_ISDIR(st.st_mode) &&
+		    newest_step_time(run, &c[*n].when))
+			c[(*n)++].name = names[i];
+	}
+	qsort(c, *n, sizeof *c, newer_first);
+	return ERR_OK;
+}
+
+int train_runs_newest_complete(const char *root, char *out, size_t cap,
+			       struct train_plan *found, struct err *e)
 {
 	char **names = NULL, run[FSX_PATH_MAX];
 	size_t count = 0, n = 0;
-	struct stat st;
 	out[0] = '\0';
 	if (!fsx_is_dir(root))
 		return ERR_OK;
 	ERR_TRY(fsx_list_dir(root, &names, &count, e));
 	struct run_candidate *c = calloc(count ? count : 1, sizeof *c);
-	if (!c) {
-		fsx_free_names(names, count);
-		return ERR(e, ERR_NOMEM, "out of memory listing %s", root);
-	}
-	/* real directories only: not the link `latest` (nor a directory put in its place) */
-	for (size_t i = 0; i < count; i++)
-		if (strcmp(names[i], OUTPUT_RUNS_LATEST) && names[i][0] != '.' &&
-		    fsx_join(run, sizeof run, root, names[i], e) == ERR_OK &&
-		    lstat(run, &st) == 0 && S_ISDIR(st.st_mode) &&
-		    newest_step_time(run, &c[n].when))
-			c[n++].name = names[i];
-	qsort(c, n, sizeof *c, newer_first);
+	int rc = c ? runs_by_time(root, names, count, c, &n, e)
+		   : ERR(e, ERR_NOMEM, "out of memory listing %s", root);
 	/* the listing's newest step may be damaged: the first run with a valid one */
-	for (size_t i = 0; i < n && !out[0]; i++) {
+	for (size_t i = 0; rc == ERR_OK && i < n && !out[0]; i++) {
 		struct err ignore;
-		if (fsx_join(run, sizeof run, root, c[i].name, e) == ERR_OK &&
-		    ckpt_latest_valid(run, NULL, 0, NULL, NULL, &ignore) == ERR_OK)
+		uint64_t step;
+		char *ck = found ? found->resume : NULL;
+		size_t ck_cap = found ? sizeof found->resume : 0;
+		rc = fsx_join(run, sizeof run, root, c[i].name, e);
+		if (rc == ERR_OK && ckpt_latest_valid(run, ck, ck_cap, &step, NULL, &ignore) == ERR_OK) {
 			snprintf(out, cap, "%s", run);
+			if (found) {
+				found->resume_step = (int64_t)step;
+				found->from_dir = 1;
+			}
+		}
 	}
 	free(c);
 	fsx_free_names(names, count);
+	return rc;
+}
+
+/* The id runs/latest names (the link's target) into id; "" when it is missing or is not
+ * a link. link: the link's path. */
+static int read_latest_link(const char *root, char *link, size_t link_cap, char *id,
+			    size_t id_cap, struct err *e)
+{
+	ERR_TRY(fsx_join(link, link_cap, root, OUTPUT_RUNS_LATEST, e));
+	ssize_t n = readlink(link, id, id_cap - 1);
+	id[n > 0 ? n : 0] = '\0';
 	return ERR_OK;
+}
+
+/* Whether runs/latest (under root) names run_dir's run. */
+static int latest_names(const char *root, const char *run_dir)
+{
+	char link[FSX_PATH_MAX], id[NAME_MAX + 1];
+	struct err ignore;
+	const char *slash = strrchr(run_dir, '/');
+	return read_latest_link(root, link, sizeof link, id, sizeof id, &ignore) == ERR_OK &&
+	       id[0] && !strcmp(id, slash ? slash + 1 : run_dir);
 }
 
 /* Why runs/latest names no run directory: "" when it names one, which is then in out. */
@@ -103,56 +143,61 @@ static int read_latest(const char *root, char *out, size_t cap, char *why, size_
 	char link[FSX_PATH_MAX], id[NAME_MAX + 1];
 	struct stat st;
 	why[0] = '\0';
-	ERR_TRY(fsx_join(link, sizeof link, root, OUTPUT_RUNS_LATEST, e));
-	if (lstat(link, &st) != 0) {
-		snprintf(why, why_cap, "%s is missing", link);
+	ERR_TRY(read_latest_link(root, link, sizeof link, id, sizeof id, e));
+	if (!id[0]) {
+		snprintf(why, why_cap, lstat(link, &st) != 0 ? "%s is missing"
+			 : "%s is not the link this program writes", link);
 		return ERR_OK;
 	}
-	ssize_t n = S_ISLNK(st.st_mode) ? readlink(link, id, sizeof id - 1) : -1;
-	if (n < 0) {
-		snprintf(why, why_cap, "%s is not the link this program writes", link);
-		return ERR_OK;
-	}
-	id[n] = '\0';
-	if (strchr(id, '/') || fsx_join(out, cap, root, id, e) != ERR_OK || !fsx_is_dir(out))
+	if (!strchr(id, '/'))
+		ERR_TRY(fsx_join(out, cap, root, id, e));
+	if (strchr(id, '/') || !fsx_is_dir(out))
 		snprintf(why, why_cap, "%s names run %s, which is gone", link, id);
 	return ERR_OK;
 }
 
+/* How latest_run answers: no run at all is "" (else ERR_DATA); the fallback is not said
+ * (for housekeeping, which a command that reads `latest` already said it for). */
+enum { LATEST_NONE_OK = 1, LATEST_QUIET = 2 };
+
 /* The run directory runs/latest names; when the link is missing, names no run directory
  * or is not a link (a crash before its rename, a copy that turned it into a directory):
- * the newest run with a valid checkpoint, said so. */
-static int latest_run(const struct env *v, char *out, size_t cap, struct err *e)
+ * the newest run with a valid checkpoint, said so, and that checkpoint in *found (already
+ * verified: not searched again). how: LATEST_* bits. */
+static int latest_run(const struct env *v, char *out, size_t cap, struct train_plan *found,
+		      unsigned how, struct err *e)
 {
 	char root[FSX_PATH_MAX], why[FSX_PATH_MAX + NAME_MAX + 64];
 	ERR_TRY(train_runs_root(v, root, sizeof root, e));
 	ERR_TRY(read_latest(root, out, cap, why, sizeof why, e));
 	if (!why[0])
 		return ERR_OK;
-	ERR_TRY(train_runs_newest_complete(root, out, cap, e));
-	if (!out[0])
+	ERR_TRY(train_runs_newest_complete(root, out, cap, found, e));
+	if (out[0] && !(how & LATEST_QUIET))
+		env_info(v, "latest: %s: taking the run with the newest valid checkpoint, %s", why,
+			 out);
+	else if (!out[0] && !(how & LATEST_NONE_OK))
 		return ERR(e, ERR_DATA, "latest: no run yet (%s, and no run under %s has a valid "
 			   "checkpoint); start one with `train`", why, root);
-	env_info(v, "latest: %s: taking the run with the newest valid checkpoint, %s", why, out);
 	return ERR_OK;
 }
 
-/* Whether the store's refusal of a directory says it holds no checkpoint at all (rather
- * than some, none of them valid). */
-static int holds_none(const struct err *why)
+/* Whether the store's refusal of a directory (why; it rejected `rejected` step
+ * directories) says it holds no checkpoint at all, rather than some, none valid. */
+static int holds_none(int rejected, const struct err *why)
 {
-	return strncmp(why->msg, "no checkpoint in ", 17) == 0;
+	return !rejected && why->code == ERR_DATA;
 }
 
-/* "latest" names a run without a valid checkpoint (one stopped before its first): what
- * to do instead. */
-static int latest_without_checkpoint(const struct env *v, const char *dir,
+/* "latest" names a run without a valid checkpoint (one stopped before its first; the
+ * store rejected `rejected` step directories in it): what to do instead. */
+static int latest_without_checkpoint(const struct env *v, const char *dir, int rejected,
 				     const struct err *why, struct err *e)
 {
 	char root[FSX_PATH_MAX], other[FSX_PATH_MAX];
 	ERR_TRY(train_runs_root(v, root, sizeof root, e));
-	ERR_TRY(train_runs_newest_complete(root, other, sizeof other, e));
-	const char *none = holds_none(why) ? "no checkpoint yet" : "no valid checkpoint";
+	ERR_TRY(train_runs_newest_complete(root, other, sizeof other, NULL, e));
+	const char *none = holds_none(rejected, why) ? "no checkpoint yet" : "no valid checkpoint";
 	if (!other[0])
 		return ERR(e, why->code, "latest: run %s has %s (%s); start a new run with "
 			   "`train`", dir, none, why->msg);
@@ -161,13 +206,14 @@ static int latest_without_checkpoint(const struct env *v, const char *dir,
 		   dir, none, why->msg, other, other);
 }
 
-/* A directory that holds no checkpoint (why: the store's word): say so, and what it
- * holds. */
-static int no_checkpoint_in(const char *dir, const struct err *why, struct err *e)
+/* A directory that holds no valid checkpoint (why: the store's word; it rejected
+ * `rejected` step directories): say so, and what it holds. */
+static int no_checkpoint_in(const char *dir, int rejected, const struct err *why,
+			    struct err *e)
 {
 	char **names = NULL, held[600] = "";
 	size_t count = 0, len = 0;
-	if (!holds_none(why))
+	if (!holds_none(rejected, why))
 		return ERR(e, why->code, "%s", why->msg); /* some, none valid: the store says why */
 	if (fsx_list_dir(dir, &names, &count, e) != ERR_OK)
 		return e->code;
@@ -184,30 +230,41 @@ static int no_checkpoint_in(const char *dir, const struct err *why, struct err *
 		   "%s)", dir, count ? held : "nothing");
 }
 
+/* plan->resume: the newest valid checkpoint of directory dir (the latest run's when
+ * is_latest), unless the search for the latest run found it already. */
+static int resume_from_dir(const struct env *v, const char *dir, int is_latest,
+			   struct train_plan *plan, struct err *e)
+{
+	struct err le;
+	uint64_t step = 0;
+	int rejected = 0;
+	if (plan->from_dir)
+		return ERR_OK;
+	err_clear(&le);
+	if (ckpt_latest_valid(dir, plan->resume, sizeof plan->resume, &step, &rejected, &le) ==
+	    ERR_OK) {
+		plan->resume_step = (int64_t)step;
+		plan->from_dir = 1;
+		return ERR_OK;
+	}
+	if (is_latest)
+		return latest_without_checkpoint(v, dir, rejected, &le, e);
+	return no_checkpoint_in(dir, rejected, &le, e);
+}
+
 int train_plan_resume(const struct env *v, const char *spec, struct train_plan *plan,
 		      struct err *e)
 {
 	char dir[FSX_PATH_MAX], manifest[FSX_PATH_MAX];
-	uint64_t step = 0;
 	struct ckpt_report rep;
-	if (!strcmp(spec, "latest"))
-		ERR_TRY(latest_run(v, dir, sizeof dir, e));
-	else
-		snprintf(dir, sizeof dir, "%s", spec);
-	ERR_TRY(fsx_join(manifest, sizeof manifest, dir, "MANIFEST.json", e));
-	if (!strcmp(spec, "latest") || (fsx_is_dir(dir) && !fsx_exists(manifest))) {
-		struct err le;
-		err_clear(&le);
-		if (ckpt_latest_valid(dir, plan->resume, sizeof plan->resume, &step, NULL, &le) ==
-		    ERR_OK) {
-			plan->resume_step = (int64_t)step;
-			plan->from_dir = 1;
-			return ERR_OK;
-		}
-		if (!strcmp(spec, "latest"))
-			return latest_without_checkpoint(v, dir, &le, e);
-		return no_checkpoint_in(dir, &le, e);
+	if (!spec || !strcmp(spec, "latest")) {
+		ERR_TRY(latest_run(v, dir, sizeof dir, plan, spec ? 0 : LATEST_NONE_OK, e));
+		return dir[0] ? resume_from_dir(v, dir, 1, plan, e) : ERR_OK;
 	}
+	snprintf(dir, sizeof dir, "%s", spec);
+	ERR_TRY(fsx_join(manifest, sizeof manifest, dir, "MANIFEST.json", e));
+	if (fsx_is_dir(dir) && !fsx_exists(manifest))
+		return resume_from_dir(v, dir, 0, plan, e);
 	/* a checkpoint itself (or what is not one: the store's verification says why) */
 	int rc = ckpt_verify(dir, &rep, e);
 	plan->resume_step = (int64_t)rep.step;
@@ -283,39 +340,56 @@ int train_plan_run(const struct env *v, struct train_plan *plan, struct err *e)
 		ERR_TRY(new_run(v, plan->run_dir, sizeof plan->run_dir, e));
 	}
 	/* from the start, not at the first checkpoint: `latest` is the run going on now (and
-	 * goes back to the one it named when the new run fails before writing anything) */
+	 * goes back to the one it named when the new run ends before its first checkpoint) */
 	char root[FSX_PATH_MAX], link[FSX_PATH_MAX];
-	ERR_TRY(train_runs_root(v, root, sizeof root, e));
-	ERR_TRY(fsx_join(link, sizeof link, root, OUTPUT_RUNS_LATEST, e));
-	ssize_t n = readlink(link, plan->latest_before, sizeof plan->latest_before - 1);
-	plan->latest_before[n > 0 ? n : 0] = '\0';
-	return train_runs_mark_latest(v, plan->run_dir, e);
+	int rc = train_runs_root(v, root, sizeof root, e);
+	if (rc == ERR_OK)
+		rc = read_latest_link(root, link, sizeof link, plan->latest_before,
+				      sizeof plan->latest_before, e);
+	if (rc == ERR_OK)
+		rc = train_runs_mark_latest(v, plan->run_dir, e);
+	if (rc != ERR_OK && !plan->continues)
+		rmdir(plan->run_dir); /* made above, still empty */
+	return rc;
 }
 
-void train_runs_drop_empty(const struct env *v, const struct train_plan *plan)
+/* Whether run_dir holds a checkpoint step directory (by the store's listing). */
+static int holds_a_step(const char *run_dir)
 {
-	char root[FSX_PATH_MAX], link[FSX_PATH_MAX], now[NAME_MAX + 1], back[FSX_PATH_MAX];
+	struct ckpt_listing l;
 	struct err ignore;
-	const char *slash = strrchr(plan->run_dir, '/');
-	/* rmdir removes only an empty directory: nothing the run wrote can go */
-	if (rmdir(plan->run_dir) != 0 ||
-	    fsx_dirname(root, sizeof root, plan->run_dir, &ignore) != ERR_OK ||
-	    fsx_join(link, sizeof link, root, OUTPUT_RUNS_LATEST, &ignore) != ERR_OK)
+	int found = 0;
+	if (ckpt_list(run_dir, &l, &ignore) != ERR_OK)
+		return 1; /* unknown: as if it held one, so that nothing is taken from it */
+	for (size_t i = 0; i < l.n && !found; i++)
+		found = l.v[i].kind == CKPT_STEP;
+	ckpt_listing_free(&l);
+	return found;
+}
+
+void train_runs_give_back(const struct env *v, const struct train_plan *plan)
+{
+	char root[FSX_PATH_MAX], back[FSX_PATH_MAX];
+	struct err ignore;
+	if (plan->continues || !plan->run_dir[0] || holds_a_step(plan->run_dir) ||
+	    fsx_dirname(root, sizeof root, plan->run_dir, &ignore) != ERR_OK)
 		return;
 	/* `latest` named the run since it was made: it names again the run it named before
 	 * (or, that one gone, the newest complete run) */
-	ssize_t n = readlink(link, now, sizeof now - 1);
-	if (n >= 0 && (now[n] = '\0', !strcmp(now, slash ? slash + 1 : plan->run_dir))) {
+	if (latest_names(root, plan->run_dir)) {
+		back[0] = '\0';
 		if (!plan->latest_before[0] ||
 		    fsx_join(back, sizeof back, root, plan->latest_before, &ignore) != ERR_OK ||
 		    !fsx_is_dir(back))
-			train_runs_newest_complete(root, back, sizeof back, &ignore);
+			train_runs_newest_complete(root, back, sizeof back, NULL, &ignore);
 		if (back[0])
 			train_runs_mark_latest(v, back, &ignore);
-		else
-			unlink(link);
+		else if (fsx_join(back, sizeof back, root, OUTPUT_RUNS_LATEST, &ignore) == ERR_OK)
+			unlink(back);
 	}
-	rmdir(root);
+	/* rmdir removes only an empty directory: nothing the run wrote goes */
+	if (rmdir(plan->run_dir) == 0)
+		rmdir(root);
 }
 
 int train_runs_mark_latest(const struct env *v, const char *run_dir, struct err *e)
@@ -326,13 +400,11 @@ int train_runs_mark_latest(const struct env *v, const char *run_dir, struct err 
 	ERR_TRY(fsx_join(link, sizeof link, root, OUTPUT_RUNS_LATEST, e));
 	const char *slash = strrchr(run_dir, '/');
 	const char *id = slash ? slash + 1 : run_dir;
-	char now[NAME_MAX + 1];
-	ssize_t n = readlink(link, now, sizeof now - 1);
-	if (n >= 0 && (now[n] = '\0', !strcmp(now, id)))
+	if (latest_names(root, run_dir))
 		return ERR_OK;
 	/* a directory in the link's place is not the program's to replace (a copy of a run,
 	 * say): `latest` is then found from the run directories (latest_run) */
-	if (n < 0 && lstat(link, &st) == 0 && S_ISDIR(st.st_mode)) {
+	if (lstat(link, &st) == 0 && S_ISDIR(st.st_mode)) {
 		env_info(v, "train: note: %s is a directory, not the link this program writes: "
 			 "left as it is (`--resume latest` takes the newest complete run)", link);
 		return ERR_OK;
@@ -394,29 +466,68 @@ int train_runs_prune(const struct env *v, const char *run_dir, int keep, int64_t
 	return rc;
 }
 
-int train_runs_prune_latest(const struct env *v, struct err *e)
+/* Whether run_dir holds more checkpoint step directories than the train.keep of its
+ * newest listed one (not verified: only the cheap question whether there is work). */
+static int holds_more_than_kept(const char *run_dir)
 {
-	char root[FSX_PATH_MAX], run[FSX_PATH_MAX], why[FSX_PATH_MAX + NAME_MAX + 64];
-	char newest[FSX_PATH_MAX];
-	uint64_t step;
+	struct ckpt_listing l;
+	struct err ignore;
+	long long keep = 0;
+	size_t steps = 0, newest = 0;
+	if (ckpt_list(run_dir, &l, &ignore) != ERR_OK)
+		return 0;
+	for (size_t i = 0; i < l.n; i++)
+		if (l.v[i].kind == CKPT_STEP) {
+			steps++;
+			newest = i;
+		}
+	int more = steps > 1 &&
+		   checkpoint_stored_int(l.v[newest].path, "train", "keep", &keep, &ignore) ==
+			   ERR_OK &&
+		   keep > 0 && steps > (size_t)keep;
+	ckpt_listing_free(&l);
+	return more;
+}
+
+/* train_runs_prune_latest's work, its failures returned. */
+static int prune_latest(const struct env *v, const char *resumed, struct err *e)
+{
+	char run[FSX_PATH_MAX], resumed_run[FSX_PATH_MAX];
+	struct train_plan found;
 	long long keep;
-	struct err none;
-	ERR_TRY(train_runs_root(v, root, sizeof root, e));
-	ERR_TRY(read_latest(root, run, sizeof run, why, sizeof why, e));
-	if (why[0])
-		ERR_TRY(train_runs_newest_complete(root, run, sizeof run, e));
+	memset(&found, 0, sizeof found);
+	ERR_TRY(latest_run(v, run, sizeof run, &found, LATEST_NONE_OK | LATEST_QUIET, e));
+	if (!run[0] || (resumed[0] &&
+			fsx_dirname(resumed_run, sizeof resumed_run, resumed, e) == ERR_OK &&
+			same_file(resumed_run, run)) ||
+	    !holds_more_than_kept(run))
+		return ERR_OK;
 	/* kept counting from the newest *valid* checkpoint: newer damaged ones never make a
 	 * good one go */
-	if (!run[0] || ckpt_latest_valid(run, newest, sizeof newest, &step, NULL, &none) != ERR_OK)
-		return ERR_OK;
+	struct err none;
+	uint64_t step;
+	if (!found.resume[0]) {
+		if (ckpt_latest_valid(run, found.resume, sizeof found.resume, &step, NULL, &none))
+			return ERR_OK;
+		found.resume_step = (int64_t)step;
+	}
 	/* the keep that run was trained with: what its own pruning would have done */
 	int removed = 0;
-	ERR_TRY(checkpoint_stored_int(newest, "train", "keep", &keep, e));
-	ERR_TRY(train_runs_prune(v, run, (int)keep, (int64_t)step, &removed, e));
+	ERR_TRY(checkpoint_stored_int(found.resume, "train", "keep", &keep, e));
+	ERR_TRY(train_runs_prune(v, run, (int)keep, found.resume_step, &removed, e));
 	if (removed)
 		env_info(v, "train: run %s held more checkpoints than its train.keep = %lld (it "
 			 "ended before removing the older ones): removed %d", run, keep, removed);
 	return ERR_OK;
+}
+
+void train_runs_prune_latest(const struct env *v, const char *resumed)
+{
+	struct err e;
+	err_clear(&e);
+	if (prune_latest(v, resumed, &e) != ERR_OK)
+		env_info(v, "train: note: the latest run's older checkpoints were left in place "
+			 "(%s)", e.msg);
 }
 
 /* The step of a metrics line, or -1 when it has none. */

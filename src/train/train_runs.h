@@ -4,7 +4,8 @@
  * 20260131-123456, with -2, -3, ... when taken), holding its checkpoints step-NNNN, its
  * metrics.jsonl (one line per window) and train.json (the summary of its last session).
  * <artifacts>/runs/latest is a symbolic link to the run started or continued last (set when
- * its directory is made, so before its first checkpoint), replaced atomically (a new link
+ * its directory is made, so before its first checkpoint, and given back to the run before
+ * when a new run ends without one), replaced atomically (a new link
  * renamed over it). When it is missing (a crash before the rename), names no run or is not
  * a link, `latest` is the run with the newest valid checkpoint.
  *
@@ -42,7 +43,9 @@ int train_runs_root(const struct env *v, char *out, size_t cap, struct err *e);
 
 /* Resolves `spec` into plan->resume and plan->resume_step: "latest" (the newest valid
  * checkpoint of the run runs/latest names), a checkpoint, or a directory of checkpoints
- * (its newest valid one; a run directory is one). On process 0 only. */
+ * (its newest valid one; a run directory is one). NULL: "latest" when there is a run,
+ * else nothing (plan->resume ""; "latest" without any run is ERR_DATA). Each checkpoint
+ * is verified once on the way. On process 0 only. */
 int train_plan_resume(const struct env *v, const char *spec, struct train_plan *plan,
 		      struct err *e);
 
@@ -50,19 +53,23 @@ int train_plan_resume(const struct env *v, const char *spec, struct train_plan *
  * checkpoint (plan->continues), else a new run directory, created. On process 0 only. */
 int train_plan_run(const struct env *v, struct train_plan *plan, struct err *e);
 
-/* Removes a new run's directory that is still empty (a run that failed before writing
- * anything), and <artifacts>/runs with it when that leaves it empty; anything holding a
- * file stays. `latest`, which named the run from its start, names again the run it named
- * before (gone: the newest complete run; none: no link). On process 0 only. */
-void train_runs_drop_empty(const struct env *v, const struct train_plan *plan);
+/* A new run that ends (failed, diverged or interrupted) before its first checkpoint:
+ * `latest`, which named it from its start, names again the run it named before (gone:
+ * the newest complete run; none: no link), so that the last good checkpoint stays
+ * latest; its directory goes when still empty (and <artifacts>/runs with it when that
+ * leaves it empty): anything holding a file stays. Nothing for a continued run or one
+ * that wrote a checkpoint. On process 0 only. */
+void train_runs_give_back(const struct env *v, const struct train_plan *plan);
 
 /* Points runs/latest to run_dir's run (a link renamed over the old one). A directory in
  * the link's place is left as it is, with a note. */
 int train_runs_mark_latest(const struct env *v, const char *run_dir, struct err *e);
 
 /* The run directory under root whose newest checkpoint was written last and is valid
- * (the store's verification), or "" when no run has one: `latest` when the link is lost. */
-int train_runs_newest_complete(const char *root, char *out, size_t cap, struct err *e);
+ * (the store's verification), or "" when no run has one: `latest` when the link is lost.
+ * found (may be NULL): that checkpoint, its step and from_dir = 1. */
+int train_runs_newest_complete(const char *root, char *out, size_t cap,
+			       struct train_plan *found, struct err *e);
 
 /* Removes the checkpoints of run_dir older than the `keep` newest (the newest is step
  * `newest`, never removed; nor is any step directory that holds anything the store did
@@ -72,9 +79,11 @@ int train_runs_prune(const struct env *v, const char *run_dir, int keep, int64_t
 		     int *removed, struct err *e);
 
 /* Finishes the pruning a run killed after publishing a checkpoint did not do: the latest
- * run keeps the train.keep it was trained with, counted from its newest valid checkpoint.
- * Run when train starts, on process 0. */
-int train_runs_prune_latest(const struct env *v, struct err *e);
+ * run keeps the train.keep it was trained with, counted from its newest valid checkpoint
+ * (verified only when it holds more than that). Never the run of checkpoint `resumed`
+ * ("" none): its own pruning follows its next checkpoint. Housekeeping: a failure is a
+ * note, never the run's. Run when train has chosen what it resumes, on process 0. */
+void train_runs_prune_latest(const struct env *v, const char *resumed);
 
 /* Drops the lines of a metrics file whose step is past `step` (rewritten atomically, only
  * when there are some). A missing file is fine. */

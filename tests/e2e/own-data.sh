@@ -144,6 +144,12 @@ grep -q '^sampling = epochs$' uni-art/runs/latest/step-0020/config.ini
 grep -q "^sampler: train.plan = length_bands draws 8 sequences per window from each of 2 length bands, which hold [0-9]* to [0-9]* training sequences: a sequence of the smallest band is drawn [0-9.]* times as often" lb.txt ||
 	{ cat lb.txt; echo "FAIL: the length bands' reweighting was not announced"; exit 1; }
 grep -q '^sampling = independent$' lb-art/runs/latest/step-0020/config.ini
+# a checkpoint's config.ini, which holds every key (the synthetic source's at their
+# defaults), serves as the configuration again
+"$DDPTOK" lb-art/runs/latest/step-0020/config.ini evaluate > lb-ev.txt 2>&1 ||
+	{ cat lb-ev.txt; echo "FAIL: a checkpoint's config.ini is refused as a configuration"; exit 1; }
+grep -q "evaluate: run .*, step 20" lb-ev.txt ||
+	{ cat lb-ev.txt; echo "FAIL: evaluate with a checkpoint's config.ini"; exit 1; }
 # refused before anything is written (exit 3): a key only the synthetic source reads, and
 # epochs with the length bands
 config_refused() { # EXPECTED-TEXT --set...

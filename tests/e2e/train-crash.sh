@@ -97,11 +97,15 @@ set -e
 [ "$rc" -eq 5 ] || fail "resume of a run without checkpoints: exit $rc: $(cat none.out)"
 grep -q "latest: run $D has no checkpoint yet (no checkpoint in $D); the newest run that has one is $C: name it (--resume or --checkpoint $C), or start a new run with \`train\`" \
 	none.out || fail "resume of a run without checkpoints: $(cat none.out)"
+# a run that fails once its directory is made, whatever the build and its devices: its
+# corpus directory cannot be made (a file in its place)
+mkdir o-bad && echo x > o-bad/corpus
 set +e
-"$DDPTOK" "$T" train --set devices.backend=cuda > cuda.out 2>&1 # fails once its run is made
+run train --set run.outputs=o-bad > bad.out 2>&1
 rc=$?
 set -e
-[ "$rc" -ne 0 ] || fail "a cuda run started on a build without it"
+[ "$rc" -eq 4 ] && grep -q "cannot create directory o-bad/corpus" bad.out ||
+	fail "a run without its corpus: exit $rc: $(cat bad.out)"
 [ "$(latest)" = "$D" ] || fail "a failed new run left latest naming $(latest), not $D"
 
 # --- --resume of a directory without checkpoints -----------------------------------------------
@@ -133,4 +137,28 @@ ck=$(sed -n 's/.*continue with --resume \(.*\))$/\1/p' pipe.err)
 grep -q '"step"' "$(dirname "$ck")/train.json" || fail "no train.json after a closed output"
 run checkpoints --set run.artifacts=p-art --set run.outputs=p-out > pck.out ||
 	fail "checkpoints: $(cat pck.out)"
+
+# --- the start's pruning never takes the checkpoint resumed, and never stops the run --------
+rm -f artifacts/runs/latest && ln -s "$(basename "$B")" artifacts/runs/latest
+cp -r saved-step-0001 "$B/step-0001" # one checkpoint more than train.keep = 2 again
+run train --resume "$B/step-0001" --set run.outputs=o-k > k4.out 2>&1 ||
+	fail "resume of a checkpoint past keep: $(cat k4.out)"
+[ -d "$B/step-0001" ] || fail "the start pruned the checkpoint it resumed: $(cat k4.out)"
+grep -q "train: resumed run to step 6 .* from $B/step-0001" k4.out || fail "$(cat k4.out)"
+rm -f artifacts/runs/latest && ln -s "$(basename "$B")" artifacts/runs/latest
+# step-0001 made immovable: root passes permissions, not the immutable flag; where the file
+# system has no such flag, write permission (for an ordinary user)
+if chattr +i "$B/step-0001" 2> /dev/null || { [ "$(id -u)" -ne 0 ] && chmod a-w "$B"; }; then
+	set +e
+	run train --set train.stop_at=1 --set run.outputs=o-k > k5.out 2>&1
+	rc=$?
+	set -e
+	chattr -i "$B/step-0001" 2> /dev/null || chmod u+w "$B"
+	[ "$rc" -eq 0 ] || fail "a failed pruning stopped the run: exit $rc: $(cat k5.out)"
+	grep -q "train: note: the latest run's older checkpoints were left in place (.*$B/step-0001" \
+		k5.out || fail "the failed pruning is not noted: $(cat k5.out)"
+	[ -d "$B/step-0001" ] || fail "step-0001 went"
+else
+	echo "note: no way to make $B/step-0001 immovable here: a failed pruning is not tried"
+fi
 echo "ok"

@@ -61,4 +61,17 @@ grep -q "window $K (update $K) went non-finite" again.err ||
 run train --resume latest $DIVERGE --set train.updates=$((GOOD + 1)) > before.out 2>&1 ||
 	fail "resume to step $((GOOD + 1)): $(cat before.out)"
 [ -f "$(printf '%s/step-%04d' "$R" $((GOOD + 1)))/MANIFEST.json" ] || fail "no step $((GOOD + 1))"
+
+# a new run that diverges before its first checkpoint: the last good checkpoint stays
+# latest (the new run's directory, holding its metrics, stays too)
+set +e
+# shellcheck disable=SC2086
+run train $DIVERGE --set train.checkpoint_every=1000 > new.out 2> new.err
+rc=$?
+set -e
+[ "$rc" -eq 12 ] || fail "a new diverging run exited $rc: $(cat new.out new.err)"
+[ "$(readlink artifacts/runs/latest)" = "$LATEST" ] ||
+	fail "a new run that diverged before its first checkpoint left latest naming $(readlink artifacts/runs/latest)"
+run evaluate > ev.out 2>&1 || fail "evaluate after a new run diverged: $(cat ev.out)"
+grep -q "evaluate: run $LATEST, step $((GOOD + 1))" ev.out || fail "evaluate: $(cat ev.out)"
 echo "ok: diverged at window $K, checkpoint step $GOOD kept"

@@ -102,7 +102,10 @@ echo "ok: the protocol stops on SIGTERM between its steps"
 
 # a SIGTERM that arrives before any work (here: already pending, under a mask the launcher
 # left blocked) stops train as a later one does, before its first window with exit 8,
-# instead of waiting blocked until the run is over
+# instead of waiting blocked until the run is over; the run before it stays latest
+"$DDPTOK" "$CONF/tiny.ini" train --set devices.backend=cpu --set train.stop_at=1 \
+	--set run.outputs=o4 --set run.artifacts=a4 > before.out 2>&1 || fail "$(cat before.out)"
+before=$(readlink a4/runs/latest)
 rc=0
 python3 -c '
 import os, signal, sys
@@ -112,4 +115,9 @@ os.execv(sys.argv[1], sys.argv[1:])' "$DDPTOK" "$CONF/tiny.ini" train --set devi
 	--set run.outputs=o4 --set run.artifacts=a4 > early.out 2> early.err || rc=$?
 [ "$rc" -eq 8 ] || { cat early.out early.err; fail "exit $rc for a SIGTERM pending at the start, expected 8"; }
 grep -q "interrupted by SIGTERM before the first step" early.err || fail "no interruption message: $(cat early.err)"
+[ "$(readlink a4/runs/latest)" = "$before" ] ||
+	fail "a new run interrupted before its first checkpoint left latest naming $(readlink a4/runs/latest)"
+"$DDPTOK" "$CONF/tiny.ini" evaluate --set devices.backend=cpu --set run.outputs=o4 \
+	--set run.artifacts=a4 > ev4.out 2>&1 || fail "evaluate: $(cat ev4.out)"
+grep -q "evaluate: run $before, step 1" ev4.out || fail "evaluate: $(cat ev4.out)"
 echo "ok: a SIGTERM pending at the start stops train before its first window"
