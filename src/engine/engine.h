@@ -109,6 +109,9 @@ int engine_reset_parts(struct engine *eng, const struct settings *s, const struc
  * workspace. */
 struct engine_memory {
 	size_t n_params, state_bytes, tree_bytes, workspace_bytes, logits_bytes, total;
+	/* the optimizer's state a rank holds (part of state_bytes), and the whole state:
+	 * the same unless train.shard_optimizer cuts it into devices.world slices */
+	size_t optim_bytes, optim_full_bytes;
 	/* host memory a training process holds beside its ranks': the first parameters and
 	 * the checkpoint snapshot (parameters and optimizer state) */
 	size_t host_bytes;
@@ -122,7 +125,9 @@ size_t engine_state_floats(const struct engine *eng);
  * (engine_state_floats; NULL = zero) to every replica. */
 int engine_set_state(struct engine *eng, const float *params, const float *opt_state,
 		     int64_t updates_done, struct err *e);
-/* Copies rank 0's parameters and optimizer state to the host (either may be NULL). */
+/* Copies rank 0's parameters and the optimizer state to the host (either may be NULL):
+ * rank 0's, or with the state sharded every rank's slice, from every process (every
+ * process calls it). */
 int engine_get_state(struct engine *eng, float *params, float *opt_state, struct err *e);
 /* The learning rate of the next update, number updates_done + 1 (optim.h). */
 double engine_next_lr(const struct engine *eng);
