@@ -167,8 +167,8 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	coll_shard_range(m->n_params, eng->made.shard_optimizer ? eng->world : 1,
 			 eng->made.shard_optimizer ? r->rank : 0, &r->state_lo, &r->state_hi);
 	/* at least one float: an empty slice (more ranks than parameters) still allocates */
-	ERR_TRY(d->ops->alloc(d, state_bytes(r, eng->made.optimizer) + sizeof(float), (void **)&r->opt_state,
-			      e));
+	size_t state = state_bytes(r, eng->made.optimizer);
+	ERR_TRY(d->ops->alloc(d, state ? state : sizeof(float), (void **)&r->opt_state, e));
 	ERR_TRY(d->ops->alloc(d, sizeof(double) * ENGINE_LOSS_SLOTS, (void **)&r->loss_slots, e));
 	const float unit[1] = {1.0f};
 	ERR_TRY(d->ops->alloc(d, sizeof unit, (void **)&r->terms, e));
