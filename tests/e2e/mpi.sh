@@ -1,8 +1,9 @@
 # Several processes under mpirun (Open MPI, --oversubscribe on one machine, CPU backend):
 # parity with every negative control caught; training with P processes x L ranks gives the
 # bits of one process with W = P x L ranks (default and exact mode, and with the optimizer
-# state sharded over the processes); a checkpoint written by one layout resumes on another and ends bit for bit where the continuous run ends (read
-# by process 0 alone: process 1 runs elsewhere); a
+# state sharded over the processes); a checkpoint written by one layout resumes on another
+# and ends bit for bit where the continuous run ends (read by process 0 alone: process 1
+# runs elsewhere); a
 # failure on a rank of process 1, process 1 killed or stuck, and SIGTERM to process 0 only
 # end every process promptly with the right status and message; differing data refused;
 # evaluate reads process 0's checkpoint on every process and reports once; the protocol gives
