@@ -21,7 +21,10 @@
  *   5. optionally the optimizer step, identical on every replica (queued: the window does
  *      not wait for it; whatever reads the parameters next does): with train.clip the
  *      reduced gradient's norm (one wait) and its clipping, then SGD or AdamW at the
- *      schedule's rate (docs/optimizers.md).
+ *      schedule's rate (docs/optimizers.md); with train.shard_optimizer each rank updates
+ *      its slice of the parameters and holds that slice's state only, the parameters
+ *      then all-gathered (an update that needs neither the norm nor the whole gradient
+ *      reduce-scatters it in step 4), the same bits.
  * Results the caller may inspect: the per-rank local gradients (when captured) and the
  * reduced gradient, on the host.
  */
