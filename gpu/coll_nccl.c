@@ -54,6 +54,12 @@
  * rank); the alternative, an all-gather of whole vectors and a local tree, moves W times
  * more and needs W vectors of memory. Small host buffers (the loss sum) are all-gathered
  * and added on the host in the same tree.
+ *
+ * The sharded optimizer's reduce-scatter and all-gather (coll.h) use the same padded
+ * slices: a reduce-scatter is the tree's exchange and adds (exact mode) or
+ * ncclReduceScatter (the default mode, NCCL's order of additions), then the rank's
+ * slice (coll_shard_range, as NCCL cuts) copied into its place; an all-gather copies the
+ * rank's slice out, zero-padded, and ncclAllGather hands every rank the whole.
  */
 #include "clock.h"
 #include "gpu.h"
@@ -304,6 +310,8 @@ struct call {
 				  and the contributions to this rank's slice */
 	size_t slice, padded;  /* tree: elements per slice (a host buffer: count), W slices */
 	size_t out_bytes;      /* what STAGE_OUT copies to the pinned slot */
+	int zero;              /* a reduce-scatter or all-gather (gpu_zero_plan) */
+	size_t lo, hi;         /* zero: this rank's slice of buf (coll_shard_range) */
 };
 
 /* The checks every call starts with (the tree's: a power-of-two world); fills k's
@@ -345,14 +353,17 @@ static int issue_nccl(struct call *k, enum gpu_coll_step step, struct err *e)
 	struct nccl_rank *nr = k->nr;
 	ncclDataType_t type = nccl_dtype(k->type);
 	size_t elem = dtype_size(k->type);
-	const char *call = step == GPU_STEP_ALLREDUCE ? "ncclAllReduce"
-			   : step == GPU_STEP_EXCHANGE ? "ncclSend/ncclRecv (tree reduce-scatter)"
-						       : "ncclAllGather (tree)";
+	const char *call = step == GPU_STEP_ALLREDUCE	     ? "ncclAllReduce"
+			   : step == GPU_STEP_EXCHANGE	     ? "ncclSend/ncclRecv (tree reduce-scatter)"
+			   : step == GPU_STEP_REDUCE_SCATTER ? "ncclReduceScatter"
+							     : "ncclAllGather";
 	ncclResult_t st = ncclInvalidUsage;
 	pthread_mutex_lock(&nr->mu);
 	int dead = nr->dead;
 	if (!dead && step == GPU_STEP_ALLREDUCE) {
 		st = ncclAllReduce(k->dbuf, k->dbuf, k->count, type, ncclSum, nr->comm, k->s);
+	} else if (!dead && step == GPU_STEP_REDUCE_SCATTER) {
+		st = ncclReduceScatter(k->whole, k->slices, k->slice, type, ncclSum, nr->comm, k->s);
 	} else if (!dead && step == GPU_STEP_EXCHANGE) {
 		st = ncclGroupStart();
 		for (int q = 0; q < n->world && (st == ncclSuccess || st == ncclInProgress); q++) {
@@ -407,6 +418,20 @@ static int queue_copy(struct call *k, enum gpu_coll_step step, struct err *e)
 			 rank, device);
 		dev_count(k->dev, 0, 1, 0);
 		break;
+	case GPU_STEP_SHARD_IN: /* padded with zeros: every byte sent is defined */
+		CU_CHECK(cudaMemcpyAsync(k->slices, (float *)k->buf + k->lo,
+					 (k->hi - k->lo) * sizeof(float), cudaMemcpyDeviceToDevice, s),
+			 rank, device);
+		CU_CHECK(cudaMemsetAsync((float *)k->slices + (k->hi - k->lo), 0,
+					 (k->slice - (k->hi - k->lo)) * sizeof(float), s),
+			 rank, device);
+		dev_count(k->dev, 0, 1, 0);
+		break;
+	case GPU_STEP_SHARD_OUT:
+		CU_CHECK(cudaMemcpyAsync((float *)k->buf + k->lo, k->slices,
+					 (k->hi - k->lo) * sizeof(float), cudaMemcpyDeviceToDevice, s),
+			 rank, device);
+		break;
 	default: /* GPU_STEP_SLICE_OUT */
 		CU_CHECK(cudaMemcpyAsync(k->buf, k->whole, k->bytes, cudaMemcpyDeviceToDevice, s),
 			 rank, device);
@@ -450,6 +475,7 @@ static int run_step(struct call *k, enum gpu_coll_step step, struct err *e)
 	case GPU_STEP_ALLREDUCE:
 	case GPU_STEP_EXCHANGE:
 	case GPU_STEP_ALLGATHER:
+	case GPU_STEP_REDUCE_SCATTER:
 		return issue_nccl(k, step, e);
 	case GPU_STEP_ENQUEUED:
 		return wait_done(k->c, k->rank, k->dev, k->s, k->t0, 0, e);
@@ -457,7 +483,10 @@ static int run_step(struct call *k, enum gpu_coll_step step, struct err *e)
 		return wait_done(k->c, k->rank, k->dev, k->s, k->t0, 1, e);
 	case GPU_STEP_TREE_ADD:
 		return tree_add_slices(k->dev, n->world, k->slices, k->slice, e);
-	case GPU_STEP_DIVIDE:
+	case GPU_STEP_DIVIDE: /* a reduce-scatter divides its slice only */
+		if (k->zero)
+			return cuda_dev_divide(k->dev, k->slices, k->slice, (int)k->type, n->world,
+					       e);
 		return cuda_dev_divide(k->dev, k->dbuf, k->count, (int)k->type, n->world, e);
 	case GPU_STEP_UNSTAGE:
 		unstage(k);
@@ -469,15 +498,21 @@ static int run_step(struct call *k, enum gpu_coll_step step, struct err *e)
 	}
 }
 
-/* Carries out the call's plan; its time goes to the rank's statistics. */
-static int run_plan(struct call *k, int avg, struct err *e)
+/* Carries out the steps of a plan; its time goes to the rank's statistics. */
+static int run_steps(struct call *k, const enum gpu_coll_step *steps, struct err *e)
 {
-	enum gpu_coll_step steps[GPU_COLL_MAX_STEPS];
-	gpu_coll_plan(k->tree, k->host_buf, avg, steps);
 	for (int i = 0; steps[i] != GPU_STEP_END; i++)
 		ERR_TRY(run_step(k, steps[i], e));
 	k->c->seconds[k->rank] += clock_now_s() - k->t0;
 	return ERR_OK;
+}
+
+/* Carries out the call's plan (gpu_coll_plan). */
+static int run_plan(struct call *k, int avg, struct err *e)
+{
+	enum gpu_coll_step steps[GPU_COLL_MAX_STEPS];
+	gpu_coll_plan(k->tree, k->host_buf, avg, steps);
+	return run_steps(k, steps, e);
 }
 
 /* k's buffer: count elements of `type` at buf, in host memory when host_buf is set. */
@@ -565,6 +600,42 @@ static int nccl_allreduce_tree(struct coll *c, int rank, struct dev *dev, void *
 	return run_plan(&k, 0, e);
 }
 
+/* ---- ZeRO's halves: reduce-scatter and all-gather of a float device vector ---- */
+
+/* One reduce-scatter (gather = 0) or all-gather (gather = 1) of buf[0..count): the
+ * vector's padded slices as the tree allreduce lays them out, this rank's slice of buf
+ * [lo, hi) by coll_shard_range over the clique, then the steps of gpu_zero_plan. */
+static int zero_call(struct coll *c, int rank, struct dev *dev, float *buf, size_t count,
+		     int gather, int tree, int avg, struct err *e)
+{
+	struct nccl_coll *n = c->impl;
+	struct call k;
+	enum gpu_coll_step steps[GPU_COLL_MAX_STEPS];
+	ERR_TRY(call_begin(c, rank, dev, tree, &k, e));
+	if (count == 0)
+		return ERR_OK; /* every rank has the same count: all skip together */
+	call_buffer(&k, buf, count, COLL_F32, 0);
+	ERR_TRY(tree_device_layout(&k, e));
+	k.zero = 1;
+	coll_shard_range(count, n->world, k.global_rank, &k.lo, &k.hi);
+	gpu_zero_plan(gather, tree, avg, steps);
+	return run_steps(&k, steps, e);
+}
+
+/* NCCL's reduce-scatter adds in its own order, like its allreduce (not necessarily the
+ * same one); the tree's is exact mode's, the bits of allreduce_tree. */
+static int nccl_reduce_scatter(struct coll *c, int rank, struct dev *dev, float *buf,
+			       size_t count, enum coll_op op, int tree, struct err *e)
+{
+	return zero_call(c, rank, dev, buf, count, 0, tree, !tree && op == COLL_AVG, e);
+}
+
+static int nccl_all_gather(struct coll *c, int rank, struct dev *dev, float *buf,
+			   size_t count, struct err *e)
+{
+	return zero_call(c, rank, dev, buf, count, 1, 0, 0, e);
+}
+
 static void nccl_abort(struct coll *c, int rank)
 {
 	struct nccl_coll *n = c->impl;
@@ -643,6 +714,8 @@ static const struct coll_ops nccl_coll_ops = {
 	.name = "nccl",
 	.allreduce = nccl_allreduce,
 	.allreduce_tree = nccl_allreduce_tree,
+	.reduce_scatter = nccl_reduce_scatter,
+	.all_gather = nccl_all_gather,
 	.abort = nccl_abort,
 	.destroy = nccl_destroy,
 };

@@ -185,6 +185,30 @@ int gpu_coll_plan(int tree, int host_buf, int avg, enum gpu_coll_step *steps)
 	return n;
 }
 
+int gpu_zero_plan(int gather, int tree, int avg, enum gpu_coll_step *steps)
+{
+	int n = 0;
+	if (gather) {
+		plan_add(steps, &n, GPU_STEP_SHARD_IN);
+		plan_add(steps, &n, GPU_STEP_ALLGATHER);
+		plan_add(steps, &n, GPU_STEP_ENQUEUED);
+		plan_add(steps, &n, GPU_STEP_SLICE_OUT);
+	} else {
+		/* the vector cut into W zero-padded slices; this rank's reduced slice back */
+		plan_add(steps, &n, GPU_STEP_SLICE_IN);
+		plan_add(steps, &n, tree ? GPU_STEP_EXCHANGE : GPU_STEP_REDUCE_SCATTER);
+		plan_add(steps, &n, GPU_STEP_ENQUEUED);
+		if (tree)
+			plan_add(steps, &n, GPU_STEP_TREE_ADD);
+		else if (avg)
+			plan_add(steps, &n, GPU_STEP_DIVIDE);
+		plan_add(steps, &n, GPU_STEP_SHARD_OUT);
+	}
+	plan_add(steps, &n, GPU_STEP_WAIT);
+	steps[n] = GPU_STEP_END;
+	return n;
+}
+
 int gpu_sort_key_bits(size_t ids)
 {
 	int bits = 1;

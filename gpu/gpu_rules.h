@@ -95,6 +95,10 @@ enum gpu_coll_step {
 	GPU_STEP_SLICE_OUT, /* tree: the gathered slices copied back into the vector */
 	GPU_STEP_WAIT,      /* the host waits for the stream: the call's one device wait */
 	GPU_STEP_UNSTAGE,   /* the pinned slot into the host buffer (tree: added in the tree) */
+	/* ZeRO's halves (gpu_zero_plan): */
+	GPU_STEP_REDUCE_SCATTER, /* ncclReduceScatter (sum) of the padded vector's slices */
+	GPU_STEP_SHARD_OUT, /* the rank's reduced slice into its place in the vector */
+	GPU_STEP_SHARD_IN,  /* the rank's slice of the vector into the all-gather's slot */
 };
 #define GPU_COLL_MAX_STEPS 12
 
@@ -102,6 +106,10 @@ enum gpu_coll_step {
  * one call: `tree` for exact mode's allreduce_tree, `host_buf` for a buffer in host
  * memory, `avg` for COLL_AVG (not with tree). Returns the number of steps. */
 int gpu_coll_plan(int tree, int host_buf, int avg, enum gpu_coll_step *steps);
+/* The plan of a reduce-scatter (gather = 0: `tree` for exact mode's order, else NCCL's
+ * sum, `avg` dividing the slice) or an all-gather (gather = 1) of a device float vector,
+ * in the same form. Returns the number of steps. */
+int gpu_zero_plan(int gather, int tree, int avg, enum gpu_coll_step *steps);
 
 /* The key bits that order token ids below `ids` (the table's rows): ceil(log2(ids)), at
  * least 1; 31 (every non-negative int32) when ids is 0 (unknown) or past 2^31. */

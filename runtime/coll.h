@@ -52,6 +52,18 @@ struct coll_ops {
 	 * must be a power of two (ERR_CONFIG otherwise). */
 	int (*allreduce_tree)(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
 			      enum coll_dtype type, int host_buf, struct err *e);
+	/* ZeRO's halves of an allreduce, for float32 device vectors of `count` elements cut
+	 * into the ranks' slices by coll_shard_range (every process's ranks, by global
+	 * rank). reduce_scatter: rank r's slice of buf receives, in place, what allreduce
+	 * (tree = 0: sum or avg) or allreduce_tree (tree = 1) gives those elements, added in
+	 * the same order, so the same bits (the host's orders, NCCL's tree; a plain NCCL sum
+	 * is ncclReduceScatter's order); the rest of buf holds partial values. all_gather:
+	 * every rank's slice of its buf lands in every rank's buf, in place. The buffers stay
+	 * allocated after a failed call, as for allreduce. */
+	int (*reduce_scatter)(struct coll *c, int rank, struct dev *dev, float *buf, size_t count,
+			      enum coll_op op, int tree, struct err *e);
+	int (*all_gather)(struct coll *c, int rank, struct dev *dev, float *buf, size_t count,
+			  struct err *e);
 	/* Called by any rank that fails: releases all peers (abort communicators/barrier). */
 	void (*abort)(struct coll *c, int rank);
 	void (*destroy)(struct coll *c);
@@ -87,5 +99,10 @@ int coll_tree_levels(int world);
 void coll_tree_add(const void *const *src, int world, enum coll_dtype type, size_t lo,
 		   size_t hi, void *out);
 const char *coll_op_name(enum coll_op op);
+/* Rank `rank`'s slice [*lo, *hi) of a vector of `count` elements cut for `world` ranks:
+ * ceil(count / world) elements each, in rank order (as ncclReduceScatter cuts), the last
+ * slices shorter or empty. The one rule of reduce_scatter, all_gather and the optimizer
+ * state they shard. */
+void coll_shard_range(size_t count, int world, int rank, size_t *lo, size_t *hi);
 
 #endif

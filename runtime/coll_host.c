@@ -170,43 +170,125 @@ static int gather_processes(struct coll *c, int rank, size_t bytes, struct err *
 	return barrier_wait(c->barrier, rank, e);
 }
 
+/* What one exchange computes (host_exchange). */
+enum exchange_kind {
+	EXCHANGE_ALLREDUCE,      /* every element reduced into every local buffer */
+	EXCHANGE_REDUCE_SCATTER, /* each rank's slice reduced into its own buffer */
+	EXCHANGE_ALL_GATHER      /* each rank's slice copied into every buffer */
+};
+
+struct exchange {
+	enum exchange_kind kind;
+	enum coll_dtype type;
+	enum coll_op op;
+	int tree, host_buf;
+};
+
+/* Elements of a full slice of `count` cut for `world` ranks (coll_shard_range's first). */
+static size_t full_slice(size_t count, int world)
+{
+	size_t lo, hi;
+	coll_shard_range(count, world, 0, &lo, &hi);
+	return hi;
+}
+
+/* Global rank g's slice of `count` elements, from the sources of an all-gather: its own
+ * buffer in this process, or its place in the gathered slices of another process. */
+static const char *gather_source(const struct host_coll *h, const struct coll *c, int g,
+				 size_t count, size_t elem)
+{
+	size_t lo, hi;
+	int world = c->world * (h->procs > 1 ? h->procs : 1);
+	if (h->procs > 1 && g / c->world != h->proc)
+		return (const char *)h->gathered + (size_t)g * full_slice(count, world) * elem;
+	coll_shard_range(count, world, g, &lo, &hi);
+	return (const char *)h->dst[g % c->world] + lo * elem;
+}
+
+/* Across processes, for an all-gather: local rank 0 packs the local ranks' slices (each
+ * padded to a full slice) and gathers every process's, in global rank order. */
+static int gather_slices(struct coll *c, int rank, size_t count, size_t elem, struct err *e)
+{
+	struct host_coll *h = c->impl;
+	size_t slice = full_slice(count, c->world * h->procs);
+	if (rank == 0) {
+		for (int q = 0; q < c->world; q++) {
+			size_t qlo, qhi;
+			coll_shard_range(count, c->world * h->procs, h->proc * c->world + q, &qlo,
+					 &qhi);
+			memcpy((char *)h->packed + (size_t)q * slice * elem,
+			       (const char *)h->dst[q] + qlo * elem, (qhi - qlo) * elem);
+		}
+		ERR_TRY(world_allgather(h->packed, slice * elem * (size_t)c->world, h->gathered,
+					h->timeout_s, "the collective's all-gather", e));
+	}
+	return barrier_wait(c->barrier, rank, e);
+}
+
+/* Local rank `rank`'s part of the exchange x, once every buffer is published (and, across
+ * processes, gathered): its share of the allreduce, its own slice of the reduce-scatter,
+ * or every other rank's slice copied into its buffer. */
+static void exchange_part(struct coll *c, int rank, size_t count, const struct exchange *x)
+{
+	struct host_coll *h = c->impl;
+	const void *const *src = h->procs > 1 ? h->all : (const void *const *)h->dst;
+	int n = c->world * (h->procs > 1 ? h->procs : 1), g = h->proc * c->world + rank;
+	size_t lo, hi, elem = dtype_size(x->type);
+	if (x->kind == EXCHANGE_ALL_GATHER) {
+		for (int q = 0; q < n; q++) {
+			coll_shard_range(count, n, q, &lo, &hi);
+			if (q != g)
+				memcpy((char *)h->dst[rank] + lo * elem,
+				       gather_source(h, c, q, count, elem), (hi - lo) * elem);
+		}
+		return;
+	}
+	int ndst = c->world;
+	void *const *dst = h->dst;
+	if (x->kind == EXCHANGE_REDUCE_SCATTER) { /* the global rank's slice, into its buffer */
+		coll_shard_range(count, n, g, &lo, &hi);
+		dst = &h->dst[rank];
+		ndst = 1;
+	} else { /* this process's local slice, into every local buffer */
+		lo = count * rank / c->world;
+		hi = count * (rank + 1) / c->world;
+	}
+	if (x->tree)
+		tree_add_to(src, n, x->type, lo, hi, dst, ndst);
+	else
+		reduce_slice(src, n, lo, hi, x->type, x->op, dst, ndst);
+}
+
 /* One exchange: publish (staging device buffers), barrier, [gather across processes,
- * barrier,] rank r reduces slice r for all into every local buffer (rank order, or the
- * tree when `tree`), barrier, upload a staged buffer. */
+ * barrier,] this rank's part (exchange_part), barrier, upload a staged buffer. */
 static int host_exchange(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
-			 enum coll_dtype type, enum coll_op op, int tree, int host_buf,
-			 struct err *e)
+			 const struct exchange *x, struct err *e)
 {
 	struct host_coll *h = c->impl;
 	double t0 = clock_now_s();
-	size_t bytes = count * dtype_size(type);
+	size_t bytes = count * dtype_size(x->type);
 	int rc;
 	if (count > h->max_count)
 		return ERR(e, ERR_DEVICE, "rank %d: allreduce of %zu elements exceeds the collective's "
 			   "capacity of %zu", h->proc * c->world + rank, count, h->max_count);
 	/* a lone rank's sum is its own values, its average them divided by 1, i.e. the same
-	 * (quiet NaNs included): nothing to reduce, no pass over the buffer */
+	 * (quiet NaNs included), its slice the whole: no pass over the buffer */
 	if (c->world == 1 && h->procs <= 1)
 		return ERR_OK;
-	int direct = host_buf || !dev || dev->backend == DEV_BACKEND_CPU;
+	int direct = x->host_buf || !dev || dev->backend == DEV_BACKEND_CPU;
 	h->dst[rank] = direct ? buf : h->stage[rank];
 	if (!direct && (rc = dev->ops->download(dev, h->stage[rank], buf, bytes, e)) != ERR_OK)
 		return rc;
 	if ((rc = barrier_wait(c->barrier, rank, e)) != ERR_OK)
 		return rc;
-	const void *const *src = (const void *const *)h->dst;
-	int n = c->world;
 	if (h->procs > 1) {
-		if ((rc = gather_processes(c, rank, bytes, e)) != ERR_OK)
+		rc = x->kind == EXCHANGE_ALL_GATHER
+			     ? gather_slices(c, rank, count, dtype_size(x->type), e)
+			     : gather_processes(c, rank, bytes, e);
+		if (rc != ERR_OK)
 			return rc;
-		src = h->all;
-		n = c->world * h->procs;
 	}
-	size_t lo = count * rank / c->world, hi = count * (rank + 1) / c->world;
-	if (tree)
-		tree_add_to(src, n, type, lo, hi, h->dst, c->world);
-	else
-		reduce_slice(src, n, lo, hi, type, op, h->dst, c->world);
+	exchange_part(c, rank, count, x);
 	if ((rc = barrier_wait(c->barrier, rank, e)) != ERR_OK)
 		return rc;
 	if (!direct && (rc = dev->ops->upload(dev, buf, h->stage[rank], bytes, e)) != ERR_OK)
@@ -218,13 +300,14 @@ static int host_exchange(struct coll *c, int rank, struct dev *dev, void *buf, s
 static int host_allreduce(struct coll *c, int rank, struct dev *dev, void *buf, size_t count,
 			  enum coll_dtype type, enum coll_op op, int host_buf, struct err *e)
 {
-	return host_exchange(c, rank, dev, buf, count, type, op, 0, host_buf, e);
+	struct exchange x = {EXCHANGE_ALLREDUCE, type, op, 0, host_buf};
+	return host_exchange(c, rank, dev, buf, count, &x, e);
 }
 
-static int host_allreduce_tree(struct coll *c, int rank, struct dev *dev, void *buf,
-			       size_t count, enum coll_dtype type, int host_buf, struct err *e)
+/* The tree's conditions: a power-of-two world of at most MAX_WORLD ranks, floats. */
+static int tree_check(const struct coll *c, enum coll_dtype type, struct err *e)
 {
-	struct host_coll *h = c->impl;
+	const struct host_coll *h = c->impl;
 	int world = c->world * (h->procs > 1 ? h->procs : 1);
 	if (coll_tree_levels(world) < 0)
 		return ERR(e, ERR_CONFIG, "the tree allreduce needs a power-of-two world, not %d",
@@ -234,7 +317,31 @@ static int host_allreduce_tree(struct coll *c, int rank, struct dev *dev, void *
 			   MAX_WORLD, world);
 	if (type != COLL_F32 && type != COLL_F64)
 		return ERR(e, ERR_DEVICE, "the tree allreduce adds floating-point values only");
-	return host_exchange(c, rank, dev, buf, count, type, COLL_SUM, 1, host_buf, e);
+	return ERR_OK;
+}
+
+static int host_allreduce_tree(struct coll *c, int rank, struct dev *dev, void *buf,
+			       size_t count, enum coll_dtype type, int host_buf, struct err *e)
+{
+	struct exchange x = {EXCHANGE_ALLREDUCE, type, COLL_SUM, 1, host_buf};
+	ERR_TRY(tree_check(c, type, e));
+	return host_exchange(c, rank, dev, buf, count, &x, e);
+}
+
+static int host_reduce_scatter(struct coll *c, int rank, struct dev *dev, float *buf,
+			       size_t count, enum coll_op op, int tree, struct err *e)
+{
+	struct exchange x = {EXCHANGE_REDUCE_SCATTER, COLL_F32, tree ? COLL_SUM : op, tree, 0};
+	if (tree)
+		ERR_TRY(tree_check(c, COLL_F32, e));
+	return host_exchange(c, rank, dev, buf, count, &x, e);
+}
+
+static int host_all_gather(struct coll *c, int rank, struct dev *dev, float *buf,
+			   size_t count, struct err *e)
+{
+	struct exchange x = {EXCHANGE_ALL_GATHER, COLL_F32, COLL_SUM, 0, 0};
+	return host_exchange(c, rank, dev, buf, count, &x, e);
 }
 
 static void host_abort(struct coll *c, int rank)
@@ -259,6 +366,8 @@ static const struct coll_ops host_coll_ops = {
 	.name = "host",
 	.allreduce = host_allreduce,
 	.allreduce_tree = host_allreduce_tree,
+	.reduce_scatter = host_reduce_scatter,
+	.all_gather = host_all_gather,
 	.abort = host_abort,
 	.destroy = host_destroy,
 };
@@ -326,4 +435,12 @@ int coll_tree_levels(int world)
 const char *coll_op_name(enum coll_op op)
 {
 	return op == COLL_AVG ? "avg" : "sum";
+}
+
+void coll_shard_range(size_t count, int world, int rank, size_t *lo, size_t *hi)
+{
+	size_t slice = world > 0 ? (count + (size_t)world - 1) / (size_t)world : count;
+	size_t start = slice * (size_t)rank;
+	*lo = start < count ? start : count;
+	*hi = count - *lo < slice ? count : *lo + slice;
 }

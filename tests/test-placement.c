@@ -265,20 +265,20 @@ END_TEST
  * ENQUEUED before anything else is queued behind it; only host work after the wait. A
  * window's two collectives (the counts and loss sum from a host buffer, the gradient in
  * device memory) wait twice, in either mode. */
-static int plan_waits(int tree, int host_buf, int avg)
+/* The waits of one plan of n steps, its rules checked (`what` names it in failures). */
+static int steps_waits(const enum gpu_coll_step *steps, int n, int host_buf, const char *what)
 {
-	enum gpu_coll_step steps[GPU_COLL_MAX_STEPS];
-	int n = gpu_coll_plan(tree, host_buf, avg, steps), waits = 0, after_wait = 0;
+	int waits = 0, after_wait = 0;
 	ck_assert_int_eq(steps[n], GPU_STEP_END);
 	for (int i = 0; i < n; i++) {
 		enum gpu_coll_step s = steps[i];
-		if (s == GPU_STEP_ALLREDUCE || s == GPU_STEP_EXCHANGE || s == GPU_STEP_ALLGATHER)
+		if (s == GPU_STEP_ALLREDUCE || s == GPU_STEP_EXCHANGE || s == GPU_STEP_ALLGATHER ||
+		    s == GPU_STEP_REDUCE_SCATTER)
 			ck_assert_msg(steps[i + 1] == GPU_STEP_ENQUEUED,
-				      "tree %d host %d avg %d: step %d queues behind NCCL before it "
-				      "queued its call", tree, host_buf, avg, i + 1);
+				      "%s: step %d queues behind NCCL before it queued its call",
+				      what, i + 1);
 		if (after_wait)
-			ck_assert_msg(s == GPU_STEP_UNSTAGE, "tree %d host %d: step %d after the wait",
-				      tree, host_buf, i);
+			ck_assert_msg(s == GPU_STEP_UNSTAGE, "%s: step %d after the wait", what, i);
 		if (s == GPU_STEP_WAIT)
 			waits++, after_wait = 1;
 	}
@@ -286,14 +286,29 @@ static int plan_waits(int tree, int host_buf, int avg)
 	return waits;
 }
 
-static int plan_has(int tree, int host_buf, int avg, enum gpu_coll_step step)
+static int plan_waits(int tree, int host_buf, int avg)
 {
 	enum gpu_coll_step steps[GPU_COLL_MAX_STEPS];
-	gpu_coll_plan(tree, host_buf, avg, steps);
+	char what[64];
+	int n = gpu_coll_plan(tree, host_buf, avg, steps);
+	snprintf(what, sizeof what, "tree %d host %d avg %d", tree, host_buf, avg);
+	return steps_waits(steps, n, host_buf, what);
+}
+
+/* Whether a plan (ended by GPU_STEP_END) has `step`. */
+static int steps_have(const enum gpu_coll_step *steps, enum gpu_coll_step step)
+{
 	for (int i = 0; steps[i] != GPU_STEP_END; i++)
 		if (steps[i] == step)
 			return 1;
 	return 0;
+}
+
+static int plan_has(int tree, int host_buf, int avg, enum gpu_coll_step step)
+{
+	enum gpu_coll_step steps[GPU_COLL_MAX_STEPS];
+	gpu_coll_plan(tree, host_buf, avg, steps);
+	return steps_have(steps, step);
 }
 
 START_TEST(collective_waits_once_per_call)
@@ -314,6 +329,39 @@ START_TEST(collective_waits_once_per_call)
 	ck_assert(plan_has(1, 1, 0, GPU_STEP_ALLGATHER) && !plan_has(1, 1, 0, GPU_STEP_ALLREDUCE));
 	ck_assert(plan_has(1, 0, 0, GPU_STEP_EXCHANGE) && plan_has(1, 0, 0, GPU_STEP_TREE_ADD) &&
 		  plan_has(1, 0, 0, GPU_STEP_SLICE_OUT));
+}
+END_TEST
+
+static int zero_has(int gather, int tree, int avg, enum gpu_coll_step step)
+{
+	enum gpu_coll_step steps[GPU_COLL_MAX_STEPS];
+	gpu_zero_plan(gather, tree, avg, steps);
+	return steps_have(steps, step);
+}
+
+/* The sharded optimizer's reduce-scatter and all-gather keep the rules of every call
+ * (one wait, nothing queued behind an NCCL call before NCCL queued it); the
+ * reduce-scatter adds in the tree in exact mode, divides its slice for avg outside it,
+ * and puts the slice back; the all-gather sends the slice and copies the whole back. */
+START_TEST(zero_calls_wait_once)
+{
+	for (int gather = 0; gather <= 1; gather++)
+		for (int tree = 0; tree <= 1; tree++)
+			for (int avg = 0; avg <= 1; avg++) {
+				enum gpu_coll_step steps[GPU_COLL_MAX_STEPS];
+				char what[64];
+				int n = gpu_zero_plan(gather, tree, avg, steps);
+				snprintf(what, sizeof what, "zero: gather %d tree %d avg %d", gather,
+					 tree, avg);
+				ck_assert_int_eq(steps_waits(steps, n, 0, what), 1);
+			}
+	ck_assert(zero_has(0, 1, 0, GPU_STEP_EXCHANGE) && zero_has(0, 1, 0, GPU_STEP_TREE_ADD) &&
+		  !zero_has(0, 1, 0, GPU_STEP_REDUCE_SCATTER));
+	ck_assert(zero_has(0, 0, 0, GPU_STEP_REDUCE_SCATTER) && !zero_has(0, 0, 0, GPU_STEP_DIVIDE));
+	ck_assert(zero_has(0, 0, 1, GPU_STEP_DIVIDE) && !zero_has(0, 1, 1, GPU_STEP_DIVIDE));
+	ck_assert(zero_has(0, 0, 0, GPU_STEP_SLICE_IN) && zero_has(0, 0, 0, GPU_STEP_SHARD_OUT));
+	ck_assert(zero_has(1, 0, 0, GPU_STEP_SHARD_IN) && zero_has(1, 0, 0, GPU_STEP_ALLGATHER) &&
+		  zero_has(1, 0, 0, GPU_STEP_SLICE_OUT) && !zero_has(1, 0, 0, GPU_STEP_SHARD_OUT));
 }
 END_TEST
 
@@ -503,6 +551,7 @@ int main(void)
 	tcase_add_test(tc, timeout_message_says_who_arrived);
 	tcase_add_test(tc, poll_spins_before_it_sleeps);
 	tcase_add_test(tc, collective_waits_once_per_call);
+	tcase_add_test(tc, zero_calls_wait_once);
 	tcase_add_test(tc, sort_orders_the_bits_of_the_largest_id);
 	tcase_add_test(tc, embed_chunks_follow_the_square_root);
 	tcase_add_test(tc, embed_plan_tiles_each_id_and_shares_no_row);

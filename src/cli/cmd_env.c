@@ -54,12 +54,22 @@ static void print_memory(const struct settings *config)
 		return;
 	}
 	engine_memory_per_rank(s, &m);
-	printf("memory per rank: %.1f MiB = parameters, gradients and %s %.1f MiB (%zu x %zu "
-	       "floats, vocabulary %d)%s + workspace %.1f MiB for %d positions (logits %.1f MiB)\n",
-	       m.total / mib, s->optimizer == OPTIM_ADAMW ? "AdamW's moments" : "momentum",
-	       m.state_bytes / mib, m.state_bytes / sizeof(float) / m.n_params, m.n_params, s->vocab,
+	const char *state = s->optimizer == OPTIM_ADAMW ? "AdamW's moments" : "momentum";
+	char floats[64];
+	if (m.optim_bytes == m.optim_full_bytes)
+		snprintf(floats, sizeof floats, "%zu x %zu floats",
+			 m.state_bytes / sizeof(float) / m.n_params, m.n_params);
+	else
+		snprintf(floats, sizeof floats, "2 x %zu floats and a slice", m.n_params);
+	printf("memory per rank: %.1f MiB = parameters, gradients and %s %.1f MiB (%s, "
+	       "vocabulary %d)%s + workspace %.1f MiB for %d positions (logits %.1f MiB)\n",
+	       m.total / mib, state, m.state_bytes / mib, floats, s->vocab,
 	       m.tree_bytes ? " + exact mode's tree" : "", m.workspace_bytes / mib, m.rows,
 	       m.logits_bytes / mib);
+	if (s->shard_optimizer)
+		printf("memory per rank: %s %.1f MiB, the rank's slice of %.1f MiB sharded over "
+		       "%d ranks (train.shard_optimizer)\n", state, m.optim_bytes / mib,
+		       m.optim_full_bytes / mib, s->world);
 	if (m.tree_bytes)
 		printf("memory per rank: exact mode's tree buffers %.1f MiB on rank 0\n",
 		       m.tree_bytes / mib);
@@ -72,7 +82,7 @@ static void print_memory(const struct settings *config)
 	printf("memory per process: host copies %.1f MiB (the first parameters, and the "
 	       "checkpoint snapshot of parameters and %s); with the cpu backend's %d rank%s "
 	       "%.1f MiB in all\n",
-	       m.host_bytes / mib, s->optimizer == OPTIM_ADAMW ? "AdamW's moments" : "momentum",
+	       m.host_bytes / mib, state,
 	       local, local == 1 ? "" : "s",
 	       (m.host_bytes + (double)local * (m.total - m.tree_bytes) +
 		(first == 0 ? (double)m.tree_bytes : 0.0)) / mib); /* rank 0 holds the tree */

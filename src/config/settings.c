@@ -33,6 +33,7 @@
 #define CHOICES_OPTIMIZER "sgd|adamw"
 #define CHOICES_SCHEDULE "constant|cosine|linear"
 #define CHOICES_BATCHING "sequences|tokens"
+#define CHOICES_BOOL "false|true"
 
 /* Where a key's value lands in struct settings (NO_FIELD: read by settings_from_cfg). */
 #define AT(member) CFG_AT(struct settings, member)
@@ -162,6 +163,11 @@ const struct cfg_key settings_keys[] = {
 	 * optimizer itself (whose state a checkpoint holds) may change on resume (OPTIM) */
 	ENUM_KEY("train", "optimizer", "sgd", CHOICES_OPTIMIZER, MATH, AT(optimizer),
 		 "sgd (with momentum, PyTorch's) or adamw (decoupled weight decay on matrices)"),
+	/* the same bits either way (docs/optimizers.md): a resume may switch it */
+	ENUM_KEY("train", "shard_optimizer", "false", CHOICES_BOOL, 0, AT(shard_optimizer),
+		 "true: each rank keeps and updates only its slice of the optimizer's state (ZeRO "
+		 "stage 1: the gradient reduce-scattered, the parameters all-gathered), 1 / "
+		 "devices.world of its memory, the same bits as false"),
 	FLOAT_KEY("train", "lr", "0.2", 0, 10, CFG_OPEN_MIN, OPTIM, AT(lr),
 		  "learning rate: the schedule's peak, reached at the end of the warmup"),
 	ENUM_KEY("train", "schedule", "constant", CHOICES_SCHEDULE, OPTIM, AT(schedule),

@@ -128,6 +128,7 @@ struct settings {
 	int updates, stop_at, accumulation, batch_size;
 	int keep;          /* train: the newest checkpoints a run directory keeps (0: all) */
 	int optimizer;     /* enum optim_kind (optim.h) */
+	int shard_optimizer; /* 1: each rank holds and updates its slice of the state (ZeRO 1) */
 	int schedule;      /* enum optim_schedule */
 	int warmup;        /* updates of linear warmup */
 	double lr, lr_min, clip, momentum, beta1, beta2, eps, weight_decay;

@@ -33,9 +33,15 @@ void engine_memory_per_rank(const struct settings *s, struct engine_memory *m)
 		return;
 	m->n_params = shape.n_params;
 	m->rows = max_batch_rows(&shape, s);
-	/* parameters, gradients and the optimizer's state (momentum; AdamW's two moments) */
-	m->state_bytes = (size_t)(2 + optim_state_vectors(s->optimizer)) * shape.n_params *
-			 sizeof(float);
+	/* the optimizer's state (momentum; AdamW's two moments): with sharding the largest
+	 * slice, rank 0's */
+	size_t lo, hi;
+	coll_shard_range(shape.n_params, s->shard_optimizer ? s->world : 1, 0, &lo, &hi);
+	m->optim_bytes = (size_t)optim_state_vectors(s->optimizer) * (hi - lo) * sizeof(float);
+	m->optim_full_bytes = (size_t)optim_state_vectors(s->optimizer) * shape.n_params *
+			      sizeof(float);
+	/* parameters, gradients and the optimizer's state */
+	m->state_bytes = 2 * shape.n_params * sizeof(float) + m->optim_bytes;
 	/* exact mode: rank 0 holds the most tree levels (those of all K shards) */
 	int levels = s->shards > 0 ? coll_tree_levels(s->shards) : 0;
 	m->tree_bytes = (size_t)(levels > 0 ? levels : 0) * shape.n_params * sizeof(float);
@@ -205,6 +211,13 @@ static int class_table(struct engine *eng, struct replica *r, void *arg, struct 
 	return rc;
 }
 
+/* Bytes of replica r's optimizer state for optimizer `kind`: its vectors over its slice
+ * of the parameters. */
+static size_t state_bytes(const struct replica *r, int kind)
+{
+	return (size_t)optim_state_vectors(kind) * (r->state_hi - r->state_lo) * sizeof(float);
+}
+
 static int replica_init(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	const struct model_shape *m = &eng->shape;
@@ -220,8 +233,11 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	struct dev *d = r->dev;
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->params, e));
 	ERR_TRY(d->ops->alloc(d, bytes, (void **)&r->grads, e));
-	ERR_TRY(d->ops->alloc(d, bytes * (size_t)optim_state_vectors(eng->made.optimizer),
-			      (void **)&r->opt_state, e));
+	coll_shard_range(m->n_params, eng->made.shard_optimizer ? eng->world : 1,
+			 eng->made.shard_optimizer ? r->rank : 0, &r->state_lo, &r->state_hi);
+	/* at least one float: an empty slice (more ranks than parameters) still allocates */
+	size_t state = state_bytes(r, eng->made.optimizer);
+	ERR_TRY(d->ops->alloc(d, state ? state : sizeof(float), (void **)&r->opt_state, e));
 	ERR_TRY(d->ops->alloc(d, sizeof(double) * ENGINE_LOSS_SLOTS, (void **)&r->loss_slots, e));
 	const float unit[1] = {1.0f};
 	ERR_TRY(d->ops->alloc(d, sizeof unit, (void **)&r->terms, e));
@@ -390,6 +406,7 @@ int engine_fits(const struct engine *eng, const struct settings *s)
 	return max_batch_rows(&shape, s) <= max_batch_rows(&shape, m) &&
 	       upload_bytes(&shape, s) <= upload_bytes(&shape, m) &&
 	       optim_state_vectors(s->optimizer) <= optim_state_vectors(m->optimizer) &&
+	       s->shard_optimizer == m->shard_optimizer &&
 	       (s->shards == m->shards || s->shards == 0);
 }
 
@@ -404,8 +421,7 @@ static int zero_state(struct engine *eng, struct replica *r, void *arg, struct e
 		bufs[2 + i] = r->tree[i];
 	for (int i = 0; i < 2 + r->tree_slots; i++)
 		ERR_TRY(d->ops->zero(d, bufs[i], bytes, e));
-	ERR_TRY(d->ops->zero(d, r->opt_state,
-			     bytes * (size_t)optim_state_vectors(eng->made.optimizer), e));
+	ERR_TRY(d->ops->zero(d, r->opt_state, state_bytes(r, eng->made.optimizer), e));
 	ERR_TRY(d->ops->zero(d, r->loss_slots, sizeof(double) * ENGINE_LOSS_SLOTS, e));
 	r->loss_sum = 0.0;
 	return d->ops->sync(d, e);
@@ -460,16 +476,34 @@ size_t engine_state_floats(const struct engine *eng)
 	return (size_t)optim_state_vectors(eng->s.optimizer) * eng->shape.n_params;
 }
 
+/* Copies between the host's full optimizer state (optim_state_vectors x n_params floats,
+ * the checkpoint's layout) and replica r's slice of it, one vector at a time. */
+static int state_slices(struct engine *eng, struct replica *r, float *host, int to_host,
+			struct err *e)
+{
+	size_t n = eng->shape.n_params, lo = r->state_lo, len = r->state_hi - lo;
+	for (int k = 0; k < optim_state_vectors(eng->s.optimizer); k++) {
+		float *full = host + (size_t)k * n + lo, *mine = r->opt_state + (size_t)k * len;
+		if (len == 0)
+			continue;
+		if (to_host)
+			ERR_TRY(r->dev->ops->download(r->dev, full, mine, len * sizeof(float), e));
+		else
+			ERR_TRY(r->dev->ops->upload(r->dev, mine, full, len * sizeof(float), e));
+	}
+	return ERR_OK;
+}
+
 static int set_state(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	const struct state_arg *a = arg;
 	size_t bytes = eng->shape.n_params * sizeof(float);
-	size_t state_bytes = engine_state_floats(eng) * sizeof(float);
 	ERR_TRY(r->dev->ops->upload(r->dev, r->params, a->params, bytes, e));
 	if (a->opt_state)
-		ERR_TRY(r->dev->ops->upload(r->dev, r->opt_state, a->opt_state, state_bytes, e));
+		ERR_TRY(state_slices(eng, r, (float *)a->opt_state, 0, e));
 	else
-		ERR_TRY(r->dev->ops->zero(r->dev, r->opt_state, state_bytes, e));
+		ERR_TRY(r->dev->ops->zero(r->dev, r->opt_state, state_bytes(r, eng->s.optimizer),
+					  e));
 	return r->dev->ops->sync(r->dev, e);
 }
 
@@ -484,16 +518,56 @@ int engine_set_state(struct engine *eng, const float *params, const float *opt_s
 	return on_ranks(eng, set_state, &a->op.state, e);
 }
 
+/* Local rank 0's parameters (every replica holds them all) and the optimizer's state:
+ * local rank 0's whole, or with the state sharded each local rank's slice. */
 static int get_state(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	const struct state_arg *a = arg;
 	size_t bytes = eng->shape.n_params * sizeof(float);
-	if (a->params)
+	if (a->params && r->local == 0)
 		ERR_TRY(r->dev->ops->download(r->dev, (float *)a->params, r->params, bytes, e));
-	if (a->opt_state)
-		ERR_TRY(r->dev->ops->download(r->dev, (float *)a->opt_state, r->opt_state,
-					      engine_state_floats(eng) * sizeof(float), e));
+	if (a->opt_state && (r->local == 0 || eng->made.shard_optimizer))
+		ERR_TRY(state_slices(eng, r, (float *)a->opt_state, 1, e));
 	return ERR_OK;
+}
+
+/* The parameters [*lo, *hi) whose sharded optimizer state process p's ranks hold: the
+ * contiguous slices of its ranks p * L .. p * L + L - 1. */
+static void process_state_range(const struct engine *eng, int p, size_t *lo, size_t *hi)
+{
+	size_t ignore;
+	coll_shard_range(eng->shape.n_params, eng->world, p * eng->local, lo, &ignore);
+	coll_shard_range(eng->shape.n_params, eng->world, p * eng->local + eng->local - 1,
+			 &ignore, hi);
+}
+
+/* The other processes' slices of the sharded optimizer state into opt_state (the full
+ * layout), each vector gathered from every process, sent padded to L full slices. */
+static int gather_state_processes(struct engine *eng, float *opt_state, struct err *e)
+{
+	const struct world *wd = world_get();
+	size_t n = eng->shape.n_params, lo, hi;
+	coll_shard_range(n, eng->world, 0, &lo, &hi);
+	size_t per_proc = hi * (size_t)eng->local; /* hi: a full slice */
+	float *mine = calloc(per_proc, sizeof(float));
+	float *all = calloc(per_proc * (size_t)wd->procs, sizeof(float));
+	int rc = mine && all ? ERR_OK : ERR(e, ERR_NOMEM, "out of memory for the optimizer "
+					   "state's gather (%zu floats)", per_proc * (size_t)wd->procs);
+	for (int k = 0; rc == ERR_OK && k < optim_state_vectors(eng->s.optimizer); k++) {
+		float *vec = opt_state + (size_t)k * n;
+		process_state_range(eng, wd->proc, &lo, &hi);
+		memcpy(mine, vec + lo, (hi - lo) * sizeof(float));
+		rc = world_allgather(mine, per_proc * sizeof(float), all, eng->s.timeout_s,
+				     "the optimizer state's gather", e);
+		for (int p = 0; rc == ERR_OK && p < wd->procs; p++) {
+			process_state_range(eng, p, &lo, &hi);
+			if (p != wd->proc)
+				memcpy(vec + lo, all + (size_t)p * per_proc, (hi - lo) * sizeof(float));
+		}
+	}
+	free(mine);
+	free(all);
+	return rc;
 }
 
 int engine_get_state(struct engine *eng, float *params, float *opt_state, struct err *e)
@@ -502,7 +576,10 @@ int engine_get_state(struct engine *eng, float *params, float *opt_state, struct
 	if (!a)
 		return e->code;
 	a->op.state = (struct state_arg){params, opt_state};
-	return on_rank0(eng, get_state, &a->op.state, e);
+	ERR_TRY(on_ranks(eng, get_state, &a->op.state, e));
+	if (opt_state && eng->made.shard_optimizer && world_get()->procs > 1)
+		return gather_state_processes(eng, opt_state, e);
+	return ERR_OK;
 }
 
 /* ---- the window step ---- */
@@ -627,10 +704,11 @@ double engine_next_lr(const struct engine *eng)
 	return optim_lr(&plan, eng->updates_done + 1);
 }
 
-/* AdamW on replica r at rate lr, one call per run of consecutive tensors that share their
- * decay flag (the tensors tile the flat vector in order): the matrices decay by
- * lr * weight_decay, the others not; the first moments fill opt_state[0, n), the second
- * [n, 2n). */
+/* AdamW on replica r at rate lr over the parameters its state holds (state_lo ..
+ * state_hi), one call per run of consecutive tensors that share their decay flag (the
+ * tensors tile the flat vector in order), cut to that slice: the matrices decay by
+ * lr * weight_decay, the others not; the first moments fill the state's first vector,
+ * the second its second. Element-wise: a slice's bits are those of the whole's. */
 static int adamw_step(struct engine *eng, struct replica *r, float lr, struct err *e)
 {
 	const struct settings *s = &eng->s;
@@ -639,15 +717,20 @@ static int adamw_step(struct engine *eng, struct replica *r, float lr, struct er
 	int64_t t = eng->updates_done + 1;
 	float bc1 = (float)optim_bias_correction(s->beta1, t);
 	float bc2 = (float)optim_bias_correction(s->beta2, t);
-	float *m1 = r->opt_state, *m2 = r->opt_state + m->n_params;
+	size_t first = r->state_lo, last = r->state_hi;
+	float *m1 = r->opt_state, *m2 = r->opt_state + (last - first);
 	for (int i = 0, j; i < m->n_tensors; i = j) {
 		for (j = i + 1; j < m->n_tensors && m->p[j].decay == m->p[i].decay; j++)
 			;
-		size_t lo = m->p[i].offset, count = m->p[j - 1].offset + m->p[j - 1].count - lo;
+		size_t lo = m->p[i].offset, hi = m->p[j - 1].offset + m->p[j - 1].count;
+		lo = lo > first ? lo : first;
+		hi = hi < last ? hi : last;
+		if (lo >= hi)
+			continue;
 		float wd = m->p[i].decay ? (float)s->weight_decay : 0.0f;
-		ERR_TRY(d->ops->adamw(d, (int)count, lr, (float)s->beta1, (float)s->beta2,
+		ERR_TRY(d->ops->adamw(d, (int)(hi - lo), lr, (float)s->beta1, (float)s->beta2,
 				      (float)s->eps, wd, bc1, bc2, r->params + lo, r->grads + lo,
-				      m1 + lo, m2 + lo, e));
+				      m1 + (lo - first), m2 + (lo - first), e));
 	}
 	return ERR_OK;
 }
@@ -673,13 +756,16 @@ static int reduced_grad_norm(struct engine *eng, struct replica *r, double *norm
 
 /* Replica r's update from its reduced gradient, the same bits on every replica: with
  * clipping on, the factor (*factor) that the gradient's norm (before clipping) scales it
- * by; then update number updates_done + 1 at the schedule's rate, by SGD or AdamW. */
+ * by; then update number updates_done + 1 at the schedule's rate, by SGD or AdamW, of
+ * the parameters whose state the replica holds; with the state sharded, the parameters
+ * all-gathered from the ranks' slices. */
 static int optimizer_step(struct engine *eng, struct replica *r, double norm, double *factor,
 			  struct err *e)
 {
 	const struct settings *s = &eng->s;
 	struct dev *d = r->dev;
-	int n = (int)eng->shape.n_params;
+	size_t lo = r->state_lo;
+	int n = (int)(r->state_hi - lo);
 	float lr = (float)engine_next_lr(eng);
 	*factor = 1.0;
 	if (s->clip > 0) {
@@ -687,13 +773,48 @@ static int optimizer_step(struct engine *eng, struct replica *r, double norm, do
 		 * either way engine_window refuses the window (exit 12), and nothing
 		 * checkpoints its update */
 		*factor = optim_clip_factor(norm, s->clip);
-		if (*factor < 1.0)
-			ERR_TRY(d->ops->scale(d, n, (float)*factor, r->grads, e));
+		if (*factor < 1.0 && n > 0)
+			ERR_TRY(d->ops->scale(d, n, (float)*factor, r->grads + lo, e));
 	}
 	if (s->optimizer == OPTIM_ADAMW)
-		return adamw_step(eng, r, lr, e);
-	return d->ops->sgd(d, n, lr, (float)s->momentum, (float)s->weight_decay,
-			   eng->updates_done == 0, r->params, r->grads, r->opt_state, e);
+		ERR_TRY(adamw_step(eng, r, lr, e));
+	else if (n > 0)
+		ERR_TRY(d->ops->sgd(d, n, lr, (float)s->momentum, (float)s->weight_decay,
+				    eng->updates_done == 0, r->params + lo, r->grads + lo,
+				    r->opt_state, e));
+	if (!eng->made.shard_optimizer)
+		return ERR_OK;
+	ERR_TRY(pool_mark_wait(eng->pool, r->local, "the parameters' all-gather", e));
+	return eng->coll->ops->all_gather(eng->coll, r->local, d, r->params, eng->shape.n_params,
+					  e);
+}
+
+/* Whether the window reduce-scatters its gradient rather than allreducing it: with the
+ * state sharded, in an update that reads only the rank's slice of the gradient. The
+ * norm is summed over the whole gradient in the device's one order (sum_squares), which
+ * slices' partial sums would not repeat, and a captured gradient is the whole: both
+ * take the allreduce (the same bits in every slice). */
+static int window_scatters(const struct engine *eng, int flags)
+{
+	return eng->made.shard_optimizer && (flags & ENGINE_UPDATE) &&
+	       !window_wants_norm(eng, flags) && !(flags & ENGINE_CAPTURE_REDUCED);
+}
+
+/* The rank's gradient reduced over the ranks: allreduced (exact mode: in its tree), or
+ * its slice reduce-scattered (window_scatters) in the same order. */
+static int window_reduce(struct engine *eng, struct replica *r, int flags, struct err *e)
+{
+	struct coll *c = eng->coll;
+	size_t n = eng->shape.n_params;
+	enum coll_op op = eng->s.reduce == COLL_AVG ? COLL_AVG : COLL_SUM;
+	int tree = eng->s.shards > 0;
+	if (window_scatters(eng, flags)) {
+		ERR_TRY(c->ops->reduce_scatter(c, r->local, r->dev, r->grads, n, op, tree, e));
+		return tree ? tree_finish(eng, r, e) : ERR_OK;
+	}
+	if (tree)
+		return tree_reduce(eng, r, e);
+	return c->ops->allreduce(c, r->local, r->dev, r->grads, n, COLL_F32, op, 0, e);
 }
 
 /* The l2 term, before the gradient collective: its gradient lambda theta must reach the
@@ -721,7 +842,6 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 	const struct window *w = ws->w;
 	const struct settings *s = &eng->s;
 	size_t n = eng->shape.n_params;
-	int avg = s->reduce == COLL_AVG;
 
 	if (eng->fault.inject_rank == rank && eng->fault.inject_window == w->index)
 		return ERR(e, ERR_DEVICE, "injected failure at window %lld",
@@ -755,11 +875,7 @@ static int window_work(struct engine *eng, struct replica *r, struct window_shar
 		ERR_TRY(o->download(d, eng->host_local[rank], r->grads, n * sizeof(float), e));
 
 	ERR_TRY(pool_mark_wait(eng->pool, r->local, "the gradient allreduce", e));
-	if (s->shards > 0)
-		ERR_TRY(tree_reduce(eng, r, e));
-	else
-		ERR_TRY(eng->coll->ops->allreduce(eng->coll, r->local, d, r->grads, n, COLL_F32,
-					      avg ? COLL_AVG : COLL_SUM, 0, e));
+	ERR_TRY(window_reduce(eng, r, ws->flags, e));
 
 	if (r->local == 0 && (ws->flags & ENGINE_CAPTURE_REDUCED))
 		ERR_TRY(o->download(d, eng->host_reduced, r->grads, n * sizeof(float), e));

@@ -21,7 +21,10 @@
  *   5. optionally the optimizer step, identical on every replica (queued: the window does
  *      not wait for it; whatever reads the parameters next does): with train.clip the
  *      reduced gradient's norm (one wait) and its clipping, then SGD or AdamW at the
- *      schedule's rate (docs/optimizers.md).
+ *      schedule's rate (docs/optimizers.md); with train.shard_optimizer each rank updates
+ *      its slice of the parameters and holds that slice's state only, the parameters
+ *      then all-gathered (an update that needs neither the norm nor the whole gradient
+ *      reduce-scatters it in step 4), the same bits.
  * Results the caller may inspect: the per-rank local gradients (when captured) and the
  * reduced gradient, on the host.
  */
@@ -109,6 +112,9 @@ int engine_reset_parts(struct engine *eng, const struct settings *s, const struc
  * workspace. */
 struct engine_memory {
 	size_t n_params, state_bytes, tree_bytes, workspace_bytes, logits_bytes, total;
+	/* the optimizer's state a rank holds (part of state_bytes), and the whole state:
+	 * the same unless train.shard_optimizer cuts it into devices.world slices */
+	size_t optim_bytes, optim_full_bytes;
 	/* host memory a training process holds beside its ranks': the first parameters and
 	 * the checkpoint snapshot (parameters and optimizer state) */
 	size_t host_bytes;
@@ -122,7 +128,9 @@ size_t engine_state_floats(const struct engine *eng);
  * (engine_state_floats; NULL = zero) to every replica. */
 int engine_set_state(struct engine *eng, const float *params, const float *opt_state,
 		     int64_t updates_done, struct err *e);
-/* Copies rank 0's parameters and optimizer state to the host (either may be NULL). */
+/* Copies rank 0's parameters and the optimizer state to the host (either may be NULL):
+ * rank 0's, or with the state sharded every rank's slice, from every process (every
+ * process calls it). */
 int engine_get_state(struct engine *eng, float *params, float *opt_state, struct err *e);
 /* The learning rate of the next update, number updates_done + 1 (optim.h). */
 double engine_next_lr(const struct engine *eng);

@@ -33,6 +33,10 @@ struct replica {
 	/* the optimizer's state (device): SGD's momentum, or AdamW's first moments then its
 	 * second ones (optim_state_vectors x n_params floats) */
 	float *opt_state;
+	/* the parameters [state_lo, state_hi) whose optimizer state opt_state holds: all of
+	 * them, or with train.shard_optimizer the rank's slice (coll_shard_range), each
+	 * vector of the state then (state_hi - state_lo) floats long */
+	size_t state_lo, state_hi;
 	float *tree[ENGINE_TREE_LEVELS];  /* exact mode: the subtree stack (engine_tree.h) */
 	int tree_slots;
 	/* device doubles the microbatches add their loss sums to (slot 0; exact mode: one

@@ -1,7 +1,8 @@
 # On a GPU, exact mode (8 shards): parity's bitwise line at 0 with W = 1 over NCCL's tree
 # allreduce, W = 2 sharing one GPU over the host collective, and W = 2, 4 over NCCL when
 # that many GPUs exist; a run stopped on 2 devices and resumed on 1 ends bit-identical
-# to a continuous run on 1; a checkpoint of the CPU backend is refused by the GPU.
+# to a continuous run on 1, and so do runs on 2 devices with the optimizer state sharded
+# (host collective, NCCL); a checkpoint of the CPU backend is refused by the GPU.
 set -eu
 . "$(dirname "$0")/gpu-lib.sh"
 EX="$MID --set train.shards=8 --set devices.backend=cuda"
@@ -30,6 +31,17 @@ cont=artifacts/runs/$(readlink artifacts/runs/latest)
 "$DDPTOK" "$CONF/tiny.ini" train --resume latest $EX $(on 1) > res.txt
 cmp artifacts/runs/latest/step-0006/params.npy "$cont/step-0006/params.npy"
 cmp artifacts/runs/latest/step-0006/momentum.npy "$cont/step-0006/momentum.npy"
+# the optimizer state sharded: W = 2 sharing one GPU over the host collective, and over
+# NCCL when two GPUs exist, end on the continuous 1-device run's bits
+for how in "--set devices.ids=0,0 --set devices.collective=host" \
+	"--set devices.ids=0,1 --set devices.collective=nccl"; do
+	case "$how" in *nccl*) [ "$GPUS" -ge 2 ] || continue ;; esac
+	rm -rf z-art
+	"$DDPTOK" "$CONF/tiny.ini" train --continuous $EX $(on 2) $how \
+		--set train.shard_optimizer=true --set run.artifacts=z-art > z.txt
+	cmp z-art/runs/latest/step-0006/params.npy "$cont/step-0006/params.npy"
+	cmp z-art/runs/latest/step-0006/momentum.npy "$cont/step-0006/momentum.npy"
+done
 # a CPU checkpoint: bitwise continuation on the GPU is not possible, and it says so
 "$DDPTOK" "$CONF/tiny.ini" train $MID --set train.shards=8 --set train.stop_at=3 $(on 2) \
 	--set devices.backend=cpu --set run.artifacts=cpu-art > cpu.txt

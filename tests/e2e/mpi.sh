@@ -1,8 +1,9 @@
 # Several processes under mpirun (Open MPI, --oversubscribe on one machine, CPU backend):
 # parity with every negative control caught; training with P processes x L ranks gives the
-# bits of one process with W = P x L ranks (default and exact mode); a checkpoint written
-# by one layout resumes on another and ends bit for bit where the continuous run ends (read
-# by process 0 alone: process 1 runs elsewhere); a
+# bits of one process with W = P x L ranks (default and exact mode, and with the optimizer
+# state sharded over the processes); a checkpoint written by one layout resumes on another
+# and ends bit for bit where the continuous run ends (read by process 0 alone: process 1
+# runs elsewhere); a
 # failure on a rank of process 1, process 1 killed or stuck, and SIGTERM to process 0 only
 # end every process promptly with the right status and message; differing data refused;
 # evaluate reads process 0's checkpoint on every process and reports once; the protocol gives
@@ -92,6 +93,28 @@ mpirun_ -np 1 "$DDPTOK" "$T" train --resume latest $S \
 	--resume latest $S --set run.artifacts=b > /dev/null
 same b/runs/latest/step-0006 c/runs/latest/step-0006
 same b/runs/latest/step-0003 elsewhere/outputs/process-1/resume/step-0003
+
+# the optimizer state sharded over P = 2 x L = 2 (train.shard_optimizer): the checkpoint
+# gathers every process's slices, and a sharded run of two processes resumes unsharded in
+# one and the reverse, each ending on the continuous one-process run's bits
+Z="--set train.optimizer=adamw --set train.clip=0.05 --set devices.world=4"
+SH="--set train.shard_optimizer=true"
+# shellcheck disable=SC2086
+"$DDPTOK" "$T" train --continuous $S $Z --set run.artifacts=z > /dev/null
+# shellcheck disable=SC2086
+mpi 2 train $S $Z $SH --set train.stop_at=3 --set run.artifacts=z-p2 > /dev/null
+# shellcheck disable=SC2086
+"$DDPTOK" "$T" train --resume latest $S $Z --set run.artifacts=z-p2 > /dev/null
+# shellcheck disable=SC2086
+"$DDPTOK" "$T" train $S $Z --set train.stop_at=3 --set run.artifacts=z-p1 > /dev/null
+# shellcheck disable=SC2086
+mpi 2 train --resume latest $S $Z $SH --set run.artifacts=z-p1 > /dev/null
+for d in z-p2 z-p1; do
+	for f in params.npy exp_avg.npy exp_avg_sq.npy; do
+		cmp "$d/runs/latest/step-0006/$f" "z/runs/latest/step-0006/$f" ||
+			fail "sharded over processes: $f of $d differs"
+	done
+done
 
 # evaluate: process 0 finds the newest checkpoint and sends it to process 1 (elsewhere,
 # without artifacts); one report, the one process's
