@@ -29,6 +29,9 @@ struct app_opts {
 	/* sample's options as given (cmd_sample.c parses them); NULL: not given */
 	const char *prompt, *prompt_file, *tokens, *temperature, *top_k, *sample_seed;
 	const char *scope;      /* clean --scope generated|checkpoints|partial|all */
+	const char *operand;    /* the FILE after the command (tokenize) */
+	int decode, bench;      /* tokenize --decode, --bench */
+	int ids;                /* sample --ids: ids in and out, not text */
 	int continuous;         /* train --continuous */
 	int dry_run;            /* clean --dry-run */
 	long windows;           /* bench --windows N (0: default) */

@@ -33,6 +33,7 @@
 #include "cmd_protocol.h"
 #include "cmd_reference.h"
 #include "cmd_sample.h"
+#include "cmd_tokenize.h"
 #include "cmd_train.h"
 #include "gpt_llmc.h"
 #include "model.h"
@@ -59,6 +60,8 @@ enum {
 	OPT_HANG = 1 << 11,
 	OPT_LLMC = 1 << 12,
 	OPT_SAMPLE = 1 << 13,
+	OPT_TOKENIZE = 1 << 14,
+	OPT_OPERAND = 1 << 15, /* a FILE after the command */
 };
 
 struct option_row {
@@ -99,6 +102,12 @@ static const struct option_row options[] = {
 	 "sample: draw among the K most likely ids (default 0: all)"},
 	{"seed", required_argument, 'g', OPT_SAMPLE, "--seed S",
 	 "sample: the draws' seed (default [run] seed)"},
+	{"ids", no_argument, 'I', OPT_SAMPLE, "--ids",
+	 "sample: the prompt and the output as ids, not text"},
+	{"decode", no_argument, 'E', OPT_TOKENIZE, "--decode",
+	 "tokenize: FILE holds ids; print their text"},
+	{"bench", no_argument, 'B', OPT_TOKENIZE, "--bench",
+	 "tokenize: encoding speed on FILE, one thread and every core"},
 	{"scope", required_argument, 'S', OPT_SCOPE, "--scope S",
 	 "clean: generated, checkpoints, partial or all (default generated)"},
 	{"dry-run", no_argument, 'n', OPT_DRY_RUN, "--dry-run", "clean: list what would be removed"},
@@ -216,6 +225,22 @@ static const struct command commands[] = {
 	 "--seed (same seed, same ids); printed and written to sample.json.",
 	 "sample --prompt \"5 6 7\" --tokens 20 --temperature 0.8 --seed 1", 0,
 	 "the checkpoint is process 0's, on its host"},
+	{"tokenize", cmd_tokenize, OPT_TOKENIZE | OPT_OPERAND, 0,
+	 "the ids of a text with [tokenizer] FILE [--decode | --bench]",
+	 "Prints the ids of the text in FILE (- for standard input), whitespace-separated,\n"
+	 "with the configuration's [tokenizer] alone (no corpus, no model). --decode reads\n"
+	 "ids from FILE and prints their text; --bench times encoding FILE on one thread\n"
+	 "and on every core (MB/s). Text that is not UTF-8 is refused naming the byte\n"
+	 "(exit 5), or replaced with [data] invalid_utf8 = replace.",
+	 "tokenize notes.txt", 0, NULL},
+	{"tokenizer-train", cmd_tokenizer_train, 0, 0,
+	 "train a SentencePiece model on the text of [data] path",
+	 "Trains a SentencePiece model ([tokenizer] train_type bpe or unigram, train_vocab\n"
+	 "ids, byte fallback, no normalization) with the library's trainer on the documents\n"
+	 "of [data] path (source = text) and writes it to [tokenizer] file (NAME.model,\n"
+	 "with NAME.vocab beside it), replacing what was there.",
+	 "tokenizer-train --set tokenizer.train_vocab=2000", 0,
+	 "copies of it would write the same model"},
 	{"checkpoints", cmd_checkpoints, 0, 0,
 	 "verify every checkpoint under the artifacts directory",
 	 "Verifies every checkpoint under [run] artifacts (manifest, sizes, digests, then its\n"
@@ -449,6 +474,9 @@ static int take_option(struct cli *cli, int val, char *arg)
 	case 'g': o->sample_seed = arg; break;
 	case 'S': o->scope = arg; break;
 	case 'n': o->dry_run = 1; break;
+	case 'I': o->ids = 1; break;
+	case 'E': o->decode = 1; break;
+	case 'B': o->bench = 1; break;
 	case 'D': o->inject_drift = 1; break;
 	case 'C': o->check = 1; break;
 	case 'w':
@@ -549,6 +577,8 @@ static int positional(struct cli *cli, const char *arg)
 		cli->a.config_path = arg;
 	else if (!cli->a.command)
 		cli->a.command = arg;
+	else if (!cli->a.o.operand)
+		cli->a.o.operand = arg; /* refused below unless the command takes a FILE */
 	else {
 		fprintf(stderr, "ddptok-run: unexpected argument '%s'\n", arg);
 		return ERR_USAGE;
@@ -611,6 +641,10 @@ static const struct command *chosen_command(const struct cli *cli)
 		unknown_command(cli->a.command);
 		return NULL;
 	}
+	if (cli->a.o.operand && !(cmd->opts & OPT_OPERAND)) {
+		fprintf(stderr, "ddptok-run: unexpected argument '%s'\n", cli->a.o.operand);
+		return NULL;
+	}
 	unsigned bad = cli->used & ~cmd->opts;
 	for (const struct option_row *o = options; bad && o->name; o++)
 		if (o->bit & bad) {
@@ -647,7 +681,8 @@ static int sets_model_key(const struct cfg *c)
  * that disagrees must not stop them. */
 static int builds_model(const struct command *cmd)
 {
-	return cmd->fn != cmd_clean && cmd->fn != cmd_checkpoints;
+	return cmd->fn != cmd_clean && cmd->fn != cmd_checkpoints && cmd->fn != cmd_tokenize &&
+	       cmd->fn != cmd_tokenizer_train;
 }
 
 /* The configuration file, its --set overrides and the settings, checked: the model's

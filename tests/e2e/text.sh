@@ -1,0 +1,81 @@
+# Text in: tokenize and --decode with GPT-2's files (the ids tiktoken gives, the text back
+# byte for byte); invalid UTF-8 refused naming the byte, or replaced; the text source on a
+# .txt file cut at a delimiter and on a prompt/completion jsonl, whose protocol passes with
+# the prompts masked; the data lock follows the tokenizer; tokenizer-train makes a
+# SentencePiece model that tokenize then uses.
+set -eu
+DATA="$CONF/../tests/data"
+cat > gpt2.ini <<INI
+[tokenizer]
+kind = gpt2
+vocab = $DATA/gpt2/vocab.json
+merges = $DATA/gpt2/merges.txt
+INI
+printf "Hello  world, it's 2026!\n\tdef f(x): return x**2  # ok\n" > hello.txt
+"$DDPTOK" gpt2.ini tokenize hello.txt > hello.ids
+# tiktoken's gpt2 ids for this text (encode_ordinary, npm tiktoken 1.0.22)
+[ "$(cat hello.ids)" = "15496 220 995 11 340 338 1160 2075 0 198 197 4299 277 7 87 2599 1441 2124 1174 17 220 1303 12876 198" ] ||
+	{ cat hello.ids; echo "FAIL: gpt2 ids differ from tiktoken's"; exit 1; }
+"$DDPTOK" gpt2.ini tokenize --decode hello.ids > hello.back
+cmp hello.txt hello.back
+# the bytes tokenizer needs no file: one id per byte
+printf 'h\303\251' | "$DDPTOK" gpt2.ini --set tokenizer.kind=bytes tokenize - > bytes.ids
+[ "$(cat bytes.ids)" = "104 195 169" ]
+
+# invalid UTF-8: refused, naming the file and the byte (exit 5), or replaced
+printf 'abc\355\240\200z' > bad.txt
+set +e
+"$DDPTOK" gpt2.ini tokenize bad.txt > bad.out 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 5 ] && grep -q "bad.txt: byte 3: not UTF-8" bad.out ||
+	{ cat bad.out; echo "FAIL: invalid UTF-8 not refused"; exit 1; }
+"$DDPTOK" gpt2.ini --set data.invalid_utf8=replace tokenize bad.txt > replaced.ids
+"$DDPTOK" gpt2.ini tokenize --decode replaced.ids > replaced.txt
+printf 'abc\357\277\275\357\277\275\357\277\275z' | cmp - replaced.txt
+
+# the text source: a .txt file of documents separated by blank lines
+for i in 1 2 3 4 5 6; do printf 'document %s, long enough to keep\n\n' "$i"; done > docs.txt
+cat > text.ini <<INI
+[run]
+outputs = out-txt
+artifacts = art-txt
+[data]
+source = text
+path = docs.txt
+delimiter = \n\n
+min_len = 4
+max_len = 64
+split = 1,1,1
+[train]
+accumulation = 1
+batch_size = 1
+INI
+"$DDPTOK" text.ini prepare > txt.txt
+grep -q "prepare: read 6 documents from docs.txt (text)" txt.txt
+lock_bytes=$(grep "data lock" txt.txt)
+"$DDPTOK" text.ini --set tokenizer.kind=gpt2 --set tokenizer.vocab="$DATA/gpt2/vocab.json" \
+	--set tokenizer.merges="$DATA/gpt2/merges.txt" --set run.outputs=out-txt2 prepare > txt2.txt
+[ "$(grep "data lock" txt2.txt)" != "$lock_bytes" ] ||
+	{ echo "FAIL: the data lock does not follow the tokenizer"; exit 1; }
+
+# prompt/completion pairs: the prompts are context, never targets; the protocol passes
+"$DDPTOK" "$CONF/own-data.ini" --set data.source=text --set data.path="$DATA/text/qa.jsonl" \
+	--set run.outputs=out-qa --set run.artifacts=art-qa > qa.txt 2>&1 ||
+	{ cat qa.txt; echo "FAIL: the protocol on a prompt/completion jsonl failed"; exit 1; }
+grep -q "prepare: read 240 documents" qa.txt
+grep -q "protocol: every check passed" qa.txt
+masked=$(sed -n 's/.* tokens, \([0-9.]*\)% of them masked.*/\1/p' qa.txt)
+[ "${masked%%.*}" -ge 20 ] || { echo "FAIL: prompts not masked ($masked%)"; exit 1; }
+
+# tokenizer-train: a SentencePiece BPE model of the text, then used by tokenize
+"$DDPTOK" text.ini --set data.path="$DATA/text/genesis.txt" --set tokenizer.kind=sentencepiece \
+	--set tokenizer.file=gen.model --set tokenizer.train_vocab=400 tokenizer-train > train.txt
+grep -q "wrote gen.model" train.txt
+[ -s gen.model ] && [ -s gen.vocab ] && ! ls gen.tmp-* 2>/dev/null
+"$DDPTOK" text.ini --set tokenizer.kind=sentencepiece --set tokenizer.file=gen.model \
+	tokenize hello.txt > spm.ids
+"$DDPTOK" text.ini --set tokenizer.kind=sentencepiece --set tokenizer.file=gen.model \
+	tokenize --decode spm.ids > spm.back
+cmp hello.txt spm.back
+echo "text: ok"
