@@ -1,7 +1,8 @@
 /*
  * test-tokenizer: the tokenizers against the references' ids (tests/data/tokenizer, made
- * by tools/make-tokenizer-fixtures.js with OpenAI's tiktoken and by SentencePiece's own
- * library), decoding back to the text, and UTF-8 validation and repair.
+ * by tools/make-tokenizer-fixtures.js with OpenAI's tiktoken and by
+ * tools/make-spm-fixtures.py with SentencePiece's own library), decoding back to the text,
+ * and UTF-8 validation and repair.
  */
 #include <check.h>
 #include <jansson.h>
@@ -42,9 +43,10 @@ static struct tokenizer *open_gpt2(int special)
 	return t;
 }
 
-/* Encodes text and compares with the reference's ids; decodes them back. */
+/* Encodes text and compares with the reference's ids; decodes them back to the text (or
+ * to what the reference decodes them to, `decoded`, when given). */
 static void check_case(struct tokenizer *t, const char *text, size_t n, const json_t *ids,
-		       int line)
+		       const json_t *decoded, int line)
 {
 	struct tok_worker *w;
 	struct tok_ids got = {0};
@@ -60,7 +62,10 @@ static void check_case(struct tokenizer *t, const char *text, size_t n, const js
 			      "line %d: id %zu is %d, the reference's %lld", line, i, got.v[i],
 			      (long long)json_integer_value(json_array_get(ids, i)));
 	ck_assert_msg(tokenizer_decode(t, got.v, got.n, &back, &back_len, &e) == 0, "%s", e.msg);
-	ck_assert_msg(back_len == n && !memcmp(back, text, n), "line %d: decoding differs", line);
+	const char *want = decoded ? json_string_value(decoded) : text;
+	size_t want_len = decoded ? json_string_length(decoded) : n;
+	ck_assert_msg(back_len == want_len && !memcmp(back, want, want_len), "line %d: decoding "
+		      "differs", line);
 	free(back);
 	tok_ids_free(&got);
 	tokenizer_worker_free(w);
@@ -83,7 +88,7 @@ static int check_fixture(const char *name, struct tokenizer *by_special[2])
 		const json_t *text = json_object_get(c, "text");
 		int special = json_is_true(json_object_get(c, "special"));
 		check_case(by_special[special], json_string_value(text), json_string_length(text),
-			   json_object_get(c, "ids"), cases + 1);
+			   json_object_get(c, "ids"), json_object_get(c, "decoded"), cases + 1);
 		json_decref(c);
 		cases++;
 	}
@@ -136,6 +141,35 @@ START_TEST(test_gpt2_tokenizer_json)
 	tokenizer_close(t[0]);
 	tokenizer_close(t[1]);
 	tmpdir_drop(dir);
+}
+END_TEST
+
+/* SentencePiece BPE and unigram models (made by the library's trainer) against the ids and
+ * decodings of the library itself (tools/make-spm-fixtures.py), byte fallback included */
+static void check_spm(const char *model, const char *cases)
+{
+	char path[1024];
+	struct err e = {0};
+	struct tokenizer *t;
+	data_path(path, sizeof path, model);
+	struct tok_spec spec = { TOKENIZER_SENTENCEPIECE, NULL, NULL, path, 0 };
+	ck_assert_msg(tokenizer_open(&t, &spec, &e) == 0, "%s", e.msg);
+	ck_assert_int_eq(tokenizer_vocab(t), 500);
+	ck_assert_int_eq(tokenizer_eot(t), 2); /* </s> */
+	struct tokenizer *both[2] = { t, t };
+	ck_assert_int_gt(check_fixture(cases, both), 30);
+	tokenizer_close(t);
+}
+
+START_TEST(test_spm_bpe_matches_library)
+{
+	check_spm("tokenizer/spm-bpe.model", "tokenizer/spm-bpe-cases.jsonl");
+}
+END_TEST
+
+START_TEST(test_spm_unigram_matches_library)
+{
+	check_spm("tokenizer/spm-unigram.model", "tokenizer/spm-unigram-cases.jsonl");
 }
 END_TEST
 
@@ -208,6 +242,8 @@ static Suite *tokenizer_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_gpt2_matches_tiktoken);
 	tcase_add_test(tc, test_gpt2_tokenizer_json);
+	tcase_add_test(tc, test_spm_bpe_matches_library);
+	tcase_add_test(tc, test_spm_unigram_matches_library);
 	tcase_add_test(tc, test_bytes);
 	tcase_add_test(tc, test_invalid_utf8_named);
 	tcase_add_test(tc, test_utf8_rules);
