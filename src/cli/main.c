@@ -90,10 +90,11 @@ static const struct option_row options[] = {
 	 "else, for evaluate, the newest of checkpoints/ and continuous/)"},
 	{"llmc", required_argument, 'L', OPT_LLMC, "--llmc FILE",
 	 "export: the llm.c GPT-2 model file to write"},
-	{"prompt", required_argument, 'p', OPT_SAMPLE, "--prompt \"ID ...\"",
-	 "sample: the prompt, user ids separated by spaces"},
+	{"prompt", required_argument, 'p', OPT_SAMPLE, "--prompt TEXT",
+	 "sample: the prompt: text for a model trained on text, else (and\n"
+	 "with --ids) user ids separated by spaces"},
 	{"prompt-file", required_argument, 'f', OPT_SAMPLE, "--prompt-file FILE",
-	 "sample: the prompt's ids read from FILE (whitespace-separated)"},
+	 "sample: the prompt read from FILE (text, or whitespace-separated ids)"},
 	{"tokens", required_argument, 't', OPT_SAMPLE, "--tokens N",
 	 "sample: ids to generate (default 16)"},
 	{"temperature", required_argument, 'T', OPT_SAMPLE, "--temperature T",
@@ -218,11 +219,14 @@ static const struct command commands[] = {
 	 "[model] init = llmc:FILE start from; the file is replaced atomically (docs/gpt.md).",
 	 "export --llmc gpt.bin", 0, "the checkpoint is process 0's, on its host"},
 	{"sample", cmd_sample, OPT_CHECKPOINT | OPT_SAMPLE, 0,
-	 "generate ids from a gpt checkpoint [--prompt \"ID ...\"] [--tokens N] [--temperature T]",
-	 "Generates --tokens ids after a prompt (--prompt or --prompt-file, user ids) from a\n"
-	 "gpt checkpoint (default: the newest valid one of the latest run), forward only on\n"
-	 "the CPU: greedy with --temperature 0, else drawn among the --top-k most likely with\n"
-	 "--seed (same seed, same ids); printed and written to sample.json.",
+	 "generate from a gpt checkpoint [--prompt TEXT] [--tokens N] [--temperature T] [--ids]",
+	 "Generates --tokens tokens after a prompt (--prompt or --prompt-file) from a gpt\n"
+	 "checkpoint (default: the newest valid one of the latest run), forward only on the\n"
+	 "CPU: greedy with --temperature 0, else drawn among the --top-k most likely with\n"
+	 "--seed (same seed, same tokens). A model trained on text (data.source = text)\n"
+	 "takes the prompt as text, encoded by [tokenizer], and prints the prompt and what\n"
+	 "follows up to the first end-of-text; otherwise, or with --ids, prompt and output\n"
+	 "are user ids. Printed and written to sample.json.",
 	 "sample --prompt \"5 6 7\" --tokens 20 --temperature 0.8 --seed 1", 0,
 	 "the checkpoint is process 0's, on its host"},
 	{"tokenize", cmd_tokenize, OPT_TOKENIZE | OPT_OPERAND, 0,

@@ -78,4 +78,20 @@ grep -q "wrote gen.model" train.txt
 "$DDPTOK" text.ini --set tokenizer.kind=sentencepiece --set tokenizer.file=gen.model \
 	tokenize --decode spm.ids > spm.back
 cmp hello.txt spm.back
+# sample from a gpt trained on text: the prompt as text, the output decoded after it;
+# --ids keeps ids in and out
+tiny="--set data.path=$DATA/text/genesis.txt --set model.kind=gpt --set model.layers=1
+	--set model.width=16 --set model.heads=2 --set model.context=64 --set data.max_len=64
+	--set train.updates=2 --set run.outputs=out-gpt --set run.artifacts=art-gpt"
+# shellcheck disable=SC2086 # the word splitting of $tiny is wanted
+"$DDPTOK" text.ini $tiny train > gpt-train.txt
+# shellcheck disable=SC2086
+"$DDPTOK" text.ini $tiny sample --prompt "And God said" --tokens 20 --temperature 0 > s1.txt
+grep -q "prompt of 12 tokens" s1.txt
+tail -n 1 s1.txt | grep -q "^And God said" || { cat s1.txt; echo "FAIL: no text after the prompt"; exit 1; }
+. "$E2E/json.sh"
+jcheck out-gpt/sample.json 'd["prompt"][:3] == [65, 110, 100] and isinstance(d["text"], str)'
+# shellcheck disable=SC2086
+"$DDPTOK" text.ini $tiny sample --ids --prompt "65 110 100" --tokens 5 --temperature 0 > s2.txt
+grep -q "^sample: [0-9]* [0-9]* [0-9]* [0-9]* [0-9]*$" s2.txt
 echo "text: ok"
