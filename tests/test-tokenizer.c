@@ -203,6 +203,27 @@ START_TEST(test_bytes)
 }
 END_TEST
 
+/* bits per byte counts each target's bytes: they add up to the text's, the end-of-text
+ * id none */
+START_TEST(test_token_bytes_add_up)
+{
+	const char text[] = "Ünïcödé 😀 <|endoftext|> words\n\n  spaced";
+	struct tokenizer *t = open_gpt2(1);
+	struct tok_worker *w;
+	struct tok_ids ids = {0};
+	struct err e = {0};
+	size_t sum = 0;
+	ck_assert_int_eq(tokenizer_worker_new(t, &w, &e), 0);
+	ck_assert_int_eq(tokenizer_encode(w, text, sizeof text - 1, &ids, &e), 0);
+	for (size_t i = 0; i < ids.n; i++)
+		sum += tokenizer_token_bytes(t, ids.v[i]);
+	ck_assert_uint_eq(sum, sizeof text - 1 - strlen(TOKENIZER_EOT_TEXT));
+	tok_ids_free(&ids);
+	tokenizer_worker_free(w);
+	tokenizer_close(t);
+}
+END_TEST
+
 START_TEST(test_invalid_utf8_named)
 {
 	struct tokenizer *t = open_gpt2(0);
@@ -245,6 +266,7 @@ static Suite *tokenizer_suite(void)
 	tcase_add_test(tc, test_spm_bpe_matches_library);
 	tcase_add_test(tc, test_spm_unigram_matches_library);
 	tcase_add_test(tc, test_bytes);
+	tcase_add_test(tc, test_token_bytes_add_up);
 	tcase_add_test(tc, test_invalid_utf8_named);
 	tcase_add_test(tc, test_utf8_rules);
 	suite_add_tcase(s, tc);

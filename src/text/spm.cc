@@ -53,6 +53,19 @@ extern "C" int32_t spm_eos(const struct spm *s)
 	return s->sp.eos_id();
 }
 
+extern "C" size_t spm_piece_bytes(const struct spm *s, int32_t id)
+{
+	if (id < 0 || id >= s->sp.GetPieceSize() || s->sp.IsControl(id) || s->sp.IsUnknown(id))
+		return 0;
+	if (s->sp.IsByte(id))
+		return 1;
+	const std::string &piece = s->sp.IdToPiece(id);
+	size_t n = piece.size();
+	for (size_t at = 0; (at = piece.find("\xe2\x96\x81", at)) != std::string::npos; at += 3)
+		n -= 2; /* the space it stands for is one byte */
+	return n;
+}
+
 extern "C" int spm_encode(const struct spm *s, const char *text, size_t n, struct tok_ids *out,
 			  struct err *e)
 {

@@ -25,6 +25,9 @@ void spm_free(struct spm *s);
 int32_t spm_vocab(const struct spm *s);
 /* the end-of-sequence id (</s>), or -1 when the model has none */
 int32_t spm_eos(const struct spm *s);
+/* The bytes of text piece id stands for: a byte-fallback piece 1, U+2581 (the piece's
+ * space) 1, a control or unknown piece 0. */
+size_t spm_piece_bytes(const struct spm *s, int32_t id);
 /* Appends the ids of text[0..n) (valid UTF-8) to out. */
 int spm_encode(const struct spm *s, const char *text, size_t n, struct tok_ids *out,
 	       struct err *e);

@@ -128,6 +128,18 @@ const char *tokenizer_identity(const struct tokenizer *t)
 	return t->identity;
 }
 
+size_t tokenizer_token_bytes(const struct tokenizer *t, int32_t id)
+{
+	size_t n = 0;
+	if (id == tokenizer_eot(t))
+		return 0;
+	if (t->spm)
+		return spm_piece_bytes(t->spm, id);
+	if (t->bpe)
+		return bpe_token(t->bpe, id, &n) ? n : 0;
+	return id >= 0 && id < BYTES_EOT;
+}
+
 int tokenizer_worker_new(struct tokenizer *t, struct tok_worker **out, struct err *e)
 {
 	struct tok_worker *w = calloc(1, sizeof *w);

@@ -47,6 +47,10 @@ int32_t tokenizer_eot(const struct tokenizer *t);
 /* "KIND SHA-256" of the kind, the special setting and the files' bytes */
 const char *tokenizer_identity(const struct tokenizer *t);
 
+/* The bytes of text id stands for (0 for the end-of-text id and other control ids), as
+ * bits per byte counts them. */
+size_t tokenizer_token_bytes(const struct tokenizer *t, int32_t id);
+
 int tokenizer_worker_new(struct tokenizer *t, struct tok_worker **out, struct err *e);
 void tokenizer_worker_free(struct tok_worker *w);
 /* Appends the ids of text[0..n) to out. ERR_DATA naming the byte offset when the text is

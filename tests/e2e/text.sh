@@ -94,4 +94,10 @@ jcheck out-gpt/sample.json 'd["prompt"][:3] == [65, 110, 100] and isinstance(d["
 # shellcheck disable=SC2086
 "$DDPTOK" text.ini $tiny sample --ids --prompt "65 110 100" --tokens 5 --temperature 0 > s2.txt
 grep -q "^sample: [0-9]* [0-9]* [0-9]* [0-9]* [0-9]*$" s2.txt
+# evaluate: bits per byte beside the loss, over the bytes the targets stand for (with the
+# bytes tokenizer, one a target but for the end-of-text ids)
+# shellcheck disable=SC2086
+"$DDPTOK" text.ini $tiny evaluate > eval.txt
+grep -q "evaluate: bits per byte: test [0-9.]*, validation [0-9.]*" eval.txt
+jcheck out-gpt/evaluate.json 'all(abs(s["bits_per_byte"] - s["loss_sum"] / __import__("math").log(2) / s["bytes"]) < 1e-9 * s["bits_per_byte"] and 0.95 * s["tokens"] < s["bytes"] < s["tokens"] for s in (d["test"], d["validation"]))'
 echo "text: ok"
