@@ -49,27 +49,20 @@ static int parse_ids(const char *text, const char *what, int shift, int vocab, i
 		     int cap, int *n, struct err *e)
 {
 	const char *p = text;
+	long long u;
+	int len, got;
 	*n = 0;
-	for (;;) {
-		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-			p++;
-		if (!*p)
-			return ERR_OK;
-		char *end;
-		errno = 0;
-		long long u = strtoll(p, &end, 10);
-		/* a word is an id only whole ("5,6" and "5x" are named as given) */
-		if (end == p || errno || (*end && !strchr(" \t\r\n", *end)) ||
-		    u < DATA_RESERVED - shift || u + shift >= vocab)
-			return ERR(e, ERR_USAGE, "sample: %s: '%.*s' is not an id of the model (user "
-				   "ids %d .. %d)", what, (int)strcspn(p, " \t\r\n"), p,
-				   DATA_RESERVED - shift, vocab - shift - 1);
+	/* a word is an id only whole ("5,6" and "5x" are named as given) */
+	while ((got = app_next_id(&p, DATA_RESERVED - shift, vocab - shift - 1, &u, &len)) > 0) {
 		if (*n == cap)
 			return ERR(e, ERR_USAGE, "sample: %s holds more than model.context = %d ids",
 				   what, cap);
 		ids[(*n)++] = (int32_t)(u + shift);
-		p = end;
 	}
+	if (got < 0)
+		return ERR(e, ERR_USAGE, "sample: %s: '%.*s' is not an id of the model (user ids %d "
+			   ".. %d)", what, len, p, DATA_RESERVED - shift, vocab - shift - 1);
+	return ERR_OK;
 }
 
 /* The prompt as given: --prompt's text, or the content of --prompt-file (*owned: to free),

@@ -78,21 +78,13 @@ static int encode(struct app *a, struct tokenizer *t, struct err *e)
 /* whitespace-separated ids into ids */
 static int parse_ids(const char *file, const char *text, struct tok_ids *ids, struct err *e)
 {
-	for (const char *p = text;;) {
-		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-			p++;
-		if (!*p)
-			return ERR_OK;
-		char *end;
-		errno = 0;
-		long v = strtol(p, &end, 10);
-		if (end == p || errno || v < 0 || v > INT32_MAX || (*end && !strchr(" \t\r\n", *end)))
-			return ERR(e, ERR_DATA, "%s: '%.*s' is not an id", file,
-				   (int)strcspn(p, " \t\r\n"), p);
+	const char *p = text;
+	long long v;
+	int len, got;
+	while ((got = app_next_id(&p, 0, INT32_MAX, &v, &len)) > 0)
 		if (tok_ids_push(ids, (int32_t)v))
 			return ERR(e, ERR_NOMEM, "%s: out of memory", file);
-		p = end;
-	}
+	return got ? ERR(e, ERR_DATA, "%s: '%.*s' is not an id", file, len, p) : ERR_OK;
 }
 
 static int decode(struct app *a, struct tokenizer *t, struct err *e)

@@ -18,6 +18,15 @@ printf "Hello  world, it's 2026!\n\tdef f(x): return x**2  # ok\n" > hello.txt
 	{ cat hello.ids; echo "FAIL: gpt2 ids differ from tiktoken's"; exit 1; }
 "$DDPTOK" gpt2.ini tokenize --decode hello.ids > hello.back
 cmp hello.txt hello.back
+# ids that are not the tokenizer's are refused (exit 5), naming them
+decode_refused() { # IDS MESSAGE
+	rc=0
+	echo "$1" | "$DDPTOK" gpt2.ini tokenize --decode - > dec.out 2>&1 || rc=$?
+	[ "$rc" -eq 5 ] && grep -q "$2" dec.out || { cat dec.out; echo "FAIL: --decode '$1': exit $rc"; exit 1; }
+}
+decode_refused "5 x" "'x' is not an id"
+decode_refused "-1" "'-1' is not an id"
+decode_refused "7 50257" "id 50257 at 1 is not in the gpt2 tokenizer's 50257 ids"
 # the bytes tokenizer needs no file: one id per byte
 printf 'h\303\251' | "$DDPTOK" gpt2.ini --set tokenizer.kind=bytes tokenize - > bytes.ids
 [ "$(cat bytes.ids)" = "104 195 169" ]
