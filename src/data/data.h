@@ -81,6 +81,11 @@ struct data_stats {
 	int64_t sequences;     /* sequences kept (windows) */
 	int64_t tokens, supervised;
 	int64_t max_id;        /* -1 while no token was seen */
+	/* the text source: the bytes of text tokenized, the seconds it took on how many
+	 * threads, the invalid UTF-8 sequences replaced */
+	int64_t text_bytes, text_replaced;
+	double text_seconds;
+	int text_threads;
 };
 
 struct data_set {

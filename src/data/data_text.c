@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "text_docs.h"
 #include "tok_batch.h"
@@ -81,7 +82,15 @@ static int encode_and_add(struct data_set *d, const struct text_docs *t,
 	}
 	snprintf(p.label, sizeof p.label, "%s (tokenizing on %d threads)", path,
 		 tok_batch_threads(x->threads));
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	rc = tok_batch_encode(x->tok, ids, t->n * 2, x->threads, report, &p, &failed, e);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	d->stats.text_seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	d->stats.text_threads = tok_batch_threads(x->threads);
+	d->stats.text_replaced = (int64_t)t->replaced;
+	for (size_t i = 0; i < t->n; i++)
+		d->stats.text_bytes += (int64_t)(t->doc[i].prompt_len + t->doc[i].len);
 	if (rc) { /* name the file (and line) of the failing document */
 		const struct text_doc *doc = &t->doc[failed / 2];
 		err_prefix(e, "%s%s%.0lld", doc->file, doc->line ? ":" : "", (long long)doc->line);
