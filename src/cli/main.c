@@ -236,7 +236,7 @@ static const struct command commands[] = {
 	 "ids from FILE and prints their text; --bench times encoding FILE on one thread\n"
 	 "and on every core (MB/s). Text that is not UTF-8 is refused naming the byte\n"
 	 "(exit 5), or replaced with [data] invalid_utf8 = replace.",
-	 "tokenize notes.txt", 0, NULL},
+	 "tokenize notes.txt", 0, "every process would print the same ids"},
 	{"tokenizer-train", cmd_tokenizer_train, 0, 0,
 	 "train a SentencePiece model on the text of [data] path",
 	 "Trains a SentencePiece model ([tokenizer] train_type bpe or unigram, train_vocab\n"
