@@ -169,9 +169,10 @@ int corpus_files_unchanged(const struct settings *s, const struct corpus *c, str
 	if ((rc = read_files(s, NULL, NULL, &d, e)))
 		return rc;
 	if (strcmp(d.files_digest, c->params.files) != 0)
-		rc = ERR(e, ERR_DATA, "%s: the files changed since the corpus was prepared (SHA-256 "
-			 "%.12s... then, %.12s... now)", s->data_path, c->params.files,
-			 d.files_digest);
+		rc = ERR(e, ERR_DATA, "%s: the files %schanged since the corpus was prepared "
+			 "(SHA-256 %.12s... then, %.12s... now)", s->data_path,
+			 s->source == DATA_TEXT ? "or how they are tokenized ([tokenizer], data."
+			 "delimiter, data.invalid_utf8) " : "", c->params.files, d.files_digest);
 	data_free(&d);
 	return rc;
 }

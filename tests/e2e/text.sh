@@ -94,6 +94,13 @@ tiny="--set data.path=$DATA/text/genesis.txt --set model.kind=gpt --set model.la
 	--set train.updates=2 --set run.outputs=out-gpt --set run.artifacts=art-gpt"
 # shellcheck disable=SC2086 # the word splitting of $tiny is wanted
 "$DDPTOK" text.ini $tiny train > gpt-train.txt
+# a resume whose text would be tokenized otherwise is refused (exit 5), saying so
+rc=0
+# shellcheck disable=SC2086
+"$DDPTOK" text.ini $tiny train --resume latest --set train.updates=3 \
+	--set data.delimiter='\n' > resume.txt 2>&1 || rc=$?
+[ "$rc" -eq 5 ] && grep -q "or how they are tokenized" resume.txt ||
+	{ cat resume.txt; echo "FAIL: a resume on otherwise tokenized text: exit $rc"; exit 1; }
 # shellcheck disable=SC2086
 "$DDPTOK" text.ini $tiny sample --prompt "And God said" --tokens 20 --temperature 0 > s1.txt
 grep -q "prompt of 12 tokens" s1.txt
