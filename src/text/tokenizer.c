@@ -17,6 +17,7 @@ struct tokenizer {
 	struct bpe *bpe;
 	struct spm *spm;
 	char identity[32 + DIGEST_HEX_SIZE];
+	char byte_text[256]; /* the bytes kind's tokens: byte_text[id] is id's byte */
 };
 
 struct tok_worker {
@@ -84,6 +85,8 @@ int tokenizer_open(struct tokenizer **out, const struct tok_spec *spec, struct e
 		return ERR(e, ERR_NOMEM, "tokenizer: out of memory");
 	t->kind = spec->kind;
 	t->special = spec->special;
+	for (int b = 0; b < 256; b++)
+		t->byte_text[b] = (char)b;
 	if ((rc = open_kind(t, spec, e)) || (rc = identify(t, spec, e))) {
 		tokenizer_close(t);
 		return rc;
@@ -204,30 +207,37 @@ int tokenizer_encode(struct tok_worker *w, const char *text, size_t n, struct to
 	return encode_plain(w, text, n, out, e);
 }
 
+/* The bytes id stands for with the bytes kind and gpt2 (NULL: not an id of t) */
+static const char *token_text(const struct tokenizer *t, int32_t id, size_t *len)
+{
+	if (id == tokenizer_eot(t) && id >= 0) {
+		*len = sizeof TOKENIZER_EOT_TEXT - 1;
+		return TOKENIZER_EOT_TEXT;
+	}
+	if (t->bpe)
+		return bpe_token(t->bpe, id, len);
+	*len = 1;
+	return id >= 0 && id < BYTES_EOT ? t->byte_text + id : NULL;
+}
+
 int tokenizer_decode(const struct tokenizer *t, const int32_t *ids, size_t n, char **text,
 		     size_t *len, struct err *e)
 {
+	size_t total = 0, tl, w = 0;
 	if (t->spm)
 		return spm_decode(t->spm, ids, n, text, len, e);
-	size_t total = 0, tl;
-	int32_t vocab = tokenizer_vocab(t);
 	for (size_t i = 0; i < n; i++) {
-		if (ids[i] < 0 || ids[i] >= vocab || (t->bpe && !bpe_token(t->bpe, ids[i], &tl)))
+		if (!token_text(t, ids[i], &tl))
 			return ERR(e, ERR_DATA, "id %d at %zu is not in the %s tokenizer's %d ids",
-				   ids[i], i, tokenizer_kind_name(t->kind), vocab);
-		total += t->bpe ? tl : ids[i] == BYTES_EOT ? sizeof TOKENIZER_EOT_TEXT - 1 : 1;
+				   ids[i], i, tokenizer_kind_name(t->kind), tokenizer_vocab(t));
+		total += tl;
 	}
 	char *o = malloc(total + 1);
 	if (!o)
 		return ERR(e, ERR_NOMEM, "tokenizer: out of memory for %zu bytes", total);
-	size_t w = 0;
 	for (size_t i = 0; i < n; i++) {
-		const char *p = t->bpe ? bpe_token(t->bpe, ids[i], &tl) : NULL;
-		if (!p && ids[i] == BYTES_EOT)
-			p = TOKENIZER_EOT_TEXT, tl = sizeof TOKENIZER_EOT_TEXT - 1;
-		else if (!p)
-			o[w] = (char)ids[i], tl = 0, w++;
-		memcpy(o + w, p ? p : "", tl);
+		const char *p = token_text(t, ids[i], &tl);
+		memcpy(o + w, p, tl);
 		w += tl;
 	}
 	o[w] = '\0';
