@@ -127,8 +127,13 @@ START_TEST(test_gpt2_tokenizer_json)
 			json_array_append_new(list, json_stringn(p, (size_t)(nl - p)));
 	}
 	free(text);
-	json_t *root = json_pack("{s:{s:s, s:o, s:o}}", "model", "type", "BPE", "vocab", v,
-				 "merges", list);
+	/* with an added token beyond the vocabulary, and <|endoftext|> again */
+	json_t *added = json_pack("[{s:i, s:s}, {s:i, s:s}]", "id", 50256, "content",
+				  "<|endoftext|>", "id", 50257, "content", "<|pad|>");
+	json_t *root = json_pack("{s:{s:s, s:o, s:o}, s:{s:s, s:b, s:b}, s:o}", "model", "type",
+				 "BPE", "vocab", v, "merges", list, "pre_tokenizer", "type",
+				 "ByteLevel", "add_prefix_space", 0, "use_regex", 1,
+				 "added_tokens", added);
 	snprintf(out, sizeof out, "%s/tokenizer.json", dir);
 	ck_assert_int_eq(json_dump_file(root, out, 0), 0);
 	json_decref(root);
@@ -138,8 +143,21 @@ START_TEST(test_gpt2_tokenizer_json)
 		ck_assert_msg(tokenizer_open(&t[special], &spec, &e) == 0, "%s", e.msg);
 	}
 	ck_assert_int_gt(check_fixture("tokenizer/gpt2-cases.jsonl", t), 30);
+	const int32_t pad = 50257;
+	ck_assert_int_eq(tokenizer_vocab(t[0]), 50258);
+	ck_assert_int_eq(tokenizer_decode(t[0], &pad, 1, &text, &len, &e), 0);
+	ck_assert_str_eq(text, "<|pad|>");
+	free(text);
 	tokenizer_close(t[0]);
 	tokenizer_close(t[1]);
+	/* a pre-tokenizer of another pattern would give other ids: refused */
+	root = json_load_file(out, 0, &jerr);
+	json_object_set_new(root, "pre_tokenizer", json_pack("{s:s}", "type", "Split"));
+	ck_assert_int_eq(json_dump_file(root, out, 0), 0);
+	json_decref(root);
+	struct tok_spec spec = { TOKENIZER_GPT2, NULL, NULL, out, 0 };
+	ck_assert_int_eq(tokenizer_open(&t[0], &spec, &e), ERR_DATA);
+	ck_assert_msg(strstr(e.msg, "pre_tokenizer Split"), "%s", e.msg);
 	tmpdir_drop(dir);
 }
 END_TEST

@@ -263,6 +263,63 @@ static int load_merges_json(struct bpe_vocab *v, const json_t *arr, const char *
 	return ERR_OK;
 }
 
+/* Only GPT-2's own pre-tokenization gives tiktoken's ids: a tokenizer.json that cuts its
+ * text otherwise (a Split of its own pattern, a prefix space) is refused, not misread. */
+static int check_pre_tokenizer(const json_t *root, const char *file, struct err *e)
+{
+	const json_t *pre = json_object_get(root, "pre_tokenizer");
+	const char *type = json_string_value(json_object_get(pre, "type"));
+	const json_t *regex = json_object_get(pre, "use_regex"),
+		     *prefix = json_object_get(pre, "add_prefix_space");
+	if (type && !strcmp(type, "ByteLevel") && (!regex || json_is_true(regex)) &&
+	    (!prefix || json_is_false(prefix)))
+		return ERR_OK;
+	return ERR(e, ERR_DATA, "%s: pre_tokenizer %s: kind = gpt2 reads byte-level BPEs cut by "
+		   "GPT-2's own pattern (ByteLevel, use_regex, no prefix space) only",
+		   file, type ? type : "missing");
+}
+
+/* a tokenizer.json's added_tokens that model.vocab lacks (their text as it is) */
+static int load_added(struct bpe_vocab *v, const json_t *added, const char *file,
+		      struct err *e)
+{
+	size_t i, extra = 0;
+	const json_t *a;
+	json_array_foreach(added, i, a) {
+		json_int_t id = json_integer_value(json_object_get(a, "id"));
+		const char *text = json_string_value(json_object_get(a, "content"));
+		if (!text || id < 0 || id >= (1 << 30))
+			return ERR(e, ERR_DATA, "%s: added_tokens[%zu]: no id or content", file, i);
+		if (id < v->n && v->off[id] != UINT32_MAX)
+			continue; /* in model.vocab too */
+		if (id >= v->n) {
+			uint32_t *off = realloc(v->off, sizeof *off * (size_t)(id + 1));
+			if (off)
+				v->off = off;
+			uint32_t *len = off ? realloc(v->len, sizeof *len * (size_t)(id + 1)) : NULL;
+			if (!len)
+				return ERR(e, ERR_NOMEM, "%s: out of memory", file);
+			v->len = len;
+			for (json_int_t k = v->n; k <= id; k++)
+				v->off[k] = UINT32_MAX, v->len[k] = 0;
+			v->n = (int32_t)id + 1;
+		}
+		size_t n = strlen(text);
+		uint32_t at = bytes_hash(text, n) & v->by_bytes_mask;
+		/* the table by bytes was sized for model.vocab: a quarter more keeps it open */
+		if (++extra > (v->by_bytes_mask + 1) / 4)
+			return ERR(e, ERR_DATA, "%s: more added_tokens than the table holds", file);
+		if (id_of(v, text, n) >= 0 || add_token(v, (int32_t)id, text, n))
+			return ERR(e, ERR_DATA, "%s: added_tokens[%zu] \"%s\": given twice or out of "
+				   "memory", file, i, text);
+		while (v->by_bytes[at] >= 0)
+			at = (at + 1) & v->by_bytes_mask;
+		v->by_bytes[at] = (int32_t)id;
+	}
+	v->eot = id_of(v, "<|endoftext|>", 13);
+	return ERR_OK;
+}
+
 int bpe_vocab_from_json(struct bpe_vocab *v, const char *tokenizer_json, struct err *e)
 {
 	json_error_t jerr;
@@ -277,8 +334,10 @@ int bpe_vocab_from_json(struct bpe_vocab *v, const char *tokenizer_json, struct 
 	if (!type || strcmp(type, "BPE"))
 		rc = ERR(e, ERR_DATA, "%s: model.type is %s, not BPE", tokenizer_json,
 			 type ? type : "missing");
-	else if (!(rc = load_ids(v, json_object_get(model, "vocab"), tokenizer_json, e)))
-		rc = load_merges_json(v, json_object_get(model, "merges"), tokenizer_json, e);
+	else if (!(rc = check_pre_tokenizer(root, tokenizer_json, e)) &&
+		 !(rc = load_ids(v, json_object_get(model, "vocab"), tokenizer_json, e)) &&
+		 !(rc = load_merges_json(v, json_object_get(model, "merges"), tokenizer_json, e)))
+		rc = load_added(v, json_object_get(root, "added_tokens"), tokenizer_json, e);
 	json_decref(root);
 	return rc;
 }
