@@ -1,8 +1,10 @@
-# Text in: tokenize and --decode with GPT-2's files (the ids tiktoken gives, the text back
-# byte for byte); invalid UTF-8 refused naming the byte, or replaced; the text source on a
-# .txt file cut at a delimiter and on a prompt/completion jsonl, whose protocol passes with
-# the prompts masked; the data lock follows the tokenizer; tokenizer-train makes a
-# SentencePiece model that tokenize then uses.
+# Text in, text out: tokenize and --decode with GPT-2's files (the ids tiktoken gives, the
+# text back byte for byte, foreign ids refused); invalid UTF-8 refused naming the byte, or
+# replaced; the text source on a .txt file cut at a delimiter and on a prompt/completion
+# jsonl, whose protocol passes with the prompts masked (in exact mode too, bit for bit); the
+# data lock follows the tokenizer; tokenizer-train makes a SentencePiece model that tokenize
+# then uses; a gpt trained on text samples text after a text prompt and evaluates in bits
+# per byte.
 set -eu
 DATA="$CONF/../tests/data"
 cat > gpt2.ini <<INI
@@ -76,6 +78,14 @@ grep -q "prepare: read 240 documents" qa.txt
 grep -q "protocol: every check passed" qa.txt
 masked=$(sed -n 's/.* tokens, \([0-9.]*\)% of them masked.*/\1/p' qa.txt)
 [ "${masked%%.*}" -ge 20 ] || { echo "FAIL: prompts not masked ($masked%)"; exit 1; }
+
+# exact mode on the same pairs: the same bits on one device and on W, resumed and elastic
+"$DDPTOK" "$CONF/own-data.ini" --set data.source=text --set data.path="$DATA/text/qa.jsonl" \
+	--set train.shards=8 --set train.batch_size=2 --set train.accumulation=4 \
+	--set run.outputs=out-qx --set run.artifacts=art-qx > qx.txt 2>&1 ||
+	{ cat qx.txt; echo "FAIL: exact mode on a prompt/completion jsonl failed"; exit 1; }
+grep -q "parity: bitwise: 0 of [0-9]* components differ" qx.txt
+[ "$(grep -c "elastic: W = .* bit-identical" qx.txt)" -eq 2 ]
 
 # tokenizer-train: a SentencePiece BPE model of the text, then used by tokenize
 "$DDPTOK" text.ini --set data.path="$DATA/text/genesis.txt" --set tokenizer.kind=sentencepiece \
