@@ -364,7 +364,7 @@ static void usage(FILE *f)
 /* The help of one command: usage, what it does, its options, an example. */
 static void command_help(FILE *f, const struct command *c)
 {
-	fprintf(f, "usage: ddptok-run CONFIG %s", c->name);
+	fprintf(f, "usage: ddptok-run CONFIG %s%s", c->name, c->opts & OPT_OPERAND ? " FILE" : "");
 	for (const struct option_row *o = options; o->name; o++)
 		if (o->bit & c->opts)
 			fprintf(f, " [%s]", o->shown);
