@@ -1,6 +1,7 @@
 /*
- * fuzz-data: the four readers of the user's token files on damaged copies of the samples
- * under tests/data: random truncations and random byte changes (biased towards the
+ * fuzz-data: the readers of the user's files on damaged copies of the samples under
+ * tests/data (the text source's with GPT-2's tokenizer, invalid UTF-8 replaced, so that
+ * damaged text reaches the pre-tokenizer and the merges): random truncations and random byte changes (biased towards the
  * headers), a few hundred per format. Whatever a reader answers, it must not crash, read
  * outside its files or hang: the build compiles this test and the readers with
  * AddressSanitizer and UndefinedBehaviorSanitizer where the compiler has them, and an
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "sources.h"
+#include "tokenizer.h"
 #include "fsx.h"
 #include "prng.h"
 
@@ -32,7 +34,11 @@ static const struct target targets[] = {
 	{ DATA_JSONL, "sample.jsonl", { "sample.jsonl" } },
 	{ DATA_MEGATRON, "megatron/sample", { "megatron/sample.idx", "megatron/sample.bin" } },
 	{ DATA_LLMC, "llmc/sample.bin", { "llmc/sample.bin" } },
+	{ DATA_TEXT, "text/qa.jsonl", { "text/qa.jsonl" } },
 };
+
+/* the text source's tokenizer (GPT-2's, from the samples), opened by main */
+static struct data_text text_source;
 
 static int write_file(const char *root, const char *name, const char *buf, size_t len)
 {
@@ -107,6 +113,7 @@ static int round_once(struct prng *r, const char *sample, const char *root,
 	char path[FSX_PATH_MAX];
 	err_clear(&e);
 	snprintf(path, sizeof path, "%s/%s", root, t->read_as);
+	shape.text = t->source == DATA_TEXT ? &text_source : NULL;
 	rc = data_init(&d, &shape, &e);
 	if (!rc)
 		rc = data_read(&d, t->source, path, &e);
@@ -137,6 +144,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	prng_seed(&r, 20240607, 0x66757a7a);
+	char vocab[FSX_PATH_MAX], merges[FSX_PATH_MAX];
+	snprintf(vocab, sizeof vocab, "%s/gpt2/vocab.json", argv[1]);
+	snprintf(merges, sizeof merges, "%s/gpt2/merges.txt", argv[1]);
+	struct tok_spec spec = { TOKENIZER_GPT2, vocab, merges, NULL, 0 };
+	text_source = (struct data_text){ NULL, "", 1, 2 };
+	err_clear(&e);
+	if (tokenizer_open(&text_source.tok, &spec, &e)) {
+		fprintf(stderr, "fuzz-data: %s\n", e.msg);
+		return 1;
+	}
 	for (size_t k = 0; k < sizeof targets / sizeof targets[0]; k++) {
 		int refused = 0, cut = 0, cut_refused = 0;
 		for (int i = 0; i < rounds; i++) {
@@ -150,12 +167,14 @@ int main(int argc, char **argv)
 		       cut_refused);
 		/* a cut file loses its end: every format announces its length somewhere, except
 		 * JSONL, where a cut at a line end leaves a shorter valid file */
-		if (targets[k].source != DATA_JSONL && cut_refused < cut * 9 / 10) {
+		if (targets[k].source != DATA_JSONL && targets[k].source != DATA_TEXT &&
+		    cut_refused < cut * 9 / 10) {
 			fprintf(stderr, "fuzz-data: %s: only %d of %d truncated copies refused\n",
 				data_source_name(targets[k].source), cut_refused, cut);
 			failed = 1;
 		}
 	}
+	tokenizer_close(text_source.tok);
 	err_clear(&e);
 	fsx_remove_tree(root, &e);
 	return failed ? 1 : 0;

@@ -27,6 +27,7 @@
 #include "npy.h"
 #include "settings.h"
 #include "sources.h"
+#include "tokenizer.h"
 #include "window_mlp.h"
 
 #ifndef DDPTOK_DATA_DIR
@@ -831,6 +832,93 @@ START_TEST(test_configuration_reads_no_files)
 }
 END_TEST
 
+/* ---- the text source ------------------------------------------------------------------ */
+
+/* loads tmp_root/name as text with the bytes tokenizer (ids = bytes, end-of-text 256) */
+static int load_text(const char *name, const char *delimiter, int split_rule_even,
+		     struct data_set *d, struct err *e)
+{
+	struct tok_spec spec = { TOKENIZER_BYTES, NULL, NULL, NULL, 0 };
+	struct data_text x = { NULL, delimiter, 0, 2 };
+	struct data_shape shape = wide_shape();
+	char path[FSX_PATH_MAX];
+	ck_assert_int_eq(tokenizer_open(&x.tok, &spec, e), ERR_OK);
+	shape.text = &x;
+	if (split_rule_even)
+		shape.split_rule[0] = shape.split_rule[1] = shape.split_rule[2] = 1;
+	snprintf(path, sizeof path, "%s/%s", tmp_root, name);
+	int rc = load(DATA_TEXT, path, &shape, d, e);
+	tokenizer_close(x.tok);
+	return rc;
+}
+
+/* a prompt's ids are context, the completion's and the end-of-text id targets */
+START_TEST(test_text_prompt_completion)
+{
+	const char text[] = "{\"prompt\": \"ab\", \"completion\": \"cd\", \"split\": \"train\"}\n"
+			    "\n{\"text\": \"xyz\", \"split\": \"validation\", \"other\": 1}\n"
+			    "{\"text\": \"\\u00e9\", \"split\": \"test\"}\n";
+	const int32_t want[] = { 'a', 'b', 'c', 'd', 256, 'x', 'y', 'z', 256, 0xc3, 0xa9, 256 };
+	const uint8_t mask[] = { 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+	struct data_set d;
+	struct err e;
+	put_file("qa.jsonl", text, sizeof text - 1);
+	ck_assert_msg(load_text("qa.jsonl", "", 0, &d, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(d.n, 3);
+	ck_assert_int_eq(d.offset[3], 12);
+	for (int i = 0; i < 12; i++) {
+		ck_assert_int_eq(d.tokens[i], want[i]);
+		ck_assert_int_eq(d.mask[i], mask[i]);
+	}
+	ck_assert_int_eq(d.split[1], SPLIT_VALIDATION);
+	data_free(&d);
+}
+END_TEST
+
+/* documents cut at the delimiter (escapes read), empty ones skipped */
+START_TEST(test_text_delimiter)
+{
+	const char text[] = "one\n\ntwo\n\n\n\nthree";
+	struct data_set d;
+	struct err e;
+	put_file("docs.txt", text, sizeof text - 1);
+	ck_assert_msg(load_text("docs.txt", "\\n\\n", 1, &d, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(d.stats.documents, 3);
+	ck_assert_int_eq(d.offset[3], 3 + 3 + 5 + 3);
+	ck_assert_int_eq(d.tokens[d.offset[2]], 't');
+	data_free(&d);
+	/* one document per file without one */
+	ck_assert_msg(load_text("docs.txt", "", 1, &d, &e) == ERR_DATA, "%s", e.msg);
+	ck_assert_msg(strstr(e.msg, "sequence (of 1 documents"), "%s", e.msg);
+	data_free(&d);
+}
+END_TEST
+
+START_TEST(test_text_refusals)
+{
+	static const struct {
+		const char *name, *text, *frag;
+	} cases[] = {
+		{ "bad.jsonl", "{\"text\": \"a\"}\n{\"text\": \"b\", \"completion\": \"c\"}\n",
+		  "bad.jsonl:2: both \"text\" and \"completion\"" },
+		{ "bad.jsonl", "{\"prompt\": \"a\"}\n", "bad.jsonl:1: expected \"text\", or" },
+		{ "bad.jsonl", "{\"text\": 5}\n", "bad.jsonl:1: \"text\" is not a string" },
+		{ "bad.jsonl", "{\"text\": \"a\", \"split\": \"dev\"}\n", "bad.jsonl:1: \"split\" must be" },
+		{ "bad.jsonl", "{\"text\": \"a\"}\n{\"text\": \"\xff\"}\n", "bad.jsonl: byte 24: not UTF-8" },
+		{ "bad.txt", "fine\xe2\x82 text", "bad.txt: byte 4: not UTF-8" },
+		{ "empty.txt", "", "no document" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct data_set d;
+		struct err e;
+		put_file(cases[i].name, cases[i].text, strlen(cases[i].text));
+		ck_assert_int_eq(load_text(cases[i].name, "", 1, &d, &e), ERR_DATA);
+		ck_assert_msg(strstr(e.msg, cases[i].frag), "'%s' lacks '%s'", e.msg, cases[i].frag);
+		data_free(&d);
+	}
+}
+END_TEST
+
 static Suite *data_suite(void)
 {
 	Suite *s = suite_create("data");
@@ -856,6 +944,9 @@ static Suite *data_suite(void)
 	tcase_add_test(tc, test_llmc_refusals);
 	tcase_add_test(tc, test_corpus_from_files);
 	tcase_add_test(tc, test_configuration_reads_no_files);
+	tcase_add_test(tc, test_text_prompt_completion);
+	tcase_add_test(tc, test_text_delimiter);
+	tcase_add_test(tc, test_text_refusals);
 	suite_add_tcase(s, tc);
 	return s;
 }

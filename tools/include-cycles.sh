@@ -2,7 +2,7 @@
 # include-cycles.sh: the layering rules of src/, checked on its #include lines.
 #
 # The program's layers only hold if the dependencies between its modules point one way.
-# A module is a .c file and its .h (src/engine/engine.c and src/engine/engine.h are the
+# A module is a .c file (or a .cc) and its .h (src/engine/engine.c and src/engine/engine.h are the
 # module engine/engine); "a.c includes b.h" (or a.h does) is an edge a -> b. This script
 # builds that graph over SRC_DIR (default: src/ beside this script's folder), recursively,
 # and fails on
@@ -22,12 +22,12 @@ cd "$src"
 # One line per #include "..." of every source file: "<file> <included name>".
 files=$(mktemp)
 trap 'rm -f "$files"' EXIT
-find . -type f \( -name '*.c' -o -name '*.h' \) | sed 's|^\./||' | sort > "$files"
+find . -type f \( -name '*.c' -o -name '*.cc' -o -name '*.h' \) | sed 's|^\./||' | sort > "$files"
 while IFS= read -r f; do
 	sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" |
 		while IFS= read -r inc; do printf '%s %s\n' "$f" "$inc"; done
 done < "$files" | awk -v files="$files" '
-function module(path) { sub(/\.[ch]$/, "", path); return path }
+function module(path) { sub(/\.(c|cc|h)$/, "", path); return path }
 function dir_of(path) { return path ~ /\// ? substr(path, 1, match(path, /\/[^\/]*$/) - 1) : "." }
 BEGIN {
 	# a header is found by its name: beside the including file first, else the one
@@ -35,8 +35,8 @@ BEGIN {
 	while ((getline line < files) > 0) {
 		exists[line] = 1
 		listed[++nlisted] = line
-		if (line ~ /\.c$/)
-			has_c[substr(line, 1, length(line) - 2)] = 1
+		if (line ~ /\.cc?$/) # a C source, or the C++ one behind a C header
+			has_c[module(line)] = 1
 		base = line; sub(/.*\//, "", base)
 		# two headers of one name: the include is ambiguous and left out of the graph
 		both = (base in by_name) ? by_name[base] " " line : line

@@ -4,8 +4,9 @@
 #   tools/setup.sh [--builddir DIR] [--cuda auto|enabled|disabled] [--no-build]
 #
 # Packages: a C compiler, meson, ninja, pkg-config, iniparser, Check, OpenBLAS, jansson,
-# OpenSSL (libcrypto), libedit, Open MPI (several processes under mpirun or srun), and for
-# figures python3 with numpy and matplotlib.
+# OpenSSL (libcrypto), libedit, Open MPI (several processes under mpirun or srun), PCRE2
+# (GPT-2's pre-tokenization) and SentencePiece (its tokenizer and trainer, with a C++
+# compiler), and for figures python3 with numpy and matplotlib.
 # The CUDA backend additionally needs the CUDA toolkit (nvcc, cuBLAS, NCCL), which is not
 # a Debian package of this distribution: install it from the vendor; with --cuda auto
 # (default) it is used when nvcc is found. Runs apt-get through sudo when not root.
@@ -21,7 +22,7 @@ while [ $# -gt 0 ]; do
 	--cuda) cuda=$2; shift 2 ;;
 	--cuda=*) cuda=${1#*=}; shift ;;
 	--no-build) build=0; shift ;;
-	-h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,12p' "$0"; exit 0 ;;
 	*) echo "setup.sh: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -30,8 +31,8 @@ case "$cuda" in auto|enabled|disabled) ;; *) echo "setup.sh: --cuda takes auto, 
 cd "$(dirname "$0")/.."
 
 packages=(gcc g++ meson ninja-build pkg-config libiniparser-dev check libopenblas-dev
-	libjansson-dev libssl-dev libedit-dev libopenmpi-dev openmpi-bin python3 python3-numpy
-	python3-matplotlib)
+	libjansson-dev libssl-dev libedit-dev libopenmpi-dev openmpi-bin libpcre2-dev
+	libsentencepiece-dev python3 python3-numpy python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -3,8 +3,10 @@
  */
 #include "app.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "signals.h"
@@ -87,4 +89,20 @@ const char *app_nearest(const char *word, const char *(*name_of)(int i))
 		}
 	}
 	return best;
+}
+
+int app_next_id(const char **p, long long lo, long long hi, long long *v, int *len)
+{
+	char *end;
+	while (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r')
+		(*p)++;
+	if (!**p)
+		return 0;
+	errno = 0;
+	*v = strtoll(*p, &end, 10);
+	*len = (int)strcspn(*p, " \t\r\n");
+	if (end == *p || errno || (*end && !strchr(" \t\r\n", *end)) || *v < lo || *v > hi)
+		return -1;
+	*p = end;
+	return 1;
 }

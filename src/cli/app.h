@@ -29,6 +29,9 @@ struct app_opts {
 	/* sample's options as given (cmd_sample.c parses them); NULL: not given */
 	const char *prompt, *prompt_file, *tokens, *temperature, *top_k, *sample_seed;
 	const char *scope;      /* clean --scope generated|checkpoints|partial|all */
+	const char *operand;    /* the FILE after the command (tokenize) */
+	int decode, bench;      /* tokenize --decode, --bench */
+	int ids;                /* sample --ids: ids in and out, not text */
 	int continuous;         /* train --continuous */
 	int dry_run;            /* clean --dry-run */
 	long windows;           /* bench --windows N (0: default) */
@@ -62,6 +65,11 @@ void app_progress_close(struct app *a);
  * name_of(1), ... up to the first NULL (cfg_near_distance; ties: the first), or NULL when
  * none is near. */
 const char *app_nearest(const char *word, const char *(*name_of)(int i));
+/* The next whitespace-separated word of the text at *p, a whole integer in [lo, hi]
+ * ("5,6" and "5x" are not one): 1 with *v set and *p past it; 0 at the end of the text;
+ * -1 for a word that is not one (*p at it, *len its length, for the message). Ids typed
+ * or read from a file (sample, tokenize --decode) are read so. */
+int app_next_id(const char **p, long long lo, long long hi, long long *v, int *len);
 /* The command line's hooks on a training run (--inject-drift's on a resume). */
 void app_train_hooks(struct app *a, struct train_opts *o);
 /* train_opts_for(), with --inject-drift applied to a resumed state. */

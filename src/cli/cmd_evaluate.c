@@ -75,6 +75,12 @@ int cmd_evaluate_write(struct app *a, const struct train_eval *ev, struct err *e
 		 "accuracy = argmax == target; the constant guess always predicts id %lld (the "
 		 "data's numbering), the most frequent training target",
 		 corpus_user_id(a->s.source, ev->const_id));
+	if (ev->tokenizer[0])
+		env_info(&a->env, "evaluate: bits per byte: test %.4f, validation %.4f (the loss in "
+			 "bits over the %" PRId64 " and %" PRId64 " bytes of text the targets stand "
+			 "for, %s tokenizer: comparable across tokenizers)", ev->test.bits_per_byte,
+			 ev->validation.bits_per_byte, ev->test.bytes, ev->validation.bytes,
+			 ev->tokenizer);
 	json_t *j = evaluate_json(ev, a->s.source);
 	if (in_run)
 		json_object_set_new(j, "run", json_string(run));

@@ -12,6 +12,7 @@
 #include "outputs.h"
 #include "sampler.h"
 #include "sources.h"
+#include "tokenizer.h"
 
 /* Sequences and targets per split, the masked share, the length histogram and, for a
  * file source, what the files held. */
@@ -30,6 +31,14 @@ static void prepare_summary(struct app *a, const struct corpus *c)
 			 (long long)c->read.documents, a->s.data_path,
 			 data_source_name(c->params.source), (long long)c->read.cut, a->s.max_len,
 			 (long long)c->read.short_skipped, a->s.min_len);
+	if (c->params.source == DATA_TEXT)
+		env_info(&a->env, "prepare: tokenized %.2f MB of text with the %s tokenizer on %d "
+			 "thread%s in %.2f s (%.1f MB/s); %lld invalid UTF-8 sequence%s replaced",
+			 (double)c->read.text_bytes / 1e6, tokenizer_kind_name(a->s.tokenizer),
+			 c->read.text_threads, c->read.text_threads == 1 ? "" : "s",
+			 c->read.text_seconds, c->read.text_seconds > 0 ?
+			 (double)c->read.text_bytes / 1e6 / c->read.text_seconds : 0.0,
+			 (long long)c->read.text_replaced, c->read.text_replaced == 1 ? "" : "s");
 	env_info(&a->env, "prepare: %d train, %d validation, %d test sequences; supervised tokens "
 		 "%lld / %lld / %lld", c->split_count[0], c->split_count[1], c->split_count[2],
 		 (long long)m.supervised[0], (long long)m.supervised[1], (long long)m.supervised[2]);

@@ -1,8 +1,10 @@
 /*
  * cmd_sample: the sample command. The checkpoint is chosen and checked as export does
- * (cmd_export.h); the prompt is user ids, as the corpus files hold them (for a file
- * source the model's id is the user's + DATA_RESERVED, corpus_user_id()), and so are the
- * ids printed. Options arrive as text and are parsed here, each refused with a usage
+ * (cmd_export.h). A checkpoint trained on text (data.source = text) takes the prompt as
+ * text, encoded by the configuration's [tokenizer], and prints text: the prompt and what
+ * was generated up to the first end-of-text id. Otherwise, and with --ids, the prompt is
+ * user ids, as the corpus files hold them (for a file source the model's id is the
+ * user's + DATA_RESERVED, corpus_user_id()), and so are the ids printed. Options arrive as text and are parsed here, each refused with a usage
  * error that names it.
  */
 #include "cmd_sample.h"
@@ -21,6 +23,8 @@
 #include "model.h"
 #include "report.h"
 #include "sample.h"
+#include "tokenizer.h"
+#include "utf8.h"
 
 #define SAMPLE_DEFAULT_TOKENS 16
 
@@ -45,46 +49,76 @@ static int parse_ids(const char *text, const char *what, int shift, int vocab, i
 		     int cap, int *n, struct err *e)
 {
 	const char *p = text;
+	long long u;
+	int len, got;
 	*n = 0;
-	for (;;) {
-		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-			p++;
-		if (!*p)
-			return ERR_OK;
-		char *end;
-		errno = 0;
-		long long u = strtoll(p, &end, 10);
-		/* a word is an id only whole ("5,6" and "5x" are named as given) */
-		if (end == p || errno || (*end && !strchr(" \t\r\n", *end)) ||
-		    u < DATA_RESERVED - shift || u + shift >= vocab)
-			return ERR(e, ERR_USAGE, "sample: %s: '%.*s' is not an id of the model (user "
-				   "ids %d .. %d)", what, (int)strcspn(p, " \t\r\n"), p,
-				   DATA_RESERVED - shift, vocab - shift - 1);
+	/* a word is an id only whole ("5,6" and "5x" are named as given) */
+	while ((got = app_next_id(&p, DATA_RESERVED - shift, vocab - shift - 1, &u, &len)) > 0) {
 		if (*n == cap)
 			return ERR(e, ERR_USAGE, "sample: %s holds more than model.context = %d ids",
 				   what, cap);
 		ids[(*n)++] = (int32_t)(u + shift);
-		p = end;
 	}
+	if (got < 0)
+		return ERR(e, ERR_USAGE, "sample: %s: '%.*s' is not an id of the model (user ids %d "
+			   ".. %d)", what, len, p, DATA_RESERVED - shift, vocab - shift - 1);
+	return ERR_OK;
 }
 
-static int read_prompt(const struct app *a, int shift, int vocab, int32_t *ids, int cap, int *n,
+/* The prompt as given: --prompt's text, or the content of --prompt-file (*owned: to free),
+ * and what to call it in messages; NULL when none was given. */
+static int prompt_text(const struct app *a, const char **text, char **owned, const char **what,
 		       struct err *e)
 {
-	char *text = NULL;
 	size_t len;
-	int rc;
-	*n = 0;
+	*text = NULL;
+	*owned = NULL;
+	*what = a->o.prompt ? "--prompt" : a->o.prompt_file;
 	if (a->o.prompt && a->o.prompt_file)
 		return ERR(e, ERR_USAGE, "sample: give --prompt or --prompt-file, not both");
 	if (a->o.prompt)
-		return parse_ids(a->o.prompt, "--prompt", shift, vocab, ids, cap, n, e);
-	if (!a->o.prompt_file)
+		*text = a->o.prompt;
+	else if (a->o.prompt_file) {
+		ERR_TRY(fsx_read_all(a->o.prompt_file, owned, &len, e));
+		*text = *owned;
+	}
+	return ERR_OK;
+}
+
+/* The prompt's text encoded by the tokenizer, as model ids */
+static int encode_prompt(struct tokenizer *t, const char *text, const char *what, int shift,
+			 int32_t *ids, int cap, int *n, struct err *e)
+{
+	struct tok_worker *w;
+	struct tok_ids got = {0};
+	int rc = tokenizer_worker_new(t, &w, e);
+	if (!rc && (rc = tokenizer_encode(w, text, strlen(text), &got, e)))
+		err_prefix(e, "sample: %s", what);
+	if (!rc && got.n > (size_t)cap)
+		rc = ERR(e, ERR_USAGE, "sample: %s is %zu tokens, more than model.context = %d",
+			 what, got.n, cap);
+	for (size_t i = 0; !rc && i < got.n; i++)
+		ids[i] = got.v[i] + shift;
+	*n = rc ? 0 : (int)got.n;
+	tok_ids_free(&got);
+	tokenizer_worker_free(w);
+	return rc;
+}
+
+/* the prompt as model ids: text through t, or (t NULL) user ids */
+static int read_prompt(const struct app *a, struct tokenizer *t, int shift, int vocab,
+		       int32_t *ids, int cap, int *n, struct err *e)
+{
+	const char *text, *what;
+	char *owned;
+	int rc;
+	*n = 0;
+	ERR_TRY(prompt_text(a, &text, &owned, &what, e));
+	if (!text)
 		return ERR_OK;
-	if ((rc = fsx_read_all(a->o.prompt_file, &text, &len, e)))
-		return rc;
-	rc = parse_ids(text, a->o.prompt_file, shift, vocab, ids, cap, n, e);
-	free(text);
+	rc = t ? encode_prompt(t, text, what, shift, ids, cap, n, e)
+	       : parse_ids(text, what, shift, vocab, ids, cap, n, e);
+	free(owned);
 	return rc;
 }
 
@@ -110,29 +144,95 @@ static json_t *user_ids(const int32_t *ids, int n, int shift)
 	return arr;
 }
 
-/* prints and writes what was generated */
+/* The text of the prompt and of the tokens generated up to the first end-of-text id
+ * (*kept gets their count), printed; the generated part into *gen (to free). */
+static int print_text(struct app *a, struct tokenizer *t, const int32_t *prompt, int n,
+		      const int32_t *out, int tokens, int shift, int *kept, char **gen,
+		      struct err *e)
+{
+	int32_t *ids = malloc(sizeof *ids * ((size_t)(n + tokens) + 1));
+	char *head = NULL;
+	size_t head_len, gen_len;
+	int rc;
+	*gen = NULL;
+	if (!ids)
+		return ERR(e, ERR_NOMEM, "sample: out of memory");
+	for (int i = 0; i < n; i++)
+		ids[i] = prompt[i] - shift;
+	for (*kept = 0; *kept < tokens && out[*kept] - shift != tokenizer_eot(t); (*kept)++)
+		ids[n + *kept] = out[*kept] - shift;
+	rc = tokenizer_decode(t, ids, (size_t)n, &head, &head_len, e);
+	if (!rc)
+		rc = tokenizer_decode(t, ids + n, (size_t)*kept, gen, &gen_len, e);
+	if (!rc) {
+		app_progress_close(a);
+		printf("%s%s%s\n", head, *gen, *kept < tokens ? TOKENIZER_EOT_TEXT : "");
+		fflush(stdout);
+	}
+	free(head);
+	free(ids);
+	return rc;
+}
+
+/* prints and writes what was generated: ids, or (t given) the text */
 static int report(struct app *a, const struct checkpoint *ck, const struct sample_opts *o,
-		  const int32_t *prompt, int n, const int32_t *out, int shift, struct err *e)
+		  const int32_t *prompt, int n, const int32_t *out, int shift,
+		  struct tokenizer *t, struct err *e)
 {
 	/* every id whole: at most 11 characters and a space each */
 	size_t cap = (size_t)o->tokens * 12 + 1, at = 0;
-	char *line = malloc(cap);
+	char *line = malloc(cap), *gen = NULL;
+	int kept = o->tokens, rc = ERR_OK;
 	if (!line)
 		return ERR(e, ERR_NOMEM, "sample: out of memory for the printed line");
 	line[0] = '\0';
 	for (int i = 0; i < o->tokens; i++)
 		at += (size_t)snprintf(line + at, cap - at, "%s%d", i ? " " : "", out[i] - shift);
-	env_info(&a->env, "sample: checkpoint %s (step %" PRId64 "), prompt of %d id%s, %d "
+	env_info(&a->env, "sample: checkpoint %s (step %" PRId64 "), prompt of %d %s%s, %d "
 		 "token%s, temperature %g, top-k %d, seed %" PRIu64, ck->dir, ck->step, n,
-		 n == 1 ? "" : "s", o->tokens, o->tokens == 1 ? "" : "s", o->temperature,
-		 o->top_k, o->seed);
-	env_info(&a->env, "sample: %s", line);
+		 t ? "token" : "id", n == 1 ? "" : "s", o->tokens, o->tokens == 1 ? "" : "s",
+		 o->temperature, o->top_k, o->seed);
+	if (t)
+		rc = print_text(a, t, prompt, n, out, o->tokens, shift, &kept, &gen, e);
+	else
+		env_info(&a->env, "sample: %s", line);
 	free(line);
 	json_t *j = json_pack("{s:s, s:I, s:o, s:o, s:f, s:i, s:I}", "checkpoint", ck->dir,
 			      "step", (json_int_t)ck->step, "prompt", user_ids(prompt, n, shift),
-			      "tokens", user_ids(out, o->tokens, shift), "temperature",
+			      "tokens", user_ids(out, kept, shift), "temperature",
 			      o->temperature, "top_k", o->top_k, "seed", (json_int_t)o->seed);
-	return report_write_json(a, OUT_SAMPLE, j, e);
+	if (gen) { /* JSON holds UTF-8 only: a byte-level model may end inside a character */
+		char *valid = NULL;
+		size_t len, replaced;
+		if (!utf8_repair(gen, strlen(gen), &valid, &len, &replaced))
+			json_object_set_new(j, "text", json_stringn(valid, len));
+		free(valid);
+	}
+	free(gen);
+	return rc ? (json_decref(j), rc) : report_write_json(a, OUT_SAMPLE, j, e);
+}
+
+/* The configuration's tokenizer for a checkpoint trained on text (NULL with --ids or for
+ * token files): its kind must be the checkpoint's and its ids fit the model's. */
+static int text_tokenizer(struct app *a, const struct settings *ck_s, int vocab, int shift,
+			  struct tokenizer **t, struct err *e)
+{
+	*t = NULL;
+	if (a->o.ids || ck_s->source != DATA_TEXT)
+		return ERR_OK;
+	if (a->s.tokenizer != ck_s->tokenizer)
+		return ERR(e, ERR_CONFIG, "sample: the checkpoint was trained with tokenizer.kind = "
+			   "%s, this configuration names %s", tokenizer_kind_name(ck_s->tokenizer),
+			   tokenizer_kind_name(a->s.tokenizer));
+	ERR_TRY(tokenizer_from_settings(t, &a->s, e));
+	if (tokenizer_vocab(*t) + shift > vocab) {
+		int ids = tokenizer_vocab(*t);
+		tokenizer_close(*t);
+		*t = NULL;
+		return ERR(e, ERR_CONFIG, "sample: the tokenizer has %d ids, the model %d", ids,
+			   vocab - shift);
+	}
+	return ERR_OK;
 }
 
 int cmd_sample(struct app *a, struct err *e)
@@ -141,22 +241,25 @@ int cmd_sample(struct app *a, struct err *e)
 	struct settings s;
 	struct model_shape m;
 	struct sample_opts o;
+	struct tokenizer *t = NULL;
 	int32_t *prompt = NULL, *out = NULL;
 	int n = 0, rc;
 	if ((rc = options(a, &o, e)) || (rc = cmd_export_load_gpt(a, "sample", &ck, &s, e)))
 		return rc;
 	int shift = gpt_llmc_reserved(s.source);
 	ERR_TRY_GOTO(rc, model_shape_init(&m, &s, e), done);
+	ERR_TRY_GOTO(rc, text_tokenizer(a, &s, m.vocab, shift, &t, e), done);
 	prompt = malloc(sizeof(int32_t) * (size_t)s.context);
 	out = malloc(sizeof(int32_t) * ((size_t)o.tokens + 1));
 	if (!prompt || !out) {
 		rc = ERR(e, ERR_NOMEM, "out of memory");
 		goto done;
 	}
-	ERR_TRY_GOTO(rc, read_prompt(a, shift, m.vocab, prompt, s.context, &n, e), done);
+	ERR_TRY_GOTO(rc, read_prompt(a, t, shift, m.vocab, prompt, s.context, &n, e), done);
 	ERR_TRY_GOTO(rc, sample_generate(&m, ck.params, prompt, n, &o, out, e), done);
-	rc = report(a, &ck, &o, prompt, n, out, shift, e);
+	rc = report(a, &ck, &o, prompt, n, out, shift, t, e);
 done:
+	tokenizer_close(t);
 	free(prompt);
 	free(out);
 	checkpoint_free(&ck);

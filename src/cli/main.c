@@ -33,6 +33,7 @@
 #include "cmd_protocol.h"
 #include "cmd_reference.h"
 #include "cmd_sample.h"
+#include "cmd_tokenize.h"
 #include "cmd_train.h"
 #include "gpt_llmc.h"
 #include "model.h"
@@ -60,6 +61,8 @@ enum {
 	OPT_LLMC = 1 << 12,
 	OPT_SAMPLE = 1 << 13,
 	OPT_SWEEP = 1 << 14,
+	OPT_TOKENIZE = 1 << 15,
+	OPT_OPERAND = 1 << 16, /* a FILE after the command */
 };
 
 struct option_row {
@@ -88,10 +91,11 @@ static const struct option_row options[] = {
 	 "else, for evaluate, the newest of checkpoints/ and continuous/)"},
 	{"llmc", required_argument, 'L', OPT_LLMC, "--llmc FILE",
 	 "export: the llm.c GPT-2 model file to write"},
-	{"prompt", required_argument, 'p', OPT_SAMPLE, "--prompt \"ID ...\"",
-	 "sample: the prompt, user ids separated by spaces"},
+	{"prompt", required_argument, 'p', OPT_SAMPLE, "--prompt TEXT",
+	 "sample: the prompt: text for a model trained on text, else (and\n"
+	 "with --ids) user ids separated by spaces"},
 	{"prompt-file", required_argument, 'f', OPT_SAMPLE, "--prompt-file FILE",
-	 "sample: the prompt's ids read from FILE (whitespace-separated)"},
+	 "sample: the prompt read from FILE (text, or whitespace-separated ids)"},
 	{"tokens", required_argument, 't', OPT_SAMPLE, "--tokens N",
 	 "sample: ids to generate (default 16)"},
 	{"temperature", required_argument, 'T', OPT_SAMPLE, "--temperature T",
@@ -100,6 +104,12 @@ static const struct option_row options[] = {
 	 "sample: draw among the K most likely ids (default 0: all)"},
 	{"seed", required_argument, 'g', OPT_SAMPLE, "--seed S",
 	 "sample: the draws' seed (default [run] seed)"},
+	{"ids", no_argument, 'I', OPT_SAMPLE, "--ids",
+	 "sample: the prompt and the output as ids, not text"},
+	{"decode", no_argument, 'E', OPT_TOKENIZE, "--decode",
+	 "tokenize: FILE holds ids; print their text"},
+	{"bench", no_argument, 'B', OPT_TOKENIZE, "--bench",
+	 "tokenize: encoding speed on FILE, one thread and every core"},
 	{"scope", required_argument, 'S', OPT_SCOPE, "--scope S",
 	 "clean: generated, checkpoints, partial or all (default generated)"},
 	{"dry-run", no_argument, 'n', OPT_DRY_RUN, "--dry-run", "clean: list what would be removed"},
@@ -212,13 +222,32 @@ static const struct command commands[] = {
 	 "[model] init = llmc:FILE start from; the file is replaced atomically (docs/gpt.md).",
 	 "export --llmc gpt.bin", 0, "the checkpoint is process 0's, on its host"},
 	{"sample", cmd_sample, OPT_CHECKPOINT | OPT_SAMPLE, 0,
-	 "generate ids from a gpt checkpoint [--prompt \"ID ...\"] [--tokens N] [--temperature T]",
-	 "Generates --tokens ids after a prompt (--prompt or --prompt-file, user ids) from a\n"
-	 "gpt checkpoint (default: the newest valid one of the latest run), forward only on\n"
-	 "the CPU: greedy with --temperature 0, else drawn among the --top-k most likely with\n"
-	 "--seed (same seed, same ids); printed and written to sample.json.",
+	 "generate from a gpt checkpoint [--prompt TEXT] [--tokens N] [--temperature T] [--ids]",
+	 "Generates --tokens tokens after a prompt (--prompt or --prompt-file) from a gpt\n"
+	 "checkpoint (default: the newest valid one of the latest run), forward only on the\n"
+	 "CPU: greedy with --temperature 0, else drawn among the --top-k most likely with\n"
+	 "--seed (same seed, same tokens). A model trained on text (data.source = text)\n"
+	 "takes the prompt as text, encoded by [tokenizer], and prints the prompt and what\n"
+	 "follows up to the first end-of-text; otherwise, or with --ids, prompt and output\n"
+	 "are user ids. Printed and written to sample.json.",
 	 "sample --prompt \"5 6 7\" --tokens 20 --temperature 0.8 --seed 1", 0,
 	 "the checkpoint is process 0's, on its host"},
+	{"tokenize", cmd_tokenize, OPT_TOKENIZE | OPT_OPERAND, 0,
+	 "the ids of a text with [tokenizer] FILE [--decode | --bench]",
+	 "Prints the ids of the text in FILE (- for standard input), whitespace-separated,\n"
+	 "with the configuration's [tokenizer] alone (no corpus, no model). --decode reads\n"
+	 "ids from FILE and prints their text; --bench times encoding FILE on one thread\n"
+	 "and on every core (MB/s). Text that is not UTF-8 is refused naming the byte\n"
+	 "(exit 5), or replaced with [data] invalid_utf8 = replace.",
+	 "tokenize notes.txt", 0, "every process would print the same ids"},
+	{"tokenizer-train", cmd_tokenizer_train, 0, 0,
+	 "train a SentencePiece model on the text of [data] path",
+	 "Trains a SentencePiece model ([tokenizer] train_type bpe or unigram, train_vocab\n"
+	 "ids, byte fallback, no normalization) with the library's trainer on the documents\n"
+	 "of [data] path (source = text) and writes it to [tokenizer] file (NAME.model,\n"
+	 "with NAME.vocab beside it), replacing what was there.",
+	 "tokenizer-train --set tokenizer.train_vocab=2000", 0,
+	 "copies of it would write the same model"},
 	{"checkpoints", cmd_checkpoints, 0, 0,
 	 "verify every checkpoint under the artifacts directory",
 	 "Verifies every checkpoint under [run] artifacts (manifest, sizes, digests, then its\n"
@@ -339,7 +368,7 @@ static void usage(FILE *f)
 /* The help of one command: usage, what it does, its options, an example. */
 static void command_help(FILE *f, const struct command *c)
 {
-	fprintf(f, "usage: ddptok-run CONFIG %s", c->name);
+	fprintf(f, "usage: ddptok-run CONFIG %s%s", c->name, c->opts & OPT_OPERAND ? " FILE" : "");
 	for (const struct option_row *o = options; o->name; o++)
 		if (o->bit & c->opts)
 			fprintf(f, " [%s]", o->shown);
@@ -453,6 +482,9 @@ static int take_option(struct cli *cli, int val, char *arg)
 	case 'g': o->sample_seed = arg; break;
 	case 'S': o->scope = arg; break;
 	case 'n': o->dry_run = 1; break;
+	case 'I': o->ids = 1; break;
+	case 'E': o->decode = 1; break;
+	case 'B': o->bench = 1; break;
 	case 'D': o->inject_drift = 1; break;
 	case 'C': o->check = 1; break;
 	case 'W': o->sweep = 1; break;
@@ -568,6 +600,8 @@ static int positional(struct cli *cli, const char *arg)
 		cli->a.config_path = arg;
 	else if (!cli->a.command)
 		cli->a.command = arg;
+	else if (!cli->a.o.operand)
+		cli->a.o.operand = arg; /* refused below unless the command takes a FILE */
 	else {
 		fprintf(stderr, "ddptok-run: unexpected argument '%s'\n", arg);
 		return ERR_USAGE;
@@ -644,6 +678,10 @@ static const struct command *chosen_command(const struct cli *cli)
 		unknown_command(cli->a.command);
 		return NULL;
 	}
+	if (cli->a.o.operand && !(cmd->opts & OPT_OPERAND)) {
+		fprintf(stderr, "ddptok-run: unexpected argument '%s'\n", cli->a.o.operand);
+		return NULL;
+	}
 	unsigned bad = cli->used & ~cmd->opts;
 	for (const struct option_row *o = options; bad && o->name; o++)
 		if (o->bit & bad) {
@@ -680,7 +718,8 @@ static int sets_model_key(const struct cfg *c)
  * that disagrees must not stop them. */
 static int builds_model(const struct command *cmd)
 {
-	return cmd->fn != cmd_clean && cmd->fn != cmd_checkpoints;
+	return cmd->fn != cmd_clean && cmd->fn != cmd_checkpoints && cmd->fn != cmd_tokenize &&
+	       cmd->fn != cmd_tokenizer_train;
 }
 
 /* The configuration file, its --set overrides and the settings, checked: the model's

@@ -117,12 +117,17 @@ json_t *empty_window_json(const struct empty_window_result *r)
 
 static json_t *split_json(const struct train_split_eval *s)
 {
-	return json_pack("{s:I, s:I, s:I, s:o, s:o, s:o, s:I, s:o}", "sequences",
+	json_t *j = json_pack("{s:I, s:I, s:I, s:o, s:o, s:o, s:I, s:o}", "sequences",
 			 (json_int_t)s->sequences, "tokens", (json_int_t)s->tokens, "hits",
 			 (json_int_t)s->hits, "loss_sum", parity_json_number(s->loss_sum), "loss",
 			 parity_json_number(s->loss), "accuracy", parity_json_number(s->accuracy),
 			 "constant_guess_hits", (json_int_t)s->const_hits, "constant_guess_accuracy",
 			 parity_json_number(s->const_accuracy));
+	if (j && s->bytes) { /* text: what bits per byte counted */
+		json_object_set_new(j, "bytes", json_integer(s->bytes));
+		json_object_set_new(j, "bits_per_byte", parity_json_number(s->bits_per_byte));
+	}
+	return j;
 }
 
 json_t *train_summary_json(int kind, const struct train_result *res, int world)

@@ -34,6 +34,10 @@
 #define CHOICES_SCHEDULE "constant|cosine|linear"
 #define CHOICES_BATCHING "sequences|tokens"
 #define CHOICES_BOOL "false|true"
+#define CHOICES_TOKENIZER "bytes|gpt2|sentencepiece"
+#define CHOICES_TRAIN_TYPE "bpe|unigram"
+#define CHOICES_SPECIAL "text|token"
+#define CHOICES_INVALID_UTF8 "refuse|replace"
 
 /* Where a key's value lands in struct settings (NO_FIELD: read by settings_from_cfg). */
 #define AT(member) CFG_AT(struct settings, member)
@@ -60,6 +64,10 @@
 
 /* [devices] reduce is stored as its choice index, which is the enum coll_op value */
 _Static_assert(COLL_SUM == 0 && COLL_AVG == 1, "CHOICES_REDUCE follows enum coll_op");
+_Static_assert(TOKENIZER_BYTES == 0 && TOKENIZER_GPT2 == 1 && TOKENIZER_SENTENCEPIECE == 2,
+	       "CHOICES_TOKENIZER follows enum tokenizer_kind");
+_Static_assert(INVALID_UTF8_REFUSE == 0 && INVALID_UTF8_REPLACE == 1,
+	       "CHOICES_INVALID_UTF8 follows enum invalid_utf8");
 _Static_assert(OPTIM_SGD == 0 && OPTIM_ADAMW == 1, "CHOICES_OPTIMIZER follows enum optim_kind");
 _Static_assert(SCHEDULE_CONSTANT == 0 && SCHEDULE_COSINE == 1 && SCHEDULE_LINEAR == 2,
 	       "CHOICES_SCHEDULE follows enum optim_schedule");
@@ -100,10 +108,12 @@ const struct cfg_key settings_keys[] = {
 		"successors per state of the Markov source that generates the corpus"),
 	ENUM_KEY("data", "source", "synthetic", CHOICES_SOURCE, MATH, AT(source),
 		 "where the sequences come from: the synthetic Markov source, or your own token "
-		 "files in one of the formats npy, jsonl, megatron, llmc (README \"Your own data\")"),
+		 "files in one of the formats npy, jsonl, megatron, llmc, or text (.txt and jsonl "
+		 "of text, tokenized by [tokenizer]; README \"Your own data\")"),
 	STRING_KEY("data", "path", "", 0, AT(data_path),
 		   "file source: a directory (npy), a file (jsonl), a path without .bin/.idx "
-		   "(megatron), a shard or a directory of shards (llmc); relative to the "
+		   "(megatron), a shard or a directory of shards (llmc), a .txt or .jsonl file or a "
+		   "directory of them (text); relative to the "
 		   "configuration file's directory (given with --set: to the working directory). "
 		   "The data lock holds the files' SHA-256, so a changed file is noticed"),
 	STRING_KEY("data", "split", "90,5,5", MATH, NO_FIELD,
@@ -112,6 +122,34 @@ const struct cfg_key settings_keys[] = {
 	INT_KEY("data", "eot", "50256", 0, 1073741823.0, MATH, AT(eot),
 		"llmc source: the end-of-text id that opens each document (50256 for GPT-2 "
 		"shards, 128000 for Llama 3)"),
+
+	STRING_KEY("data", "delimiter", "", MATH, AT(delimiter),
+		   "text source: the text that separates documents in a .txt file (\\n, \\t and "
+		   "\\\\ read as escapes, e.g. \\n\\n for blank lines); empty: one document per file"),
+	ENUM_KEY("data", "invalid_utf8", "refuse", CHOICES_INVALID_UTF8, MATH, AT(invalid_utf8),
+		 "text source: bytes that are not UTF-8 are refused (naming the file and byte "
+		 "offset) or replaced by U+FFFD"),
+
+	/* [tokenizer] */
+	ENUM_KEY("tokenizer", "kind", "bytes", CHOICES_TOKENIZER, MATH, AT(tokenizer),
+		 "how text becomes ids: bytes (the 256 byte values, end-of-text 256), gpt2 "
+		 "(byte-level BPE from vocab + merges, or a tokenizer.json as file) or "
+		 "sentencepiece (a .model as file)"),
+	STRING_KEY("tokenizer", "vocab", "", 0, AT(tokenizer_vocab),
+		   "gpt2: vocab.json (GPT-2's encoder.json); relative as [data] path"),
+	STRING_KEY("tokenizer", "merges", "", 0, AT(tokenizer_merges),
+		   "gpt2: merges.txt (GPT-2's vocab.bpe); relative as [data] path"),
+	STRING_KEY("tokenizer", "file", "", 0, AT(tokenizer_file),
+		   "gpt2: a byte-level BPE tokenizer.json (instead of vocab and merges); "
+		   "sentencepiece: the .model; relative as [data] path"),
+	ENUM_KEY("tokenizer", "special", "text", CHOICES_SPECIAL, MATH, AT(tokenizer_special),
+		 "what <|endoftext|> written in a text is: text (encoded as its characters, "
+		 "tiktoken's encode_ordinary) or token (the end-of-text id, encode with it "
+		 "allowed)"),
+	INT_KEY("tokenizer", "train_vocab", "1000", 16, 262140, 0, AT(tokenizer_train_vocab),
+		"tokenizer-train: the ids of the SentencePiece model it makes"),
+	ENUM_KEY("tokenizer", "train_type", "bpe", CHOICES_TRAIN_TYPE, 0,
+		 AT(tokenizer_train_type), "tokenizer-train: bpe or unigram"),
 
 	/* [model] */
 	STRING_KEY("model", "kind", "window_mlp", SHAPE, AT(model_kind),
@@ -505,31 +543,47 @@ static int parse_split(const struct cfg *c, const char *text, int w[3], struct e
 	return ERR_OK;
 }
 
-/* [data] path written in the configuration file c was loaded from, and relative: it is
- * taken relative to that file's directory, which becomes part of s->data_path. */
-static int resolve_data_path(const struct cfg *c, struct settings *s, struct err *e)
+/* A path key [sec] name written in the configuration file c was loaded from, and relative:
+ * it is taken relative to that file's directory, which becomes part of path (cap bytes);
+ * *base (when not NULL) gets what it was relative to. [data] path and the [tokenizer]
+ * files follow this rule. */
+static int resolve_path(const struct cfg *c, const char *sec, const char *name, char *path,
+			size_t cap, int *base, struct err *e)
 {
-	const char *origin = cfg_value_of(c, "data", "path")->origin;
-	if (!s->data_path[0] || s->data_path[0] == '/') {
-		s->data_path_base = DATA_PATH_ABSOLUTE;
+	const struct cfg_value *given = cfg_value_of(c, sec, name);
+	const char *origin = given ? given->origin : "default";
+	int b;
+	if (!base)
+		base = &b;
+	if (!path[0] || path[0] == '/') {
+		*base = DATA_PATH_ABSOLUTE;
 		return ERR_OK;
 	}
-	s->data_path_base = DATA_PATH_CWD;
+	*base = DATA_PATH_CWD;
 	if (!strcmp(origin, "--set") || !strcmp(origin, "default") || !c->path[0])
 		return ERR_OK;
-	s->data_path_base = DATA_PATH_CONFIG_DIR;
+	*base = DATA_PATH_CONFIG_DIR;
 	const char *slash = strrchr(c->path, '/');
 	if (!slash)
 		return ERR_OK; /* the file is in the working directory */
-	char joined[sizeof s->data_path];
-	int n = snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - c->path), c->path,
-			 s->data_path);
-	if (n < 0 || (size_t)n >= sizeof joined)
-		return ERR(e, ERR_CONFIG, "%s: [data] path = %s: too long once joined to the "
-			   "configuration file's directory", key_where(c, "data", "path"),
-			   s->data_path);
-	memcpy(s->data_path, joined, sizeof joined);
+	char joined[1024];
+	int n = snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - c->path), c->path, path);
+	if (n < 0 || (size_t)n >= cap)
+		return ERR(e, ERR_CONFIG, "%s: [%s] %s = %s: too long once joined to the "
+			   "configuration file's directory", key_where(c, sec, name), sec, name, path);
+	memcpy(path, joined, (size_t)n + 1);
 	return ERR_OK;
+}
+
+/* the [tokenizer] files, relative as [data] path */
+static int resolve_tokenizer_paths(const struct cfg *c, struct settings *s, struct err *e)
+{
+	ERR_TRY(resolve_path(c, "tokenizer", "vocab", s->tokenizer_vocab,
+			     sizeof s->tokenizer_vocab, NULL, e));
+	ERR_TRY(resolve_path(c, "tokenizer", "merges", s->tokenizer_merges,
+			     sizeof s->tokenizer_merges, NULL, e));
+	return resolve_path(c, "tokenizer", "file", s->tokenizer_file, sizeof s->tokenizer_file,
+			    NULL, e);
 }
 
 /* The keys only the synthetic source reads, and what decides instead for a file source */
@@ -621,7 +675,9 @@ int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 	if (s->source != DATA_SYNTHETIC && !s->data_path[0])
 		return ERR(e, ERR_CONFIG, "%s: [data] source = %s needs [data] path",
 			   key_where(c, "data", "source"), cfg_str(c, "data", "source"));
-	ERR_TRY(resolve_data_path(c, s, e));
+	ERR_TRY(resolve_path(c, "data", "path", s->data_path, sizeof s->data_path,
+			     &s->data_path_base, e));
+	ERR_TRY(resolve_tokenizer_paths(c, s, e));
 	/* a file source's vocabulary: model.vocab's ids and the reserved ones, or 0: the
 	 * files', which only their corpus knows (no data file is read here) */
 	if (s->source != DATA_SYNTHETIC)

@@ -68,7 +68,8 @@ enum collective_choice { COLLECTIVE_AUTO = 0, COLLECTIVE_HOST = 1, COLLECTIVE_NC
 	ROW(DATA_NPY, "npy")             \
 	ROW(DATA_JSONL, "jsonl")         \
 	ROW(DATA_MEGATRON, "megatron")   \
-	ROW(DATA_LLMC, "llmc")
+	ROW(DATA_LLMC, "llmc")           \
+	ROW(DATA_TEXT, "text")
 
 #define DATA_SOURCE_ENUM(id, name) id,
 enum data_source { DATA_SOURCES(DATA_SOURCE_ENUM) DATA_SOURCE_COUNT };
@@ -83,6 +84,14 @@ enum data_source { DATA_SOURCES(DATA_SOURCE_ENUM) DATA_SOURCE_COUNT };
 #define DATA_BOS 0
 #define DATA_PAD 1
 #define DATA_RESERVED 4
+
+/* [tokenizer] kind (text/tokenizer.h): the 256 byte values, GPT-2's byte-level BPE, or a
+ * SentencePiece model */
+enum tokenizer_kind { TOKENIZER_BYTES = 0, TOKENIZER_GPT2 = 1, TOKENIZER_SENTENCEPIECE = 2 };
+/* [tokenizer] train_type: the model tokenizer-train makes */
+enum tokenizer_train_type { TOKENIZER_TRAIN_BPE = 0, TOKENIZER_TRAIN_UNIGRAM = 1 };
+/* [data] invalid_utf8: what the text source does with bytes that are not UTF-8 */
+enum invalid_utf8 { INVALID_UTF8_REFUSE = 0, INVALID_UTF8_REPLACE = 1 };
 
 /* [train] optimizer and schedule (engine/optim.h computes with them) */
 enum optim_kind { OPTIM_SGD = 0, OPTIM_ADAMW = 1 };
@@ -115,6 +124,16 @@ struct settings {
 	int data_path_base;  /* enum data_path_base: what a relative data_path was relative to */
 	int split_rule[3];   /* [data] split: weights of train, validation, test */
 	int eot;         /* llm.c shards: the end-of-text id that opens each document */
+	char delimiter[256]; /* text source: the text between documents of a .txt file, its
+				escapes (\\n, \\t, \\\\) read; "": one document per file */
+	int invalid_utf8;    /* enum invalid_utf8 */
+
+	/* [tokenizer]: its paths are relative as [data] path is */
+	int tokenizer;        /* enum tokenizer_kind */
+	char tokenizer_vocab[512], tokenizer_merges[512], tokenizer_file[512];
+	int tokenizer_special; /* 1: "<|endoftext|>" in a text is the end-of-text token */
+	int tokenizer_train_vocab; /* tokenizer-train: the ids of the model it makes */
+	int tokenizer_train_type;  /* enum tokenizer_train_type */
 
 	/* [model] */
 	char model_kind[32]; /* the model's name in the registry (model.h) */

@@ -21,6 +21,7 @@
 #include "corpus_lock.h"
 #include "fsx.h"
 #include "sources.h"
+#include "tokenizer.h"
 
 /* the largest vocabulary a model takes, reserved ids included (as [model] vocab's range) */
 #define CORPUS_MAX_VOCAB 262144
@@ -45,13 +46,24 @@ static int read_files(const struct settings *s, corpus_read_report_fn report, vo
 {
 	struct data_shape shape = { .min_len = s->min_len, .max_len = s->max_len,
 				    .vocab = s->model_vocab, .eot = s->eot };
-	int rc;
+	struct data_text text = { NULL, s->delimiter, s->invalid_utf8 == INVALID_UTF8_REPLACE, 0 };
+	int rc = ERR_OK;
+	memset(d, 0, sizeof *d);
 	memcpy(shape.split_rule, s->split_rule, sizeof shape.split_rule);
-	rc = data_init(d, &shape, e);
+	/* the text source: ids are the tokenizer's, all of its vocabulary the model's */
+	if (s->source == DATA_TEXT && !(rc = tokenizer_from_settings(&text.tok, s, e))) {
+		shape.text = &text;
+		if (!shape.vocab)
+			shape.vocab = tokenizer_vocab(text.tok);
+	}
+	if (!rc)
+		rc = data_init(d, &shape, e);
 	d->report_read = report;
 	d->report_arg = arg;
 	if (!rc && (rc = data_read(d, s->source, s->data_path, e)))
 		say_where_path_was(s, e);
+	tokenizer_close(text.tok);
+	d->shape.text = NULL;
 	if (rc)
 		data_free(d);
 	return rc;
@@ -61,7 +73,7 @@ static int read_files(const struct settings *s, corpus_read_report_fn report, vo
 static int vocab_of(const struct settings *s, const struct data_set *d, int *vocab,
 		    struct err *e)
 {
-	int64_t ids = s->model_vocab ? s->model_vocab : d->stats.max_id + 1;
+	int64_t ids = d->shape.vocab ? d->shape.vocab : d->stats.max_id + 1;
 	if (ids + DATA_RESERVED > CORPUS_MAX_VOCAB)
 		return ERR(e, ERR_DATA, "%s: id %" PRId64 ": a vocabulary of %" PRId64 " ids "
 			   "exceeds the %d a model takes", d->max_where, d->stats.max_id, ids,
@@ -157,9 +169,10 @@ int corpus_files_unchanged(const struct settings *s, const struct corpus *c, str
 	if ((rc = read_files(s, NULL, NULL, &d, e)))
 		return rc;
 	if (strcmp(d.files_digest, c->params.files) != 0)
-		rc = ERR(e, ERR_DATA, "%s: the files changed since the corpus was prepared (SHA-256 "
-			 "%.12s... then, %.12s... now)", s->data_path, c->params.files,
-			 d.files_digest);
+		rc = ERR(e, ERR_DATA, "%s: the files %schanged since the corpus was prepared "
+			 "(SHA-256 %.12s... then, %.12s... now)", s->data_path,
+			 s->source == DATA_TEXT ? "or how they are tokenized ([tokenizer], data."
+			 "delimiter, data.invalid_utf8) " : "", c->params.files, d.files_digest);
 	data_free(&d);
 	return rc;
 }

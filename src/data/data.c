@@ -24,6 +24,14 @@ const char *data_split_name(int split)
 	return split >= SPLIT_TRAIN && split <= SPLIT_TEST ? names[split] : "invalid";
 }
 
+int data_split_parse(const char *name)
+{
+	for (int k = SPLIT_TRAIN; k <= SPLIT_TEST; k++)
+		if (!strcmp(name, data_split_name(k)))
+			return k;
+	return -1;
+}
+
 int data_init(struct data_set *d, const struct data_shape *shape, struct err *e)
 {
 	memset(d, 0, sizeof *d);

@@ -28,6 +28,8 @@
 enum split { SPLIT_TRAIN = 0, SPLIT_VALIDATION = 1, SPLIT_TEST = 2 };
 /* "train", "validation", "test" ("invalid" for another value) */
 const char *data_split_name(int split);
+/* The split a name says ("train", "validation", "test"), or -1. */
+int data_split_parse(const char *name);
 
 /* the split of a sequence whose file names none: data_finish applies the split rule */
 #define DATA_SPLIT_BY_RULE 255
@@ -43,6 +45,17 @@ struct data_ints {
 	enum data_int type;
 };
 
+struct tokenizer;
+/* The text source's reading: the tokenizer, and the rules of text_docs.h. What shapes
+ * the ids (the tokenizer's identity, the delimiter, the UTF-8 rule) enters the files
+ * digest, so the data lock follows it too. */
+struct data_text {
+	struct tokenizer *tok;
+	const char *delimiter; /* [data] delimiter as written (escapes unread) */
+	int replace_invalid;   /* [data] invalid_utf8 = replace */
+	int threads;           /* encoding threads (0: every CPU) */
+};
+
 /* What shapes the sequences; all of it enters the data lock. */
 struct data_shape {
 	int min_len, max_len; /* windows of at most max_len tokens; shorter than min_len skipped */
@@ -50,6 +63,7 @@ struct data_shape {
 	int split_rule[3];    /* relative weights of train, validation, test for the sequences
 			       * of files that name no split (consecutive blocks of documents) */
 	int64_t eot;          /* llmc: the end-of-text id that opens each document */
+	const struct data_text *text; /* text source: how text becomes ids (else NULL) */
 };
 
 /* Where the sequence being added comes from, for messages. */
@@ -68,6 +82,11 @@ struct data_stats {
 	int64_t sequences;     /* sequences kept (windows) */
 	int64_t tokens, supervised;
 	int64_t max_id;        /* -1 while no token was seen */
+	/* the text source: the bytes of text tokenized, the seconds it took on how many
+	 * threads, the invalid UTF-8 sequences replaced */
+	int64_t text_bytes, text_replaced;
+	double text_seconds;
+	int text_threads;
 };
 
 struct data_set {

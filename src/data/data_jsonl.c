@@ -44,11 +44,8 @@ static int parse_split(const json_t *v, const char *file, int64_t line, int *spl
 		*split = DATA_SPLIT_BY_RULE;
 		return ERR_OK;
 	}
-	for (int k = 0; json_is_string(v) && k < 3; k++)
-		if (!strcmp(json_string_value(v), data_split_name(k))) {
-			*split = k;
-			return ERR_OK;
-		}
+	if (json_is_string(v) && (*split = data_split_parse(json_string_value(v))) >= 0)
+		return ERR_OK;
 	return ERR(e, ERR_DATA, "%s:%" PRId64 ": \"split\" must be \"train\", \"validation\" or "
 		   "\"test\"", file, line);
 }

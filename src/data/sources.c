@@ -9,6 +9,7 @@
 #include "data_llmc.h"
 #include "data_megatron.h"
 #include "data_npy.h"
+#include "data_text.h"
 
 #define DATA_SOURCE_NAME(id, name) [id] = name,
 static const char *const source_names[DATA_SOURCE_COUNT] = { DATA_SOURCES(DATA_SOURCE_NAME) };
@@ -19,6 +20,7 @@ static const data_reader_fn source_readers[DATA_SOURCE_COUNT] = {
 	[DATA_JSONL] = data_read_jsonl,
 	[DATA_MEGATRON] = data_read_megatron,
 	[DATA_LLMC] = data_read_llmc,
+	[DATA_TEXT] = data_read_text,
 };
 
 const char *data_source_name(int source)

@@ -18,6 +18,7 @@
 #include "npy.h"
 #include "procs.h"
 #include "run.h"
+#include "tokenizer.h"
 #include "train_loop.h"
 #include "validation.h"
 #include "world.h"
@@ -55,8 +56,21 @@ int train_const_guess(const struct corpus *c, int split, int split2, int64_t *hi
 	return best;
 }
 
+/* The bytes of text the targets of split stand for (the tokenizer's ids are the model's
+ * less DATA_RESERVED). */
+static int64_t split_bytes(const struct corpus *c, int split, const struct tokenizer *tok)
+{
+	int64_t bytes = 0;
+	for (int i = c->split_first[split]; i < c->split_first[split] + c->split_count[split]; i++)
+		for (int t = c->prefix[i]; t < corpus_len(c, i); t++)
+			if (corpus_is_target(c, i, t))
+				bytes += (int64_t)tokenizer_token_bytes(tok, c->tokens[c->offset[i] + t] -
+									     DATA_RESERVED);
+	return bytes;
+}
+
 static int eval_split(struct engine *eng, const struct corpus *c, int split, int const_id,
-		      struct train_split_eval *se, struct err *e)
+		      const struct tokenizer *tok, struct train_split_eval *se, struct err *e)
 {
 	int rc = engine_evaluate(eng, split, &se->loss_sum, &se->tokens, &se->hits,
 				 &se->sequences, e);
@@ -66,6 +80,8 @@ static int eval_split(struct engine *eng, const struct corpus *c, int split, int
 	se->accuracy = per_target((double)se->hits, se->tokens);
 	se->const_hits = split_targets(c, split, const_id, NULL);
 	se->const_accuracy = per_target((double)se->const_hits, se->tokens);
+	se->bytes = tok ? split_bytes(c, split, tok) : 0;
+	se->bits_per_byte = se->bytes ? se->loss_sum / log(2.0) / (double)se->bytes : 0.0;
 	return ERR_OK;
 }
 
@@ -140,10 +156,17 @@ int train_evaluate(const struct env *v, const char *dir, struct train_eval *ev, 
 	ev->const_id = train_const_guess(&r.corpus, SPLIT_TRAIN, SPLIT_TEST, &unused);
 	if (ev->const_id < 0)
 		rc = ERR(e, ERR_NOMEM, "out of memory");
+	/* text: bits per byte, comparable across tokenizers */
+	struct tokenizer *tok = NULL;
+	if (!rc && v->s->source == DATA_TEXT && !(rc = tokenizer_from_settings(&tok, v->s, e)))
+		snprintf(ev->tokenizer, sizeof ev->tokenizer, "%s",
+			 tokenizer_kind_name(v->s->tokenizer));
 	if (!rc)
-		rc = eval_split(r.eng, &r.corpus, SPLIT_TEST, ev->const_id, &ev->test, e);
+		rc = eval_split(r.eng, &r.corpus, SPLIT_TEST, ev->const_id, tok, &ev->test, e);
 	if (!rc)
-		rc = eval_split(r.eng, &r.corpus, SPLIT_VALIDATION, ev->const_id, &ev->validation, e);
+		rc = eval_split(r.eng, &r.corpus, SPLIT_VALIDATION, ev->const_id, tok,
+				&ev->validation, e);
+	tokenizer_close(tok);
 	run_close(&r);
 out:
 	checkpoint_free(&ck);

@@ -18,6 +18,8 @@ struct train_split_eval {
 	double accuracy;    /* hits / tokens */
 	int64_t const_hits; /* positions whose target is the best constant guess */
 	double const_accuracy;
+	int64_t bytes;        /* text source: the bytes of text the targets stand for */
+	double bits_per_byte; /* loss_sum / ln 2 / bytes (0 without a tokenizer) */
 };
 
 struct train_eval {
@@ -25,6 +27,7 @@ struct train_eval {
 	int64_t step;
 	int const_id;       /* most frequent target id of the training split */
 	char backend[8];    /* the backend the evaluation ran on */
+	char tokenizer[16]; /* text source: the tokenizer's kind, which bits per byte took */
 	struct train_split_eval test, validation;
 	struct {            /* when the newest checkpoint was looked for: the newer ones of
 			       each root that failed verification and were passed over */
