@@ -35,6 +35,7 @@
 #include "cmd_sample.h"
 #include "cmd_train.h"
 #include "gpt_llmc.h"
+#include "layout.h"
 #include "model.h"
 #include "signals.h"
 #include "ddptok_config.h"
@@ -736,6 +737,23 @@ static int lock_roots(const struct command *cmd, struct cli *cli, int argc, char
 	return ERR_OK;
 }
 
+/* A command that writes moves an earlier version's single-directory layout into this
+ * configuration's directories when it is this configuration's (layout.h), and says so.
+ * Process 0 alone, before any process writes there. */
+static int adopt_old_layout(const struct command *cmd, struct app *a, struct err *e)
+{
+	struct layout_moved m;
+	if (!(cmd->writes & (WRITES_OUTPUTS | WRITES_ARTIFACTS)) || a->o.dry_run ||
+	    world_get()->proc > 0)
+		return ERR_OK;
+	ERR_TRY(layout_adopt_old(&a->cfg, &a->s, &m, e));
+	if (m.moved)
+		printf("layout: moved %s from %s and %s into %s and %s (one directory per "
+		       "configuration)\n", m.names, m.old_outputs, m.old_artifacts, a->s.outputs,
+		       a->s.artifacts);
+	return ERR_OK;
+}
+
 /* Under mpirun, processes other than 0 write their outputs (reports, metrics) into
  * <outputs>/process-<p>; checkpoints are process 0's alone (train.c). */
 static int process_outputs(struct app *a, struct err *e)
@@ -838,6 +856,7 @@ int main(int argc, char **argv)
 	if ((rc = world_init(&argc, &argv, &e)) == ERR_OK &&
 	    (rc = runs_in_these_processes(cmd, &e)) == ERR_OK &&
 	    (rc = load_configuration(&cli, cmd, &e)) == ERR_OK &&
+	    (rc = adopt_old_layout(cmd, a, &e)) == ERR_OK &&
 	    (rc = process_outputs(a, &e)) == ERR_OK &&
 	    (rc = lock_roots(cmd, &cli, argc, argv, &locks, &e)) == ERR_OK &&
 	    (rc = process_log(cmd, a, &e)) == ERR_OK) {
