@@ -620,7 +620,7 @@ static int expand_config_name(const struct cfg *c, const char *key, char *dir, s
 			      struct err *e)
 {
 	static const char mark[] = SETTINGS_CONFIG_NAME;
-	char name[256], out[1024];
+	char name[256], out[1024] = "";
 	size_t used = 0;
 	settings_config_name(c, name, sizeof name);
 	for (const char *p = dir; *p && used < sizeof out;) {

@@ -31,7 +31,7 @@ grep -q "^export: checkpoint .* written to gpt.bin" export.txt
 [ "$(py loaded/params.npy gpt.bin 0)" = equal ]
 [ "$(py seeded/params.npy gpt.bin 0)" = differ ] # the check can fail
 # the key is recorded in the checkpoints' configuration
-grep -q '^init = ""$' artifacts/runs/latest/step-0002/config.ini
+grep -q '^init = ""$' artifacts/gpt-tiny/runs/latest/step-0002/config.ini
 # a run started from the file records it, and resumes without it (the checkpoint's
 # parameters replace the file's)
 cp gpt.bin start.bin

@@ -18,7 +18,7 @@ g1=$(ids --prompt "5 6 7" --tokens 12 --temperature 0 --seed 1)
 g2=$(ids --prompt "5 6 7" --tokens 12 --temperature 0 --seed 2)
 [ -n "$g1" ] && [ "$(echo "$g1" | wc -w)" = 12 ] || { echo "FAIL: greedy gave '$g1'"; exit 1; }
 [ "$g1" = "$g2" ] || { echo "FAIL: greedy differs: '$g1' / '$g2'"; exit 1; }
-jcheck outputs/sample.json '" ".join(map(str, d["tokens"])) == "'"$g1"'" and d["prompt"] == [5, 6, 7]'
+jcheck outputs/gpt-tiny/sample.json '" ".join(map(str, d["tokens"])) == "'"$g1"'" and d["prompt"] == [5, 6, 7]'
 a1=$(ids --prompt "5 6 7" --tokens 12 --temperature 1 --seed 1)
 a2=$(ids --prompt "5 6 7" --tokens 12 --temperature 1 --seed 1)
 b1=$(ids --prompt "5 6 7" --tokens 12 --temperature 1 --seed 2)
