@@ -219,10 +219,14 @@ static int build_missing(const struct env *v, enum corpus_use use, const char *d
 			 "and run.seed%s", bin, use == CORPUS_READ ? " (in memory only)" : "");
 	if ((rc = corpus_build(v->s, c, e)) || use == CORPUS_READ)
 		return rc;
-	if ((rc = corpus_save(c, v->s, dir, e))) {
-		corpus_free(c);
+	struct data_stats read = c->read; /* what the files held: not in corpus.bin */
+	rc = corpus_save(c, v->s, dir, e);
+	corpus_free(c);
+	/* the saved corpus is read back mapped, as every later command reads it: the memory
+	 * of the build goes, and the run's resident memory does not grow with the corpus */
+	if (rc || (rc = corpus_load(dir, c, e)))
 		return rc;
-	}
+	c->read = read;
 	env_info(v, "train: corpus prepared in %s (data lock %.16s...)", dir, c->lock);
 	return ERR_OK;
 }
