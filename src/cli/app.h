@@ -28,6 +28,8 @@ struct app_opts {
 	const char *llmc;       /* export --llmc FILE */
 	/* sample's options as given (cmd_sample.c parses them); NULL: not given */
 	const char *prompt, *prompt_file, *tokens, *temperature, *top_k, *sample_seed;
+	const char *top_p, *repetition_penalty, *stop_id;
+	int no_cache;
 	const char *scope;      /* clean --scope generated|checkpoints|partial|all */
 	int continuous;         /* train --continuous */
 	int dry_run;            /* clean --dry-run */

@@ -88,17 +88,32 @@ static int read_prompt(const struct app *a, int shift, int vocab, int32_t *ids, 
 	return rc;
 }
 
-static int options(const struct app *a, struct sample_opts *o, struct err *e)
+/* the options as sample_opts; --stop-id is a user id (shift: the model's id of user id 0) */
+static int options(const struct app *a, int shift, int vocab, struct sample_opts *o,
+		   struct err *e)
 {
-	double tokens, temperature, top_k, seed;
+	double tokens, temperature, top_k, seed, top_p, penalty, stop;
 	ERR_TRY(number("--tokens", a->o.tokens, SAMPLE_DEFAULT_TOKENS, 0, 1 << 20, &tokens, e));
 	ERR_TRY(number("--temperature", a->o.temperature, 1.0, 0.0, 1e6, &temperature, e));
 	ERR_TRY(number("--top-k", a->o.top_k, 0, 0, 1 << 30, &top_k, e));
 	ERR_TRY(number("--seed", a->o.sample_seed, (double)a->s.seed, 0, 9007199254740992.0, &seed,
 		       e));
-	if (tokens != floor(tokens) || top_k != floor(top_k) || seed != floor(seed))
-		return ERR(e, ERR_USAGE, "sample: --tokens, --top-k and --seed take whole numbers");
-	*o = (struct sample_opts){(int)tokens, temperature, (int)top_k, (uint64_t)seed};
+	ERR_TRY(number("--top-p", a->o.top_p, 1.0, 0.0, 1.0, &top_p, e));
+	ERR_TRY(number("--repetition-penalty", a->o.repetition_penalty, 1.0, 0.0, 1e6, &penalty,
+		       e));
+	ERR_TRY(number("--stop-id", a->o.stop_id, -1.0, DATA_RESERVED - shift, vocab - shift - 1,
+		       &stop, e));
+	if (tokens != floor(tokens) || top_k != floor(top_k) || seed != floor(seed) ||
+	    stop != floor(stop))
+		return ERR(e, ERR_USAGE, "sample: --tokens, --top-k, --seed and --stop-id take "
+			   "whole numbers");
+	if (top_p == 0.0 || penalty == 0.0)
+		return ERR(e, ERR_USAGE, "sample: --top-p and --repetition-penalty must be above 0");
+	*o = (struct sample_opts){.tokens = (int)tokens, .temperature = temperature,
+				  .top_k = (int)top_k, .top_p = top_p,
+				  .repetition_penalty = penalty, .seed = (uint64_t)seed,
+				  .eot = a->o.stop_id ? (int32_t)stop + shift : -1,
+				  .no_cache = a->o.no_cache};
 	return ERR_OK;
 }
 
@@ -112,15 +127,16 @@ static json_t *user_ids(const int32_t *ids, int n, int shift)
 
 /* prints and writes what was generated */
 static int report(struct app *a, const struct checkpoint *ck, const struct sample_opts *o,
-		  const int32_t *prompt, int n, const int32_t *out, int shift, struct err *e)
+		  const int32_t *prompt, int n, const int32_t *out, const struct sample_result *res,
+		  int shift, struct err *e)
 {
 	/* every id whole: at most 11 characters and a space each */
-	size_t cap = (size_t)o->tokens * 12 + 1, at = 0;
+	size_t cap = (size_t)res->produced * 12 + 1, at = 0;
 	char *line = malloc(cap);
 	if (!line)
 		return ERR(e, ERR_NOMEM, "sample: out of memory for the printed line");
 	line[0] = '\0';
-	for (int i = 0; i < o->tokens; i++)
+	for (int i = 0; i < res->produced; i++)
 		at += (size_t)snprintf(line + at, cap - at, "%s%d", i ? " " : "", out[i] - shift);
 	env_info(&a->env, "sample: checkpoint %s (step %" PRId64 "), prompt of %d id%s, %d "
 		 "token%s, temperature %g, top-k %d, seed %" PRIu64, ck->dir, ck->step, n,
@@ -128,9 +144,15 @@ static int report(struct app *a, const struct checkpoint *ck, const struct sampl
 		 o->top_k, o->seed);
 	env_info(&a->env, "sample: %s", line);
 	free(line);
+	env_info(&a->env, "sample: %d token%s in %.3f s (%.1f tokens/s, %s)%s%s", res->produced,
+		 res->produced == 1 ? "" : "s", res->seconds, res->tokens_per_s,
+		 o->no_cache ? "no cache: the window run whole for each token" :
+			       "cache of keys and values",
+		 res->ended_at_eot ? "; ended at --stop-id" : "",
+		 res->slides ? "; the window slid past model.context" : "");
 	json_t *j = json_pack("{s:s, s:I, s:o, s:o, s:f, s:i, s:I}", "checkpoint", ck->dir,
 			      "step", (json_int_t)ck->step, "prompt", user_ids(prompt, n, shift),
-			      "tokens", user_ids(out, o->tokens, shift), "temperature",
+			      "tokens", user_ids(out, res->produced, shift), "temperature",
 			      o->temperature, "top_k", o->top_k, "seed", (json_int_t)o->seed);
 	return report_write_json(a, OUT_SAMPLE, j, e);
 }
@@ -143,10 +165,12 @@ int cmd_sample(struct app *a, struct err *e)
 	struct sample_opts o;
 	int32_t *prompt = NULL, *out = NULL;
 	int n = 0, rc;
-	if ((rc = options(a, &o, e)) || (rc = cmd_export_load_gpt(a, "sample", &ck, &s, e)))
+	struct sample_result res;
+	if ((rc = cmd_export_load_gpt(a, "sample", &ck, &s, e)))
 		return rc;
 	int shift = gpt_llmc_reserved(s.source);
 	ERR_TRY_GOTO(rc, model_shape_init(&m, &s, e), done);
+	ERR_TRY_GOTO(rc, options(a, shift, m.vocab, &o, e), done);
 	prompt = malloc(sizeof(int32_t) * (size_t)s.context);
 	out = malloc(sizeof(int32_t) * ((size_t)o.tokens + 1));
 	if (!prompt || !out) {
@@ -154,8 +178,8 @@ int cmd_sample(struct app *a, struct err *e)
 		goto done;
 	}
 	ERR_TRY_GOTO(rc, read_prompt(a, shift, m.vocab, prompt, s.context, &n, e), done);
-	ERR_TRY_GOTO(rc, sample_generate(&m, ck.params, prompt, n, &o, out, e), done);
-	rc = report(a, &ck, &o, prompt, n, out, shift, e);
+	ERR_TRY_GOTO(rc, sample_generate(&m, ck.params, prompt, n, &o, out, &res, e), done);
+	rc = report(a, &ck, &o, prompt, n, out, &res, shift, e);
 done:
 	free(prompt);
 	free(out);

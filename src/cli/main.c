@@ -100,6 +100,17 @@ static const struct option_row options[] = {
 	 "sample: draw among the K most likely ids (default 0: all)"},
 	{"seed", required_argument, 'g', OPT_SAMPLE, "--seed S",
 	 "sample: the draws' seed (default [run] seed)"},
+	{"top-p", required_argument, 1001, OPT_SAMPLE, "--top-p P",
+	 "sample: draw among the most likely ids holding P of the weight\n"
+	 "(after --top-k; default 1: all)"},
+	{"repetition-penalty", required_argument, 1002, OPT_SAMPLE, "--repetition-penalty R",
+	 "sample: divide (multiply, when negative) the logits of ids already\n"
+	 "in the text by R (default 1: none)"},
+	{"stop-id", required_argument, 1003, OPT_SAMPLE, "--stop-id ID",
+	 "sample: the user id that ends the text (end-of-text; default none)"},
+	{"no-cache", no_argument, 1004, OPT_SAMPLE, "--no-cache",
+	 "sample: rerun the whole window for every token (no cache of keys\n"
+	 "and values: the reference the cache must agree with, and slower)"},
 	{"scope", required_argument, 'S', OPT_SCOPE, "--scope S",
 	 "clean: generated, checkpoints, partial or all (default generated)"},
 	{"dry-run", no_argument, 'n', OPT_DRY_RUN, "--dry-run", "clean: list what would be removed"},
@@ -214,7 +225,9 @@ static const struct command commands[] = {
 	 "Generates --tokens ids after a prompt (--prompt or --prompt-file, user ids) from a\n"
 	 "gpt checkpoint (default: the newest valid one of the latest run), forward only on\n"
 	 "the CPU: greedy with --temperature 0, else drawn among the --top-k most likely with\n"
-	 "--seed (same seed, same ids); printed and written to sample.json.",
+	 "--seed (same seed, same ids), after --top-p and --repetition-penalty, with a cache\n"
+	 "of keys and values (--no-cache: the whole window per token); past model.context the\n"
+	 "window slides; --stop-id ends the text; printed with tokens/s, written to sample.json.",
 	 "sample --prompt \"5 6 7\" --tokens 20 --temperature 0.8 --seed 1", 0,
 	 "the checkpoint is process 0's, on its host"},
 	{"checkpoints", cmd_checkpoints, 0, 0,
@@ -448,6 +461,10 @@ static int take_option(struct cli *cli, int val, char *arg)
 	case 'T': o->temperature = arg; break;
 	case 'j': o->top_k = arg; break;
 	case 'g': o->sample_seed = arg; break;
+	case 1001: o->top_p = arg; break;
+	case 1002: o->repetition_penalty = arg; break;
+	case 1003: o->stop_id = arg; break;
+	case 1004: o->no_cache = 1; break;
 	case 'S': o->scope = arg; break;
 	case 'n': o->dry_run = 1; break;
 	case 'D': o->inject_drift = 1; break;
