@@ -34,7 +34,7 @@
 #include "cmd_reference.h"
 #include "cmd_sample.h"
 #include "cmd_train.h"
-#include "gpt_llmc.h"
+#include "gpt_init.h"
 #include "layout.h"
 #include "model.h"
 #include "signals.h"
@@ -88,6 +88,11 @@ static const struct option_row options[] = {
 	 "else, for evaluate, the newest of checkpoints/ and continuous/)"},
 	{"llmc", required_argument, 'L', OPT_LLMC, "--llmc FILE",
 	 "export: the llm.c GPT-2 model file to write"},
+	{"hf", required_argument, 1005, OPT_LLMC, "--hf DIR",
+	 "export: the Hugging Face GPT-2 directory to write (config.json,\n"
+	 "model.safetensors)"},
+	{"dtype", required_argument, 1006, OPT_LLMC, "--dtype f32|bf16",
+	 "export --llmc: float32 (version 3, default) or bfloat16 (version 5)"},
 	{"prompt", required_argument, 'p', OPT_SAMPLE, "--prompt \"ID ...\"",
 	 "sample: the prompt, user ids separated by spaces"},
 	{"prompt-file", required_argument, 'f', OPT_SAMPLE, "--prompt-file FILE",
@@ -215,10 +220,13 @@ static const struct command commands[] = {
 	 "printed and written to evaluate.json.",
 	 "evaluate --checkpoint artifacts/runs/latest", 0, NULL},
 	{"export", cmd_export, OPT_CHECKPOINT | OPT_LLMC, 0,
-	 "a gpt checkpoint as an llm.c GPT-2 model file --llmc FILE [--checkpoint DIR]",
+	 "a gpt checkpoint as an llm.c GPT-2 model file --llmc FILE [--dtype bf16] or a Hugging "
+	 "Face GPT-2 directory --hf DIR [--checkpoint DIR]",
 	 "Writes a gpt checkpoint's weights (default: the newest valid one of the latest run)\n"
-	 "in llm.c's GPT-2 model file format (float32, version 3), which llm.c's trainer and\n"
-	 "[model] init = llmc:FILE start from; the file is replaced atomically (docs/gpt.md).",
+	 "in llm.c's GPT-2 model file format (float32, version 3; --dtype bf16: bfloat16,\n"
+	 "version 5), which llm.c's trainer and [model] init = llmc:FILE start from, or as a\n"
+	 "Hugging Face GPT-2 directory (--hf DIR: config.json and model.safetensors, float32),\n"
+	 "which [model] init = hf:DIR starts from; files are replaced atomically (docs/gpt.md).",
 	 "export --llmc gpt.bin", 0, "the checkpoint is process 0's, on its host"},
 	{"sample", cmd_sample, OPT_CHECKPOINT | OPT_SAMPLE, 0,
 	 "generate ids from a gpt checkpoint [--prompt \"ID ...\"] [--tokens N] [--temperature T]",
@@ -465,6 +473,8 @@ static int take_option(struct cli *cli, int val, char *arg)
 	case 1002: o->repetition_penalty = arg; break;
 	case 1003: o->stop_id = arg; break;
 	case 1004: o->no_cache = 1; break;
+	case 1005: o->hf = arg; break;
+	case 1006: o->dtype = arg; break;
 	case 'S': o->scope = arg; break;
 	case 'n': o->dry_run = 1; break;
 	case 'D': o->inject_drift = 1; break;
@@ -685,10 +695,10 @@ static int load_configuration(struct cli *cli, const struct command *cmd, struct
 	 * registry sits above the settings, and a refusal here comes before any command has
 	 * written anything */
 	struct model_shape shape;
-	const char *init_file;
+	struct gpt_init_source init;
 	int rc = ERR_OK;
 	if (builds_model(cmd) && (rc = model_shape_init(&shape, &a->s, e)) == ERR_OK)
-		rc = gpt_llmc_init_path(&a->s, &shape, &init_file, e);
+		rc = gpt_init_source(&a->s, &shape, &init, e);
 	if (rc == ERR_CONFIG) /* the keys come from this file, or from --set */
 		err_prefix(e, "%s%s", a->cfg.path,
 			   sets_model_key(&a->cfg) ? " (with --set values)" : "");

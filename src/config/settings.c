@@ -138,9 +138,10 @@ const struct cfg_key settings_keys[] = {
 		"id must be below it; 0: the largest id in the files + 1. The model adds its "
 		"reserved ids (synthetic source: must be 0, data.vocab rules)"),
 	STRING_KEY("model", "init", "", MATH, AT(model_init),
-		   "gpt: the initial weights: empty for the seeded initialization, or llmc:FILE "
-		   "to start from an llm.c GPT-2 model file (export --llmc writes one; relative "
-		   "to the working directory; docs/gpt.md)"),
+		   "gpt: the initial weights: empty for the seeded initialization, llmc:FILE "
+		   "to start from an llm.c GPT-2 model file (float32 or bfloat16; export --llmc "
+		   "writes one) or hf:DIR from a Hugging Face GPT-2 directory (export --hf "
+		   "writes one); relative to the working directory; docs/gpt.md"),
 
 	/* [train] */
 	/* updates and stop_at say where a run ends: the sampler and the model never read

@@ -12,7 +12,7 @@
 #include "corpus_files.h"
 #include "corpus_store.h"
 #include "fsx.h"
-#include "gpt_llmc.h"
+#include "gpt_init.h"
 #include "outputs.h"
 #include "sources.h"
 
@@ -96,7 +96,11 @@ int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct
 	}
 	model_init_params(&r->eng->shape, v->s->seed, r->init_params);
 	/* model.init = llmc:FILE replaces the seeded values it has rows for */
-	ERR_TRY_GOTO(rc, gpt_llmc_init(v->s, &r->eng->shape, r->init_params, e), fail);
+	const char *converted;
+	ERR_TRY_GOTO(rc, gpt_init_load(v->s, &r->eng->shape, r->init_params, &converted, e), fail);
+	if (converted)
+		env_info(v, "model.init: %s holds %s weights: converted to float32", v->s->model_init,
+			 converted);
 	ERR_TRY_GOTO(rc, engine_set_state(r->eng, r->init_params, NULL, 0, e), fail);
 	/* say once per process which backend runs; why (auto may fall back to the CPU) only
 	 * at log_level = debug or when a backend or collective was asked for */
