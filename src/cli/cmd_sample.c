@@ -88,9 +88,9 @@ static int read_prompt(const struct app *a, int shift, int vocab, int32_t *ids, 
 	return rc;
 }
 
-/* the options as sample_opts; --stop-id is a user id (shift: the model's id of user id 0) */
-static int options(const struct app *a, int shift, int vocab, struct sample_opts *o,
-		   struct err *e)
+/* the options as sample_opts; o->eot is --stop-id's user id here (stop_id_of makes it
+ * the model's once the checkpoint says the vocabulary) */
+static int options(const struct app *a, struct sample_opts *o, struct err *e)
 {
 	double tokens, temperature, top_k, seed, top_p, penalty, stop;
 	ERR_TRY(number("--tokens", a->o.tokens, SAMPLE_DEFAULT_TOKENS, 0, 1 << 20, &tokens, e));
@@ -101,8 +101,7 @@ static int options(const struct app *a, int shift, int vocab, struct sample_opts
 	ERR_TRY(number("--top-p", a->o.top_p, 1.0, 0.0, 1.0, &top_p, e));
 	ERR_TRY(number("--repetition-penalty", a->o.repetition_penalty, 1.0, 0.0, 1e6, &penalty,
 		       e));
-	ERR_TRY(number("--stop-id", a->o.stop_id, -1.0, DATA_RESERVED - shift, vocab - shift - 1,
-		       &stop, e));
+	ERR_TRY(number("--stop-id", a->o.stop_id, -1.0, 0, 2147483647.0, &stop, e));
 	if (tokens != floor(tokens) || top_k != floor(top_k) || seed != floor(seed) ||
 	    stop != floor(stop))
 		return ERR(e, ERR_USAGE, "sample: --tokens, --top-k, --seed and --stop-id take "
@@ -112,8 +111,19 @@ static int options(const struct app *a, int shift, int vocab, struct sample_opts
 	*o = (struct sample_opts){.tokens = (int)tokens, .temperature = temperature,
 				  .top_k = (int)top_k, .top_p = top_p,
 				  .repetition_penalty = penalty, .seed = (uint64_t)seed,
-				  .eot = a->o.stop_id ? (int32_t)stop + shift : -1,
-				  .no_cache = a->o.no_cache};
+				  .eot = (int32_t)stop, .no_cache = a->o.no_cache};
+	return ERR_OK;
+}
+
+/* --stop-id (a user id, in o->eot) as the model's id; ERR_USAGE outside the model's ids */
+static int stop_id_of(struct sample_opts *o, int shift, int vocab, struct err *e)
+{
+	if (o->eot < 0)
+		return ERR_OK;
+	if (o->eot < DATA_RESERVED - shift || o->eot + shift >= vocab)
+		return ERR(e, ERR_USAGE, "sample: --stop-id %d is not an id of the model (user ids "
+			   "%d .. %d)", o->eot, DATA_RESERVED - shift, vocab - shift - 1);
+	o->eot += shift;
 	return ERR_OK;
 }
 
@@ -166,11 +176,11 @@ int cmd_sample(struct app *a, struct err *e)
 	int32_t *prompt = NULL, *out = NULL;
 	int n = 0, rc;
 	struct sample_result res;
-	if ((rc = cmd_export_load_gpt(a, "sample", &ck, &s, e)))
+	if ((rc = options(a, &o, e)) || (rc = cmd_export_load_gpt(a, "sample", &ck, &s, e)))
 		return rc;
 	int shift = gpt_llmc_reserved(s.source);
 	ERR_TRY_GOTO(rc, model_shape_init(&m, &s, e), done);
-	ERR_TRY_GOTO(rc, options(a, shift, m.vocab, &o, e), done);
+	ERR_TRY_GOTO(rc, stop_id_of(&o, shift, m.vocab, e), done);
 	prompt = malloc(sizeof(int32_t) * (size_t)s.context);
 	out = malloc(sizeof(int32_t) * ((size_t)o.tokens + 1));
 	if (!prompt || !out) {

@@ -7,14 +7,7 @@
 # with their exit codes and messages naming the file, the field and the key.
 set -eu
 py() { python3 "$E2E/llmc-params.py" "$@"; }
-fails() { # fails CODE PATTERN CMD...: CMD must exit CODE with PATTERN on stderr
-	code=$1 pat=$2
-	shift 2
-	rc=0
-	"$@" > out.txt 2> err.txt || rc=$?
-	[ "$rc" = "$code" ] || { cat out.txt err.txt; echo "FAIL: exit $rc, expected $code: $*"; exit 1; }
-	grep -q -- "$pat" err.txt || { cat err.txt; echo "FAIL: no '$pat' on stderr: $*"; exit 1; }
-}
+. "$E2E/fails.sh"
 G="$CONF/gpt-tiny.ini"
 small="--set model.layers=2 --set model.width=32 --set data.train=32 --set train.updates=2
 	--set devices.world=1"
