@@ -154,7 +154,8 @@ static int report(struct app *a, const struct checkpoint *ck, const struct sampl
 		 o->top_k, o->seed);
 	env_info(&a->env, "sample: %s", line);
 	free(line);
-	env_info(&a->env, "sample: %d token%s in %.3f s (%.1f tokens/s, %s)%s%s", res->produced,
+	env_info(&a->env, "sample: generated %d token%s in %.3f s (%.1f tokens/s, %s)%s%s",
+		 res->produced,
 		 res->produced == 1 ? "" : "s", res->seconds, res->tokens_per_s,
 		 o->no_cache ? "no cache: the window run whole for each token" :
 			       "cache of keys and values",

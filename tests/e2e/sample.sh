@@ -46,7 +46,7 @@ c=$(long_ids)
 [ "$c" = "$(long_ids --no-cache)" ] || { echo "FAIL: the cache changed the greedy ids"; exit 1; }
 # shellcheck disable=SC2086
 "$DDPTOK" "$G" sample $small --prompt 5 --tokens 300 > speed.txt
-grep -q "^sample: 300 tokens in [0-9.]* s ([0-9.]* tokens/s, cache of keys and values); the window slid past model.context$" speed.txt ||
+grep -q "^sample: generated 300 tokens in [0-9.]* s ([0-9.]* tokens/s, cache of keys and values); the window slid past model.context$" speed.txt ||
 	{ cat speed.txt; echo "FAIL: no speed line"; exit 1; }
 # --stop-id: the text ends before the first greedy id that is it
 first=$(echo "$g1" | cut -d' ' -f3)
