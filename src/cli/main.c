@@ -206,8 +206,9 @@ static const struct command commands[] = {
 	 WRITES_OUTPUTS | WRITES_ARTIFACTS,
 	 "train to updates in a run directory [--continuous | --resume latest|DIR]",
 	 "Trains from step 0 to [train] updates (or to a planned stop, [train] stop_at) in\n"
-	 "a new run directory, [run] artifacts/runs/<id>/: checkpoints, metrics.jsonl,\n"
-	 "train.json; runs/latest names the latest run. --continuous ignores the planned\n"
+	 "a new run directory, <[run] artifacts>/runs/<id>/ (artifacts/NAME/runs/<id>/ by\n"
+	 "default, NAME the configuration's): checkpoints, metrics.jsonl, train.json;\n"
+	 "runs/latest names the latest run. --continuous ignores the planned\n"
 	 "stop; --resume latest (or DIR) continues the newest valid checkpoint to updates\n"
 	 "(raise train.updates to go further; optimizer keys may change, and are recorded).\n"
 	 "[train] keep = K keeps a run's K newest checkpoints. SIGINT/SIGTERM checkpoint\n"
@@ -218,7 +219,7 @@ static const struct command commands[] = {
 	 "Test and validation loss (global token mean) and token accuracy of a checkpoint\n"
 	 "(default: the newest valid one of the latest run), naming its run and step;\n"
 	 "printed and written to evaluate.json.",
-	 "evaluate --checkpoint artifacts/runs/latest", 0, NULL},
+	 "evaluate --checkpoint artifacts/minimum/runs/latest", 0, NULL},
 	{"export", cmd_export, OPT_CHECKPOINT | OPT_LLMC, 0,
 	 "a gpt checkpoint as an llm.c GPT-2 model file --llmc FILE [--dtype bf16] or a Hugging "
 	 "Face GPT-2 directory --hf DIR [--checkpoint DIR]",
