@@ -140,28 +140,44 @@ static int by_logit(const void *pa, const void *pb)
 	return a->id - b->id; /* equal logits: the smaller id first */
 }
 
+/* id's logit in the window's last row, the repetition penalty applied */
+static float penalized(const struct gen *g, const struct sample_opts *o, int32_t id)
+{
+	float v = g->row[id], p = (float)o->repetition_penalty;
+	if (p != 1.0f && g->seen[id])
+		v = v > 0.0f ? v / p : v * p;
+	return v;
+}
+
 /* g->order: the user's ids by logit, the repetition penalty applied; returns how many */
 static int rank_ids(struct gen *g, const struct sample_opts *o)
 {
 	int n = g->m->vocab - DATA_RESERVED;
-	float p = (float)o->repetition_penalty;
-	for (int i = 0; i < n; i++) {
-		int32_t id = DATA_RESERVED + i;
-		float v = g->row[id];
-		if (p != 1.0f && g->seen[id])
-			v = v > 0.0f ? v / p : v * p;
-		g->order[i] = (struct scored){v, id};
-	}
+	for (int i = 0; i < n; i++)
+		g->order[i] = (struct scored){penalized(g, o, DATA_RESERVED + i), DATA_RESERVED + i};
 	qsort(g->order, (size_t)n, sizeof *g->order, by_logit);
 	return n;
+}
+
+/* the largest logit's id (ties: the smaller id), in one pass: greedy needs no order */
+static int32_t largest(const struct gen *g, const struct sample_opts *o)
+{
+	int32_t best = DATA_RESERVED;
+	float top = penalized(g, o, best);
+	for (int32_t id = DATA_RESERVED + 1; id < g->m->vocab; id++) {
+		float v = penalized(g, o, id);
+		if (v > top)
+			top = v, best = id;
+	}
+	return best;
 }
 
 /* one id of [DATA_RESERVED, vocab) from the window's last logits */
 static int32_t draw(struct gen *g, const struct sample_opts *o, struct prng *r)
 {
-	int n = rank_ids(g, o);
 	if (o->temperature == 0.0)
-		return g->order[0].id;
+		return largest(g, o);
+	int n = rank_ids(g, o);
 	int k = o->top_k > 0 && o->top_k < n ? o->top_k : n;
 	double total = 0.0, top = g->order[0].logit;
 	for (int i = 0; i < k; i++)
