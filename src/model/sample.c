@@ -25,15 +25,17 @@ struct scored {
 	int32_t id;
 };
 
-/* The generation's CPU device, its forward (cache, or workspace and batch) and window. */
+/* The generation's CPU device, its forwards (the whole window; the cache) and window. */
 struct gen {
 	const struct model_shape *m;
 	const float *params;
 	struct dev *dev;
-	struct sample_cache cache; /* o->no_cache == 0 */
-	struct model_ws *ws;       /* o->no_cache: the whole window each time */
+	int cached;                /* o->no_cache == 0: the window continues row by row */
+	struct sample_cache cache;
+	struct model_ws *ws;       /* the whole window: every token without the cache, each
+				      start and slide with it */
 	struct model_batch *b;
-	float *logits;             /* no_cache: rows x vocab */
+	float *logits;             /* rows x vocab */
 	int32_t *win;              /* the window's tokens: up to model.context - 1, and the
 				      placeholder */
 	int wn;
@@ -63,15 +65,13 @@ static int gen_open(struct gen *g, const struct model_shape *m, const float *par
 	g->m = m;
 	g->params = params;
 	ERR_TRY(dev_host_create(0, &g->dev, e));
-	if (no_cache) {
-		ERR_TRY(model_ws_create(g->dev, m, T, &g->ws, e));
-		ERR_TRY(model_batch_alloc(m, T, &g->b, e));
-		g->logits = malloc(sizeof(float) * (size_t)T * (size_t)m->vocab);
-		if (!g->logits)
-			return ERR(e, ERR_NOMEM, "out of memory");
-	} else {
+	ERR_TRY(model_ws_create(g->dev, m, T, &g->ws, e));
+	ERR_TRY(model_batch_alloc(m, T, &g->b, e));
+	g->logits = malloc(sizeof(float) * (size_t)T * (size_t)m->vocab);
+	if (!g->logits)
+		return ERR(e, ERR_NOMEM, "out of memory");
+	if ((g->cached = !no_cache))
 		ERR_TRY(sample_cache_open(&g->cache, g->dev, m, params, e));
-	}
 	g->win = malloc(sizeof(int32_t) * (size_t)T);
 	g->seen = calloc((size_t)m->vocab, 1);
 	g->order = malloc(sizeof *g->order * (size_t)m->vocab);
@@ -96,16 +96,13 @@ static int window_logits(struct gen *g, struct err *e)
 	return rc;
 }
 
-/* The window run from position 0 (a start, or a slide): DATA_BOS, then its tokens. */
+/* The window run from position 0 (a start, or a slide): DATA_BOS, then its tokens, whole;
+ * the cache takes its rows' keys and values and goes on from there. */
 static int window_from_start(struct gen *g, struct err *e)
 {
-	if (g->ws)
-		return window_logits(g, e);
-	sample_cache_reset(&g->cache);
-	ERR_TRY(sample_cache_push(&g->cache, DATA_BOS, e));
-	for (int i = 0; i < g->wn; i++)
-		ERR_TRY(sample_cache_push(&g->cache, g->win[i], e));
-	g->row = g->cache.logits;
+	ERR_TRY(window_logits(g, e));
+	if (g->cached)
+		sample_cache_adopt(&g->cache, g->ws, g->wn + 1);
 	return ERR_OK;
 }
 
@@ -116,7 +113,7 @@ static int window_append(struct gen *g, int32_t id, struct sample_result *res, s
 	int room = GPT_T(g->m) - 1; /* positions for tokens: row 0 is DATA_BOS's */
 	if (g->wn < room) {
 		g->win[g->wn++] = id;
-		if (g->ws)
+		if (!g->cached)
 			return window_logits(g, e);
 		ERR_TRY(sample_cache_push(&g->cache, id, e));
 		g->row = g->cache.logits;

@@ -7,9 +7,10 @@
  * its first token, positions from 0), forward only on a CPU device. The forward keeps the
  * keys and values of the rows it ran (sample_cache.h), so a new token costs one row, not
  * the whole text; with no_cache every token reruns the whole window (the training forward,
- * gpt_logits), which the cache must agree with. A text longer than the model's context
- * slides: once model.context positions are full, the window restarts from position 0 with
- * the last half of its tokens (run again once, then one row a token as before).
+ * gpt_logits), which the cache must agree with; the prompt, and a window that restarts,
+ * runs whole once that way too, and its keys and values fill the cache. A text longer than
+ * the model's context slides: once model.context positions are full, the window restarts
+ * from position 0 with the last half of its tokens, then goes on one row a token.
  *
  * Only the user's ids (not the reserved ones) are drawn. A repetition penalty p != 1 first
  * divides the positive logits of every id already in the text by p and multiplies the

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gpt_shape.h"
+#include "gpt_ws.h"
 #include "kmath.h"
 
 /* offset of layer l's block of tensor t */
@@ -123,4 +124,14 @@ int sample_cache_push(struct sample_cache *c, int32_t input, struct err *e)
 			     c->params + p[GPT_WTE].offset, C, 0.0f, c->logits, m->vocab, e));
 	c->rows++;
 	return ERR_OK;
+}
+
+void sample_cache_adopt(struct sample_cache *c, const struct model_ws *ws, int rows)
+{
+	const struct gpt_ws *g = (const struct gpt_ws *)ws;
+	size_t C3 = 3 * (size_t)GPT_C(c->m), R = (size_t)rows, T = (size_t)GPT_T(c->m);
+	for (int l = 0; l < GPT_L(c->m); l++) /* layer l's q, k, v: rows x 3C from l * R x 3C */
+		memcpy(c->qkv + (size_t)l * T * C3, g->qkv + (size_t)l * R * C3,
+		       sizeof(float) * R * C3);
+	c->rows = rows;
 }

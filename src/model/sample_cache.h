@@ -42,5 +42,10 @@ void sample_cache_reset(struct sample_cache *c);
 /* Runs the next row, of input id `input` (DATA_BOS for row 0); c->logits are then its
  * logits. ERR_CONFIG when the cache already holds model.context rows. */
 int sample_cache_push(struct sample_cache *c, int32_t input, struct err *e);
+/* Fills the cache with the first `rows` rows of the training forward that ws (a gpt's
+ * workspace, gpt_ws.h) just ran over a batch of `rows` rows: each layer's q, k and v of
+ * them, so that a window is run whole once (one product of `rows` rows per matrix, as
+ * fast as BLAS goes) and then continued row by row. c->logits are the caller's. */
+void sample_cache_adopt(struct sample_cache *c, const struct model_ws *ws, int rows);
 
 #endif
