@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -259,6 +260,44 @@ int fsx_write_atomic(const char *path, const void *data, size_t len, struct err 
 fail:
 	fsx_writer_abort(&w);
 	return rc;
+}
+
+int fsx_map_read(const char *path, void **data, size_t *len, struct err *e)
+{
+	struct stat st;
+	int rc = ERR_OK;
+	*data = NULL;
+	*len = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ERR_ERRNO(e, "cannot open %s", path);
+	if (fstat(fd, &st) != 0)
+		rc = ERR_ERRNO(e, "cannot stat %s", path);
+	else if (!S_ISREG(st.st_mode))
+		rc = ERR(e, ERR_IO, "cannot map %s: not a regular file", path);
+	else if (st.st_size > 0) {
+		void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (p == MAP_FAILED)
+			rc = ERR_ERRNO(e, "cannot map %s (%lld bytes)", path, (long long)st.st_size);
+		else {
+			*data = p;
+			*len = (size_t)st.st_size;
+		}
+	}
+	close(fd); /* the mapping keeps the file */
+	return rc;
+}
+
+void fsx_unmap(void *data, size_t len)
+{
+	if (data && len)
+		munmap(data, len);
+}
+
+void fsx_map_release(void *data, size_t len)
+{
+	if (data && len)
+		madvise(data, len, MADV_DONTNEED);
 }
 
 int fsx_read_all(const char *path, char **buf, size_t *len, struct err *e)

@@ -59,6 +59,15 @@ int fsx_write_durable_parts(const char *path, const struct fsx_part *parts, int 
 /* Reads a whole file into a malloc'd buffer with one extra NUL byte after the data (so
  * that text can be used as a C string); *len excludes that byte. Free with free(). */
 int fsx_read_all(const char *path, char **buf, size_t *len, struct err *e);
+/* Maps the regular file `path` read-only (private: a later rewrite, which replaces the
+ * file by a rename, does not change what is mapped) into *data, *len bytes; an empty file
+ * maps to NULL, 0. Its pages are the file's: they are read when touched and the kernel
+ * may drop them again, so a mapped file adds to resident memory only what is in use.
+ * fsx_unmap undoes it; fsx_map_release drops its pages from this process's resident set
+ * (they stay in the page cache and come back when touched). */
+int fsx_map_read(const char *path, void **data, size_t *len, struct err *e);
+void fsx_unmap(void *data, size_t len);
+void fsx_map_release(void *data, size_t len);
 
 /* Whether something exists at path (lstat: a dangling symlink exists). */
 bool fsx_exists(const char *path);

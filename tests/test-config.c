@@ -111,8 +111,8 @@ START_TEST(defaults_load)
 	err_clear(&e);
 	ck_assert_int_eq(settings_from_cfg(&c, &s, &e), ERR_OK);
 	ck_assert_uint_eq(s.seed, 1234);
-	ck_assert_str_eq(s.outputs, "outputs");
-	ck_assert_str_eq(s.artifacts, "artifacts");
+	ck_assert_str_eq(s.outputs, "outputs/defaults"); /* no file: "defaults" names it */
+	ck_assert_str_eq(s.artifacts, "artifacts/defaults");
 	ck_assert_int_eq(s.log_level, 1);
 	ck_assert_int_eq(s.train_count, 1024);
 	ck_assert_int_eq(s.validation_count, 128);
@@ -279,6 +279,32 @@ START_TEST(shipped_exercise)
 }
 END_TEST
 
+/* {config} in [run] outputs and artifacts is the configuration file's name without .ini,
+ * wherever it stands; a value without it is taken as written */
+START_TEST(config_name_in_dirs)
+{
+	struct cfg c;
+	struct err e;
+	struct settings s;
+	char name[64];
+	init_defaults(&c);
+	err_clear(&e);
+	snprintf(c.path, sizeof c.path, "%s", "some/dir/gpt-tiny.ini");
+	ck_assert_int_eq(settings_from_cfg(&c, &s, &e), ERR_OK);
+	ck_assert_str_eq(s.outputs, "outputs/gpt-tiny");
+	ck_assert_str_eq(s.artifacts, "artifacts/gpt-tiny");
+	ck_assert_int_eq(cfg_set(&c, "run.outputs=/x/{config}-out/{config}", &e), ERR_OK);
+	ck_assert_int_eq(cfg_set(&c, "run.artifacts=mine", &e), ERR_OK);
+	ck_assert_int_eq(settings_from_cfg(&c, &s, &e), ERR_OK);
+	ck_assert_str_eq(s.outputs, "/x/gpt-tiny-out/gpt-tiny");
+	ck_assert_str_eq(s.artifacts, "mine");
+	snprintf(c.path, sizeof c.path, "%s", "run.conf");
+	settings_config_name(&c, name, sizeof name);
+	ck_assert_str_eq(name, "run.conf"); /* only .ini is taken off */
+	cfg_free(&c);
+}
+END_TEST
+
 START_TEST(shipped_tiny)
 {
 	struct cfg c;
@@ -298,8 +324,8 @@ START_TEST(shipped_tiny)
 	ck_assert_int_eq(s.accumulation, 2);
 	ck_assert_int_eq(s.batch_size, 2);
 	ck_assert_int_eq(s.world, 2);
-	ck_assert_str_eq(s.outputs, "outputs");
-	ck_assert_str_eq(s.artifacts, "artifacts");
+	ck_assert_str_eq(s.outputs, "outputs/tiny");
+	ck_assert_str_eq(s.artifacts, "artifacts/tiny");
 	cfg_free(&c);
 }
 END_TEST
@@ -984,6 +1010,7 @@ static Suite *config_suite(void)
 	Suite *s = suite_create("config");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, defaults_load);
+	tcase_add_test(tc, config_name_in_dirs);
 	tcase_add_test(tc, protocol_stop_at);
 	tcase_add_test(tc, subnormal_floats);
 	tcase_add_test(tc, every_key_documented);

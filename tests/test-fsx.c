@@ -194,6 +194,32 @@ START_TEST(test_write_atomic_and_read)
 }
 END_TEST
 
+/* a mapped file reads as its content; a rewrite by rename leaves the mapping the old file;
+ * releasing its pages keeps the content; a directory is refused naming it */
+START_TEST(test_map_read)
+{
+	struct err e;
+	char p[FSX_PATH_MAX];
+	void *map;
+	size_t len;
+	char *t = tmpdir_make("test-fsx");
+	err_clear(&e);
+	snprintf(p, sizeof p, "%s/corpus.bin", t);
+	ck_assert_int_eq(fsx_write_atomic(p, "tokens", 6, &e), 0);
+	ck_assert_msg(fsx_map_read(p, &map, &len, &e) == 0, "%s", e.msg);
+	ck_assert_uint_eq(len, 6);
+	ck_assert_int_eq(memcmp(map, "tokens", 6), 0);
+	ck_assert_int_eq(fsx_write_atomic(p, "other!", 6, &e), 0);
+	fsx_map_release(map, len);
+	ck_assert_int_eq(memcmp(map, "tokens", 6), 0);
+	fsx_unmap(map, len);
+	ck_assert_int_eq(fsx_map_read(t, &map, &len, &e), ERR_IO);
+	ck_assert_ptr_nonnull(strstr(e.msg, t));
+	ck_assert_ptr_null(map);
+	tmpdir_drop(t);
+}
+END_TEST
+
 START_TEST(test_writer)
 {
 	struct err e;
@@ -307,6 +333,7 @@ int main(void)
 	tcase_add_test(tc, test_join_dirname);
 	tcase_add_test(tc, test_mkdirs);
 	tcase_add_test(tc, test_write_atomic_and_read);
+	tcase_add_test(tc, test_map_read);
 	tcase_add_test(tc, test_writer);
 	tcase_add_test(tc, test_list_and_remove);
 	suite_add_tcase(s, tc);

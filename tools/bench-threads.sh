@@ -12,9 +12,11 @@ set -eu
 config=${1:?usage: bench-threads.sh CONFIG [DDPTOK_RUN] [WINDOWS]}
 run=${2:-./ddptok-run}
 windows=${3:-20}
-# where bench writes bench.json: [run] outputs of the configuration (default outputs)
+# where bench writes bench.json: [run] outputs of the configuration (default
+# outputs/{config}), {config} standing for the file's name without .ini
 outputs=$(sed -n 's/^outputs *= *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$config" | head -n 1)
-outputs=${outputs:-outputs}
+name=$(basename "$config" .ini)
+outputs=$(printf '%s\n' "${outputs:-outputs/{config\}}" | sed "s|{config}|$name|g")
 base=""
 printf '%-8s %14s %8s\n' threads tokens/s speedup
 for t in 1 2 4; do

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """plot.py: the protocol's figure, drawn from what `ddptok-run CONFIG` wrote.
 
-    tools/plot.py [OUTPUTS_DIR]        (default: outputs)
+    tools/plot.py [OUTPUTS_DIR]        (default: outputs/minimum)
     tools/plot.py [-o FILE] METRICS.jsonl [METRICS.jsonl ...]
 
 The second form draws the curves of any training runs from their metrics files (one JSON
-object per window, as `train` writes them: artifacts/runs/<id>/metrics.jsonl): the loss per step, the validation loss where a
+object per window, as `train` writes them: artifacts/NAME/runs/<id>/metrics.jsonl): the loss per step, the validation loss where a
 line has "val_loss", and the learning rate where lines have "lr", one curve per file. It
 writes FILE (default: the first file's name with .png instead of .jsonl) and prints its path.
 
@@ -457,7 +457,7 @@ def main(argv):
         return metrics_main(argv, args)
     if len(args) > 1 or (args and args[0].startswith("-")):
         fail(2, "usage: plot.py [OUTPUTS_DIR] | plot.py [-o FILE] METRICS.jsonl...")
-    outdir = args[0] if args else "outputs"
+    outdir = args[0] if args else "outputs/minimum"
     np, plt = import_plotting(argv)
 
     if not os.path.isdir(outdir):

@@ -26,8 +26,12 @@ struct app_opts {
 	const char *resume_dir; /* train/inspect --resume DIR */
 	const char *checkpoint; /* evaluate, export, sample --checkpoint DIR */
 	const char *llmc;       /* export --llmc FILE */
+	const char *hf;         /* export --hf DIR */
+	const char *dtype;      /* export --dtype f32|bf16 */
 	/* sample's options as given (cmd_sample.c parses them); NULL: not given */
 	const char *prompt, *prompt_file, *tokens, *temperature, *top_k, *sample_seed;
+	const char *top_p, *repetition_penalty, *stop_id;
+	int no_cache;
 	const char *scope;      /* clean --scope generated|checkpoints|partial|all */
 	const char *operand;    /* the FILE after the command (tokenize) */
 	int decode, bench;      /* tokenize --decode, --bench */

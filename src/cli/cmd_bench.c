@@ -47,6 +47,7 @@
 
 #include "clock.h"
 #include "blas_core.h"
+#include "memstat.h"
 #include "outputs.h"
 #include "run.h"
 #include "shard.h"
@@ -715,12 +716,16 @@ int cmd_bench(struct app *a, struct err *e)
 		 "warm-up", backend, s->world, rank_split_name(s->rank_split),
 		 s->layout == LAYOUT_PADDED ? "padded" : "packed", windows, warmup);
 	rc = bench_windows(&r, s, warmup, windows, 0.0, &b, e);
+	struct mem_usage mem;
+	int64_t corpus_bytes = (int64_t)r.corpus.map_len;
+	mem_usage_read(&mem); /* what the timed windows held, before the run closes */
 	const struct model_ops *ops = r.eng->shape.ops;
 	int vocab = r.eng->shape.vocab;
 	run_close(&r);
 	if (rc != ERR_OK)
 		return rc;
 	report_main(v, &b);
+	env_show_memory(v, "bench", &mem, corpus_bytes);
 	json_t *gemm_ranks = report_gemm_factors(v, &b);
 
 	json_t *points = a->o.sweep ? json_array() : NULL;
@@ -754,6 +759,11 @@ int cmd_bench(struct app *a, struct err *e)
 			      per_window(&b, b.counts.launches), "copies_per_window",
 			      per_window(&b, b.counts.copies), "gemm_per_rank", gemm_ranks, "sweep",
 			      points, "exact_vs_default", exact, "batching", batching);
+	json_object_set_new(j, "memory", json_pack("{s:I, s:I, s:I, s:I, s:I}", "resident",
+						    (json_int_t)mem.resident, "anonymous",
+						    (json_int_t)mem.anonymous, "file",
+						    (json_int_t)mem.file, "peak", (json_int_t)mem.peak,
+						    "corpus_mapped", (json_int_t)corpus_bytes));
 	rc = env_write_json(v, output_name(OUT_BENCH), j, e);
 	json_decref(j);
 	return rc;

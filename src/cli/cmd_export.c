@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cmd_evaluate.h"
+#include "gpt_hf.h"
 #include "gpt_llmc.h"
 #include "gpt_shape.h"
 #include "model.h"
@@ -40,24 +41,44 @@ int cmd_export_load_gpt(struct app *a, const char *what, struct checkpoint *ck,
 	return rc;
 }
 
+/* --dtype as llm.c's file version; ERR_USAGE naming it */
+static int llmc_version(const struct app *a, int *version, struct err *e)
+{
+	*version = GPT_LLMC_VERSION;
+	if (!a->o.dtype || !strcmp(a->o.dtype, "f32"))
+		return ERR_OK;
+	if (!strcmp(a->o.dtype, "bf16") && a->o.llmc) {
+		*version = GPT_LLMC_VERSION_BF16;
+		return ERR_OK;
+	}
+	return ERR(e, ERR_USAGE, "export: --dtype %s: expected f32 or bf16 (bf16 with --llmc)",
+		   a->o.dtype);
+}
+
 int cmd_export(struct app *a, struct err *e)
 {
 	struct checkpoint ck;
 	struct settings s;
 	struct model_shape m;
-	int rc;
-	if (!a->o.llmc)
-		return ERR(e, ERR_USAGE, "export: give the file to write with --llmc FILE");
-	if ((rc = cmd_export_load_gpt(a, "export", &ck, &s, e)))
+	int rc, version;
+	if (!a->o.llmc == !a->o.hf)
+		return ERR(e, ERR_USAGE, "export: give the file to write with --llmc FILE or the "
+			   "directory with --hf DIR (one of them)");
+	if ((rc = llmc_version(a, &version, e)) ||
+	    (rc = cmd_export_load_gpt(a, "export", &ck, &s, e)))
 		return rc;
 	int reserved = gpt_llmc_reserved(s.source);
 	if (!(rc = model_shape_init(&m, &s, e)))
-		rc = gpt_llmc_write(a->o.llmc, &m, reserved, ck.params, e);
+		rc = a->o.hf ? gpt_hf_write(a->o.hf, &m, reserved, ck.params, e)
+			     : gpt_llmc_write(a->o.llmc, &m, reserved, ck.params, version, e);
 	if (!rc)
-		env_info(&a->env, "export: checkpoint %s (step %" PRId64 ") written to %s: llm.c "
-			 "GPT-2 model file, V = %d user ids (%d reserved rows left out), L = %d, "
-			 "NH = %d, C = %d, maxT = %d", ck.dir, ck.step, a->o.llmc, m.vocab - reserved,
-			 reserved, GPT_L(&m), GPT_H(&m), GPT_C(&m), GPT_T(&m));
+		env_info(&a->env, "export: checkpoint %s (step %" PRId64 ") written to %s: %s, "
+			 "V = %d user ids (%d reserved rows left out), L = %d, NH = %d, C = %d, "
+			 "maxT = %d", ck.dir, ck.step, a->o.hf ? a->o.hf : a->o.llmc,
+			 a->o.hf ? "Hugging Face GPT-2 directory (float32)"
+			 : version == GPT_LLMC_VERSION ? "llm.c GPT-2 model file (float32)"
+						       : "llm.c GPT-2 model file (bfloat16)",
+			 m.vocab - reserved, reserved, GPT_L(&m), GPT_H(&m), GPT_C(&m), GPT_T(&m));
 	checkpoint_free(&ck);
 	return rc;
 }

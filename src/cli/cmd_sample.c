@@ -122,17 +122,42 @@ static int read_prompt(const struct app *a, struct tokenizer *t, int shift, int 
 	return rc;
 }
 
+/* the options as sample_opts; o->eot is --stop-id's user id here (stop_id_of makes it
+ * the model's once the checkpoint says the vocabulary) */
 static int options(const struct app *a, struct sample_opts *o, struct err *e)
 {
-	double tokens, temperature, top_k, seed;
+	double tokens, temperature, top_k, seed, top_p, penalty, stop;
 	ERR_TRY(number("--tokens", a->o.tokens, SAMPLE_DEFAULT_TOKENS, 0, 1 << 20, &tokens, e));
 	ERR_TRY(number("--temperature", a->o.temperature, 1.0, 0.0, 1e6, &temperature, e));
 	ERR_TRY(number("--top-k", a->o.top_k, 0, 0, 1 << 30, &top_k, e));
 	ERR_TRY(number("--seed", a->o.sample_seed, (double)a->s.seed, 0, 9007199254740992.0, &seed,
 		       e));
-	if (tokens != floor(tokens) || top_k != floor(top_k) || seed != floor(seed))
-		return ERR(e, ERR_USAGE, "sample: --tokens, --top-k and --seed take whole numbers");
-	*o = (struct sample_opts){(int)tokens, temperature, (int)top_k, (uint64_t)seed};
+	ERR_TRY(number("--top-p", a->o.top_p, 1.0, 0.0, 1.0, &top_p, e));
+	ERR_TRY(number("--repetition-penalty", a->o.repetition_penalty, 1.0, 0.0, 1e6, &penalty,
+		       e));
+	ERR_TRY(number("--stop-id", a->o.stop_id, -1.0, 0, 2147483647.0, &stop, e));
+	if (tokens != floor(tokens) || top_k != floor(top_k) || seed != floor(seed) ||
+	    stop != floor(stop))
+		return ERR(e, ERR_USAGE, "sample: --tokens, --top-k, --seed and --stop-id take "
+			   "whole numbers");
+	if (top_p == 0.0 || penalty == 0.0)
+		return ERR(e, ERR_USAGE, "sample: --top-p and --repetition-penalty must be above 0");
+	*o = (struct sample_opts){.tokens = (int)tokens, .temperature = temperature,
+				  .top_k = (int)top_k, .top_p = top_p,
+				  .repetition_penalty = penalty, .seed = (uint64_t)seed,
+				  .eot = (int32_t)stop, .no_cache = a->o.no_cache};
+	return ERR_OK;
+}
+
+/* --stop-id (a user id, in o->eot) as the model's id; ERR_USAGE outside the model's ids */
+static int stop_id_of(struct sample_opts *o, int shift, int vocab, struct err *e)
+{
+	if (o->eot < 0)
+		return ERR_OK;
+	if (o->eot < DATA_RESERVED - shift || o->eot + shift >= vocab)
+		return ERR(e, ERR_USAGE, "sample: --stop-id %d is not an id of the model (user ids "
+			   "%d .. %d)", o->eot, DATA_RESERVED - shift, vocab - shift - 1);
+	o->eot += shift;
 	return ERR_OK;
 }
 
@@ -175,28 +200,41 @@ static int print_text(struct app *a, struct tokenizer *t, const int32_t *prompt,
 }
 
 /* prints and writes what was generated: ids, or (t given) the text */
+/* The generation's pace, and how it ended. */
+static void print_speed(struct app *a, const struct sample_opts *o,
+			const struct sample_result *res)
+{
+	env_info(&a->env, "sample: generated %d token%s in %.3f s (%.1f tokens/s, %s)%s%s",
+		 res->produced, res->produced == 1 ? "" : "s", res->seconds, res->tokens_per_s,
+		 o->no_cache ? "no cache: the window run whole for each token" :
+			       "cache of keys and values",
+		 res->ended_at_eot ? "; ended at --stop-id" : "",
+		 res->slides ? "; the window slid past model.context" : "");
+}
+
 static int report(struct app *a, const struct checkpoint *ck, const struct sample_opts *o,
-		  const int32_t *prompt, int n, const int32_t *out, int shift,
-		  struct tokenizer *t, struct err *e)
+		  const int32_t *prompt, int n, const int32_t *out, const struct sample_result *res,
+		  int shift, struct tokenizer *t, struct err *e)
 {
 	/* every id whole: at most 11 characters and a space each */
-	size_t cap = (size_t)o->tokens * 12 + 1, at = 0;
+	size_t cap = (size_t)res->produced * 12 + 1, at = 0;
 	char *line = malloc(cap), *gen = NULL;
-	int kept = o->tokens, rc = ERR_OK;
+	int kept = res->produced, rc = ERR_OK;
 	if (!line)
 		return ERR(e, ERR_NOMEM, "sample: out of memory for the printed line");
 	line[0] = '\0';
-	for (int i = 0; i < o->tokens; i++)
+	for (int i = 0; i < res->produced; i++)
 		at += (size_t)snprintf(line + at, cap - at, "%s%d", i ? " " : "", out[i] - shift);
 	env_info(&a->env, "sample: checkpoint %s (step %" PRId64 "), prompt of %d %s%s, %d "
 		 "token%s, temperature %g, top-k %d, seed %" PRIu64, ck->dir, ck->step, n,
 		 t ? "token" : "id", n == 1 ? "" : "s", o->tokens, o->tokens == 1 ? "" : "s",
 		 o->temperature, o->top_k, o->seed);
 	if (t)
-		rc = print_text(a, t, prompt, n, out, o->tokens, shift, &kept, &gen, e);
+		rc = print_text(a, t, prompt, n, out, res->produced, shift, &kept, &gen, e);
 	else
 		env_info(&a->env, "sample: %s", line);
 	free(line);
+	print_speed(a, o, res);
 	json_t *j = json_pack("{s:s, s:I, s:o, s:o, s:f, s:i, s:I}", "checkpoint", ck->dir,
 			      "step", (json_int_t)ck->step, "prompt", user_ids(prompt, n, shift),
 			      "tokens", user_ids(out, kept, shift), "temperature",
@@ -244,11 +282,13 @@ int cmd_sample(struct app *a, struct err *e)
 	struct tokenizer *t = NULL;
 	int32_t *prompt = NULL, *out = NULL;
 	int n = 0, rc;
+	struct sample_result res;
 	if ((rc = options(a, &o, e)) || (rc = cmd_export_load_gpt(a, "sample", &ck, &s, e)))
 		return rc;
 	int shift = gpt_llmc_reserved(s.source);
 	ERR_TRY_GOTO(rc, model_shape_init(&m, &s, e), done);
 	ERR_TRY_GOTO(rc, text_tokenizer(a, &s, m.vocab, shift, &t, e), done);
+	ERR_TRY_GOTO(rc, stop_id_of(&o, shift, m.vocab, e), done);
 	prompt = malloc(sizeof(int32_t) * (size_t)s.context);
 	out = malloc(sizeof(int32_t) * ((size_t)o.tokens + 1));
 	if (!prompt || !out) {
@@ -256,8 +296,8 @@ int cmd_sample(struct app *a, struct err *e)
 		goto done;
 	}
 	ERR_TRY_GOTO(rc, read_prompt(a, t, shift, m.vocab, prompt, s.context, &n, e), done);
-	ERR_TRY_GOTO(rc, sample_generate(&m, ck.params, prompt, n, &o, out, e), done);
-	rc = report(a, &ck, &o, prompt, n, out, shift, t, e);
+	ERR_TRY_GOTO(rc, sample_generate(&m, ck.params, prompt, n, &o, out, &res, e), done);
+	rc = report(a, &ck, &o, prompt, n, out, &res, shift, t, e);
 done:
 	tokenizer_close(t);
 	free(prompt);

@@ -176,8 +176,10 @@ int cmd_train(struct app *a, struct err *e)
 		 "(%.0f tokens/s, %s)", res.start_step, res.step, res.updates_done, res.skipped,
 		 res.first_loss, res.last_loss, res.tokens, res.seconds, res.tokens_per_s,
 		 res.backend);
-	if (res.step > res.start_step)
+	if (res.step > res.start_step) {
 		show_waits(a, &res);
+		env_show_memory(&a->env, "train", &res.mem, res.corpus_bytes);
+	}
 	if (res.checkpoint[0])
 		env_info(&a->env, "train: checkpoint %s", res.checkpoint);
 	if (o.metrics_path[0] && res.step > res.start_step)

@@ -35,7 +35,8 @@
 #include "cmd_sample.h"
 #include "cmd_tokenize.h"
 #include "cmd_train.h"
-#include "gpt_llmc.h"
+#include "gpt_init.h"
+#include "layout.h"
 #include "model.h"
 #include "signals.h"
 #include "ddptok_config.h"
@@ -91,6 +92,11 @@ static const struct option_row options[] = {
 	 "else, for evaluate, the newest of checkpoints/ and continuous/)"},
 	{"llmc", required_argument, 'L', OPT_LLMC, "--llmc FILE",
 	 "export: the llm.c GPT-2 model file to write"},
+	{"hf", required_argument, 1005, OPT_LLMC, "--hf DIR",
+	 "export: the Hugging Face GPT-2 directory to write (config.json,\n"
+	 "model.safetensors)"},
+	{"dtype", required_argument, 1006, OPT_LLMC, "--dtype f32|bf16",
+	 "export --llmc: float32 (version 3, default) or bfloat16 (version 5)"},
 	{"prompt", required_argument, 'p', OPT_SAMPLE, "--prompt TEXT",
 	 "sample: the prompt: text for a model trained on text, else (and\n"
 	 "with --ids) user ids separated by spaces"},
@@ -110,6 +116,17 @@ static const struct option_row options[] = {
 	 "tokenize: FILE holds ids; print their text"},
 	{"bench", no_argument, 'B', OPT_TOKENIZE, "--bench",
 	 "tokenize: encoding speed on FILE, one thread and every core"},
+	{"top-p", required_argument, 1001, OPT_SAMPLE, "--top-p P",
+	 "sample: draw among the most likely ids holding P of the weight\n"
+	 "(after --top-k; default 1: all)"},
+	{"repetition-penalty", required_argument, 1002, OPT_SAMPLE, "--repetition-penalty R",
+	 "sample: divide (multiply, when negative) the logits of ids already\n"
+	 "in the text by R (default 1: none)"},
+	{"stop-id", required_argument, 1003, OPT_SAMPLE, "--stop-id ID",
+	 "sample: the user id that ends the text (end-of-text; default none)"},
+	{"no-cache", no_argument, 1004, OPT_SAMPLE, "--no-cache",
+	 "sample: rerun the whole window for every token (no cache of keys\n"
+	 "and values: the reference the cache must agree with, and slower)"},
 	{"scope", required_argument, 'S', OPT_SCOPE, "--scope S",
 	 "clean: generated, checkpoints, partial or all (default generated)"},
 	{"dry-run", no_argument, 'n', OPT_DRY_RUN, "--dry-run", "clean: list what would be removed"},
@@ -202,8 +219,9 @@ static const struct command commands[] = {
 	 WRITES_OUTPUTS | WRITES_ARTIFACTS,
 	 "train to updates in a run directory [--continuous | --resume latest|DIR]",
 	 "Trains from step 0 to [train] updates (or to a planned stop, [train] stop_at) in\n"
-	 "a new run directory, [run] artifacts/runs/<id>/: checkpoints, metrics.jsonl,\n"
-	 "train.json; runs/latest names the latest run. --continuous ignores the planned\n"
+	 "a new run directory, <[run] artifacts>/runs/<id>/ (artifacts/NAME/runs/<id>/ by\n"
+	 "default, NAME the configuration's): checkpoints, metrics.jsonl, train.json;\n"
+	 "runs/latest names the latest run. --continuous ignores the planned\n"
 	 "stop; --resume latest (or DIR) continues the newest valid checkpoint to updates\n"
 	 "(raise train.updates to go further; optimizer keys may change, and are recorded).\n"
 	 "[train] keep = K keeps a run's K newest checkpoints. SIGINT/SIGTERM checkpoint\n"
@@ -214,22 +232,27 @@ static const struct command commands[] = {
 	 "Test and validation loss (global token mean) and token accuracy of a checkpoint\n"
 	 "(default: the newest valid one of the latest run), naming its run and step;\n"
 	 "printed and written to evaluate.json.",
-	 "evaluate --checkpoint artifacts/runs/latest", 0, NULL},
+	 "evaluate --checkpoint artifacts/minimum/runs/latest", 0, NULL},
 	{"export", cmd_export, OPT_CHECKPOINT | OPT_LLMC, 0,
-	 "a gpt checkpoint as an llm.c GPT-2 model file --llmc FILE [--checkpoint DIR]",
+	 "a gpt checkpoint as an llm.c GPT-2 model file --llmc FILE [--dtype bf16] or a Hugging "
+	 "Face GPT-2 directory --hf DIR [--checkpoint DIR]",
 	 "Writes a gpt checkpoint's weights (default: the newest valid one of the latest run)\n"
-	 "in llm.c's GPT-2 model file format (float32, version 3), which llm.c's trainer and\n"
-	 "[model] init = llmc:FILE start from; the file is replaced atomically (docs/gpt.md).",
+	 "in llm.c's GPT-2 model file format (float32, version 3; --dtype bf16: bfloat16,\n"
+	 "version 5), which llm.c's trainer and [model] init = llmc:FILE start from, or as a\n"
+	 "Hugging Face GPT-2 directory (--hf DIR: config.json and model.safetensors, float32),\n"
+	 "which [model] init = hf:DIR starts from; files are replaced atomically (docs/gpt.md).",
 	 "export --llmc gpt.bin", 0, "the checkpoint is process 0's, on its host"},
 	{"sample", cmd_sample, OPT_CHECKPOINT | OPT_SAMPLE, 0,
 	 "generate from a gpt checkpoint [--prompt TEXT] [--tokens N] [--temperature T] [--ids]",
 	 "Generates --tokens tokens after a prompt (--prompt or --prompt-file) from a gpt\n"
 	 "checkpoint (default: the newest valid one of the latest run), forward only on the\n"
 	 "CPU: greedy with --temperature 0, else drawn among the --top-k most likely with\n"
-	 "--seed (same seed, same tokens). A model trained on text (data.source = text)\n"
-	 "takes the prompt as text, encoded by [tokenizer], and prints the prompt and what\n"
-	 "follows up to the first end-of-text; otherwise, or with --ids, prompt and output\n"
-	 "are user ids. Printed and written to sample.json.",
+	 "--seed (same seed, same tokens), after --top-p and --repetition-penalty, with a\n"
+	 "cache of keys and values (--no-cache: the whole window per token); past\n"
+	 "model.context the window slides; --stop-id ends the text. A model trained on text\n"
+	 "(data.source = text) takes the prompt as text, encoded by [tokenizer], and prints\n"
+	 "the prompt and what follows up to the first end-of-text; otherwise, or with --ids,\n"
+	 "prompt and output are user ids. Printed with tokens/s, written to sample.json.",
 	 "sample --prompt \"5 6 7\" --tokens 20 --temperature 0.8 --seed 1", 0,
 	 "the checkpoint is process 0's, on its host"},
 	{"tokenize", cmd_tokenize, OPT_TOKENIZE | OPT_OPERAND, 0,
@@ -480,6 +503,12 @@ static int take_option(struct cli *cli, int val, char *arg)
 	case 'T': o->temperature = arg; break;
 	case 'j': o->top_k = arg; break;
 	case 'g': o->sample_seed = arg; break;
+	case 1001: o->top_p = arg; break;
+	case 1002: o->repetition_penalty = arg; break;
+	case 1003: o->stop_id = arg; break;
+	case 1004: o->no_cache = 1; break;
+	case 1005: o->hf = arg; break;
+	case 1006: o->dtype = arg; break;
 	case 'S': o->scope = arg; break;
 	case 'n': o->dry_run = 1; break;
 	case 'I': o->ids = 1; break;
@@ -739,10 +768,10 @@ static int load_configuration(struct cli *cli, const struct command *cmd, struct
 	 * registry sits above the settings, and a refusal here comes before any command has
 	 * written anything */
 	struct model_shape shape;
-	const char *init_file;
+	struct gpt_init_source init;
 	int rc = ERR_OK;
 	if (builds_model(cmd) && (rc = model_shape_init(&shape, &a->s, e)) == ERR_OK)
-		rc = gpt_llmc_init_path(&a->s, &shape, &init_file, e);
+		rc = gpt_init_source(&a->s, &shape, &init, e);
 	if (rc == ERR_CONFIG) /* the keys come from this file, or from --set */
 		err_prefix(e, "%s%s", a->cfg.path,
 			   sets_model_key(&a->cfg) ? " (with --set values)" : "");
@@ -805,6 +834,23 @@ static int lock_roots(const struct command *cmd, struct cli *cli, int argc, char
 			continue; /* process 0 writes the artifacts of a run, and holds their lock */
 		ERR_TRY(dirlock_take(locks, roots[i].dir, roots[i].key, holder, e));
 	}
+	return ERR_OK;
+}
+
+/* A command that writes moves an earlier version's single-directory layout into this
+ * configuration's directories when it is this configuration's (layout.h), and says so.
+ * Process 0 alone, before any process writes there. */
+static int adopt_old_layout(const struct command *cmd, struct app *a, struct err *e)
+{
+	struct layout_moved m;
+	if (!(cmd->writes & (WRITES_OUTPUTS | WRITES_ARTIFACTS)) || a->o.dry_run ||
+	    world_get()->proc > 0)
+		return ERR_OK;
+	ERR_TRY(layout_adopt_old(&a->cfg, &a->s, &m, e));
+	if (m.moved)
+		printf("layout: moved %s from %s and %s into %s and %s (one directory per "
+		       "configuration)\n", m.names, m.old_outputs, m.old_artifacts, a->s.outputs,
+		       a->s.artifacts);
 	return ERR_OK;
 }
 
@@ -910,6 +956,7 @@ int main(int argc, char **argv)
 	if ((rc = world_init(&argc, &argv, &e)) == ERR_OK &&
 	    (rc = runs_in_these_processes(cmd, &e)) == ERR_OK &&
 	    (rc = load_configuration(&cli, cmd, &e)) == ERR_OK &&
+	    (rc = adopt_old_layout(cmd, a, &e)) == ERR_OK &&
 	    (rc = process_outputs(a, &e)) == ERR_OK &&
 	    (rc = lock_roots(cmd, &cli, argc, argv, &locks, &e)) == ERR_OK &&
 	    (rc = process_log(cmd, a, &e)) == ERR_OK) {

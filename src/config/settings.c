@@ -76,13 +76,14 @@ const struct cfg_key settings_keys[] = {
 	/* [run] */
 	INT_KEY("run", "seed", "1234", 0, 2147483647.0, MATH, AT(seed),
 		"seed of every random draw: corpus, initial weights, sampler"),
-	STRING_KEY("run", "outputs", "outputs", 0, AT(outputs),
+	STRING_KEY("run", "outputs", "outputs/" SETTINGS_CONFIG_NAME, 0, AT(outputs),
 		   "directory for the prepared corpus and its data lock, reports, metrics "
-		   "(JSON/JSONL) and .npy tensors"),
-	STRING_KEY("run", "artifacts", "artifacts", 0, AT(artifacts),
+		   "(JSON/JSONL) and .npy tensors; " SETTINGS_CONFIG_NAME " stands for the "
+		   "configuration file's name without .ini, so that configurations never share one"),
+	STRING_KEY("run", "artifacts", "artifacts/" SETTINGS_CONFIG_NAME, 0, AT(artifacts),
 		   "directory for checkpoints: runs/ (train's run directories, runs/latest the "
 		   "latest), checkpoints/ and continuous/ (the protocol's runs) and inspect/ "
-		   "(inspect's save)"),
+		   "(inspect's save); " SETTINGS_CONFIG_NAME " as in [run] outputs"),
 	ENUM_KEY("run", "log_level", "info", CHOICES_LOG, 0, AT(log_level),
 		 "terminal verbosity: quiet, info or debug (debug: a progress line per step)"),
 	INT_KEY("run", "log_every", "0", 0, 1000000, 0, AT(log_every),
@@ -176,9 +177,10 @@ const struct cfg_key settings_keys[] = {
 		"id must be below it; 0: the largest id in the files + 1. The model adds its "
 		"reserved ids (synthetic source: must be 0, data.vocab rules)"),
 	STRING_KEY("model", "init", "", MATH, AT(model_init),
-		   "gpt: the initial weights: empty for the seeded initialization, or llmc:FILE "
-		   "to start from an llm.c GPT-2 model file (export --llmc writes one; relative "
-		   "to the working directory; docs/gpt.md)"),
+		   "gpt: the initial weights: empty for the seeded initialization, llmc:FILE "
+		   "to start from an llm.c GPT-2 model file (float32 or bfloat16; export --llmc "
+		   "writes one) or hf:DIR from a Hugging Face GPT-2 directory (export --hf "
+		   "writes one); relative to the working directory; docs/gpt.md"),
 
 	/* [train] */
 	/* updates and stop_at say where a run ends: the sampler and the model never read
@@ -640,10 +642,49 @@ int settings_file_default(const struct cfg *c, const char *sec, const char *name
 	return v && !strcmp(v->origin, SETTINGS_FILE_DEFAULT);
 }
 
+void settings_config_name(const struct cfg *c, char *out, size_t cap)
+{
+	const char *slash = strrchr(c->path, '/');
+	const char *base = slash ? slash + 1 : c->path;
+	size_t len = strlen(base);
+	if (len > 4 && !strcmp(base + len - 4, ".ini"))
+		len -= 4;
+	if (!len) {
+		base = "defaults";
+		len = strlen(base);
+	}
+	snprintf(out, cap, "%.*s", (int)len, base);
+}
+
+/* Replaces every SETTINGS_CONFIG_NAME in the value of [run] key (dir, cap bytes) with the
+ * configuration's name. */
+static int expand_config_name(const struct cfg *c, const char *key, char *dir, size_t cap,
+			      struct err *e)
+{
+	static const char mark[] = SETTINGS_CONFIG_NAME;
+	char name[256], out[1024] = "";
+	size_t used = 0;
+	settings_config_name(c, name, sizeof name);
+	for (const char *p = dir; *p && used < sizeof out;) {
+		const char *hit = strstr(p, mark);
+		size_t keep = hit ? (size_t)(hit - p) : strlen(p);
+		used += (size_t)snprintf(out + used, sizeof out - used, "%.*s%s", (int)keep, p,
+					 hit ? name : "");
+		p += keep + (hit ? sizeof mark - 1 : 0);
+	}
+	if (used >= sizeof out || used >= cap)
+		return ERR(e, ERR_CONFIG, "%s: [run] %s = %s: too long once %s is replaced by "
+			   "\"%s\"", key_where(c, "run", key), key, dir, mark, name);
+	memcpy(dir, out, used + 1);
+	return ERR_OK;
+}
+
 int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e)
 {
 	memset(s, 0, sizeof *s);
 	cfg_store(c, s);
+	ERR_TRY(expand_config_name(c, "outputs", s->outputs, sizeof s->outputs, e));
+	ERR_TRY(expand_config_name(c, "artifacts", s->artifacts, sizeof s->artifacts, e));
 
 	/* relations between keys, and [devices] ids (a list) */
 	if (!s->outputs[0])

@@ -205,6 +205,11 @@ int settings_sampling_fits(const struct settings *s, struct err *e);
 /* Whether [sec] name holds the value settings_for_source() chose for it. */
 int settings_file_default(const struct cfg *c, const char *sec, const char *name);
 int settings_from_cfg(const struct cfg *c, struct settings *s, struct err *e);
+/* In [run] outputs and artifacts, the configuration's name: its file's name without .ini
+ * ("defaults" with no file), so that two configurations run in one directory keep their
+ * corpora, checkpoints and reports apart. */
+#define SETTINGS_CONFIG_NAME "{config}"
+void settings_config_name(const struct cfg *c, char *out, size_t cap);
 /* The protocol's planned stop: [train] stop_at, or when it is 0 updates / 2, set in c and
  * s (so that reports and checkpoints show it); it must be below [train] updates:
  * ERR_CONFIG naming both otherwise (and for updates < 2 without a stop_at). */

@@ -7,18 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsx.h"
 #include "sources.h"
 
 void corpus_free(struct corpus *c)
 {
 	if (!c)
 		return;
-	free(c->offset);
-	free(c->tokens);
-	free(c->prefix);
-	free(c->mask);
+	if (c->map) {
+		fsx_unmap(c->map, c->map_len);
+	} else {
+		free(c->offset);
+		free(c->tokens);
+		free(c->prefix);
+		free(c->mask);
+		free(c->split);
+	}
 	free(c->supervised);
-	free(c->split);
 	free(c->class_weight);
 	free(c->seq_weight);
 	memset(c, 0, sizeof *c);

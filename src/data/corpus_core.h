@@ -63,6 +63,11 @@ struct corpus {
 	char lock[65];    /* hex SHA-256 data lock */
 	struct corpus_params params;
 	struct data_stats read; /* file source, as built: what the files held (not saved) */
+	/* a prepared corpus read back (corpus_store.h): offset, tokens, prefix, split and mask
+	 * point into this read-only mapping of its corpus.bin instead of owning memory, so
+	 * that the corpus costs resident memory only for the pages in use; NULL otherwise */
+	void *map;
+	size_t map_len;
 };
 
 void corpus_free(struct corpus *c);

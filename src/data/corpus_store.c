@@ -336,7 +336,27 @@ static int decode_params(const uint8_t *p, const char *path, struct corpus_param
 	return load_file_params(p, path, q, e);
 }
 
-/* Decodes corpus.bin (buf, size bytes, read from `path`) into c. */
+/* The arrays of c as views into the mapped corpus.bin p (its layout is the file's,
+ * little-endian like the host: see the top of this file): nothing is copied. */
+static int map_arrays(const uint8_t *p, int64_t n, int64_t total, int has_mask,
+		      struct corpus *c, const char *path, struct err *e)
+{
+	_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+		       "corpus.bin is mapped as it is stored: little-endian");
+	c->n = (int)n;
+	if (!(c->supervised = calloc(n > 0 ? (size_t)n : 1, sizeof *c->supervised)))
+		return ERR(e, ERR_NOMEM, "%s: out of memory (%" PRId64 " sequences)", path, n);
+	p += CORPUS_HEADER; /* 4-byte aligned, as are the i32 arrays that follow */
+	c->offset = (int32_t *)(uintptr_t)p;
+	c->tokens = c->offset + n + 1;
+	c->prefix = c->tokens + total;
+	c->split = (uint8_t *)(uintptr_t)(c->prefix + n);
+	c->mask = has_mask ? c->split + n : NULL;
+	return ERR_OK;
+}
+
+/* Decodes corpus.bin (buf, size bytes, mapped from `path`) into c, whose arrays then
+ * point into buf. */
 static int decode_corpus(const char *path, const char *buf, size_t size, char stored[65],
 			 struct corpus *c, struct err *e)
 {
@@ -360,21 +380,9 @@ static int decode_corpus(const char *path, const char *buf, size_t size, char st
 	if ((int64_t)size != need)
 		return ERR(e, ERR_DATA, "%s: %zu bytes, the header announces %" PRId64, path, size,
 			   need);
-	ERR_TRY(corpus_alloc(c, (int)n, total, e));
 	c->vocab = vocab;
 	ERR_TRY(decode_params(p, path, &c->params, e));
-	if (has_mask && !(c->mask = malloc(total > 0 ? (size_t)total : 1)))
-		return ERR(e, ERR_NOMEM, "%s: out of memory", path);
-	p += CORPUS_HEADER;
-	for (int64_t i = 0; i <= n; i++, p += 4)
-		c->offset[i] = (int32_t)corpus_get_u32(p);
-	for (int64_t t = 0; t < total; t++, p += 4)
-		c->tokens[t] = (int32_t)corpus_get_u32(p);
-	for (int64_t i = 0; i < n; i++, p += 4)
-		c->prefix[i] = (int32_t)corpus_get_u32(p);
-	memcpy(c->split, p, (size_t)n);
-	if (has_mask)
-		memcpy(c->mask, p + n, (size_t)total);
+	ERR_TRY(map_arrays(p, n, total, (int)has_mask, c, path, e));
 	if (c->offset[n] != total)
 		return ERR(e, ERR_DATA, "%s: offsets end at %d, the header announces %" PRId64
 			   " tokens", path, c->offset[n], total);
@@ -395,21 +403,24 @@ static int check_stored_lock(const char *path, const char *stored, const struct 
 int corpus_load(const char *dir, struct corpus *c, struct err *e)
 {
 	char path[FSX_PATH_MAX], stored[65];
-	char *buf = NULL;
+	void *map;
 	size_t size;
 	int rc;
 
 	memset(c, 0, sizeof *c);
 	ERR_TRY(fsx_join(path, sizeof path, dir, OUTPUT_CORPUS_BIN, e));
-	ERR_TRY(fsx_read_all(path, &buf, &size, e));
-	rc = decode_corpus(path, buf, size, stored, c, e);
-	free(buf);
+	ERR_TRY(fsx_map_read(path, &map, &size, e));
+	c->map = map;
+	c->map_len = size;
+	rc = decode_corpus(path, map, size, stored, c, e);
 	if (rc == ERR_OK)
 		rc = corpus_finish(c, path, e);
 	if (rc == ERR_OK)
 		rc = check_stored_lock(path, stored, c, e);
 	if (rc)
 		corpus_free(c);
+	else /* the checks read every page: training touches only those it draws */
+		fsx_map_release(map, size);
 	return rc;
 }
 

@@ -30,8 +30,10 @@ int corpus_save(const struct corpus *c, const struct settings *s, const char *di
 int corpus_lock_file_check(const char *dir, const struct corpus *c, char *why, size_t cap,
 			   struct err *e);
 int corpus_save_lock(const struct corpus *c, const char *dir, struct err *e);
-/* Reads dir/corpus.bin back into c, checks its structure, recomputes the lock and checks
- * it against the lock stored in corpus.bin (not data.lock: see above). Any mismatch is
+/* Maps dir/corpus.bin read-only into c (its arrays point into the mapping, corpus_core.h:
+ * the corpus costs resident memory only for the pages in use), checks its structure,
+ * recomputes the lock and checks it against the lock stored in corpus.bin (not data.lock:
+ * see above), then drops the pages the checks read from the resident set. Any mismatch is
  * ERR_DATA naming the file; an unreadable file is ERR_IO. */
 int corpus_load(const char *dir, struct corpus *c, struct err *e);
 /* The vocabulary that the corpus prepared in dir records, when its header says it was

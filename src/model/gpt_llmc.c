@@ -27,6 +27,30 @@ int gpt_llmc_reserved(int source)
 	return (int)-corpus_user_id(source, 0);
 }
 
+/* bytes a weight takes in a file of `version` */
+static int llmc_value_size(int version)
+{
+	return version == GPT_LLMC_VERSION_BF16 ? 2 : 4;
+}
+
+/* float32 to bfloat16, rounded to nearest even (NaN kept a NaN) */
+static uint16_t to_bf16(float f)
+{
+	uint32_t b;
+	memcpy(&b, &f, 4);
+	if ((b & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((b >> 16) | 0x40);
+	return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+static float from_bf16(uint16_t h)
+{
+	uint32_t b = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &b, 4);
+	return f;
+}
+
 /* floats of the per-layer and final tensors: everything after wte and wpe */
 static uint64_t block_floats(uint64_t layers, uint64_t width)
 {
@@ -38,34 +62,49 @@ static int round_vocab(int v)
 	return (v + GPT_LLMC_VOCAB_ROUND - 1) / GPT_LLMC_VOCAB_ROUND * GPT_LLMC_VOCAB_ROUND;
 }
 
+/* n x width floats (rows NULL: zeros) as the file's values: float32, or bfloat16 */
 static int write_rows(struct fsx_writer *w, const float *rows, size_t n, size_t width,
-		      struct err *e)
+		      int version, struct err *e)
 {
-	return n ? fsx_writer_write(w, rows, n * width * sizeof(float), e) : ERR_OK;
+	size_t total = n * width;
+	if (version == GPT_LLMC_VERSION && rows)
+		return total ? fsx_writer_write(w, rows, total * sizeof(float), e) : ERR_OK;
+	union {
+		float f[256];
+		uint16_t h[256];
+	} buf;
+	for (size_t i = 0; i < total; i += 256) {
+		size_t k = total - i < 256 ? total - i : 256;
+		for (size_t j = 0; j < k; j++) {
+			float v = rows ? rows[i + j] : 0.0f;
+			if (version == GPT_LLMC_VERSION)
+				buf.f[j] = v;
+			else
+				buf.h[j] = to_bf16(v);
+		}
+		ERR_TRY(fsx_writer_write(w, &buf, k * (size_t)llmc_value_size(version), e));
+	}
+	return ERR_OK;
 }
 
 static int write_body(struct fsx_writer *w, const struct model_shape *m, int reserved,
-		      const float *params, struct err *e)
+		      const float *params, int version, struct err *e)
 {
 	size_t c = (size_t)GPT_C(m), users = (size_t)(m->vocab - reserved);
 	size_t pad = (size_t)round_vocab((int)users) - users;
 	const float *wte = params + m->p[GPT_WTE].offset + (size_t)reserved * c;
-	ERR_TRY(write_rows(w, wte, users, c, e));
-	float zero[256] = {0};
-	for (size_t i = 0; i < pad * c; i += 256) {
-		size_t k = pad * c - i < 256 ? pad * c - i : 256;
-		ERR_TRY(fsx_writer_write(w, zero, k * sizeof(float), e));
-	}
+	ERR_TRY(write_rows(w, wte, users, c, version, e));
+	ERR_TRY(write_rows(w, NULL, pad, c, version, e));
 	size_t rest = m->p[GPT_WPE].offset;
-	return write_rows(w, params + rest, m->n_params - rest, 1, e);
+	return write_rows(w, params + rest, m->n_params - rest, 1, version, e);
 }
 
 int gpt_llmc_write(const char *path, const struct model_shape *m, int reserved,
-		   const float *params, struct err *e)
+		   const float *params, int version, struct err *e)
 {
 	int32_t header[GPT_LLMC_HEADER] = {0};
 	header[0] = GPT_LLMC_MAGIC;
-	header[1] = GPT_LLMC_VERSION;
+	header[1] = version;
 	header[2] = GPT_T(m);
 	header[3] = m->vocab - reserved;
 	header[4] = GPT_L(m);
@@ -76,7 +115,8 @@ int gpt_llmc_write(const char *path, const struct model_shape *m, int reserved,
 	int rc;
 	if ((rc = fsx_writer_open(&w, path, e)) ||
 	    (rc = fsx_writer_write(&w, header, sizeof header, e)) ||
-	    (rc = write_body(&w, m, reserved, params, e)) || (rc = fsx_writer_commit(&w, e))) {
+	    (rc = write_body(&w, m, reserved, params, version, e)) ||
+	    (rc = fsx_writer_commit(&w, e))) {
 		fsx_writer_abort(&w);
 		err_prefix(e, "llm.c model file %s", path);
 	}
@@ -98,11 +138,11 @@ static int check_header(const char *path, const int32_t *hd, struct gpt_llmc_hea
 	if (hd[0] != GPT_LLMC_MAGIC)
 		return ERR(e, ERR_DATA, "llm.c model file %s: magic %d, expected %d (not an llm.c "
 			   "GPT-2 model file)", path, hd[0], GPT_LLMC_MAGIC);
-	if (hd[1] != GPT_LLMC_VERSION)
+	if (hd[1] != GPT_LLMC_VERSION && hd[1] != GPT_LLMC_VERSION_BF16)
 		return ERR(e, ERR_DATA, "llm.c model file %s: version %d, expected %d (float32 "
-			   "weights; version 5 is bfloat16, which is not read)", path, hd[1],
-			   GPT_LLMC_VERSION);
-	*h = (struct gpt_llmc_header){hd[2], hd[3], hd[4], hd[5], hd[6], hd[7]};
+			   "weights) or %d (bfloat16)", path, hd[1], GPT_LLMC_VERSION,
+			   GPT_LLMC_VERSION_BF16);
+	*h = (struct gpt_llmc_header){hd[2], hd[3], hd[4], hd[5], hd[6], hd[7], hd[1]};
 	ERR_TRY(check_field(path, "maxT", h->max_t, LLMC_MAX_ROWS, e));
 	ERR_TRY(check_field(path, "V", h->vocab, LLMC_MAX_ROWS, e));
 	ERR_TRY(check_field(path, "L", h->layers, LLMC_MAX_LAYERS, e));
@@ -153,7 +193,7 @@ int gpt_llmc_read_header(const char *path, struct gpt_llmc_header *h, struct err
 	uint64_t floats = (uint64_t)h->padded_vocab * (uint64_t)h->width +
 			  (uint64_t)h->max_t * (uint64_t)h->width +
 			  block_floats((uint64_t)h->layers, (uint64_t)h->width);
-	uint64_t want = sizeof hd + floats * sizeof(float);
+	uint64_t want = sizeof hd + floats * (uint64_t)llmc_value_size(h->version);
 	if ((uint64_t)st.st_size != want)
 		return ERR(e, ERR_DATA, "llm.c model file %s: %s: %lld bytes, its header (maxT %d, "
 			   "Vp %d, L %d, C %d) says %llu", path,
@@ -186,12 +226,24 @@ static int check_fits(const char *path, const struct gpt_llmc_header *h,
 		   reserved ? "model.vocab (the files' ids)" : "data.vocab", e);
 }
 
-/* reads n floats into dst, then skips `skip` floats */
+/* reads n values into dst (bfloat16 ones converted to float32), then skips `skip` */
 static int read_part(FILE *f, const char *path, float *dst, size_t n, size_t skip,
-		     struct err *e)
+		     int version, struct err *e)
 {
-	if (fread(dst, sizeof(float), n, f) != n ||
-	    (skip && fseeko(f, (off_t)(skip * sizeof(float)), SEEK_CUR)))
+	size_t size = (size_t)llmc_value_size(version), got = 0;
+	if (version == GPT_LLMC_VERSION) {
+		got = fread(dst, sizeof(float), n, f);
+	} else {
+		uint16_t buf[256];
+		for (size_t k; got < n; got += k) {
+			size_t want = n - got < 256 ? n - got : 256;
+			if ((k = fread(buf, 2, want, f)) != want)
+				break;
+			for (size_t j = 0; j < k; j++)
+				dst[got + j] = from_bf16(buf[j]);
+		}
+	}
+	if (got != n || (skip && fseeko(f, (off_t)(skip * size), SEEK_CUR)))
 		return ERR(e, ERR_IO, "llm.c model file %s: read failed", path);
 	return ERR_OK;
 }
@@ -208,7 +260,7 @@ static int check_finite_weights(const char *path, const struct model_shape *m,
 }
 
 int gpt_llmc_load(const char *path, const struct model_shape *m, int reserved, float *params,
-		  struct err *e)
+		  const char **converted, struct err *e)
 {
 	struct gpt_llmc_header h;
 	ERR_TRY(gpt_llmc_read_header(path, &h, e));
@@ -223,38 +275,13 @@ int gpt_llmc_load(const char *path, const struct model_shape *m, int reserved, f
 			 : ERR_OK;
 	if (!rc)
 		rc = read_part(f, path, params + m->p[GPT_WTE].offset + (size_t)reserved * c,
-			       users * c, ((size_t)h.padded_vocab - users) * c, e);
+			       users * c, ((size_t)h.padded_vocab - users) * c, h.version, e);
 	if (!rc)
-		rc = read_part(f, path, params + wpe, t * c, ((size_t)h.max_t - t) * c, e);
+		rc = read_part(f, path, params + wpe, t * c, ((size_t)h.max_t - t) * c, h.version,
+			       e);
 	if (!rc)
-		rc = read_part(f, path, params + rest, m->n_params - rest, 0, e);
+		rc = read_part(f, path, params + rest, m->n_params - rest, 0, h.version, e);
 	fclose(f);
+	*converted = h.version == GPT_LLMC_VERSION_BF16 ? "bfloat16" : NULL;
 	return rc ? rc : check_finite_weights(path, m, params, e);
-}
-
-int gpt_llmc_init_path(const struct settings *s, const struct model_shape *m,
-		       const char **path, struct err *e)
-{
-	static const char prefix[] = "llmc:";
-	*path = NULL;
-	if (!s->model_init[0])
-		return ERR_OK;
-	if (strncmp(s->model_init, prefix, sizeof prefix - 1) || !s->model_init[sizeof prefix - 1])
-		return ERR(e, ERR_CONFIG, "[model] init = '%s': expected llmc:FILE (an llm.c GPT-2 "
-			   "model file) or nothing (the seeded initialization)", s->model_init);
-	if (strcmp(m->ops->name, "gpt"))
-		return ERR(e, ERR_CONFIG, "[model] init = %s: an llm.c model file holds a gpt, and "
-			   "model.kind = %s", s->model_init, m->ops->name);
-	*path = s->model_init + sizeof prefix - 1;
-	return ERR_OK;
-}
-
-int gpt_llmc_init(const struct settings *s, const struct model_shape *m, float *params,
-		  struct err *e)
-{
-	const char *path;
-	int rc = gpt_llmc_init_path(s, m, &path, e);
-	if (rc || !path)
-		return rc;
-	return gpt_llmc_load(path, m, gpt_llmc_reserved(s->source), params, e);
 }

@@ -12,6 +12,7 @@
 
 #include "fsx.h"
 #include "jsonx.h"
+#include "memstat.h"
 
 void env_init(struct env *v, const struct cfg *cfg, const struct settings *s)
 {
@@ -62,6 +63,18 @@ void env_info(const struct env *v, const char *fmt, ...)
 	va_start(ap, fmt);
 	vlog(v, ENV_INFO, fmt, ap);
 	va_end(ap);
+}
+
+void env_show_memory(const struct env *v, const char *what, const struct mem_usage *m,
+		     int64_t corpus_bytes)
+{
+	char text[200];
+	mem_usage_format(m, text, sizeof text);
+	if (corpus_bytes > 0)
+		env_info(v, "%s: memory: %s; corpus %.1f MiB, mapped from its file", what, text,
+			 (double)corpus_bytes / (1024.0 * 1024.0));
+	else
+		env_info(v, "%s: memory: %s; corpus in memory", what, text);
 }
 
 void env_debug(const struct env *v, const char *fmt, ...)

@@ -68,6 +68,12 @@ void env_debug(const struct env *v, const char *fmt, ...) __attribute__((format(
 void env_progress(const struct env *v, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void env_progress_end(const struct env *v);
+/* "WHAT: memory: resident ... (anonymous ..., file pages ...; peak ...); corpus N MiB,
+ * mapped from its file": what a run held against the size of its corpus (corpus_bytes 0:
+ * a corpus in memory). */
+struct mem_usage;
+void env_show_memory(const struct env *v, const char *what, const struct mem_usage *m,
+		     int64_t corpus_bytes);
 
 /* Creates dir (and its parents) if needed and checks that it is writable; `key` names the
  * setting it comes from in messages. ERR_IO otherwise. */

@@ -12,7 +12,7 @@
 #include "corpus_files.h"
 #include "corpus_store.h"
 #include "fsx.h"
-#include "gpt_llmc.h"
+#include "gpt_init.h"
 #include "outputs.h"
 #include "sources.h"
 
@@ -96,7 +96,11 @@ int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct
 	}
 	model_init_params(&r->eng->shape, v->s->seed, r->init_params);
 	/* model.init = llmc:FILE replaces the seeded values it has rows for */
-	ERR_TRY_GOTO(rc, gpt_llmc_init(v->s, &r->eng->shape, r->init_params, e), fail);
+	const char *converted;
+	ERR_TRY_GOTO(rc, gpt_init_load(v->s, &r->eng->shape, r->init_params, &converted, e), fail);
+	if (converted)
+		env_info(v, "model.init: %s holds %s weights: converted to float32", v->s->model_init,
+			 converted);
 	ERR_TRY_GOTO(rc, engine_set_state(r->eng, r->init_params, NULL, 0, e), fail);
 	/* say once per process which backend runs; why (auto may fall back to the CPU) only
 	 * at log_level = debug or when a backend or collective was asked for */
@@ -219,10 +223,14 @@ static int build_missing(const struct env *v, enum corpus_use use, const char *d
 			 "and run.seed%s", bin, use == CORPUS_READ ? " (in memory only)" : "");
 	if ((rc = corpus_build(v->s, c, e)) || use == CORPUS_READ)
 		return rc;
-	if ((rc = corpus_save(c, v->s, dir, e))) {
-		corpus_free(c);
+	struct data_stats read = c->read; /* what the files held: not in corpus.bin */
+	rc = corpus_save(c, v->s, dir, e);
+	corpus_free(c);
+	/* the saved corpus is read back mapped, as every later command reads it: the memory
+	 * of the build goes, and the run's resident memory does not grow with the corpus */
+	if (rc || (rc = corpus_load(dir, c, e)))
 		return rc;
-	}
+	c->read = read;
 	env_info(v, "%s: corpus prepared in %s (data lock %.16s...)", v->command, dir,
 		 c->lock);
 	return ERR_OK;

@@ -182,6 +182,9 @@ static int fill_result(struct trainer *t, struct train_result *res, struct err *
 static int train_finish(struct trainer *t, struct train_result *res, struct err *e)
 {
 	int rc;
+	/* what the windows held resident, before the result's host copies add to it */
+	mem_usage_read(&res->mem);
+	res->corpus_bytes = (int64_t)t->r.corpus.map_len;
 	if (t->o.ckpt_root[0] && t->step != t->last_ckpt_step && t->step > 0 &&
 	    (rc = trainer_checkpoint(t, t->o.ckpt_root, NULL, 0, e)))
 		return rc;

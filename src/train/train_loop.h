@@ -16,6 +16,7 @@
 
 #include "env.h"
 #include "fsx.h"
+#include "memstat.h"
 #include "ranks.h"
 #include "train_history.h"
 #include "train_runs.h"
@@ -67,6 +68,8 @@ struct train_result {
 	struct train_changes changes; /* the optimizer settings changed since step 0 */
 	double rank_seconds_coll[MAX_WORLD]; /* each rank's time inside collectives in this
 						run's windows (waits included) */
+	struct mem_usage mem;  /* this process's resident memory after the last window */
+	int64_t corpus_bytes;  /* the prepared corpus's file, mapped (0: held in memory) */
 };
 
 /* Runs the training described by o. On ERR_INTERRUPTED res is filled as for a normal end

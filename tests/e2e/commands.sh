@@ -3,13 +3,13 @@
 set -eu
 . "$E2E/json.sh"
 "$DDPTOK" "$CONF/tiny.ini" check-loss > cl.txt
-jcheck outputs/check-loss.json 'd["ok"] and d["mean_of_means"] == 2 and d["global_mean"] == 2.5
+jcheck outputs/tiny/check-loss.json 'd["ok"] and d["mean_of_means"] == 2 and d["global_mean"] == 2.5
 	and d["mean_of_means_reduce_sum"] == 2 and d["global_mean_reduce_sum"] == 2.5'
 "$DDPTOK" "$CONF/tiny.ini" reference > /dev/null
-cp outputs/reference/reference.npy first.npy
+cp outputs/tiny/reference/reference.npy first.npy
 "$DDPTOK" "$CONF/tiny.ini" reference > /dev/null
-cmp first.npy outputs/reference/reference.npy
-jcheck outputs/reference/reference.json 'd["components"] == sum(t["count"] for t in d["layout"])'
+cmp first.npy outputs/tiny/reference/reference.npy
+jcheck outputs/tiny/reference/reference.json 'd["components"] == sum(t["count"] for t in d["layout"])'
 "$DDPTOK" "$CONF/tiny.ini" parity --dump dump > parity.txt
 for f in params.npy reference.npy layout.json rank0-micro0-inputs.npy rank1-micro1-targets.npy \
 	rank0-local-global_token.npy rank1-local-mean_of_means.npy reduced-global_token.npy \
@@ -18,7 +18,7 @@ for f in params.npy reference.npy layout.json rank0-micro0-inputs.npy rank1-micr
 done
 # with every rank holding the same windows counts parity is still run for W = 3, sum
 "$DDPTOK" "$CONF/tiny.ini" parity --set devices.world=3 --set devices.reduce=sum > p3.txt
-jcheck outputs/parity.json 'd["world"] == 3 and d["reduce"] == "sum" and d["ok"]
+jcheck outputs/tiny/parity.json 'd["world"] == 3 and d["reduce"] == "sum" and d["ok"]
 	and mode("global_token")["verdict"] == "pass (expected)"'
 # a balanced window whose ranks hold 1880 and 1881 tokens: mean_of_means' factors differ
 # from global_token's by 5e-4 (< 0.1%), too little to require that a comparison see
@@ -51,10 +51,10 @@ jcheck loose-rtol/parity.json 'mode("double_accumulation")["pass"] and not d["ok
 	and "NOT caught" in mode("double_accumulation")["verdict"]'
 # accumulation 1: double_accumulation coincides with global_token and is reported so
 "$DDPTOK" "$CONF/tiny.ini" parity --set train.accumulation=1 > p1.txt
-jcheck outputs/parity.json 'not mode("double_accumulation")["distinguishable"]
+jcheck outputs/tiny/parity.json 'not mode("double_accumulation")["distinguishable"]
 	and mode("double_accumulation")["verdict"] == "pass: same as global_token on this window"'
 "$DDPTOK" "$CONF/tiny.ini" exercise > ex.txt
-jcheck outputs/exercise.json '[c["tokens"] for c in d["cases"]] == [[3, 3], [3, 9]]
+jcheck outputs/tiny/exercise.json '[c["tokens"] for c in d["cases"]] == [[3, 3], [3, 9]]
 	and d["cases"][0]["grad_diff_max"] == 0 and d["cases"][1]["grad_diff_max"] > 0'
 "$DDPTOK" "$CONF/tiny.ini" env > env.txt
 grep -q "backend" env.txt
@@ -66,7 +66,7 @@ jcheck outputs/bench.json '"sweep" not in d and d["tokens"] > 0'
 "$DDPTOK" "$CONF/tiny.ini" bench --windows 3 --sweep > bench.txt
 # the size sweep: hidden 512, 1024, 2048 by vocab 128 and 4096
 test "$(grep -c 'bench: sweep hidden' bench.txt)" = 6
-jcheck outputs/bench.json '[(p["hidden"], p["vocab"]) for p in d["sweep"]] ==
+jcheck outputs/tiny/bench.json '[(p["hidden"], p["vocab"]) for p in d["sweep"]] ==
 	[(512, 128), (512, 4096), (1024, 128), (1024, 4096), (2048, 128), (2048, 4096)]
 	and all(p["tokens"] > 0 and p["tokens_per_s"] > 0 for p in d["sweep"])'
 # the gpt's sweep, on a small shape: width 256, 512, 768 (heads width / 64) by the configured

@@ -7,7 +7,7 @@
 set -eu
 . "$E2E/json.sh"
 "$DDPTOK" "$CONF/exact.ini" > protocol.txt 2>&1 || { cat protocol.txt; echo "FAIL: protocol exited non-zero"; exit 1; }
-r=outputs/report.json
+r=outputs/exact/report.json
 jcheck $r 'd["ok"] is True and d["failed_checks"] == 0'
 jcheck $r 'd["parity"]["bitwise"] == {"shards": 4, "shard_order": "length", "components": 201344,
 	"differ": 0, "loss_differs": False}'

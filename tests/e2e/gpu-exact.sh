@@ -25,12 +25,12 @@ for W in 2 4; do
 done
 # elastic: stopped on 2 devices sharing one GPU, resumed on 1
 "$DDPTOK" "$CONF/tiny.ini" train --continuous $EX $(on 1) > cont.txt
-cont=artifacts/runs/$(readlink artifacts/runs/latest)
+cont=artifacts/tiny/runs/$(readlink artifacts/tiny/runs/latest)
 "$DDPTOK" "$CONF/tiny.ini" train $EX --set train.stop_at=3 $(on 2) --set devices.ids=0,0 \
 	--set devices.collective=host > stop.txt
 "$DDPTOK" "$CONF/tiny.ini" train --resume latest $EX $(on 1) > res.txt
-cmp artifacts/runs/latest/step-0006/params.npy "$cont/step-0006/params.npy"
-cmp artifacts/runs/latest/step-0006/momentum.npy "$cont/step-0006/momentum.npy"
+cmp artifacts/tiny/runs/latest/step-0006/params.npy "$cont/step-0006/params.npy"
+cmp artifacts/tiny/runs/latest/step-0006/momentum.npy "$cont/step-0006/momentum.npy"
 # the optimizer state sharded: W = 2 sharing one GPU over the host collective, and over
 # NCCL when two GPUs exist, end on the continuous 1-device run's bits
 for how in "--set devices.ids=0,0 --set devices.collective=host" \

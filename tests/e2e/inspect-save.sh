@@ -16,7 +16,7 @@ sed 's/^updates = 6$/updates = 6\nstop_at = 3/' "$CONF/tiny.ini" > tiny.ini
 grep -q '^stop_at = 3$' tiny.ini || fail "no stop_at in tiny.ini"
 CONF=.
 "$DDPTOK" "$CONF/tiny.ini" train > train.txt 2>&1 || fail "train exited with $?"
-run=artifacts/runs/$(readlink artifacts/runs/latest)
+run=artifacts/tiny/runs/$(readlink artifacts/tiny/runs/latest)
 [ -f "$run/step-0003/MANIFEST.json" ] || fail "train wrote no step-0003"
 
 # a session that saves at step 2 and at step 3, then goes on to step 5 (its refused save
@@ -26,14 +26,14 @@ printf 'save\nstep 2\nsave\nstep\nsave\nstep 2\neval\n' \
 	| "$DDPTOK" "$CONF/tiny.ini" inspect > a.txt 2>&1 || rc=$?
 [ "$rc" -eq 2 ] || fail "session a exited with $rc, expected 2"
 grep -q 'error: save: no step taken yet' a.txt || fail "save at step 0 was not refused"
-grep -q 'save: checkpoint artifacts/inspect/step-0002: step 2, 2 updates, normalization global_token' a.txt \
+grep -q 'save: checkpoint artifacts/tiny/inspect/step-0002: step 2, 2 updates, normalization global_token' a.txt \
 	|| fail "no checkpoint at step 2"
-grep -q 'save: checkpoint artifacts/inspect/step-0003: step 3, 3 updates' a.txt || fail "no checkpoint at step 3"
+grep -q 'save: checkpoint artifacts/tiny/inspect/step-0003: step 3, 3 updates' a.txt || fail "no checkpoint at step 3"
 grep -q 'step 5: window 5, ' a.txt || fail "session a did not reach step 5"
 
 # the same step through inspect and through train: byte-identical checkpoint files
 for f in params.npy momentum.npy state.json rank-0.json rank-1.json config.ini data.lock MANIFEST.json; do
-	cmp -s "$run/step-0003/$f" "artifacts/inspect/step-0003/$f" \
+	cmp -s "$run/step-0003/$f" "artifacts/tiny/inspect/step-0003/$f" \
 		|| fail "$f differs between train's and inspect's checkpoint of step 3"
 done
 
@@ -46,9 +46,9 @@ for s in 1 2 3; do
 done
 
 # resuming at step 2 continues exactly like the uninterrupted session
-printf 'step 3\neval\n' | "$DDPTOK" "$CONF/tiny.ini" inspect --resume artifacts/inspect/step-0002 \
+printf 'step 3\neval\n' | "$DDPTOK" "$CONF/tiny.ini" inspect --resume artifacts/tiny/inspect/step-0002 \
 	> b.txt 2>&1 || fail "session b exited with $?"
-grep -q 'inspect: resumed from artifacts/inspect/step-0002 at step 2 (2 updates done)' b.txt \
+grep -q 'inspect: resumed from artifacts/tiny/inspect/step-0002 at step 2 (2 updates done)' b.txt \
 	|| fail "resume banner"
 grep -q 'step 2:' b.txt && fail "the resumed session repeated step 2"
 steps() { grep -o 'step [345]: window .*' "$1"; }
@@ -57,13 +57,13 @@ steps() { grep -o 'step [345]: window .*' "$1"; }
 [ "$(grep -o 'eval: .*' a.txt)" = "$(grep -o 'eval: .*' b.txt)" ] || fail "eval differs after resume"
 
 # a session resumed at step 2 saves step 3 byte-identical to train's step 3 too
-rm -rf artifacts/inspect/step-0003
-printf 'step\nsave\n' | "$DDPTOK" "$CONF/tiny.ini" inspect --resume artifacts/inspect/step-0002 \
+rm -rf artifacts/tiny/inspect/step-0003
+printf 'step\nsave\n' | "$DDPTOK" "$CONF/tiny.ini" inspect --resume artifacts/tiny/inspect/step-0002 \
 	> f.txt 2>&1 || fail "session f exited with $?"
-grep -q 'save: checkpoint artifacts/inspect/step-0003: step 3, 3 updates' f.txt \
+grep -q 'save: checkpoint artifacts/tiny/inspect/step-0003: step 3, 3 updates' f.txt \
 	|| fail "the resumed session saved no step 3"
 for f in params.npy momentum.npy state.json rank-0.json rank-1.json config.ini data.lock MANIFEST.json; do
-	cmp -s "$run/step-0003/$f" "artifacts/inspect/step-0003/$f" \
+	cmp -s "$run/step-0003/$f" "artifacts/tiny/inspect/step-0003/$f" \
 		|| fail "$f differs between train's step 3 and the resumed session's"
 done
 
@@ -71,9 +71,9 @@ done
 # (a refused save fails the scripted session: exit status 2, usage)
 rc=0
 printf 'mode mean_of_means\nstep\nsave\n' \
-	| "$DDPTOK" "$CONF/tiny.ini" inspect --resume artifacts/inspect/step-0002 > g.txt 2>&1 || rc=$?
+	| "$DDPTOK" "$CONF/tiny.ini" inspect --resume artifacts/tiny/inspect/step-0002 > g.txt 2>&1 || rc=$?
 [ "$rc" -eq 2 ] || fail "session g exited with $rc, expected 2"
-grep -q 'error: save: unavailable in this session: its windows used several normalizations (those of checkpoint artifacts/inspect/step-0002 used global_token)' g.txt \
+grep -q 'error: save: unavailable in this session: its windows used several normalizations (those of checkpoint artifacts/tiny/inspect/step-0002 used global_token)' g.txt \
 	|| fail "a resumed session with another normalization was saved"
 
 # a session that mixes normalizations cannot be saved; one that keeps a wrong mode can
@@ -84,17 +84,17 @@ grep -q 'error: save: unavailable in this session: its windows used several norm
 	|| fail "a mixed session was saved"
 printf 'mode mean_of_means\nstep 2\nsave\n' | "$DDPTOK" "$CONF/tiny.ini" inspect > d.txt 2>&1 \
 	|| fail "session d exited with $?"
-grep -q 'save: checkpoint artifacts/inspect/step-0002: step 2, 2 updates, normalization mean_of_means' d.txt \
+grep -q 'save: checkpoint artifacts/tiny/inspect/step-0002: step 2, 2 updates, normalization mean_of_means' d.txt \
 	|| fail "a mean_of_means session was not saved"
-grep -q 'train --resume artifacts/inspect/step-0002 --set train.normalization=mean_of_means' d.txt \
+grep -q 'train --resume artifacts/tiny/inspect/step-0002 --set train.normalization=mean_of_means' d.txt \
 	|| fail "no hint on the normalization a train resume needs"
 # its config.ini records the mode it was trained with, as state.json does: both resumes work
-grep -q '^normalization = mean_of_means' artifacts/inspect/step-0002/config.ini \
+grep -q '^normalization = mean_of_means' artifacts/tiny/inspect/step-0002/config.ini \
 	|| fail "config.ini of a mean_of_means checkpoint does not say so"
-printf 'step\n' | "$DDPTOK" "$CONF/tiny.ini" inspect --resume artifacts/inspect/step-0002 > d2.txt 2>&1 \
+printf 'step\n' | "$DDPTOK" "$CONF/tiny.ini" inspect --resume artifacts/tiny/inspect/step-0002 > d2.txt 2>&1 \
 	|| fail "inspect --resume of a mean_of_means checkpoint exited with $?"
 grep -q 'step 3: .*\[mode mean_of_means\]' d2.txt || fail "the resumed session left the checkpoint's mode"
-"$DDPTOK" "$CONF/tiny.ini" train --resume artifacts/inspect/step-0002 \
+"$DDPTOK" "$CONF/tiny.ini" train --resume artifacts/tiny/inspect/step-0002 \
 	--set train.normalization=mean_of_means > d3.txt 2>&1 \
 	|| { cat d3.txt; fail "train --resume with the hinted --set exited with $?"; }
 

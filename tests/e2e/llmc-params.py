@@ -3,6 +3,8 @@
 # the same bytes, the padded rows zero.
 #   llmc-params.py PARAMS.npy FILE RESERVED   prints "equal" or "differ"
 #   llmc-params.py --header FILE              prints maxT V L NH C Vp, then the rest's sum
+#   llmc-params.py --bf16 LOADED.npy PARAMS.npy   LOADED is PARAMS rounded to bfloat16
+#                                                  (nearest even), as export --dtype bf16
 import struct
 import sys
 
@@ -14,7 +16,21 @@ def npy_data(path):
     return b[(12 if wide else 10) + size:]
 
 
+def bf16_equal(loaded, params):
+    a, b = npy_data(loaded), npy_data(params)
+    if len(a) != len(b):
+        return False
+    for i in range(0, len(a), 4):
+        x, y = struct.unpack("<I", a[i:i + 4])[0], struct.unpack("<I", b[i:i + 4])[0]
+        if x != ((y + 0x7FFF + ((y >> 16) & 1)) >> 16) << 16:
+            return False
+    return True
+
+
 def main():
+    if sys.argv[1] == "--bf16":
+        print("equal" if bf16_equal(sys.argv[2], sys.argv[3]) else "differ")
+        return
     if sys.argv[1] == "--header":
         h = struct.unpack("<256i", open(sys.argv[2], "rb").read(1024))
         print(*h[:8], sum(abs(x) for x in h[8:]))

@@ -1,19 +1,13 @@
 # llm.c interoperability: `export --llmc` writes a gpt checkpoint as llm.c's GPT-2 model
-# file (header fields, padded vocabulary rows zero), `model.init = llmc:FILE` starts a
-# run from it bit for bit (parity --dump's params.npy holds the initial parameters), on
+# file (header fields, padded vocabulary rows zero; float32, or bfloat16 with --dtype
+# bf16), `model.init = llmc:FILE` starts a run from it bit for bit (a bfloat16 file: its
+# values converted) (parity --dump's params.npy holds the initial parameters), on
 # the synthetic corpus (every row kept) and on a file source (the reserved rows left
 # out); damaged files, a file of another shape and a non-gpt checkpoint are refused
 # with their exit codes and messages naming the file, the field and the key.
 set -eu
 py() { python3 "$E2E/llmc-params.py" "$@"; }
-fails() { # fails CODE PATTERN CMD...: CMD must exit CODE with PATTERN on stderr
-	code=$1 pat=$2
-	shift 2
-	rc=0
-	"$@" > out.txt 2> err.txt || rc=$?
-	[ "$rc" = "$code" ] || { cat out.txt err.txt; echo "FAIL: exit $rc, expected $code: $*"; exit 1; }
-	grep -q -- "$pat" err.txt || { cat err.txt; echo "FAIL: no '$pat' on stderr: $*"; exit 1; }
-}
+. "$E2E/fails.sh"
 G="$CONF/gpt-tiny.ini"
 small="--set model.layers=2 --set model.width=32 --set data.train=32 --set train.updates=2
 	--set devices.world=1"
@@ -30,8 +24,21 @@ grep -q "^export: checkpoint .* written to gpt.bin" export.txt
 "$DDPTOK" "$G" parity --dump loaded $small --set model.init=llmc:gpt.bin > /dev/null
 [ "$(py loaded/params.npy gpt.bin 0)" = equal ]
 [ "$(py seeded/params.npy gpt.bin 0)" = differ ] # the check can fail
+# bfloat16 (version 5, llm.c's GPU trainer's): the same layout in 2-byte values, read
+# back as the float32 values rounded to nearest even, saying so
+# shellcheck disable=SC2086
+"$DDPTOK" "$G" export --llmc gpt16.bin --dtype bf16 $small > export16.txt
+grep -q "written to gpt16.bin: llm.c GPT-2 model file (bfloat16)" export16.txt
+[ "$(py --header gpt16.bin)" = "20240326 5 128 512 2 4 32 512 0" ] || { py --header gpt16.bin; exit 1; }
+[ "$(stat -c %s gpt16.bin)" = $((1024 + ($(stat -c %s gpt.bin) - 1024) / 2)) ]
+# shellcheck disable=SC2086
+"$DDPTOK" "$G" parity --dump loaded16 $small --set model.init=llmc:gpt16.bin > l16.txt
+grep -q "model.init: llmc:gpt16.bin holds bfloat16 weights: converted to float32" l16.txt
+ck=artifacts/gpt-tiny/runs/$(readlink artifacts/gpt-tiny/runs/latest)/step-0002
+[ "$(py --bf16 loaded16/params.npy "$ck/params.npy")" = equal ]
+[ "$(py --bf16 loaded/params.npy "$ck/params.npy")" = differ ] # the check can fail
 # the key is recorded in the checkpoints' configuration
-grep -q '^init = ""$' artifacts/runs/latest/step-0002/config.ini
+grep -q '^init = ""$' artifacts/gpt-tiny/runs/latest/step-0002/config.ini
 # a run started from the file records it, and resumes without it (the checkpoint's
 # parameters replace the file's)
 cp gpt.bin start.bin
@@ -66,13 +73,13 @@ set -- $(py --header own.bin)
 # damaged or unfitting files: exit 5 (data) or 3 (configuration), naming file and field
 head -c 2000 gpt.bin > short.bin
 cp gpt.bin magic.bin && printf '\001' | dd of=magic.bin bs=1 count=1 conv=notrunc 2> /dev/null
-cp gpt.bin version.bin && printf '\005' | dd of=version.bin bs=1 seek=4 count=1 conv=notrunc 2> /dev/null
+cp gpt.bin version.bin && printf '\007' | dd of=version.bin bs=1 seek=4 count=1 conv=notrunc 2> /dev/null
 # shellcheck disable=SC2086
 fails 5 "llm.c model file short.bin: truncated" "$DDPTOK" "$G" parity $small --set model.init=llmc:short.bin
 # shellcheck disable=SC2086
 fails 5 "llm.c model file magic.bin: magic" "$DDPTOK" "$G" parity $small --set model.init=llmc:magic.bin
 # shellcheck disable=SC2086
-fails 5 "llm.c model file version.bin: version 5" "$DDPTOK" "$G" parity $small --set model.init=llmc:version.bin
+fails 5 "llm.c model file version.bin: version 7, expected 3 (float32 weights) or 5 (bfloat16)" "$DDPTOK" "$G" parity $small --set model.init=llmc:version.bin
 mkdir dir.bin
 # shellcheck disable=SC2086
 fails 4 "llm.c model file dir.bin: not a regular file (a directory)" "$DDPTOK" "$G" parity $small --set model.init=llmc:dir.bin
@@ -107,5 +114,5 @@ fails 5 "export: checkpoint .* holds a model of kind window_mlp" "$DDPTOK" "$CON
 # shellcheck disable=SC2086
 fails 4 "no/such/dir" "$DDPTOK" "$G" export --llmc no/such/dir/x.bin $small
 # shellcheck disable=SC2086
-fails 2 "give the file to write with --llmc FILE" "$DDPTOK" "$G" export $small
+fails 2 "give the file to write with --llmc FILE or the directory with --hf DIR" "$DDPTOK" "$G" export $small
 echo "llmc: ok"

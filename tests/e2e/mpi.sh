@@ -66,7 +66,7 @@ for mode in "" "--set train.shards=8"; do
 	# shellcheck disable=SC2086
 	mpi 2 train --continuous $S $mode --set devices.world=4 --set run.artifacts=p2 > p2.out
 	same w4/runs/latest/step-0006 p2/runs/latest/step-0006
-	for out in p2.out outputs/process-1/log.txt; do
+	for out in p2.out outputs/tiny/process-1/log.txt; do
 		[ "$(grep -c '^train: collectives: rank [0-3] waited most (' $out)" -eq 1 ] ||
 			fail "no line naming the rank that waited most: $(cat $out)"
 	done
@@ -92,7 +92,7 @@ mpirun_ -np 1 "$DDPTOK" "$T" train --resume latest $S \
 	--set run.artifacts=b : -np 1 -wdir elsewhere "$DDPTOK" "$T" train \
 	--resume latest $S --set run.artifacts=b > /dev/null
 same b/runs/latest/step-0006 c/runs/latest/step-0006
-same b/runs/latest/step-0003 elsewhere/outputs/process-1/resume/step-0003
+same b/runs/latest/step-0003 elsewhere/outputs/tiny/process-1/resume/step-0003
 
 # the optimizer state sharded over P = 2 x L = 2 (train.shard_optimizer): the checkpoint
 # gathers every process's slices, and a sharded run of two processes resumes unsharded in
@@ -135,11 +135,11 @@ mkdir p1 p2
 (cd p1 && "$DDPTOK" "$T" $S > ../protocol1.out) || { cat protocol1.out; fail "protocol P=1"; }
 # shellcheck disable=SC2086
 (cd p2 && mpi 2 $S > ../protocol2.out) || { cat protocol2.out; fail "protocol P=2"; }
-for out in protocol2.out p2/outputs/process-1/log.txt; do
+for out in protocol2.out p2/outputs/tiny/process-1/log.txt; do
 	[ "$(grep -c '^engines: 1 created, 8 reuses after a reset' $out)" -eq 1 ] ||
 		fail "engines of P = 2: $(grep engines $out)"
 done
-python3 - p1/outputs/report.json p2/outputs/report.json <<'PY' || fail "the protocol's report of P = 2 differs"
+python3 - p1/outputs/tiny/report.json p2/outputs/tiny/report.json <<'PY' || fail "the protocol's report of P = 2 differs"
 import json, sys
 def strip(x):  # what a run measures in time differs; every result must not
     if isinstance(x, dict):
@@ -177,12 +177,12 @@ grep -q "process 1 (.*): device error: window 2: rank 3: injected failure" cmd.e
 # shellcheck disable=SC2086
 rc_of mpi 2 train --continuous $S --set train.checkpoint_every=2 --inject-failure 1:4
 [ "$rc" -eq 6 ] || { cat cmd.err; fail "injected failure after a checkpoint: exit $rc"; }
-grep -q "rank 1: injected failure.*newest checkpoint: artifacts/runs/[0-9-]*/step-0002, step 2" \
+grep -q "rank 1: injected failure.*newest checkpoint: artifacts/tiny/runs/[0-9-]*/step-0002, step 2" \
 	cmd.err || fail "the newest checkpoint is not named: $(cat cmd.err)"
 # the metrics lines (process 0's: the run's one file): every rank's tokens, loss sum and
 # time in collectives
-[ ! -e outputs/process-1/train-continuous.jsonl ] || fail "process 1 wrote metrics"
-python3 - artifacts/runs/latest/metrics.jsonl <<'PY' ||
+[ ! -e outputs/tiny/process-1/train-continuous.jsonl ] || fail "process 1 wrote metrics"
+python3 - artifacts/tiny/runs/latest/metrics.jsonl <<'PY' ||
 import json, sys
 for path in sys.argv[1:]:
     for line in open(path):

@@ -6,18 +6,18 @@ fail() { echo "FAIL: $*"; exit 1; }
 run() { "$DDPTOK" "$CONF/tiny.ini" "$@"; }
 
 run train > first.txt                  # a checkpoint for the readers below
-first=artifacts/runs/$(readlink artifacts/runs/latest) # (latest moves to the run started next)
+first=artifacts/tiny/runs/$(readlink artifacts/tiny/runs/latest) # (latest moves to the run started next)
 # a train held in its first window for 12 s (a slow rank; the watchdog is off): long enough
 # for the commands below to run beside it on a loaded machine
 "$DDPTOK" "$CONF/tiny.ini" train --continuous --inject-hang 0:1:12 --set devices.timeout=0 \
 	> held.txt 2>&1 &
 held=$!
 for i in $(seq 100); do
-	grep -q "pid $held on" outputs/.ddptok-run.lock 2>/dev/null && break
+	grep -q "pid $held on" outputs/tiny/.ddptok-run.lock 2>/dev/null && break
 	sleep 0.1
 done
-grep -q "pid $held on .*: ddptok-run .*tiny.ini train --continuous" outputs/.ddptok-run.lock ||
-	fail "lock file: $(cat outputs/.ddptok-run.lock 2>&1)"
+grep -q "pid $held on .*: ddptok-run .*tiny.ini train --continuous" outputs/tiny/.ddptok-run.lock ||
+	fail "lock file: $(cat outputs/tiny/.ddptok-run.lock 2>&1)"
 
 # a second train is refused at once, naming the first
 set +e
@@ -28,14 +28,14 @@ ms=$(( ($(date +%s%N) - start) / 1000000 ))
 set -e
 [ "$rc" -eq 4 ] || fail "second train exited $rc: $(cat second.txt)"
 [ "$ms" -lt 2500 ] || fail "the second train waited ($ms ms)"
-grep -q "directory outputs (\[run\] outputs) is being written by another ddptok-run (pid $held on .*train --continuous" second.txt ||
+grep -q "directory outputs/tiny (\[run\] outputs) is being written by another ddptok-run (pid $held on .*train --continuous" second.txt ||
 	fail "second train: $(cat second.txt)"
 # the artifacts alone are locked too; and other writers are refused as well
 set +e
 run train --set run.outputs=other > third.txt 2>&1; rc3=$?
 run clean --scope all > clean.txt 2>&1; rc4=$?
 set -e
-[ "$rc3" -eq 4 ] && grep -q "directory artifacts (\[run\] artifacts) is being written" third.txt ||
+[ "$rc3" -eq 4 ] && grep -q "directory artifacts/tiny (\[run\] artifacts) is being written" third.txt ||
 	fail "artifacts not locked ($rc3): $(cat third.txt)"
 [ "$rc4" -eq 4 ] || fail "clean ran beside a train ($rc4): $(cat clean.txt)"
 # readers are not refused
@@ -46,14 +46,14 @@ run env > env.txt || fail "env beside a train"
 run clean --scope all --dry-run > dry.txt || fail "a dry clean beside a train: $(cat dry.txt)"
 
 wait "$held" || fail "the held train failed: $(cat held.txt)"
-[ ! -e outputs/.ddptok-run.lock ] || fail "the lock file stayed after the run"
+[ ! -e outputs/tiny/.ddptok-run.lock ] || fail "the lock file stayed after the run"
 run checkpoints > ck2.txt || fail "checkpoints after the runs: $(cat ck2.txt)"
 
 # killed while holding it (parked for good, no watchdog): the next writer gets it
 "$DDPTOK" "$CONF/tiny.ini" train --inject-hang 1:1 --set devices.timeout=0 > parked.txt 2>&1 &
 parked=$!
 for i in $(seq 100); do
-	grep -q "pid $parked on" outputs/.ddptok-run.lock 2>/dev/null && break
+	grep -q "pid $parked on" outputs/tiny/.ddptok-run.lock 2>/dev/null && break
 	sleep 0.1
 done
 kill -9 "$parked"

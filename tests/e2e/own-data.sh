@@ -73,7 +73,7 @@ PY
 # a changed file: the resume is refused (exit 5), a fresh run prepares the corpus again
 cp -r "$DATA/npy" mine
 "$DDPTOK" "$CONF/own-data.ini" --set data.path=mine train --set train.stop_at=10 > stop.txt 2>&1
-[ -d artifacts/runs/latest/step-0010 ]
+[ -d artifacts/own-data/runs/latest/step-0010 ]
 python3 - <<'PY'
 b = bytearray(open("mine/tokens.npy", "rb").read())
 b[-2] = b[-2] % 90 + 2   # another id, still inside the vocabulary

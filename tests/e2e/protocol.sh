@@ -8,9 +8,9 @@ for f in corpus/corpus.bin corpus/data.lock check-loss.json reference/reference.
 	reference/reference.json parity.json parity/reference.npy parity/reduced-global_token.npy \
 	exercise.json train-stop.jsonl train-continuous.jsonl train-resume.jsonl train-stop.json \
 	train-continuous.json train-resume.json evaluate.json report.md report.json; do
-	[ -s "outputs/$f" ] || { echo "FAIL: outputs/$f missing"; exit 1; }
+	[ -s "outputs/tiny/$f" ] || { echo "FAIL: outputs/tiny/$f missing"; exit 1; }
 done
-r=outputs/report.json
+r=outputs/tiny/report.json
 jcheck $r 'd["ok"] is True and d["failed_checks"] == 0'
 jcheck $r 'd["resume"]["bit_identical"] is True and d["resume"]["params_differing"] == 0'
 jcheck $r 'mode("global_token")["verdict"] == "pass (expected)" and mode("global_token")["pass"]'
@@ -25,26 +25,26 @@ jcheck $r 'd["check_loss"]["mean_of_means"] == 2 and d["check_loss"]["global_mea
 # the reference, reset and handed out again to the 8 later steps and exercise cases
 jcheck $r 'd["engines"] == {"created": 1, "reused": 8, "replaced": 0}'
 grep -q "^engines: 1 created, 8 reuses after a reset" protocol.txt
-jcheck $r 'd["test"]["step"] == 6 and d["evaluated_checkpoint"] == "artifacts/checkpoints/step-0006"'
+jcheck $r 'd["test"]["step"] == 6 and d["evaluated_checkpoint"] == "artifacts/tiny/checkpoints/step-0006"'
 jcheck $r '[s["name"] for s in d["steps"]][-1] == "figure" and
 	all(s["result"] in ("ok", "skipped") for s in d["steps"])'
 # the figure: a list of the files drawn (none when the step was skipped, with its reason)
-jcheck $r 'isinstance(d["figure"], list) and (d["figure"] == ["outputs/figure.png",
-	"outputs/figure.svg"] or (d["figure"] == [] and "reason" in d["steps"][-1]))'
+jcheck $r 'isinstance(d["figure"], list) and (d["figure"] == ["outputs/tiny/figure.png",
+	"outputs/tiny/figure.svg"] or (d["figure"] == [] and "reason" in d["steps"][-1]))'
 for f in $(jget $r '" ".join(d["figure"])'); do [ -s "$f" ] || { echo "FAIL: $f missing"; exit 1; }; done
 # the training summaries the protocol wrote are those of its runs
-jcheck outputs/train-resume.json 'd["run"] == "resume" and d["start_step"] == 3 and d["step"] == 6'
-jcheck outputs/train-continuous.json 'd["checkpoint"] == "artifacts/continuous/step-0006"'
+jcheck outputs/tiny/train-resume.json 'd["run"] == "resume" and d["start_step"] == 3 and d["step"] == 6'
+jcheck outputs/tiny/train-continuous.json 'd["checkpoint"] == "artifacts/tiny/continuous/step-0006"'
 # numbers in their shortest form: the tolerance is 1e-6, not 9.9999999999999995e-7
-grep -q '"atol": 1e-6,' outputs/parity.json || { grep atol outputs/parity.json; echo "FAIL: atol spelled"; exit 1; }
-[ -d artifacts/checkpoints/step-0003 ] && [ -d artifacts/checkpoints/step-0006 ] && [ -d artifacts/continuous/step-0006 ]
+grep -q '"atol": 1e-6,' outputs/tiny/parity.json || { grep atol outputs/tiny/parity.json; echo "FAIL: atol spelled"; exit 1; }
+[ -d artifacts/tiny/checkpoints/step-0003 ] && [ -d artifacts/tiny/checkpoints/step-0006 ] && [ -d artifacts/tiny/continuous/step-0006 ]
 # every name the protocol wrote is in the table of outputs that clean works from
 "$DDPTOK" "$CONF/tiny.ini" clean --scope all --dry-run > clean.txt
 if grep "^clean: left" clean.txt; then echo "FAIL: clean does not know what the protocol wrote"; exit 1; fi
-grep -q "would remove outputs/report.json" clean.txt
+grep -q "would remove outputs/tiny/report.json" clean.txt
 # the final checkpoints of the resumed and the continuous run hold the same parameters
-cmp artifacts/checkpoints/step-0006/params.npy artifacts/continuous/step-0006/params.npy
-cmp artifacts/checkpoints/step-0006/momentum.npy artifacts/continuous/step-0006/momentum.npy
+cmp artifacts/tiny/checkpoints/step-0006/params.npy artifacts/tiny/continuous/step-0006/params.npy
+cmp artifacts/tiny/checkpoints/step-0006/momentum.npy artifacts/tiny/continuous/step-0006/momentum.npy
 # the same on conf/minimum.ini (its model and batches; fewer updates): one engine
 "$DDPTOK" "$CONF/minimum.ini" --set devices.backend=cpu --set train.updates=4 \
 	--set train.stop_at=2 --set run.outputs=outm --set run.artifacts=artm > minimum.txt 2>&1 ||

@@ -8,7 +8,7 @@ set -eu
 fail() { echo "FAIL: $*"; exit 1; }
 T="$CONF/tiny.ini"
 run() { "$DDPTOK" "$T" "$@" --set devices.backend=cpu; }
-latest() { echo "artifacts/runs/$(readlink artifacts/runs/latest)"; }
+latest() { echo "artifacts/tiny/runs/$(readlink artifacts/tiny/runs/latest)"; }
 # the rate docs/optimizers.md gives update $1 of a cosine schedule from $2 to $3 over $4
 # updates (no warmup), as %g prints it
 cosine() { awk -v t="$1" -v lr="$2" -v lo="$3" -v T="$4" 'BEGIN { q = t / T; if (q > 1) q = 1;

@@ -18,7 +18,7 @@ g1=$(ids --prompt "5 6 7" --tokens 12 --temperature 0 --seed 1)
 g2=$(ids --prompt "5 6 7" --tokens 12 --temperature 0 --seed 2)
 [ -n "$g1" ] && [ "$(echo "$g1" | wc -w)" = 12 ] || { echo "FAIL: greedy gave '$g1'"; exit 1; }
 [ "$g1" = "$g2" ] || { echo "FAIL: greedy differs: '$g1' / '$g2'"; exit 1; }
-jcheck outputs/sample.json '" ".join(map(str, d["tokens"])) == "'"$g1"'" and d["prompt"] == [5, 6, 7]'
+jcheck outputs/gpt-tiny/sample.json '" ".join(map(str, d["tokens"])) == "'"$g1"'" and d["prompt"] == [5, 6, 7]'
 a1=$(ids --prompt "5 6 7" --tokens 12 --temperature 1 --seed 1)
 a2=$(ids --prompt "5 6 7" --tokens 12 --temperature 1 --seed 1)
 b1=$(ids --prompt "5 6 7" --tokens 12 --temperature 1 --seed 2)
@@ -31,12 +31,28 @@ printf '5\n6 7\n' > prompt.txt
 [ "$(ids --prompt-file prompt.txt --tokens 12 --temperature 0)" = "$g1" ]
 # refusals
 # shellcheck disable=SC2086
-for bad in "--temperature -1" "--tokens x" "--prompt 1" "--prompt 512" "--tokens 128 --prompt 5"; do
+for bad in "--temperature -1" "--tokens x" "--prompt 1" "--prompt 512" "--top-p 0" \
+	"--repetition-penalty 0" "--stop-id 3"; do
 	rc=0
 	"$DDPTOK" "$G" sample $small $bad > /dev/null 2> err.txt || rc=$?
 	[ "$rc" = 2 ] || [ "$rc" = 3 ] || { cat err.txt; echo "FAIL: sample $bad: exit $rc"; exit 1; }
 	grep -q "sample: " err.txt || { cat err.txt; exit 1; }
 done
+# past model.context (128) the window slides instead of refusing; the cache of keys and
+# values gives the ids the whole window run for each token gives (greedy), and says its speed
+long_ids() { ids --prompt 5 --tokens 300 --temperature 0 "$@"; }
+c=$(long_ids)
+[ "$(echo "$c" | wc -w)" = 300 ] || { echo "FAIL: 300 tokens past the context gave '$c'"; exit 1; }
+[ "$c" = "$(long_ids --no-cache)" ] || { echo "FAIL: the cache changed the greedy ids"; exit 1; }
+# shellcheck disable=SC2086
+"$DDPTOK" "$G" sample $small --prompt 5 --tokens 300 > speed.txt
+grep -q "^sample: generated 300 tokens in [0-9.]* s ([0-9.]* tokens/s, cache of keys and values); the window slid past model.context$" speed.txt ||
+	{ cat speed.txt; echo "FAIL: no speed line"; exit 1; }
+# --stop-id: the text ends before the first greedy id that is it
+first=$(echo "$g1" | cut -d' ' -f3)
+# shellcheck disable=SC2086
+"$DDPTOK" "$G" sample $small --prompt "5 6 7" --tokens 12 --temperature 0 --stop-id "$first" > stop.txt
+grep -q "ended at --stop-id" stop.txt || { cat stop.txt; echo "FAIL: --stop-id"; exit 1; }
 # the message names the whole word and the range in whole numbers
 refused() { # refused PATTERN OPTION VALUE
 	rc=0

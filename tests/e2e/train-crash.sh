@@ -10,51 +10,51 @@ set -eu
 fail() { echo "FAIL: $*"; exit 1; }
 T="$CONF/tiny.ini"
 run() { "$DDPTOK" "$T" "$@" --set devices.backend=cpu; }
-latest() { echo "artifacts/runs/$(readlink artifacts/runs/latest)"; }
+latest() { echo "artifacts/tiny/runs/$(readlink artifacts/tiny/runs/latest)"; }
 gone=$(sh -c 'echo $$') # the id of a process that has ended: a crashed writer's
 
 # --- runs/latest lost between its temporary and the rename --------------------------------
 run train --set train.stop_at=3 --set train.checkpoint_every=1 > a.out || fail "train: $(cat a.out)"
 A=$(latest)
-mv artifacts/runs/latest "artifacts/runs/latest.tmp.$gone"
+mv artifacts/tiny/runs/latest "artifacts/tiny/runs/latest.tmp.$gone"
 echo '{}' > "$A/train.json.tmp.$gone"
 echo '{}' > "$A/train.json.tmp.$$" # a live writer's: left
 run clean --scope partial --dry-run > dry.out || fail "clean --dry-run: $(cat dry.out)"
-grep -q "^clean: would remove artifacts/runs/latest.tmp.$gone " dry.out &&
+grep -q "^clean: would remove artifacts/tiny/runs/latest.tmp.$gone " dry.out &&
 	grep -q "^clean: would remove $A/train.json.tmp.$gone " dry.out ||
 	fail "the stale temporaries are not listed: $(cat dry.out)"
 grep -q "^clean: left $A/train.json.tmp.$$ (process $$ is running" dry.out ||
 	fail "a live temporary is not left: $(cat dry.out)"
-[ -L "artifacts/runs/latest.tmp.$gone" ] || fail "the dry run removed the temporary"
+[ -L "artifacts/tiny/runs/latest.tmp.$gone" ] || fail "the dry run removed the temporary"
 run train --resume latest --set train.checkpoint_every=1 > rec.out 2>&1 ||
 	fail "resume latest without the link: $(cat rec.out)"
-grep -q "latest: artifacts/runs/latest is missing: taking the run with the newest valid checkpoint, $A$" \
+grep -q "latest: artifacts/tiny/runs/latest is missing: taking the run with the newest valid checkpoint, $A$" \
 	rec.out || fail "the recovery is not said: $(cat rec.out)"
 grep -q "resuming from $A/step-0003 (step 3)" rec.out || fail "not the newest run: $(cat rec.out)"
 [ "$(latest)" = "$A" ] && [ -d "$A/step-0006" ] || fail "latest not restored to $A"
 run clean --scope partial > partial.out || fail "clean: $(cat partial.out)"
-[ ! -e "artifacts/runs/latest.tmp.$gone" ] && [ ! -e "$A/train.json.tmp.$gone" ] ||
+[ ! -e "artifacts/tiny/runs/latest.tmp.$gone" ] && [ ! -e "$A/train.json.tmp.$gone" ] ||
 	fail "clean left a stale temporary: $(cat partial.out)"
-[ -f "$A/train.json.tmp.$$" ] && [ -d "$A/step-0006" ] && [ -L artifacts/runs/latest ] ||
+[ -f "$A/train.json.tmp.$$" ] && [ -d "$A/step-0006" ] && [ -L artifacts/tiny/runs/latest ] ||
 	fail "clean --scope partial removed more than the stale temporaries"
 rm "$A/train.json.tmp.$$"
 
 # --- a stale link, and a directory in the link's place --------------------------------------
-rm artifacts/runs/latest
-ln -s 20000101-000000 artifacts/runs/latest
+rm artifacts/tiny/runs/latest
+ln -s 20000101-000000 artifacts/tiny/runs/latest
 run evaluate > ev.out 2>&1 || fail "evaluate with a stale latest: $(cat ev.out)"
 grep -q "names run 20000101-000000, which is gone: taking .* $A$" ev.out &&
 	grep -q "evaluate: run $(basename "$A"), step 6" ev.out || fail "evaluate: $(cat ev.out)"
-rm artifacts/runs/latest
-cp -r "$A" artifacts/runs/latest # a copy that turned the link into a directory
+rm artifacts/tiny/runs/latest
+cp -r "$A" artifacts/tiny/runs/latest # a copy that turned the link into a directory
 run train --resume latest --set train.updates=7 > dir.out 2>&1 || fail "resume: $(cat dir.out)"
 grep -q "latest is not the link this program writes: taking .* $A$" dir.out &&
-	grep -q "artifacts/runs/latest is a directory, not the link this program writes: left" dir.out ||
+	grep -q "artifacts/tiny/runs/latest is a directory, not the link this program writes: left" dir.out ||
 	fail "the directory in latest's place is not said: $(cat dir.out)"
-[ -d "$A/step-0007" ] && [ ! -e artifacts/runs/latest/step-0007 ] ||
+[ -d "$A/step-0007" ] && [ ! -e artifacts/tiny/runs/latest/step-0007 ] ||
 	fail "the resume did not continue $A"
-rm -r artifacts/runs/latest
-ln -s "$(basename "$A")" artifacts/runs/latest
+rm -r artifacts/tiny/runs/latest
+ln -s "$(basename "$A")" artifacts/tiny/runs/latest
 
 # --- more checkpoints than train.keep: a crash after publishing, before pruning ------------
 K="--set train.keep=2 --set train.checkpoint_every=1"

@@ -35,8 +35,8 @@ while [ $(($(date +%s) - start)) -lt 25 ] && [ "$trials" -lt 60 ]; do
 	how=--continuous
 	# latest names a run from its start: one killed before its first checkpoint has
 	# nothing to resume, and a new run starts
-	if ls -d artifacts/runs/latest/step-* > /dev/null 2>&1 &&
-		[ ! -e artifacts/runs/latest/step-0012 ]; then
+	if ls -d artifacts/tiny/runs/latest/step-* > /dev/null 2>&1 &&
+		[ ! -e artifacts/tiny/runs/latest/step-0012 ]; then
 		how="--resume latest"
 	fi
 	# shellcheck disable=SC2086
@@ -68,10 +68,10 @@ accepted=$(grep ' ok$' ck.out | awk '{print $1}')
 n=0
 for c in $accepted; do
 	n=$((n + 1))
-	case "$c" in runs/*/step-0012) cmp "artifacts/$c/params.npy" "$ref/params.npy" ||
+	case "$c" in runs/*/step-0012) cmp "artifacts/tiny/$c/params.npy" "$ref/params.npy" ||
 		fail "$c differs from the reference"; continue ;; esac
 	# shellcheck disable=SC2086
-	"$DDPTOK" "$CONF/tiny.ini" train --resume "artifacts/$c" $S \
+	"$DDPTOK" "$CONF/tiny.ini" train --resume "artifacts/tiny/$c" $S \
 		--set run.artifacts=res-art --set run.outputs=res-out > /dev/null ||
 		fail "resume from $c"
 	cmp res-art/runs/latest/step-0012/params.npy "$ref/params.npy" ||
@@ -83,5 +83,5 @@ partial=$(grep -c 'partial write' ck.out || true)
 # clean removes the leftovers as well
 # shellcheck disable=SC2086
 "$DDPTOK" "$CONF/tiny.ini" clean --scope checkpoints $S > clean.out
-[ ! -e artifacts/runs ] || { cat clean.out; fail "clean left artifacts/runs"; }
+[ ! -e artifacts/tiny/runs ] || { cat clean.out; fail "clean left artifacts/tiny/runs"; }
 echo "ok: $trials trials, $kills killed, $n accepted checkpoints resumed bit for bit, $partial partial writes reported"

@@ -12,8 +12,8 @@ run() { "$DDPTOK" "$T" "$@" --set devices.backend=cpu; }
 DIVERGE="--set train.lr=10 --set train.weight_decay=1 --set train.momentum=0 --set train.updates=200 --set train.checkpoint_every=10"
 
 run train --set train.stop_at=3 > stop.out || fail "the first run: $(cat stop.out)"
-LATEST=$(readlink artifacts/runs/latest)
-R=artifacts/runs/$LATEST
+LATEST=$(readlink artifacts/tiny/runs/latest)
+R=artifacts/tiny/runs/$LATEST
 set +e
 # shellcheck disable=SC2086
 run train --resume latest $DIVERGE > diverge.out 2> diverge.err
@@ -40,7 +40,7 @@ grep -q "non-finite: window $K (update $K) went non-finite: loss .*nan" diverge.
 	fail "the message does not name window $K: $(cat diverge.err)"
 grep -q "the run stops at step $K without checkpointing it (newest checkpoint: $GOOD_DIR, step $GOOD, still runs/latest" \
 	diverge.err || fail "the newest checkpoint is not named: $(cat diverge.err)"
-[ "$(readlink artifacts/runs/latest)" = "$LATEST" ] || fail "runs/latest moved"
+[ "$(readlink artifacts/tiny/runs/latest)" = "$LATEST" ] || fail "runs/latest moved"
 [ -f "$GOOD_DIR/MANIFEST.json" ] || fail "no checkpoint $GOOD_DIR"
 # nothing past the last good checkpoint, nothing half-written
 [ "$(ls -d "$R"/step-* | tail -n 1)" = "$GOOD_DIR" ] || fail "a checkpoint past $GOOD: $(ls "$R")"

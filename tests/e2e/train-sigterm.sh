@@ -32,7 +32,7 @@ wait_line() {
 # shellcheck disable=SC2086
 "$DDPTOK" "$CONF/tiny.ini" train $S > stop.out 2> stop.err &
 pid=$!
-wait_line artifacts
+wait_line artifacts/tiny
 term_and_wait "$pid"
 [ "$rc" -eq 8 ] || { cat stop.out stop.err; fail "exit $rc after SIGTERM, expected 8"; }
 grep -q "interrupted by SIGTERM" stop.err || fail "no interruption message: $(cat stop.err)"
@@ -50,7 +50,7 @@ lines=$(wc -l < "$M")
 run=$(dirname "$ck")
 # shellcheck disable=SC2086
 "$DDPTOK" "$CONF/tiny.ini" train --continuous $S > cont.out
-cont=artifacts/runs/$(readlink artifacts/runs/latest)
+cont=artifacts/tiny/runs/$(readlink artifacts/tiny/runs/latest)
 [ "$cont" != "$run" ] || fail "the continuous run reused $run"
 for f in params.npy momentum.npy state.json rank-0.json rank-1.json; do
 	cmp "$run/step-1500/$f" "$cont/step-1500/$f" ||

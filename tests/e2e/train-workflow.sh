@@ -8,7 +8,7 @@ set -eu
 fail() { echo "FAIL: $*"; exit 1; }
 T="$CONF/tiny.ini"
 run() { "$DDPTOK" "$T" "$@" --set devices.backend=cpu; }
-latest() { echo "artifacts/runs/$(readlink artifacts/runs/latest)"; }
+latest() { echo "artifacts/tiny/runs/$(readlink artifacts/tiny/runs/latest)"; }
 
 # train to the end: tiny.ini plans no stop, so train runs all its 6 updates
 run train > first.out || fail "train: $(cat first.out)"
@@ -98,7 +98,7 @@ K=$(latest)
 run evaluate > ev.out || fail "evaluate: $(cat ev.out)"
 grep -q "evaluate: run $(basename "$K"), step 6 (checkpoint $K/step-0006)" ev.out ||
 	fail "evaluate does not name the run and step: $(cat ev.out)"
-grep -q "\"run\": \"$(basename "$K")\"" outputs/evaluate.json || fail "evaluate.json lacks the run"
+grep -q "\"run\": \"$(basename "$K")\"" outputs/tiny/evaluate.json || fail "evaluate.json lacks the run"
 run evaluate --checkpoint "$B" > evb.out || fail "evaluate of a run: $(cat evb.out)"
 grep -q "evaluate: run $(basename "$B"), step 13 " evb.out || fail "evaluate DIR: $(cat evb.out)"
 
@@ -106,7 +106,7 @@ grep -q "evaluate: run $(basename "$B"), step 13 " evb.out || fail "evaluate DIR
 run checkpoints > ck.out || fail "checkpoints: $(cat ck.out)"
 grep -q "runs/$(basename "$K")/step-0006 .* ok" ck.out || fail "runs not listed: $(cat ck.out)"
 run clean --scope checkpoints > clean.out || fail "clean: $(cat clean.out)"
-[ ! -e artifacts/runs ] || fail "clean left run directories: $(cat clean.out)"
+[ ! -e artifacts/tiny/runs ] || fail "clean left run directories: $(cat clean.out)"
 # --inject-drift reaches a resumed train: stopped at 2 and resumed, a run ends with the
 # one run's parameters, and with other ones when the resumed state carries the drift
 run train > ref.out || fail "train for drift: $(cat ref.out)"

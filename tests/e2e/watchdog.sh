@@ -25,10 +25,10 @@ hung() {
 hung train --inject-hang 1:2
 grep -q "window 2: rank 1 did not arrive within $T s (devices.timeout): last in forward/backward of microbatch 1, for .*; its thread is left behind" err.txt ||
 	fail "parked rank: $(cat err.txt)"
-[ "$(ls -d artifacts/runs/2*/ | wc -l)" -eq 1 ] || fail "runs: $(ls artifacts/runs)"
-run=$(ls -d artifacts/runs/2*/)
+[ "$(ls -d artifacts/tiny/runs/2*/ | wc -l)" -eq 1 ] || fail "runs: $(ls artifacts/tiny/runs)"
+run=$(ls -d artifacts/tiny/runs/2*/)
 # named from the run's start, `latest` goes back to what it was (no run) with no checkpoint
-[ ! -e artifacts/runs/latest ] || fail "latest names a run without a checkpoint"
+[ ! -e artifacts/tiny/runs/latest ] || fail "latest names a run without a checkpoint"
 [ "$(wc -l < "$run/metrics.jsonl")" -eq 1 ] || fail "metrics of window 2 written"
 [ ! -e "$run/train.json" ] || fail "a summary of a failed run was written"
 [ -z "$(ls -d "$run"/*step-* 2>/dev/null)" ] || fail "checkpoint written: $(ls -a "$run")"
@@ -47,10 +47,10 @@ grep -q "window 1: rank 0 did not arrive" err.txt || fail "single rank: $(cat er
 rm -rf outputs artifacts
 hung parity --inject-hang 1:1
 grep -q "window 1: rank 1 did not arrive within $T s" err.txt || fail "parity: $(cat err.txt)"
-[ ! -e outputs/parity.json ] || fail "parity.json written"
+[ ! -e outputs/tiny/parity.json ] || fail "parity.json written"
 hung protocol --inject-hang 1:1:6
 grep -q "parity: window 1: rank 1 did not arrive within $T s" err.txt || fail "protocol: $(cat err.txt)"
-[ ! -e outputs/report.md ] && [ ! -e outputs/report.json ] || fail "a report was written"
+[ ! -e outputs/tiny/report.md ] && [ ! -e outputs/tiny/report.json ] || fail "a report was written"
 
 # the watchdog never fires on a healthy run with the same short timeout
 "$DDPTOK" "$CONF/tiny.ini" train --continuous --set devices.timeout=$T > ok.txt ||
