@@ -229,12 +229,12 @@ static int report(struct app *a, const struct checkpoint *ck, const struct sampl
 		 "token%s, temperature %g, top-k %d, seed %" PRIu64, ck->dir, ck->step, n,
 		 t ? "token" : "id", n == 1 ? "" : "s", o->tokens, o->tokens == 1 ? "" : "s",
 		 o->temperature, o->top_k, o->seed);
+	print_speed(a, o, res); /* before the output, which stays the last line */
 	if (t)
 		rc = print_text(a, t, prompt, n, out, res->produced, shift, &kept, &gen, e);
 	else
 		env_info(&a->env, "sample: %s", line);
 	free(line);
-	print_speed(a, o, res);
 	json_t *j = json_pack("{s:s, s:I, s:o, s:o, s:f, s:i, s:I}", "checkpoint", ck->dir,
 			      "step", (json_int_t)ck->step, "prompt", user_ids(prompt, n, shift),
 			      "tokens", user_ids(out, kept, shift), "temperature",

@@ -62,7 +62,7 @@ grep -q "backend" env.txt
 grep -q "tokens/s" bench.txt
 # the size sweep takes minutes: only with --sweep
 ! grep -q "bench: sweep" bench.txt || { echo "FAIL: bench ran the size sweep unasked"; exit 1; }
-jcheck outputs/bench.json '"sweep" not in d and d["tokens"] > 0'
+jcheck outputs/tiny/bench.json '"sweep" not in d and d["tokens"] > 0'
 "$DDPTOK" "$CONF/tiny.ini" bench --windows 3 --sweep > bench.txt
 # the size sweep: hidden 512, 1024, 2048 by vocab 128 and 4096
 test "$(grep -c 'bench: sweep hidden' bench.txt)" = 6

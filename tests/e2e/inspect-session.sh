@@ -21,7 +21,7 @@ grep -q "ddptok-run: usage error: inspect: 10 commands of the script failed; the
 has() { grep -q -- "$1" out.txt || fail "missing: $1"; }
 
 # what the shared code prints for inspect says inspect (the corpus it prepared), not train
-has "^inspect: corpus prepared in outputs/corpus"
+has "^inspect: corpus prepared in outputs/tiny/corpus"
 ! grep -q "^train:" out.txt || fail "inspect's messages say train"
 
 # window: N equals the sum of the per-rank tokens, and of the per-microbatch tokens

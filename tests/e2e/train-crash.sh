@@ -139,13 +139,13 @@ run checkpoints --set run.artifacts=p-art --set run.outputs=p-out > pck.out ||
 	fail "checkpoints: $(cat pck.out)"
 
 # --- the start's pruning never takes the checkpoint resumed, and never stops the run --------
-rm -f artifacts/runs/latest && ln -s "$(basename "$B")" artifacts/runs/latest
+rm -f artifacts/tiny/runs/latest && ln -s "$(basename "$B")" artifacts/tiny/runs/latest
 cp -r saved-step-0001 "$B/step-0001" # one checkpoint more than train.keep = 2 again
 run train --resume "$B/step-0001" --set run.outputs=o-k > k4.out 2>&1 ||
 	fail "resume of a checkpoint past keep: $(cat k4.out)"
 [ -d "$B/step-0001" ] || fail "the start pruned the checkpoint it resumed: $(cat k4.out)"
 grep -q "train: resumed run to step 6 .* from $B/step-0001" k4.out || fail "$(cat k4.out)"
-rm -f artifacts/runs/latest && ln -s "$(basename "$B")" artifacts/runs/latest
+rm -f artifacts/tiny/runs/latest && ln -s "$(basename "$B")" artifacts/tiny/runs/latest
 # step-0001 made immovable: root passes permissions, not the immutable flag; where the file
 # system has no such flag, write permission (for an ordinary user)
 if chattr +i "$B/step-0001" 2> /dev/null || { [ "$(id -u)" -ne 0 ] && chmod a-w "$B"; }; then

@@ -70,8 +70,8 @@ run train $DIVERGE --set train.checkpoint_every=1000 > new.out 2> new.err
 rc=$?
 set -e
 [ "$rc" -eq 12 ] || fail "a new diverging run exited $rc: $(cat new.out new.err)"
-[ "$(readlink artifacts/runs/latest)" = "$LATEST" ] ||
-	fail "a new run that diverged before its first checkpoint left latest naming $(readlink artifacts/runs/latest)"
+[ "$(readlink artifacts/tiny/runs/latest)" = "$LATEST" ] ||
+	fail "a new run that diverged before its first checkpoint left latest naming $(readlink artifacts/tiny/runs/latest)"
 run evaluate > ev.out 2>&1 || fail "evaluate after a new run diverged: $(cat ev.out)"
 grep -q "evaluate: run $LATEST, step $((GOOD + 1))" ev.out || fail "evaluate: $(cat ev.out)"
 echo "ok: diverged at window $K, checkpoint step $GOOD kept"
