@@ -2,20 +2,21 @@
  * dev_host: the host (CPU) backend of the device interface.
  *
  * Device memory is host memory, "asynchronous" operations complete before returning,
- * GEMMs go to OpenBLAS's cblas_sgemm with one BLAS thread per device thread (the pool
- * supplies the parallelism, one thread per simulated device), and the element-wise
+ * GEMMs go to the process's sgemm (gemm.h: oneDNN's or OpenBLAS's) on one thread per
+ * device thread (the pool supplies the parallelism, one thread per simulated device),
+ * and the element-wise
  * parts are the loops of dev_host_kernels.c over the formulas of kmath.h, vectorized by
  * the compiler, in the widest build the CPU runs (AVX-512, AVX2 or the baseline; the
  * same bits either way). Every reduction runs in a fixed order, so results are identical run to
  * run and across ranks.
  *
  * A device made with T > 1 threads (devices.threads) splits its larger operations over
- * its team (dev_host_team.h): a GEMM by rows of C, in blocks of GEMM_ROW_BLOCK rows, each
- * block one single-threaded cblas_sgemm; bias_tanh and xent by rows; scale and sgd by
+ * its team (dev_host_team.h): a GEMM by rows of C, in parts of whole gemm_row_block()
+ * rows, each part one single-threaded sgemm; bias_tanh and xent by rows; scale and sgd by
  * elements. Every element of a result is computed by the same operations as with one
- * thread, so the bits do not depend on T (for the GEMM this holds for the OpenBLAS
- * kernels measured, see docs/threads.md; the unit tests check it on the machine they run
- * on). The reductions (sum, column sums, embed_backward, fingerprint) stay on one thread.
+ * thread, so the bits do not depend on T (for the GEMM gemm.h checks it on this CPU
+ * before it chooses oneDNN; for OpenBLAS it holds for the kernels measured, see
+ * docs/threads.md; the unit tests check both on the machine they run on). The reductions (sum, column sums, embed_backward, fingerprint) stay on one thread.
  */
 #include "dev.h"
 
@@ -29,6 +30,7 @@
 #include "clock.h"
 #include "dev_host_kernels.h"
 #include "dev_host_team.h"
+#include "gemm.h"
 
 /* A host device: the device, and with threads > 1 its team and its own operation table
  * (the loops' table with the split entries). */
@@ -119,8 +121,7 @@ static int host_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int 
 		return ERR_OK;
 	}
 	double t0 = clock_now_s();
-	cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-		    trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+	gemm_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 	dev_count_gemm(d, m, n, k, clock_now_s() - t0);
 	return ERR_OK;
 }
@@ -142,10 +143,6 @@ static void host_fill_common(struct dev_ops *o)
 
 /* ---- operations split over a device's team ---- */
 
-/* GEMM parts are whole blocks of this many rows of C: OpenBLAS's x86-64 kernels tile the
- * rows of a row-major C by 16 or 24, and a part starting inside a tile moves the tiles
- * after it, which rounds some elements differently (measured, docs/threads.md) */
-#define GEMM_ROW_BLOCK 48
 /* the least work worth handing to another thread: floating-point operations of a GEMM
  * part, elements of a loop's part */
 #define GEMM_PART_FLOP (1u << 22)
@@ -184,16 +181,15 @@ struct gemm_args {
 	float *c;
 };
 
-/* rows [lo, hi) of C, by one single-threaded cblas_sgemm */
+/* rows [lo, hi) of C, by one single-threaded sgemm */
 static void gemm_part(void *arg, int p, int parts)
 {
 	const struct gemm_args *g = arg;
 	size_t lo, hi;
 	part_range(p, parts, g->step, g->m, &lo, &hi);
 	const float *a = g->trans_a ? g->a + lo : g->a + lo * (size_t)g->lda;
-	cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
-		    g->trans_b ? CblasTrans : CblasNoTrans, (int)(hi - lo), g->n, g->k, g->alpha, a,
-		    g->lda, g->b, g->ldb, g->beta, g->c + lo * (size_t)g->ldc, g->ldc);
+	gemm_sgemm(g->trans_a, g->trans_b, (int)(hi - lo), g->n, g->k, g->alpha, a, g->lda, g->b,
+		   g->ldb, g->beta, g->c + lo * (size_t)g->ldc, g->ldc);
 }
 
 static int split_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha,
@@ -205,7 +201,7 @@ static int split_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int
 			      a, b, c};
 	double row_flop = 2.0 * (n > 0 ? n : 0) * (k > 0 ? k : 0);
 	size_t min_rows = row_flop > 0 ? (size_t)(GEMM_PART_FLOP / row_flop) + 1 : 0;
-	int parts = m > 0 && row_flop > 0 ? cut_parts((size_t)m, GEMM_ROW_BLOCK, min_rows,
+	int parts = m > 0 && row_flop > 0 ? cut_parts((size_t)m, (size_t)gemm_row_block(gemm_chosen()), min_rows,
 						       hd->team.threads, &g.step) : 1;
 	if (parts < 2)
 		return host_gemm(d, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,

@@ -7,21 +7,22 @@
  * for every operation it splits (GEMMs of each transpose, bias_tanh, xent, scale, sgd).
  * The negative control: the same comparison catches a GEMM whose inner sum is cut in two
  * (what a BLAS splitting k would do), so bit-identity is a claim the test can refute.
+ * The GEMM tests run once under each implementation built in (gemm.h), each saying which.
  */
 #include <check.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include <cblas.h>
 
 #include "check-run.h"
 #include "config.h"
 #include "dev.h"
 #include "dev_host_team.h"
 #include "engine.h"
+#include "gemm.h"
 #include "prng.h"
 #include "settings.h"
 
@@ -165,8 +166,27 @@ static const int gemm_shapes[][3] = {
 	{480, 256, 256}, {1000, 77, 300}, {333, 257, 100}, {150, 640, 64}, {4097, 33, 170},
 };
 
+/* The implementation of loop iteration `impl` for this process (0: not built in, the
+ * test is skipped), said in the test's output. */
+static int under_gemm(int impl)
+{
+	struct err e;
+	char what[256];
+	err_clear(&e);
+	if (impl == GEMM_ONEDNN && !gemm_have_onednn()) {
+		printf("test-threads: onednn not built in, skipped\n");
+		return 0;
+	}
+	ck_assert_int_eq(gemm_select(impl, NULL, 0, &e), ERR_OK);
+	gemm_describe(impl, what, sizeof what);
+	printf("test-threads: GEMMs under %s\n", what);
+	return 1;
+}
+
 START_TEST(gemm_bits_do_not_depend_on_threads)
 {
+	if (!under_gemm(_i))
+		return;
 	for (size_t s = 0; s < sizeof gemm_shapes / sizeof gemm_shapes[0]; s++)
 		for (int tr = 0; tr < 4; tr++) {
 			int m = gemm_shapes[s][0], n = gemm_shapes[s][1], k = gemm_shapes[s][2];
@@ -198,6 +218,8 @@ END_TEST
  * changes some bits, and the comparison above would see it. */
 START_TEST(a_k_split_is_caught)
 {
+	if (!under_gemm(_i))
+		return;
 	const int m = 480, n = 256, k = 256, h = 101;
 	float *a = random_floats((size_t)m * k, 11), *b = random_floats((size_t)n * k, 12);
 	float *zero = calloc((size_t)m * n, sizeof(float));
@@ -205,10 +227,8 @@ START_TEST(a_k_split_is_caught)
 	float *split = malloc(sizeof *split * (size_t)m * n);
 	float *upper = calloc((size_t)m * n, sizeof(float));
 	gemm_on(2, 0, 0, m, n, k, 1.0f, 0.0f, a, b, zero, want);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, h, 1.0f, a, k, b, n, 0.0f,
-		    split, n);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k - h, 1.0f, a + h, k,
-		    b + (size_t)h * n, n, 0.0f, upper, n);
+	gemm_sgemm(0, 0, m, n, h, 1.0f, a, k, b, n, 0.0f, split, n);
+	gemm_sgemm(0, 0, m, n, k - h, 1.0f, a + h, k, b + (size_t)h * n, n, 0.0f, upper, n);
 	for (size_t i = 0; i < (size_t)m * n; i++)
 		split[i] += upper[i];
 	ck_assert_msg(!same_bits(want, split, (size_t)m * n), "a k split gave the same bits");
@@ -282,8 +302,9 @@ int main(void)
 	tcase_add_test(tc, auto_divides_the_cpus_among_the_ranks);
 	tcase_add_test(tc, plan_carries_the_resolved_threads);
 	tcase_add_test(tc, team_runs_each_part_once_on_its_own_thread);
-	tcase_add_test(tc, gemm_bits_do_not_depend_on_threads);
-	tcase_add_test(tc, a_k_split_is_caught);
+	tcase_add_loop_test(tc, gemm_bits_do_not_depend_on_threads, GEMM_ONEDNN,
+			    GEMM_OPENBLAS + 1);
+	tcase_add_loop_test(tc, a_k_split_is_caught, GEMM_ONEDNN, GEMM_OPENBLAS + 1);
 	tcase_add_test(tc, loop_bits_do_not_depend_on_threads);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);

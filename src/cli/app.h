@@ -30,6 +30,7 @@ struct app_opts {
 	const char *prompt, *prompt_file, *tokens, *temperature, *top_k, *sample_seed;
 	const char *scope;      /* clean --scope generated|checkpoints|partial|all */
 	int continuous;         /* train --continuous */
+	int allow_gemm_change;  /* train --resume --allow-gemm-change */
 	int dry_run;            /* clean --dry-run */
 	long windows;           /* bench --windows N (0: default) */
 	/* tests: --inject-failure R:W, --inject-shard-swap R (exact mode) and

@@ -46,6 +46,7 @@
 
 #include "clock.h"
 #include "blas_core.h"
+#include "gemm.h"
 #include "outputs.h"
 #include "run.h"
 #include "shard.h"
@@ -59,8 +60,7 @@ struct gemm_shape {
 
 static struct gemm_shape largest_gemm(const struct settings *s, const struct model_shape *m)
 {
-	int rows = s->batch_size * (s->min_len + s->max_len) / 2;
-	struct model_gemm g = model_largest_gemm(m, rows);
+	struct model_gemm g = model_microbatch_gemm(m, s);
 	return (struct gemm_shape){g.m, g.n, g.k};
 }
 
@@ -95,8 +95,7 @@ static void sgemm_mats_free(struct sgemm_mats *x)
 static void sgemm_run(const struct sgemm_mats *x)
 {
 	int m = x->g.m, n = x->g.n, k = x->g.k;
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x->a, k, x->b, k, 0.0f,
-		    x->c, n);
+	gemm_sgemm(0, 1, m, n, k, 1.0f, x->a, k, x->b, k, 0.0f, x->c, n);
 }
 
 /* Allocates and fills the operands and runs the GEMM once (first-touch, BLAS set-up);
@@ -389,18 +388,32 @@ static double of_sgemm_cpu(const struct bench_result *b)
 		       : 0.0;
 }
 
-/* the BLAS library and kernel, and a warning when the kernel is narrower than the CPU */
-static void report_blas(const struct env *v)
+/* The GEMM the windows and the reference run (gemm.h), and OpenBLAS as the loader gave
+ * it: its kernel, a warning when that kernel is narrower than the CPU, and where the
+ * chosen GEMM is another one, OpenBLAS's one-thread rate at the reference's shape `g`,
+ * so the gain shows. Returns that rate (0: not measured). */
+static double report_gemm(const struct env *v, struct gemm_shape g)
 {
-	char blas[256], advice[512];
+	char chosen[256], blas[256], advice[512];
+	enum gemm_impl impl = gemm_chosen();
+	gemm_describe(impl, chosen, sizeof chosen);
 	int slow = blas_describe(blas, sizeof blas, advice, sizeof advice);
-	env_info(v, "bench: BLAS %s", blas);
-	if (slow)
-		env_info(v, "bench: warning: %s; the %% of sgemm figures below compare with that "
-			 "slower sgemm", advice);
+	env_info(v, "bench: GEMM %s; the sgemm figures below are its", chosen);
+	if (impl == GEMM_OPENBLAS) {
+		if (slow)
+			env_info(v, "bench: warning: %s; the %% of sgemm figures below compare with "
+				 "that slower sgemm", advice);
+		return 0.0;
+	}
+	double rate = gemm_rate(GEMM_OPENBLAS, g.m, g.n, g.k, SGEMM_TRIAL_S);
+	env_info(v, "bench: OpenBLAS as loaded (%s): one-thread sgemm %.1f GFLOP/s at %d x %d x "
+		 "%d%s%s", blas, rate, g.m, g.n, g.k, slow ? "; " : "", slow ? advice : "");
+	return rate;
 }
 
-static void report_main(const struct env *v, const struct bench_result *b)
+/* The main figures; `openblas`: OpenBLAS's rate as loaded, when the GEMM is another one
+ * (0: not measured). */
+static void report_main(const struct env *v, const struct bench_result *b, double openblas)
 {
 	double tps = tokens_per_s(b);
 	env_info(v, "bench: %lld supervised tokens in %.3f s: %.0f tokens/s", (long long)b->tokens,
@@ -418,6 +431,9 @@ static void report_main(const struct env *v, const struct bench_result *b)
 			 b->cpu_seconds, b->cpu_seconds, b->seconds, b->sgemm_per_cpu,
 			 100.0 * of_sgemm_cpu(b));
 	}
+	if (b->sgemm > 0.0 && openblas > 0.0)
+		env_info(v, "bench: the %s sgemm runs at %.2fx OpenBLAS as loaded", gemm_impl_name(
+				 gemm_chosen()), b->sgemm / openblas);
 	if (b->concurrent > 0.0)
 		env_info(v, "bench: %d one-thread sgemms at once: %.1f GFLOP/s each (median, range "
 			 "%.1f-%.1f); training reaches %.0f%% of their sum", b->ref.threads,
@@ -708,8 +724,10 @@ int cmd_bench(struct app *a, struct err *e)
 	if ((rc = run_open(v, &r, e)) != ERR_OK)
 		return rc;
 	const char *backend = engine_backend_name(r.eng);
+	int r_cpu = r.eng->placement.backend == DEV_BACKEND_CPU;
+	double openblas = 0.0;
 	if (r.eng->placement.backend == DEV_BACKEND_CPU)
-		report_blas(v);
+		openblas = report_gemm(v, largest_gemm(s, &r.eng->shape));
 	env_info(v, "bench: %s backend, W = %d, plan %s, layout %s, %ld timed windows after %ld "
 		 "warm-up", backend, s->world, rank_split_name(s->rank_split),
 		 s->layout == LAYOUT_PADDED ? "padded" : "packed", windows, warmup);
@@ -719,7 +737,7 @@ int cmd_bench(struct app *a, struct err *e)
 	run_close(&r);
 	if (rc != ERR_OK)
 		return rc;
-	report_main(v, &b);
+	report_main(v, &b, openblas);
 	json_t *gemm_ranks = report_gemm_factors(v, &b);
 
 	json_t *points = json_array();
@@ -735,9 +753,10 @@ int cmd_bench(struct app *a, struct err *e)
 		json_decref(exact);
 		return rc;
 	}
-	json_t *j = json_pack("{s:s, s:i, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
-			      "s:f, s:f, s:f, s:f, s:f, s:f, s:o*, s:o, s:o*, s:o*}",
-			      "backend", backend, "world", s->world, "threads_per_rank", b.threads, "plan",
+	json_t *j = json_pack("{s:s, s:s*, s:f, s:i, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
+			      "s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o*, s:o, s:o*, s:o*}",
+			      "backend", backend, "gemm", r_cpu ? gemm_impl_name(gemm_chosen()) : NULL,
+			      "openblas_as_loaded_gflops", openblas, "world", s->world, "threads_per_rank", b.threads, "plan",
 			      rank_split_name(s->rank_split), "tokens",
 			      (json_int_t)b.tokens, "seconds", b.seconds, "cpu_seconds", b.cpu_seconds,
 			      "tokens_per_s", tokens_per_s(&b), "train_gflops",

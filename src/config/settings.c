@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "gemm.h"
 
 /* Enum choices, in the order of the C enums they map to (index = enum value). */
 #define CHOICES_LOG "quiet|info|debug"
@@ -27,6 +28,7 @@
 #define CHOICES_BACKEND "auto|cpu|cuda"
 #define CHOICES_REDUCE "sum|avg"
 #define CHOICES_COLLECTIVE "auto|host|nccl"
+#define CHOICES_GEMM GEMM_CHOICES
 #define CHOICES_SHARD_ORDER "length|balanced"
 #define CHOICES_SOURCE DATA_SOURCE_CHOICES /* settings.h's DATA_SOURCES */
 #define CHOICES_UNIT "token|sequence"
@@ -252,6 +254,10 @@ const struct cfg_key settings_keys[] = {
 		 "gradient collective: sum or avg (the loss scale follows it)"),
 	ENUM_KEY("devices", "collective", "auto", CHOICES_COLLECTIVE, 0, AT(collective),
 		 "collective implementation: auto, host or nccl"),
+	ENUM_KEY("devices", "gemm", "auto", CHOICES_GEMM, 0, AT(gemm),
+		 "cpu backend: the sgemm of every GEMM, one per run: auto (oneDNN where built in "
+		 "and deterministic on this CPU, else OpenBLAS), onednn or openblas; a resume "
+		 "under another one than its checkpoint's is refused"),
 	STRING_KEY("devices", "ids", "", 0, NO_FIELD,
 		   "comma-separated GPU ordinals, one per rank (empty: the first `world`)"),
 	FLOAT_KEY("devices", "timeout", "120", 0, 86400, 0, 0, AT(timeout_s),

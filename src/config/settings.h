@@ -153,6 +153,7 @@ struct settings {
 	int backend;    /* enum backend_choice */
 	int reduce;     /* enum coll_op */
 	int collective; /* enum collective_choice */
+	int gemm;       /* cpu backend: enum gemm_impl (runtime/gemm.h) */
 	int ids[MAX_WORLD]; /* GPU ordinals; n_ids == 0: the first `world` */
 	int n_ids;
 	double timeout_s;

@@ -195,3 +195,8 @@ struct model_gemm model_largest_gemm(const struct model_shape *m, int rows)
 {
 	return m->ops->largest_gemm(m, rows);
 }
+
+struct model_gemm model_microbatch_gemm(const struct model_shape *m, const struct settings *s)
+{
+	return model_largest_gemm(m, s->batch_size * (s->min_len + s->max_len) / 2);
+}

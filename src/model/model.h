@@ -67,5 +67,8 @@ int model_eval(struct model_ws *ws, const float *params, const struct model_batc
 void model_dev_needs(const struct model_shape *m, int max_rows, struct model_dev_needs *n);
 double model_flop_per_token(const struct model_shape *m);
 struct model_gemm model_largest_gemm(const struct model_shape *m, int rows);
+/* The largest GEMM of a microbatch of the configured size (batch_size sequences of the mean
+ * of min_len and max_len positions): the shape bench and env measure the sgemm at. */
+struct model_gemm model_microbatch_gemm(const struct model_shape *m, const struct settings *s);
 
 #endif
