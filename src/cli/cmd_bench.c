@@ -232,7 +232,9 @@ struct bench_result {
 	long windows;
 	double seconds, cpu_seconds; /* window time; process CPU time over the windows */
 	double coll, coll_mean;      /* collective time: rank that waits most, mean over ranks */
-	double flop_per_token;
+	double flop_per_token;       /* the model's arithmetic per supervised token */
+	double sequence_flop;        /* and per sequence, summed over the timed windows (the
+					attention's, over the pairs that attend) */
 	struct gemm_shape gemm;
 	struct sgemm_ref ref;        /* the sgemm trials (none: not measured) */
 	double sgemm, sgemm_per_cpu; /* their medians, one-thread sgemm GFLOP/s (0: not measured) */
@@ -251,18 +253,21 @@ struct bench_result {
 	int64_t micro[MAX_WORLD], padded;
 };
 
-/* Adds window w's microbatches per rank and padded-layout positions to b. */
+/* Adds window w's microbatches per rank, padded-layout positions and the arithmetic its
+ * sequences cost beyond their tokens' to b. */
 static void add_window_shape(const struct window *w, const struct corpus *c,
-			     struct bench_result *b)
+			     const struct model_shape *shape, struct bench_result *b)
 {
 	for (int r = 0; r < w->world; r++) {
 		b->micro[r] += w->rank_micro[r];
 		for (int m = 0; m < w->rank_micro[r]; m++) {
 			const struct microbatch *mb = &w->mb[r][m];
 			int longest = 0;
-			for (int k = 0; k < mb->n; k++)
-				if (corpus_len(c, mb->ids[k]) > longest)
-					longest = corpus_len(c, mb->ids[k]);
+			for (int k = 0; k < mb->n; k++) {
+				int len = corpus_len(c, mb->ids[k]);
+				longest = len > longest ? len : longest;
+				b->sequence_flop += model_sequence_flop(shape, len);
+			}
 			b->padded += (int64_t)mb->n * longest;
 		}
 	}
@@ -309,7 +314,7 @@ static int timed_windows(struct run *r, const struct settings *s, long warmup, l
 		b->coll += res.seconds_coll;
 		b->coll_mean += res.seconds_coll_mean;
 		add_window_counts(&res, s->world, &b->counts);
-		add_window_shape(&r->w, &r->corpus, b);
+		add_window_shape(&r->w, &r->corpus, &r->eng->shape, b);
 		for (int q = 0; q < s->world; q++) {
 			b->gemm_flop[q] += res.rank_counts[q].gemm_flop;
 			b->gemm_seconds[q] += res.rank_counts[q].gemm_seconds;
@@ -356,10 +361,28 @@ static double tokens_per_s(const struct bench_result *b)
 	return b->seconds > 0.0 ? b->tokens / b->seconds : 0.0;
 }
 
+/* the training math of the timed windows, FLOP: per token and per sequence */
+static double math_flop(const struct bench_result *b)
+{
+	return (double)b->tokens * b->flop_per_token + b->sequence_flop;
+}
+
+/* its mean per supervised token */
+static double math_per_token(const struct bench_result *b)
+{
+	return b->tokens > 0 ? math_flop(b) / b->tokens : b->flop_per_token;
+}
+
+/* training GFLOP per second of window */
+static double train_gflops(const struct bench_result *b)
+{
+	return b->seconds > 0.0 ? math_flop(b) * 1e-9 / b->seconds : 0.0;
+}
+
 /* training GFLOP/s over lanes x `rate` GFLOP/s (0: no rate) */
 static double of_rate(const struct bench_result *b, double rate)
 {
-	return rate > 0.0 ? tokens_per_s(b) * b->flop_per_token * 1e-9 / (b->lanes * rate) : 0.0;
+	return rate > 0.0 ? train_gflops(b) / (b->lanes * rate) : 0.0;
 }
 
 /* training GFLOP/s over lanes x one-thread sgemm GFLOP/s, the trials' median (0: no
@@ -384,7 +407,7 @@ static const char *lanes_text(const struct bench_result *b)
 static double of_sgemm_cpu(const struct bench_result *b)
 {
 	return b->sgemm_per_cpu > 0.0 && b->cpu_seconds > 0.0
-		       ? b->tokens * b->flop_per_token * 1e-9 / b->cpu_seconds / b->sgemm_per_cpu
+		       ? math_flop(b) * 1e-9 / b->cpu_seconds / b->sgemm_per_cpu
 		       : 0.0;
 }
 
@@ -419,7 +442,7 @@ static void report_main(const struct env *v, const struct bench_result *b, doubl
 	env_info(v, "bench: %lld supervised tokens in %.3f s: %.0f tokens/s", (long long)b->tokens,
 		 b->seconds, tps);
 	env_info(v, "bench: training math %.1f GFLOP/s (%.2f MFLOP per token)",
-		 tps * b->flop_per_token * 1e-9, b->flop_per_token * 1e-6);
+		 train_gflops(b), math_per_token(b) * 1e-6);
 	if (b->sgemm > 0.0) {
 		env_info(v, "bench: one-thread sgemm %.1f GFLOP/s (%d x %d x %d; median of %d trials "
 			 "around the windows, range %.1f-%.1f); training reaches %.0f%% of %s "
@@ -427,8 +450,7 @@ static void report_main(const struct env *v, const struct bench_result *b, doubl
 			 b->gemm.k, b->ref.trials, b->sgemm_lo, b->sgemm_hi, 100.0 * of_sgemm(b),
 			 lanes_text(b), 100.0 * of_rate(b, b->sgemm_hi), 100.0 * of_rate(b, b->sgemm_lo));
 		env_info(v, "bench: per CPU-second: training %.1f GFLOP (%.2f CPU-s for %.3f s of "
-			 "windows), sgemm %.1f GFLOP: %.0f%%", b->tokens * b->flop_per_token * 1e-9 /
-			 b->cpu_seconds, b->cpu_seconds, b->seconds, b->sgemm_per_cpu,
+			 "windows), sgemm %.1f GFLOP: %.0f%%", math_flop(b) * 1e-9 / b->cpu_seconds, b->cpu_seconds, b->seconds, b->sgemm_per_cpu,
 			 100.0 * of_sgemm_cpu(b));
 	}
 	if (b->sgemm > 0.0 && openblas > 0.0)
@@ -498,13 +520,14 @@ static json_t *report_gemm_factors(const struct env *v, const struct bench_resul
 						       rate * b->sgemm, "gemm_of_sgemm", rate,
 						       "gemm_share_of_window", share));
 	}
-	double math = (double)b->tokens * b->flop_per_token;
+	double math = math_flop(b);
 	env_info(v, "bench: GEMMs inside the window, rank by rank (their rate against the "
 		 "one-thread sgemm, and the share of window time they take; the rest is element "
 		 "operations, collectives and waiting): %s; the mean of the products is %.0f%% of "
-		 "%s, their FLOP %.1f%% of the training math's", line,
-		 100.0 * flop * 1e-9 / b->seconds / (b->lanes * b->sgemm), lanes_text(b),
-		 math > 0.0 ? 100.0 * flop / math : 0.0);
+		 "%s; the GEMMs computed %.2fx the training math's FLOP (above 1: products the "
+		 "math does not need, such as attention's masked half, its recomputation or "
+		 "padding rows)", line, 100.0 * flop * 1e-9 / b->seconds / (b->lanes * b->sgemm),
+		 lanes_text(b), math > 0.0 ? flop / math : 0.0);
 	return ranks;
 }
 
@@ -540,7 +563,7 @@ static int sweep_point(const struct env *v, const struct model_sweep *sweep, int
 			 100.0 * of_sgemm(&b), lanes_text(&b), 100.0 * of_rate(&b, b.sgemm_hi),
 			 100.0 * of_rate(&b, b.sgemm_lo), 100.0 * of_sgemm_cpu(&b));
 	env_info(v, "bench: sweep %s %4d vocab %4d: %8.0f tokens/s, %6.2f MFLOP per token%s",
-		 sweep->key, size, vocab, tokens_per_s(&b), b.flop_per_token * 1e-6, pct);
+		 sweep->key, size, vocab, tokens_per_s(&b), math_per_token(&b) * 1e-6, pct);
 	json_array_append_new(points, json_pack("{s:i, s:i, s:I, s:f, s:f, s:f, s:f, s:[iii]}",
 						sweep->key, size, "vocab", vocab, "tokens",
 						(json_int_t)b.tokens, "seconds", b.seconds,
@@ -756,11 +779,12 @@ int cmd_bench(struct app *a, struct err *e)
 	json_t *j = json_pack("{s:s, s:s*, s:f, s:i, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
 			      "s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o*, s:o, s:o*, s:o*}",
 			      "backend", backend, "gemm", r_cpu ? gemm_impl_name(gemm_chosen()) : NULL,
-			      "openblas_as_loaded_gflops", openblas, "world", s->world, "threads_per_rank", b.threads, "plan",
+			      "openblas_as_loaded_gflops", openblas, "world", s->world,
+			      "threads_per_rank", b.threads, "plan",
 			      rank_split_name(s->rank_split), "tokens",
 			      (json_int_t)b.tokens, "seconds", b.seconds, "cpu_seconds", b.cpu_seconds,
 			      "tokens_per_s", tokens_per_s(&b), "train_gflops",
-			      tokens_per_s(&b) * b.flop_per_token * 1e-9, "sgemm_gflops_one_thread",
+			      train_gflops(&b), "sgemm_gflops_one_thread",
 			      b.sgemm, "sgemm_gflops_min", b.sgemm_lo, "sgemm_gflops_max", b.sgemm_hi,
 			      "sgemm_gflops_concurrent", b.concurrent, "fraction_of_concurrent_sgemm",
 			      of_rate(&b, b.concurrent), "fraction_of_w_sgemm",

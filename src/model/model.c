@@ -191,6 +191,11 @@ double model_flop_per_token(const struct model_shape *m)
 	return m->ops->flop_per_token(m);
 }
 
+double model_sequence_flop(const struct model_shape *m, int len)
+{
+	return m->ops->sequence_flop ? m->ops->sequence_flop(m, len) : 0.0;
+}
+
 struct model_gemm model_largest_gemm(const struct model_shape *m, int rows)
 {
 	return m->ops->largest_gemm(m, rows);
