@@ -10,6 +10,7 @@
  * The GEMM tests run once under each implementation built in (gemm.h), each saying which.
  */
 #include <check.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "check-run.h"
 #include "config.h"
 #include "dev.h"
+#include "dev_host_kernels.h"
 #include "dev_host_team.h"
 #include "engine.h"
 #include "gemm.h"
@@ -294,6 +296,83 @@ START_TEST(loop_bits_do_not_depend_on_threads)
 }
 END_TEST
 
+/* The optimizer's and the GPT's split operations, and the split reductions, with
+ * `threads`: out[0..7) = adamw's parameters, first and second moments, gelu, gelu's
+ * backward, layernorm's output and its row statistics (mean then rstd); *squares and
+ * *bad: sum_squares and count_nonfinite of a vector of several sum_squares blocks. */
+static void more_loops_on(int threads, int rows, int cols, float **out, double *squares,
+			  int64_t *bad)
+{
+	struct dev *d;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(dev_host_create_threads(0, threads, &d, &e), ERR_OK);
+	size_t n = (size_t)rows * cols;
+	float *g = random_floats(n, 31), *w = random_floats((size_t)cols, 32);
+	float *b = random_floats((size_t)cols, 33);
+	for (int i = 0; i < 3; i++)
+		out[i] = random_floats(n, 34 + (uint64_t)i);
+	ck_assert_int_eq(d->ops->adamw(d, (int)n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.25f,
+				       out[0], g, out[1], out[2], &e), ERR_OK);
+	out[3] = malloc(sizeof(float) * n);
+	ck_assert_int_eq(d->ops->gelu(d, (int)n, g, out[3], &e), ERR_OK);
+	out[4] = random_floats(n, 37);
+	ck_assert_int_eq(d->ops->gelu_backward(d, (int)n, g, out[4], &e), ERR_OK);
+	out[5] = malloc(sizeof(float) * n);
+	out[6] = malloc(sizeof(float) * 2 * (size_t)rows);
+	ck_assert_int_eq(d->ops->layernorm(d, rows, cols, g, w, b, out[5], out[6], out[6] + rows,
+					   &e), ERR_OK);
+	size_t big = 5 * (size_t)HOST_SQUARES_BLOCK + 77;
+	float *v = random_floats(big, 38);
+	v[3] = NAN, v[big - 1] = INFINITY, v[2 * HOST_SQUARES_BLOCK] = -INFINITY;
+	ck_assert_int_eq(d->ops->count_nonfinite(d, (int)big, v, bad, &e), ERR_OK);
+	v[3] = v[big - 1] = v[2 * HOST_SQUARES_BLOCK] = 0.5f;
+	ck_assert_int_eq(d->ops->sum_squares(d, (int)big, v, squares, &e), ERR_OK);
+	double in_order = 0.0; /* the documented order: blocks in index order, then their sums */
+	for (size_t lo = 0; lo < big; lo += HOST_SQUARES_BLOCK) {
+		double block = 0.0;
+		for (size_t i = lo; i < big && i < lo + HOST_SQUARES_BLOCK; i++)
+			block += (double)v[i] * (double)v[i];
+		in_order += block;
+	}
+	ck_assert_msg(memcmp(&in_order, squares, sizeof in_order) == 0, "sum_squares %.17g, its "
+		      "order gives %.17g", *squares, in_order);
+	ck_assert_int_eq(d->counts.launches, 6);
+	ck_assert_int_eq(d->counts.syncs, 2);
+	free(v);
+	free(g);
+	free(w);
+	free(b);
+	dev_destroy(d);
+}
+
+START_TEST(optimizer_gpt_loops_and_reductions_do_not_depend_on_threads)
+{
+	const int rows = 777, cols = 131;
+	const size_t lens[7] = {777 * 131, 777 * 131, 777 * 131, 777 * 131, 777 * 131,
+				777 * 131, 2 * 777};
+	float *want[7], *got[7];
+	double squares_want, squares_got;
+	int64_t bad_want, bad_got;
+	more_loops_on(1, rows, cols, want, &squares_want, &bad_want);
+	ck_assert_int_eq(bad_want, 3);
+	for (int t = 2; t <= 3; t++) {
+		more_loops_on(t, rows, cols, got, &squares_got, &bad_got);
+		for (int i = 0; i < 7; i++) {
+			ck_assert_msg(same_bits(want[i], got[i], lens[i]),
+				      "output %d: %d threads differ from 1", i, t);
+			free(got[i]);
+		}
+		ck_assert_msg(memcmp(&squares_want, &squares_got, sizeof squares_got) == 0,
+			      "sum_squares: %d threads %.17g, one %.17g", t, squares_got,
+			      squares_want);
+		ck_assert_int_eq(bad_got, bad_want);
+	}
+	for (int i = 0; i < 7; i++)
+		free(want[i]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("threads");
@@ -306,6 +385,7 @@ int main(void)
 			    GEMM_OPENBLAS + 1);
 	tcase_add_loop_test(tc, a_k_split_is_caught, GEMM_ONEDNN, GEMM_OPENBLAS + 1);
 	tcase_add_test(tc, loop_bits_do_not_depend_on_threads);
+	tcase_add_test(tc, optimizer_gpt_loops_and_reductions_do_not_depend_on_threads);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }
