@@ -668,6 +668,7 @@ static int load_configuration(struct cli *cli, const struct command *cmd, struct
 		ERR_TRY(cfg_set(&a->cfg, cli->sets[i], e));
 	/* what depends on the data source, so that config.ini records what ran */
 	ERR_TRY(settings_for_source(&a->cfg, e));
+	ERR_TRY(settings_microbatch_shape(&a->cfg, e));
 	ERR_TRY(settings_from_cfg(&a->cfg, &a->s, e));
 	/* the process's one GEMM implementation, before any device computes (the steps that
 	 * make their own devices included) */
