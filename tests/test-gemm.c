@@ -16,16 +16,7 @@
 
 #include "check-run.h"
 #include "gemm.h"
-#include "prng.h"
-
-static float *random_floats(size_t n, uint64_t seed)
-{
-	float *v = malloc(sizeof *v * n);
-	uint64_t s = seed;
-	for (size_t i = 0; i < n; i++)
-		v[i] = (float)(prng_splitmix64(&s) >> 40) / 16777216.0f - 0.5f;
-	return v;
-}
+#include "gemmutil.h"
 
 /* element (i, j) of op(X) for row-major X with leading dimension ld */
 static double op_at(const float *x, int ld, int trans, int i, int j)
@@ -33,29 +24,16 @@ static double op_at(const float *x, int ld, int trans, int i, int j)
 	return trans ? x[(size_t)j * ld + i] : x[(size_t)i * ld + j];
 }
 
-/* implementation _i of the loop (GEMM_ONEDNN, GEMM_OPENBLAS) is built in; says so */
-static int built(int impl)
-{
-	char what[256];
-	if (impl == GEMM_ONEDNN && !gemm_have_onednn()) {
-		printf("test-gemm: onednn not built in, skipped\n");
-		return 0;
-	}
-	gemm_describe(impl, what, sizeof what);
-	printf("test-gemm: under %s\n", what);
-	return 1;
-}
-
 START_TEST(each_implementation_computes_the_product)
 {
-	if (!built(_i))
+	if (!gemmutil_under(_i, "test-gemm", 0))
 		return;
 	const int m = 67, n = 45, k = 131;
 	const float alpha = 0.75f, beta = -0.5f;
 	for (int t = 0; t < 4; t++) {
 		int ta = t & 1, tb = t >> 1, lda = ta ? m : k, ldb = tb ? k : n;
-		float *a = random_floats((size_t)m * k, 1), *b = random_floats((size_t)n * k, 2);
-		float *c = random_floats((size_t)m * n, 3), *c0 = malloc(sizeof *c0 * (size_t)m * n);
+		float *a = gemmutil_floats((size_t)m * k, 1), *b = gemmutil_floats((size_t)n * k, 2);
+		float *c = gemmutil_floats((size_t)m * n, 3), *c0 = malloc(sizeof *c0 * (size_t)m * n);
 		memcpy(c0, c, sizeof *c * (size_t)m * n);
 		gemm_sgemm_by(_i, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
 		for (int i = 0; i < m; i++)
@@ -77,7 +55,7 @@ END_TEST
 
 START_TEST(each_implementation_is_deterministic_here)
 {
-	if (built(_i))
+	if (gemmutil_under(_i, "test-gemm", 0))
 		ck_assert_msg(gemm_deterministic(_i), "%s: row blocks or a second call gave other "
 			      "bits", gemm_impl_name(_i));
 }

@@ -25,6 +25,7 @@
 #include "dev_host_team.h"
 #include "engine.h"
 #include "gemm.h"
+#include "gemmutil.h"
 #include "prng.h"
 #include "settings.h"
 
@@ -132,15 +133,6 @@ START_TEST(team_runs_each_part_once_on_its_own_thread)
 }
 END_TEST
 
-static float *random_floats(size_t n, uint64_t seed)
-{
-	float *x = malloc(n * sizeof *x);
-	ck_assert_ptr_nonnull(x);
-	uint64_t st = seed;
-	for (size_t i = 0; i < n; i++)
-		x[i] = (float)(prng_splitmix64(&st) >> 40) / (float)(1 << 24) - 0.5f;
-	return x;
-}
 
 static int same_bits(const float *a, const float *b, size_t n)
 {
@@ -168,34 +160,17 @@ static const int gemm_shapes[][3] = {
 	{480, 256, 256}, {1000, 77, 300}, {333, 257, 100}, {150, 640, 64}, {4097, 33, 170},
 };
 
-/* The implementation of loop iteration `impl` for this process (0: not built in, the
- * test is skipped), said in the test's output. */
-static int under_gemm(int impl)
-{
-	struct err e;
-	char what[256];
-	err_clear(&e);
-	if (impl == GEMM_ONEDNN && !gemm_have_onednn()) {
-		printf("test-threads: onednn not built in, skipped\n");
-		return 0;
-	}
-	ck_assert_int_eq(gemm_select(impl, NULL, 0, &e), ERR_OK);
-	gemm_describe(impl, what, sizeof what);
-	printf("test-threads: GEMMs under %s\n", what);
-	return 1;
-}
-
 START_TEST(gemm_bits_do_not_depend_on_threads)
 {
-	if (!under_gemm(_i))
+	if (!gemmutil_under(_i, "test-threads", 1))
 		return;
 	for (size_t s = 0; s < sizeof gemm_shapes / sizeof gemm_shapes[0]; s++)
 		for (int tr = 0; tr < 4; tr++) {
 			int m = gemm_shapes[s][0], n = gemm_shapes[s][1], k = gemm_shapes[s][2];
 			int ta = tr & 1, tb = tr >> 1;
-			float *a = random_floats((size_t)m * k, 1 + s);
-			float *b = random_floats((size_t)n * k, 2 + s);
-			float *c0 = random_floats((size_t)m * n, 3 + s);
+			float *a = gemmutil_floats((size_t)m * k, 1 + s);
+			float *b = gemmutil_floats((size_t)n * k, 2 + s);
+			float *c0 = gemmutil_floats((size_t)m * n, 3 + s);
 			float *want = malloc(sizeof *want * (size_t)m * n);
 			float *got = malloc(sizeof *got * (size_t)m * n);
 			float alpha = tr == 0 ? 1.0f : 0.7f, beta = tr == 0 ? 0.0f : 0.3f;
@@ -220,10 +195,10 @@ END_TEST
  * changes some bits, and the comparison above would see it. */
 START_TEST(a_k_split_is_caught)
 {
-	if (!under_gemm(_i))
+	if (!gemmutil_under(_i, "test-threads", 1))
 		return;
 	const int m = 480, n = 256, k = 256, h = 101;
-	float *a = random_floats((size_t)m * k, 11), *b = random_floats((size_t)n * k, 12);
+	float *a = gemmutil_floats((size_t)m * k, 11), *b = gemmutil_floats((size_t)n * k, 12);
 	float *zero = calloc((size_t)m * n, sizeof(float));
 	float *want = malloc(sizeof *want * (size_t)m * n);
 	float *split = malloc(sizeof *split * (size_t)m * n);
@@ -251,21 +226,21 @@ static void loops_on(int threads, int rows, int cols, float **out, size_t *lens)
 	err_clear(&e);
 	ck_assert_int_eq(dev_host_create_threads(0, threads, &d, &e), ERR_OK);
 	size_t n = (size_t)rows * cols;
-	float *bias = random_floats((size_t)cols, 21);
+	float *bias = gemmutil_floats((size_t)cols, 21);
 	int32_t *target = malloc(sizeof *target * (size_t)rows);
 	for (int p = 0; p < rows; p++)
 		target[p] = p % 7 == 3 ? -1 : (p * 31) % cols;
-	out[0] = random_floats(n, 22);
+	out[0] = gemmutil_floats(n, 22);
 	ck_assert_int_eq(d->ops->bias_tanh(d, rows, cols, bias, out[0], &e), ERR_OK);
-	out[1] = random_floats(n, 23);
+	out[1] = gemmutil_floats(n, 23);
 	out[2] = calloc((size_t)rows, sizeof(float));
 	ck_assert_int_eq(d->ops->xent(d, rows, cols, bias, target, 0.01f, 0.0f, NULL, out[1], out[2], &e),
 			 ERR_OK);
-	out[3] = random_floats(n, 24);
+	out[3] = gemmutil_floats(n, 24);
 	ck_assert_int_eq(d->ops->scale(d, (int)n, 0.3f, out[3], &e), ERR_OK);
-	float *g = random_floats(n, 25);
-	out[4] = random_floats(n, 26);
-	out[5] = random_floats(n, 27);
+	float *g = gemmutil_floats(n, 25);
+	out[4] = gemmutil_floats(n, 26);
+	out[5] = gemmutil_floats(n, 27);
 	ck_assert_int_eq(d->ops->sgd(d, (int)n, 0.1f, 0.9f, 0.01f, 0, out[4], g, out[5], &e),
 			 ERR_OK);
 	ck_assert_int_eq(d->counts.launches, 4);
@@ -308,22 +283,22 @@ static void more_loops_on(int threads, int rows, int cols, float **out, double *
 	err_clear(&e);
 	ck_assert_int_eq(dev_host_create_threads(0, threads, &d, &e), ERR_OK);
 	size_t n = (size_t)rows * cols;
-	float *g = random_floats(n, 31), *w = random_floats((size_t)cols, 32);
-	float *b = random_floats((size_t)cols, 33);
+	float *g = gemmutil_floats(n, 31), *w = gemmutil_floats((size_t)cols, 32);
+	float *b = gemmutil_floats((size_t)cols, 33);
 	for (int i = 0; i < 3; i++)
-		out[i] = random_floats(n, 34 + (uint64_t)i);
+		out[i] = gemmutil_floats(n, 34 + (uint64_t)i);
 	ck_assert_int_eq(d->ops->adamw(d, (int)n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.25f,
 				       out[0], g, out[1], out[2], &e), ERR_OK);
 	out[3] = malloc(sizeof(float) * n);
 	ck_assert_int_eq(d->ops->gelu(d, (int)n, g, out[3], &e), ERR_OK);
-	out[4] = random_floats(n, 37);
+	out[4] = gemmutil_floats(n, 37);
 	ck_assert_int_eq(d->ops->gelu_backward(d, (int)n, g, out[4], &e), ERR_OK);
 	out[5] = malloc(sizeof(float) * n);
 	out[6] = malloc(sizeof(float) * 2 * (size_t)rows);
 	ck_assert_int_eq(d->ops->layernorm(d, rows, cols, g, w, b, out[5], out[6], out[6] + rows,
 					   &e), ERR_OK);
 	size_t big = 5 * (size_t)HOST_SQUARES_BLOCK + 77;
-	float *v = random_floats(big, 38);
+	float *v = gemmutil_floats(big, 38);
 	v[3] = NAN, v[big - 1] = INFINITY, v[2 * HOST_SQUARES_BLOCK] = -INFINITY;
 	ck_assert_int_eq(d->ops->count_nonfinite(d, (int)big, v, bad, &e), ERR_OK);
 	v[3] = v[big - 1] = v[2 * HOST_SQUARES_BLOCK] = 0.5f;
