@@ -102,8 +102,10 @@ struct dev_ops {
 	int (*sum_acc)(struct dev *d, int n, const float *x, double divisor, double *acc,
 		       struct err *e);
 	/* *host_out = sum of x[i]^2 over x[0..n), each square and every addition in double,
-	 * in a fixed order (the same every call): i ascending on the host, sum's two passes
-	 * on CUDA (the same bits on each backend, not across them); waits for the result */
+	 * in a fixed order (the same every call): on the host i ascending within fixed blocks,
+	 * the block sums in order (dev_host_kernels.h; the same for any devices.threads), sum's
+	 * two passes on CUDA (the same bits on each backend, not across them); waits for the
+	 * result */
 	int (*sum_squares)(struct dev *d, int n, const float *x, double *host_out,
 			   struct err *e);
 	/* out[j] += sum over p < rows of x[p*cols + j] in a fixed order: p ascending on the

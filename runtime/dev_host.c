@@ -2,20 +2,24 @@
  * dev_host: the host (CPU) backend of the device interface.
  *
  * Device memory is host memory, "asynchronous" operations complete before returning,
- * GEMMs go to OpenBLAS's cblas_sgemm with one BLAS thread per device thread (the pool
- * supplies the parallelism, one thread per simulated device), and the element-wise
+ * GEMMs go to the process's sgemm (gemm.h: oneDNN's or OpenBLAS's) on one thread per
+ * device thread (the pool supplies the parallelism, one thread per simulated device),
+ * and the element-wise
  * parts are the loops of dev_host_kernels.c over the formulas of kmath.h, vectorized by
  * the compiler, in the widest build the CPU runs (AVX-512, AVX2 or the baseline; the
  * same bits either way). Every reduction runs in a fixed order, so results are identical run to
  * run and across ranks.
  *
  * A device made with T > 1 threads (devices.threads) splits its larger operations over
- * its team (dev_host_team.h): a GEMM by rows of C, in blocks of GEMM_ROW_BLOCK rows, each
- * block one single-threaded cblas_sgemm; bias_tanh and xent by rows; scale and sgd by
- * elements. Every element of a result is computed by the same operations as with one
- * thread, so the bits do not depend on T (for the GEMM this holds for the OpenBLAS
- * kernels measured, see docs/threads.md; the unit tests check it on the machine they run
- * on). The reductions (sum, column sums, embed_backward, fingerprint) stay on one thread.
+ * its team (dev_host_team.h): a GEMM by rows of C, in parts of whole gemm_row_block()
+ * rows, each part one single-threaded sgemm; bias_tanh, xent and layernorm by rows;
+ * scale, sgd, adamw, gelu and its backward by elements. Every element of a result is
+ * computed by the same operations as with one thread, so the bits do not depend on T
+ * (for the GEMM gemm.h checks it on this CPU before it chooses oneDNN; for OpenBLAS it
+ * holds for the kernels measured, see docs/threads.md; the unit tests check both on the
+ * machine they run on). sum_squares is split by its fixed blocks, whose sums this thread
+ * adds in order, and count_nonfinite by elements (an integer count). The other
+ * reductions (sum, column sums, embed_backward, fingerprint) stay on one thread.
  */
 #include "dev.h"
 
@@ -29,6 +33,7 @@
 #include "clock.h"
 #include "dev_host_kernels.h"
 #include "dev_host_team.h"
+#include "gemm.h"
 
 /* A host device: the device, and with threads > 1 its team and its own operation table
  * (the loops' table with the split entries). */
@@ -119,8 +124,7 @@ static int host_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int 
 		return ERR_OK;
 	}
 	double t0 = clock_now_s();
-	cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-		    trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+	gemm_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 	dev_count_gemm(d, m, n, k, clock_now_s() - t0);
 	return ERR_OK;
 }
@@ -142,10 +146,6 @@ static void host_fill_common(struct dev_ops *o)
 
 /* ---- operations split over a device's team ---- */
 
-/* GEMM parts are whole blocks of this many rows of C: OpenBLAS's x86-64 kernels tile the
- * rows of a row-major C by 16 or 24, and a part starting inside a tile moves the tiles
- * after it, which rounds some elements differently (measured, docs/threads.md) */
-#define GEMM_ROW_BLOCK 48
 /* the least work worth handing to another thread: floating-point operations of a GEMM
  * part, elements of a loop's part */
 #define GEMM_PART_FLOP (1u << 22)
@@ -184,16 +184,15 @@ struct gemm_args {
 	float *c;
 };
 
-/* rows [lo, hi) of C, by one single-threaded cblas_sgemm */
+/* rows [lo, hi) of C, by one single-threaded sgemm */
 static void gemm_part(void *arg, int p, int parts)
 {
 	const struct gemm_args *g = arg;
 	size_t lo, hi;
 	part_range(p, parts, g->step, g->m, &lo, &hi);
 	const float *a = g->trans_a ? g->a + lo : g->a + lo * (size_t)g->lda;
-	cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
-		    g->trans_b ? CblasTrans : CblasNoTrans, (int)(hi - lo), g->n, g->k, g->alpha, a,
-		    g->lda, g->b, g->ldb, g->beta, g->c + lo * (size_t)g->ldc, g->ldc);
+	gemm_sgemm(g->trans_a, g->trans_b, (int)(hi - lo), g->n, g->k, g->alpha, a, g->lda, g->b,
+		   g->ldb, g->beta, g->c + lo * (size_t)g->ldc, g->ldc);
 }
 
 static int split_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha,
@@ -205,7 +204,7 @@ static int split_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int
 			      a, b, c};
 	double row_flop = 2.0 * (n > 0 ? n : 0) * (k > 0 ? k : 0);
 	size_t min_rows = row_flop > 0 ? (size_t)(GEMM_PART_FLOP / row_flop) + 1 : 0;
-	int parts = m > 0 && row_flop > 0 ? cut_parts((size_t)m, GEMM_ROW_BLOCK, min_rows,
+	int parts = m > 0 && row_flop > 0 ? cut_parts((size_t)m, (size_t)gemm_row_block(gemm_chosen()), min_rows,
 						       hd->team.threads, &g.step) : 1;
 	if (parts < 2)
 		return host_gemm(d, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
@@ -223,10 +222,12 @@ struct loop_args {
 	const struct dev_ops *loops;
 	size_t n, step;
 	int cols, first;
-	float f0, f1, f2;
+	float f0, f1, f2, f3, f4, f5, f6;
 	const float *bias, *in;
 	const int32_t *target;
-	float *x, *y, *z;
+	float *x, *y, *z, *w;
+	double *sums;   /* sum_squares: one per block */
+	int64_t *count; /* count_nonfinite: one per part */
 };
 
 /* Runs `fn` over the loop's parts, or returns 0 when the loop is too small to cut (the
@@ -323,6 +324,139 @@ static int split_sgd(struct dev *d, int n, float lr, float momentum, float weigh
 	return l.loops->sgd(d, n, lr, momentum, weight_decay, first, p, g, buf, e);
 }
 
+static void adamw_part(void *arg, int p, int parts)
+{
+	const struct loop_args *l = arg;
+	size_t lo, hi;
+	part_range(p, parts, l->step, l->n, &lo, &hi);
+	l->loops->adamw(NULL, (int)(hi - lo), l->f0, l->f1, l->f2, l->f3, l->f4, l->f5, l->f6,
+			l->x + lo, l->in + lo, l->y + lo, l->z + lo, NULL);
+}
+
+static int split_adamw(struct dev *d, int n, float lr, float beta1, float beta2, float eps,
+		       float wd, float bc1, float bc2, float *p, const float *g, float *m,
+		       float *v, struct err *e)
+{
+	struct loop_args l = {.loops = hdev(d)->loops, .n = n > 0 ? (size_t)n : 0, .f0 = lr,
+			      .f1 = beta1, .f2 = beta2, .f3 = eps, .f4 = wd, .f5 = bc1, .f6 = bc2,
+			      .x = p, .in = g, .y = m, .z = v};
+	if (run_cut(d, &l, LOOP_ELEM_ALIGN, 1, adamw_part))
+		return ERR_OK;
+	return l.loops->adamw(d, n, lr, beta1, beta2, eps, wd, bc1, bc2, p, g, m, v, e);
+}
+
+static void gelu_part(void *arg, int p, int parts)
+{
+	const struct loop_args *l = arg;
+	size_t lo, hi;
+	part_range(p, parts, l->step, l->n, &lo, &hi);
+	if (l->first) /* the backward, in place */
+		l->loops->gelu_backward(NULL, (int)(hi - lo), l->in + lo, l->x + lo, NULL);
+	else
+		l->loops->gelu(NULL, (int)(hi - lo), l->in + lo, l->x + lo, NULL);
+}
+
+static int split_gelu(struct dev *d, int n, const float *x, float *out, struct err *e)
+{
+	struct loop_args l = {.loops = hdev(d)->loops, .n = n > 0 ? (size_t)n : 0, .in = x,
+			      .x = out};
+	if (run_cut(d, &l, LOOP_ELEM_ALIGN, 1, gelu_part))
+		return ERR_OK;
+	return l.loops->gelu(d, n, x, out, e);
+}
+
+static int split_gelu_backward(struct dev *d, int n, const float *x, float *dout,
+			       struct err *e)
+{
+	struct loop_args l = {.loops = hdev(d)->loops, .n = n > 0 ? (size_t)n : 0, .first = 1,
+			      .in = x, .x = dout};
+	if (run_cut(d, &l, LOOP_ELEM_ALIGN, 1, gelu_part))
+		return ERR_OK;
+	return l.loops->gelu_backward(d, n, x, dout, e);
+}
+
+static void layernorm_part(void *arg, int p, int parts)
+{
+	const struct loop_args *l = arg;
+	size_t lo, hi, c = (size_t)l->cols;
+	part_range(p, parts, l->step, l->n, &lo, &hi);
+	l->loops->layernorm(NULL, (int)(hi - lo), l->cols, l->in + lo * c, l->bias, l->y,
+			    l->x + lo * c, l->z + lo, l->w + lo, NULL);
+}
+
+static int split_layernorm(struct dev *d, int rows, int cols, const float *x, const float *w,
+			   const float *b, float *out, float *mean, float *rstd, struct err *e)
+{
+	/* w and b are read only: the table's float pointers hold them as such */
+	struct loop_args l = {.loops = hdev(d)->loops, .n = rows > 0 ? (size_t)rows : 0,
+			      .cols = cols, .in = x, .bias = w, .y = (float *)b, .x = out,
+			      .z = mean, .w = rstd};
+	if (cols > 0 && run_cut(d, &l, 1, (size_t)cols, layernorm_part))
+		return ERR_OK;
+	return l.loops->layernorm(d, rows, cols, x, w, b, out, mean, rstd, e);
+}
+
+/* blocks [lo, hi) of sum_squares' order, each block's sum into l->sums */
+static void squares_part(void *arg, int p, int parts)
+{
+	const struct loop_args *l = arg;
+	size_t lo, hi;
+	part_range(p, parts, l->step, l->n, &lo, &hi);
+	for (size_t b = lo; b < hi; b++) { /* l->first: the vector's length */
+		size_t first = b * HOST_SQUARES_BLOCK, len = (size_t)l->first - first;
+		len = len < HOST_SQUARES_BLOCK ? len : HOST_SQUARES_BLOCK;
+		l->loops->sum_squares(NULL, (int)len, l->in + first, &l->sums[b], NULL);
+	}
+}
+
+/* The blocks on the team, their sums added in block order on this thread: the bits of
+ * the one-thread sum (dev_host_kernels.h). */
+static int split_sum_squares(struct dev *d, int n, const float *x, double *host_out,
+			     struct err *e)
+{
+	size_t blocks = n > 0 ? ((size_t)n + HOST_SQUARES_BLOCK - 1) / HOST_SQUARES_BLOCK : 0;
+	struct loop_args l = {.loops = hdev(d)->loops, .n = blocks, .first = n, .in = x};
+	if (blocks < 2)
+		return l.loops->sum_squares(d, n, x, host_out, e);
+	if (!(l.sums = malloc(sizeof *l.sums * blocks)))
+		return ERR(e, ERR_NOMEM, "rank %d: out of memory for %zu block sums", d->rank,
+			   blocks);
+	if (!run_cut(d, &l, 1, 0, squares_part)) {
+		free(l.sums);
+		return l.loops->sum_squares(d, n, x, host_out, e);
+	}
+	dev_count(d, 0, 0, 1);
+	double s = 0.0;
+	for (size_t b = 0; b < blocks; b++)
+		s += l.sums[b];
+	free(l.sums);
+	*host_out = s;
+	return ERR_OK;
+}
+
+static void nonfinite_part(void *arg, int p, int parts)
+{
+	const struct loop_args *l = arg;
+	size_t lo, hi;
+	part_range(p, parts, l->step, l->n, &lo, &hi);
+	l->loops->count_nonfinite(NULL, (int)(hi - lo), l->in + lo, &l->count[p], NULL);
+}
+
+static int split_count_nonfinite(struct dev *d, int n, const float *x, int64_t *bad,
+				 struct err *e)
+{
+	int64_t count[TEAM_MAX_THREADS] = {0};
+	struct loop_args l = {.loops = hdev(d)->loops, .n = n > 0 ? (size_t)n : 0, .in = x,
+			      .count = count};
+	if (!run_cut(d, &l, LOOP_ELEM_ALIGN, 1, nonfinite_part))
+		return l.loops->count_nonfinite(d, n, x, bad, e);
+	dev_count(d, 0, 0, 1);
+	*bad = 0;
+	for (int p = 0; p < TEAM_MAX_THREADS; p++)
+		*bad += count[p];
+	return ERR_OK;
+}
+
 /* the entries of a device with a team */
 static void host_split_fill(struct dev_ops *o)
 {
@@ -331,6 +465,12 @@ static void host_split_fill(struct dev_ops *o)
 	o->xent = split_xent;
 	o->scale = split_scale;
 	o->sgd = split_sgd;
+	o->adamw = split_adamw;
+	o->gelu = split_gelu;
+	o->gelu_backward = split_gelu_backward;
+	o->layernorm = split_layernorm;
+	o->sum_squares = split_sum_squares;
+	o->count_nonfinite = split_count_nonfinite;
 }
 
 /* one operation table per build of the loops, filled once */

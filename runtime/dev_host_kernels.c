@@ -167,14 +167,26 @@ static int host_sum(struct dev *d, int n, const float *x, double *host_out, stru
 	return ERR_OK;
 }
 
-/* the double sum of the squares, i ascending: the host's order of sum_squares */
+/* the squares of one block (at most HOST_SQUARES_BLOCK elements), i ascending. Sixteen
+ * lanes added at the end were tried: GCC kept them in memory and the block ran 2-4 times
+ * slower than this one chain on a CPU whose double add takes two cycles. */
+static double block_squares(int n, const float *x)
+{
+	double s = 0.0;
+	for (int i = 0; i < n; i++)
+		s += (double)x[i] * (double)x[i];
+	return s;
+}
+
+/* the blocks' sums added in block order: the host's order of sum_squares */
 static int host_sum_squares(struct dev *d, int n, const float *x, double *host_out,
 			    struct err *e)
 {
 	double s = 0.0;
 	dev_count(d, 1, 0, 1);
-	for (int i = 0; i < n; i++)
-		s += (double)x[i] * (double)x[i];
+	for (int lo = 0; lo < n; lo += HOST_SQUARES_BLOCK)
+		s += block_squares(n - lo < HOST_SQUARES_BLOCK ? n - lo : HOST_SQUARES_BLOCK,
+				   x + lo);
 	*host_out = s;
 	return ERR_OK;
 }

@@ -16,6 +16,12 @@
 #include "ddptok_config.h"
 #include "dev.h"
 
+/* sum_squares' fixed order, the same in every build and for any thread count: the
+ * vector is cut into blocks of HOST_SQUARES_BLOCK elements, each block's squares added
+ * in index order, then the block sums in block order. A device with a team sums its
+ * blocks on several threads and adds their sums in that order. */
+#define HOST_SQUARES_BLOCK 65536
+
 /* SSE2, the x86-64 baseline (or the target's default vectors elsewhere) */
 void host_kernels_fill_generic(struct dev_ops *o);
 #if DDPTOK_HAVE_AVX2_KERNELS

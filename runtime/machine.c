@@ -5,12 +5,12 @@
 
 #include <stdio.h>
 
-#include "blas_core.h"
+#include "gemm.h"
 
 void machine_cpu_describe(char *out, size_t cap)
 {
-	const char *config = blas_library();
-	const char *core = blas_core_name();
+	char gemm[256];
+	gemm_describe(gemm_chosen(), gemm, sizeof gemm);
 #if defined(__clang__)
 	const char *compiler = "clang " __clang_version__;
 #elif defined(__GNUC__)
@@ -18,6 +18,5 @@ void machine_cpu_describe(char *out, size_t cap)
 #else
 	const char *compiler = "unknown";
 #endif
-	snprintf(out, cap, "%s, core %s; compiler %s", config,
-		 core ? core : "unknown", compiler);
+	snprintf(out, cap, "gemm %s; compiler %s", gemm, compiler);
 }

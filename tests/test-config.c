@@ -1005,6 +1005,59 @@ START_TEST(synthetic_keys_refused_for_files)
 }
 END_TEST
 
+/* train.tokens_per_update given alone: the rule's shape (the largest number of sequences
+ * per microbatch that keeps it within 256 positions and divides the rank's sequences),
+ * recorded in config.ini; given with batch_size or accumulation it is refused. */
+START_TEST(tokens_per_update_chooses_the_microbatch_shape)
+{
+	int batch, acc;
+	ck_assert(settings_microbatch_rule(24 * 64, 1, 64, 64, &batch, &acc));
+	ck_assert_int_eq(batch, 4); /* 24 sequences: 4 x 6, not 24 x 1 */
+	ck_assert_int_eq(acc, 6);
+	ck_assert(settings_microbatch_rule(24 * 64, 2, 64, 64, &batch, &acc));
+	ck_assert_int_eq(batch * acc, 12);
+	ck_assert_int_eq(batch, 4);
+	ck_assert(settings_microbatch_rule(7 * 32, 1, 32, 32, &batch, &acc));
+	ck_assert_int_eq(batch, 7); /* 7 sequences of 32 fit one microbatch of 256 */
+	ck_assert_int_eq(acc, 1);
+	ck_assert(settings_microbatch_rule(13 * 64, 1, 64, 64, &batch, &acc));
+	ck_assert_int_eq(batch, 1); /* 13 is prime: 13 microbatches of 1 */
+	ck_assert(settings_microbatch_rule(4 * 1024, 1, 1024, 1024, &batch, &acc));
+	ck_assert_int_eq(batch, 1); /* a sequence longer than 256 positions: one each */
+	ck_assert(!settings_microbatch_rule(200 * 1024, 1, 1024, 1024, &batch, &acc));
+
+	struct cfg c;
+	struct settings s;
+	struct err e;
+	init_defaults(&c);
+	err_clear(&e);
+	ck_assert_int_eq(cfg_set(&c, "train.tokens_per_update=3072", &e), ERR_OK);
+	ck_assert_int_eq(cfg_set(&c, "data.min_len=32", &e), ERR_OK);
+	ck_assert_int_eq(cfg_set(&c, "data.max_len=96", &e), ERR_OK);
+	ck_assert_msg(settings_microbatch_shape(&c, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_msg(settings_from_cfg(&c, &s, &e) == ERR_OK, "%s", e.msg);
+	/* 3072 / 64 = 48 sequences over W = 2: 24 each; 256 / 96 = 2 per microbatch */
+	ck_assert_int_eq(s.batch_size, 2);
+	ck_assert_int_eq(s.accumulation, 12);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	ck_assert_int_eq(cfg_write(&c, f), 0);
+	fclose(f);
+	ck_assert_msg(strstr(text, "\naccumulation = 12\n") && strstr(text, "\nbatch_size = 2\n"),
+		      "%s", text);
+	free(text);
+	cfg_free(&c);
+
+	init_defaults(&c);
+	ck_assert_int_eq(cfg_set(&c, "train.tokens_per_update=3072", &e), ERR_OK);
+	ck_assert_int_eq(cfg_set(&c, "train.batch_size=4", &e), ERR_OK);
+	ck_assert_int_eq(settings_microbatch_shape(&c, &e), ERR_CONFIG);
+	ck_assert_msg(strstr(e.msg, "give it alone"), "%s", e.msg);
+	cfg_free(&c);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -1039,6 +1092,7 @@ static Suite *config_suite(void)
 	TCase *source = tcase_create("source");
 	tcase_add_test(source, file_source_defaults);
 	tcase_add_test(source, synthetic_keys_refused_for_files);
+	tcase_add_test(source, tokens_per_update_chooses_the_microbatch_shape);
 	tcase_set_timeout(source, 30); /* milliseconds unloaded */
 	suite_add_tcase(s, source);
 	return s;

@@ -11,6 +11,8 @@
 
 #include "check-run.h"
 #include "gpt.h"
+#include "gpt_shape.h"
+#include "model.h"
 #include "parity.h"
 #include "run.h"
 #include "testutil.h"
@@ -133,6 +135,47 @@ START_TEST(resume_equals_continuous)
 }
 END_TEST
 
+/* bench's training math for the GPT (model_flop_per_token per supervised token, plus
+ * model_sequence_flop per sequence) counts attention over the pairs that attend, within
+ * each document: the GEMMs of a packed window compute exactly the weights' 6 N FLOP per
+ * position plus 7 n x n products per head and layer of a document of n positions (the
+ * full square, and P recomputed), so the math is below that and its attention term is
+ * 12 C per attending pair and layer. */
+START_TEST(the_math_counts_attention_over_the_pairs_that_attend)
+{
+	struct conf c;
+	struct run r;
+	struct window_result res;
+	struct err e;
+	char *dir = tmpdir_make("ddptok-gpt");
+	err_clear(&e);
+	conf_open(&c, dir, "train.plan=balanced");
+	ck_assert_msg(run_open(&c.env, &r, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(sampler_next(&r.sampler, &r.w, &e), ERR_OK);
+	ck_assert_msg(engine_window(r.eng, &r.w, NORM_GLOBAL_TOKEN, ENGINE_UPDATE, &res, &e) ==
+		      ERR_OK, "%s", e.msg);
+	const struct model_shape *m = &r.eng->shape;
+	double C = GPT_C(m), L = GPT_L(m), per_token = model_flop_per_token(m);
+	double gemm = 0.0, computed = 0.0, math = per_token * (double)res.N;
+	for (int q = 0; q < r.w.world; q++) {
+		gemm += res.rank_counts[q].gemm_flop;
+		for (int k = 0; k < r.w.rank_micro[q]; k++)
+			for (int i = 0; i < r.w.mb[q][k].n; i++) {
+				double n = corpus_len(&r.corpus, r.w.mb[q][k].ids[i]);
+				ck_assert_double_eq(model_sequence_flop(m, (int)n),
+						    L * 12.0 * C * n * (n + 1.0) / 2.0);
+				computed += per_token * n + L * 14.0 * C * n * n;
+				math += model_sequence_flop(m, (int)n);
+			}
+	}
+	ck_assert_double_eq_tol(gemm, computed, 1e-9 * computed);
+	ck_assert_double_lt(math, gemm);
+	run_close(&r);
+	cfg_free(&c.cfg);
+	tmpdir_drop(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("gpt-run");
@@ -141,6 +184,7 @@ int main(void)
 	tcase_add_test(tc, parity_catches_every_wrong_normalization);
 	tcase_add_test(tc, exact_mode_gives_the_reference_bits);
 	tcase_add_test(tc, resume_equals_continuous);
+	tcase_add_test(tc, the_math_counts_attention_over_the_pairs_that_attend);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }

@@ -337,7 +337,7 @@ START_TEST(reductions_agree)
 	double s_want, s_got;
 	int64_t bad_want, bad_got, hits_want, hits_got;
 	ck_assert_int_eq(scalar.sum(NULL, (int)n, x, &s_want, &e), ERR_OK);
-	/* sum_squares: each square in double, added in index order */
+	/* sum_squares: each square in double, added in index order (one block here) */
 	double squares_want = 0.0, squares_scalar;
 	for (size_t i = 0; i < n; i++)
 		squares_want += (double)x[i] * (double)x[i];

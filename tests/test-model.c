@@ -471,7 +471,10 @@ START_TEST(prefix_positions_are_not_targets)
 	double padded_loss;
 	int64_t hits;
 	ck_assert_int_eq(model_eval(f.ws, f.params, f.b, &padded_loss, &hits, &e), ERR_OK);
-	ck_assert_double_eq_tol(packed_loss, padded_loss, 1e-9 * fabs(packed_loss));
+	/* float rounding only: a GEMM of other rows may round a row's products otherwise
+	 * (oneDNN's blocking depends on the row count); a prompt counted as a target would
+	 * add whole loss terms */
+	ck_assert_double_eq_tol(packed_loss, padded_loss, 1e-6 * fabs(packed_loss));
 	fixture_close(&f);
 }
 END_TEST

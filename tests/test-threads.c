@@ -7,21 +7,25 @@
  * for every operation it splits (GEMMs of each transpose, bias_tanh, xent, scale, sgd).
  * The negative control: the same comparison catches a GEMM whose inner sum is cut in two
  * (what a BLAS splitting k would do), so bit-identity is a claim the test can refute.
+ * The GEMM tests run once under each implementation built in (gemm.h), each saying which.
  */
 #include <check.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include <cblas.h>
-
 #include "check-run.h"
 #include "config.h"
 #include "dev.h"
+#include "dev_host_kernels.h"
 #include "dev_host_team.h"
 #include "engine.h"
+#include "gemm.h"
+#include "gemmutil.h"
 #include "prng.h"
 #include "settings.h"
 
@@ -129,15 +133,6 @@ START_TEST(team_runs_each_part_once_on_its_own_thread)
 }
 END_TEST
 
-static float *random_floats(size_t n, uint64_t seed)
-{
-	float *x = malloc(n * sizeof *x);
-	ck_assert_ptr_nonnull(x);
-	uint64_t st = seed;
-	for (size_t i = 0; i < n; i++)
-		x[i] = (float)(prng_splitmix64(&st) >> 40) / (float)(1 << 24) - 0.5f;
-	return x;
-}
 
 static int same_bits(const float *a, const float *b, size_t n)
 {
@@ -167,13 +162,15 @@ static const int gemm_shapes[][3] = {
 
 START_TEST(gemm_bits_do_not_depend_on_threads)
 {
+	if (!gemmutil_under(_i, "test-threads", 1))
+		return;
 	for (size_t s = 0; s < sizeof gemm_shapes / sizeof gemm_shapes[0]; s++)
 		for (int tr = 0; tr < 4; tr++) {
 			int m = gemm_shapes[s][0], n = gemm_shapes[s][1], k = gemm_shapes[s][2];
 			int ta = tr & 1, tb = tr >> 1;
-			float *a = random_floats((size_t)m * k, 1 + s);
-			float *b = random_floats((size_t)n * k, 2 + s);
-			float *c0 = random_floats((size_t)m * n, 3 + s);
+			float *a = gemmutil_floats((size_t)m * k, 1 + s);
+			float *b = gemmutil_floats((size_t)n * k, 2 + s);
+			float *c0 = gemmutil_floats((size_t)m * n, 3 + s);
 			float *want = malloc(sizeof *want * (size_t)m * n);
 			float *got = malloc(sizeof *got * (size_t)m * n);
 			float alpha = tr == 0 ? 1.0f : 0.7f, beta = tr == 0 ? 0.0f : 0.3f;
@@ -198,17 +195,17 @@ END_TEST
  * changes some bits, and the comparison above would see it. */
 START_TEST(a_k_split_is_caught)
 {
+	if (!gemmutil_under(_i, "test-threads", 1))
+		return;
 	const int m = 480, n = 256, k = 256, h = 101;
-	float *a = random_floats((size_t)m * k, 11), *b = random_floats((size_t)n * k, 12);
+	float *a = gemmutil_floats((size_t)m * k, 11), *b = gemmutil_floats((size_t)n * k, 12);
 	float *zero = calloc((size_t)m * n, sizeof(float));
 	float *want = malloc(sizeof *want * (size_t)m * n);
 	float *split = malloc(sizeof *split * (size_t)m * n);
 	float *upper = calloc((size_t)m * n, sizeof(float));
 	gemm_on(2, 0, 0, m, n, k, 1.0f, 0.0f, a, b, zero, want);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, h, 1.0f, a, k, b, n, 0.0f,
-		    split, n);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k - h, 1.0f, a + h, k,
-		    b + (size_t)h * n, n, 0.0f, upper, n);
+	gemm_sgemm(0, 0, m, n, h, 1.0f, a, k, b, n, 0.0f, split, n);
+	gemm_sgemm(0, 0, m, n, k - h, 1.0f, a + h, k, b + (size_t)h * n, n, 0.0f, upper, n);
 	for (size_t i = 0; i < (size_t)m * n; i++)
 		split[i] += upper[i];
 	ck_assert_msg(!same_bits(want, split, (size_t)m * n), "a k split gave the same bits");
@@ -229,21 +226,21 @@ static void loops_on(int threads, int rows, int cols, float **out, size_t *lens)
 	err_clear(&e);
 	ck_assert_int_eq(dev_host_create_threads(0, threads, &d, &e), ERR_OK);
 	size_t n = (size_t)rows * cols;
-	float *bias = random_floats((size_t)cols, 21);
+	float *bias = gemmutil_floats((size_t)cols, 21);
 	int32_t *target = malloc(sizeof *target * (size_t)rows);
 	for (int p = 0; p < rows; p++)
 		target[p] = p % 7 == 3 ? -1 : (p * 31) % cols;
-	out[0] = random_floats(n, 22);
+	out[0] = gemmutil_floats(n, 22);
 	ck_assert_int_eq(d->ops->bias_tanh(d, rows, cols, bias, out[0], &e), ERR_OK);
-	out[1] = random_floats(n, 23);
+	out[1] = gemmutil_floats(n, 23);
 	out[2] = calloc((size_t)rows, sizeof(float));
 	ck_assert_int_eq(d->ops->xent(d, rows, cols, bias, target, 0.01f, 0.0f, NULL, out[1], out[2], &e),
 			 ERR_OK);
-	out[3] = random_floats(n, 24);
+	out[3] = gemmutil_floats(n, 24);
 	ck_assert_int_eq(d->ops->scale(d, (int)n, 0.3f, out[3], &e), ERR_OK);
-	float *g = random_floats(n, 25);
-	out[4] = random_floats(n, 26);
-	out[5] = random_floats(n, 27);
+	float *g = gemmutil_floats(n, 25);
+	out[4] = gemmutil_floats(n, 26);
+	out[5] = gemmutil_floats(n, 27);
 	ck_assert_int_eq(d->ops->sgd(d, (int)n, 0.1f, 0.9f, 0.01f, 0, out[4], g, out[5], &e),
 			 ERR_OK);
 	ck_assert_int_eq(d->counts.launches, 4);
@@ -274,6 +271,83 @@ START_TEST(loop_bits_do_not_depend_on_threads)
 }
 END_TEST
 
+/* The optimizer's and the GPT's split operations, and the split reductions, with
+ * `threads`: out[0..7) = adamw's parameters, first and second moments, gelu, gelu's
+ * backward, layernorm's output and its row statistics (mean then rstd); *squares and
+ * *bad: sum_squares and count_nonfinite of a vector of several sum_squares blocks. */
+static void more_loops_on(int threads, int rows, int cols, float **out, double *squares,
+			  int64_t *bad)
+{
+	struct dev *d;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(dev_host_create_threads(0, threads, &d, &e), ERR_OK);
+	size_t n = (size_t)rows * cols;
+	float *g = gemmutil_floats(n, 31), *w = gemmutil_floats((size_t)cols, 32);
+	float *b = gemmutil_floats((size_t)cols, 33);
+	for (int i = 0; i < 3; i++)
+		out[i] = gemmutil_floats(n, 34 + (uint64_t)i);
+	ck_assert_int_eq(d->ops->adamw(d, (int)n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.25f,
+				       out[0], g, out[1], out[2], &e), ERR_OK);
+	out[3] = malloc(sizeof(float) * n);
+	ck_assert_int_eq(d->ops->gelu(d, (int)n, g, out[3], &e), ERR_OK);
+	out[4] = gemmutil_floats(n, 37);
+	ck_assert_int_eq(d->ops->gelu_backward(d, (int)n, g, out[4], &e), ERR_OK);
+	out[5] = malloc(sizeof(float) * n);
+	out[6] = malloc(sizeof(float) * 2 * (size_t)rows);
+	ck_assert_int_eq(d->ops->layernorm(d, rows, cols, g, w, b, out[5], out[6], out[6] + rows,
+					   &e), ERR_OK);
+	size_t big = 5 * (size_t)HOST_SQUARES_BLOCK + 77;
+	float *v = gemmutil_floats(big, 38);
+	v[3] = NAN, v[big - 1] = INFINITY, v[2 * HOST_SQUARES_BLOCK] = -INFINITY;
+	ck_assert_int_eq(d->ops->count_nonfinite(d, (int)big, v, bad, &e), ERR_OK);
+	v[3] = v[big - 1] = v[2 * HOST_SQUARES_BLOCK] = 0.5f;
+	ck_assert_int_eq(d->ops->sum_squares(d, (int)big, v, squares, &e), ERR_OK);
+	double in_order = 0.0; /* the documented order: blocks in index order, then their sums */
+	for (size_t lo = 0; lo < big; lo += HOST_SQUARES_BLOCK) {
+		double block = 0.0;
+		for (size_t i = lo; i < big && i < lo + HOST_SQUARES_BLOCK; i++)
+			block += (double)v[i] * (double)v[i];
+		in_order += block;
+	}
+	ck_assert_msg(memcmp(&in_order, squares, sizeof in_order) == 0, "sum_squares %.17g, its "
+		      "order gives %.17g", *squares, in_order);
+	ck_assert_int_eq(d->counts.launches, 6);
+	ck_assert_int_eq(d->counts.syncs, 2);
+	free(v);
+	free(g);
+	free(w);
+	free(b);
+	dev_destroy(d);
+}
+
+START_TEST(optimizer_gpt_loops_and_reductions_do_not_depend_on_threads)
+{
+	const int rows = 777, cols = 131;
+	const size_t lens[7] = {777 * 131, 777 * 131, 777 * 131, 777 * 131, 777 * 131,
+				777 * 131, 2 * 777};
+	float *want[7], *got[7];
+	double squares_want, squares_got;
+	int64_t bad_want, bad_got;
+	more_loops_on(1, rows, cols, want, &squares_want, &bad_want);
+	ck_assert_int_eq(bad_want, 3);
+	for (int t = 2; t <= 3; t++) {
+		more_loops_on(t, rows, cols, got, &squares_got, &bad_got);
+		for (int i = 0; i < 7; i++) {
+			ck_assert_msg(same_bits(want[i], got[i], lens[i]),
+				      "output %d: %d threads differ from 1", i, t);
+			free(got[i]);
+		}
+		ck_assert_msg(memcmp(&squares_want, &squares_got, sizeof squares_got) == 0,
+			      "sum_squares: %d threads %.17g, one %.17g", t, squares_got,
+			      squares_want);
+		ck_assert_int_eq(bad_got, bad_want);
+	}
+	for (int i = 0; i < 7; i++)
+		free(want[i]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("threads");
@@ -282,9 +356,11 @@ int main(void)
 	tcase_add_test(tc, auto_divides_the_cpus_among_the_ranks);
 	tcase_add_test(tc, plan_carries_the_resolved_threads);
 	tcase_add_test(tc, team_runs_each_part_once_on_its_own_thread);
-	tcase_add_test(tc, gemm_bits_do_not_depend_on_threads);
-	tcase_add_test(tc, a_k_split_is_caught);
+	tcase_add_loop_test(tc, gemm_bits_do_not_depend_on_threads, GEMM_ONEDNN,
+			    GEMM_OPENBLAS + 1);
+	tcase_add_loop_test(tc, a_k_split_is_caught, GEMM_ONEDNN, GEMM_OPENBLAS + 1);
 	tcase_add_test(tc, loop_bits_do_not_depend_on_threads);
+	tcase_add_test(tc, optimizer_gpt_loops_and_reductions_do_not_depend_on_threads);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }

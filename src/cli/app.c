@@ -62,6 +62,7 @@ static void inject_drift(void *arg, struct checkpoint *ck)
 
 void app_train_hooks(struct app *a, struct train_opts *o)
 {
+	o->allow_gemm_change = a->o.allow_gemm_change;
 	if (a->o.inject_drift) {
 		o->on_resume = inject_drift;
 		o->on_resume_arg = a;

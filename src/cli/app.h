@@ -37,6 +37,7 @@ struct app_opts {
 	int decode, bench;      /* tokenize --decode, --bench */
 	int ids;                /* sample --ids: ids in and out, not text */
 	int continuous;         /* train --continuous */
+	int allow_gemm_change;  /* train --resume --allow-gemm-change */
 	int dry_run;            /* clean --dry-run */
 	long windows;           /* bench --windows N (0: default) */
 	int sweep;              /* bench --sweep: also the size sweep (minutes: opt-in) */

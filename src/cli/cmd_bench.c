@@ -47,6 +47,7 @@
 
 #include "clock.h"
 #include "blas_core.h"
+#include "gemm.h"
 #include "memstat.h"
 #include "outputs.h"
 #include "run.h"
@@ -61,8 +62,7 @@ struct gemm_shape {
 
 static struct gemm_shape largest_gemm(const struct settings *s, const struct model_shape *m)
 {
-	int rows = s->batch_size * (s->min_len + s->max_len) / 2;
-	struct model_gemm g = model_largest_gemm(m, rows);
+	struct model_gemm g = model_microbatch_gemm(m, s);
 	return (struct gemm_shape){g.m, g.n, g.k};
 }
 
@@ -97,8 +97,7 @@ static void sgemm_mats_free(struct sgemm_mats *x)
 static void sgemm_run(const struct sgemm_mats *x)
 {
 	int m = x->g.m, n = x->g.n, k = x->g.k;
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x->a, k, x->b, k, 0.0f,
-		    x->c, n);
+	gemm_sgemm(0, 1, m, n, k, 1.0f, x->a, k, x->b, k, 0.0f, x->c, n);
 }
 
 /* Allocates and fills the operands and runs the GEMM once (first-touch, BLAS set-up);
@@ -235,7 +234,9 @@ struct bench_result {
 	long windows;
 	double seconds, cpu_seconds; /* window time; process CPU time over the windows */
 	double coll, coll_mean;      /* collective time: rank that waits most, mean over ranks */
-	double flop_per_token;
+	double flop_per_token;       /* the model's arithmetic per supervised token */
+	double sequence_flop;        /* and per sequence, summed over the timed windows (the
+					attention's, over the pairs that attend) */
 	struct gemm_shape gemm;
 	struct sgemm_ref ref;        /* the sgemm trials (none: not measured) */
 	double sgemm, sgemm_per_cpu; /* their medians, one-thread sgemm GFLOP/s (0: not measured) */
@@ -254,18 +255,21 @@ struct bench_result {
 	int64_t micro[MAX_WORLD], padded;
 };
 
-/* Adds window w's microbatches per rank and padded-layout positions to b. */
+/* Adds window w's microbatches per rank, padded-layout positions and the arithmetic its
+ * sequences cost beyond their tokens' to b. */
 static void add_window_shape(const struct window *w, const struct corpus *c,
-			     struct bench_result *b)
+			     const struct model_shape *shape, struct bench_result *b)
 {
 	for (int r = 0; r < w->world; r++) {
 		b->micro[r] += w->rank_micro[r];
 		for (int m = 0; m < w->rank_micro[r]; m++) {
 			const struct microbatch *mb = &w->mb[r][m];
 			int longest = 0;
-			for (int k = 0; k < mb->n; k++)
-				if (corpus_len(c, mb->ids[k]) > longest)
-					longest = corpus_len(c, mb->ids[k]);
+			for (int k = 0; k < mb->n; k++) {
+				int len = corpus_len(c, mb->ids[k]);
+				longest = len > longest ? len : longest;
+				b->sequence_flop += model_sequence_flop(shape, len);
+			}
 			b->padded += (int64_t)mb->n * longest;
 		}
 	}
@@ -312,7 +316,7 @@ static int timed_windows(struct run *r, const struct settings *s, long warmup, l
 		b->coll += res.seconds_coll;
 		b->coll_mean += res.seconds_coll_mean;
 		add_window_counts(&res, s->world, &b->counts);
-		add_window_shape(&r->w, &r->corpus, b);
+		add_window_shape(&r->w, &r->corpus, &r->eng->shape, b);
 		for (int q = 0; q < s->world; q++) {
 			b->gemm_flop[q] += res.rank_counts[q].gemm_flop;
 			b->gemm_seconds[q] += res.rank_counts[q].gemm_seconds;
@@ -359,10 +363,28 @@ static double tokens_per_s(const struct bench_result *b)
 	return b->seconds > 0.0 ? b->tokens / b->seconds : 0.0;
 }
 
+/* the training math of the timed windows, FLOP: per token and per sequence */
+static double math_flop(const struct bench_result *b)
+{
+	return (double)b->tokens * b->flop_per_token + b->sequence_flop;
+}
+
+/* its mean per supervised token */
+static double math_per_token(const struct bench_result *b)
+{
+	return b->tokens > 0 ? math_flop(b) / b->tokens : b->flop_per_token;
+}
+
+/* training GFLOP per second of window */
+static double train_gflops(const struct bench_result *b)
+{
+	return b->seconds > 0.0 ? math_flop(b) * 1e-9 / b->seconds : 0.0;
+}
+
 /* training GFLOP/s over lanes x `rate` GFLOP/s (0: no rate) */
 static double of_rate(const struct bench_result *b, double rate)
 {
-	return rate > 0.0 ? tokens_per_s(b) * b->flop_per_token * 1e-9 / (b->lanes * rate) : 0.0;
+	return rate > 0.0 ? train_gflops(b) / (b->lanes * rate) : 0.0;
 }
 
 /* training GFLOP/s over lanes x one-thread sgemm GFLOP/s, the trials' median (0: no
@@ -387,28 +409,42 @@ static const char *lanes_text(const struct bench_result *b)
 static double of_sgemm_cpu(const struct bench_result *b)
 {
 	return b->sgemm_per_cpu > 0.0 && b->cpu_seconds > 0.0
-		       ? b->tokens * b->flop_per_token * 1e-9 / b->cpu_seconds / b->sgemm_per_cpu
+		       ? math_flop(b) * 1e-9 / b->cpu_seconds / b->sgemm_per_cpu
 		       : 0.0;
 }
 
-/* the BLAS library and kernel, and a warning when the kernel is narrower than the CPU */
-static void report_blas(const struct env *v)
+/* The GEMM the windows and the reference run (gemm.h), and OpenBLAS as the loader gave
+ * it: its kernel, a warning when that kernel is narrower than the CPU, and where the
+ * chosen GEMM is another one, OpenBLAS's one-thread rate at the reference's shape `g`,
+ * so the gain shows. Returns that rate (0: not measured). */
+static double report_gemm(const struct env *v, struct gemm_shape g)
 {
-	char blas[256], advice[512];
+	char chosen[256], blas[256], advice[512];
+	enum gemm_impl impl = gemm_chosen();
+	gemm_describe(impl, chosen, sizeof chosen);
 	int slow = blas_describe(blas, sizeof blas, advice, sizeof advice);
-	env_info(v, "bench: BLAS %s", blas);
-	if (slow)
-		env_info(v, "bench: warning: %s; the %% of sgemm figures below compare with that "
-			 "slower sgemm", advice);
+	env_info(v, "bench: GEMM %s; the sgemm figures below are its", chosen);
+	if (impl == GEMM_OPENBLAS) {
+		if (slow)
+			env_info(v, "bench: warning: %s; the %% of sgemm figures below compare with "
+				 "that slower sgemm", advice);
+		return 0.0;
+	}
+	double rate = gemm_rate(GEMM_OPENBLAS, g.m, g.n, g.k, SGEMM_TRIAL_S);
+	env_info(v, "bench: OpenBLAS as loaded (%s): one-thread sgemm %.1f GFLOP/s at %d x %d x "
+		 "%d%s%s", blas, rate, g.m, g.n, g.k, slow ? "; " : "", slow ? advice : "");
+	return rate;
 }
 
-static void report_main(const struct env *v, const struct bench_result *b)
+/* The main figures; `openblas`: OpenBLAS's rate as loaded, when the GEMM is another one
+ * (0: not measured). */
+static void report_main(const struct env *v, const struct bench_result *b, double openblas)
 {
 	double tps = tokens_per_s(b);
 	env_info(v, "bench: %lld supervised tokens in %.3f s: %.0f tokens/s", (long long)b->tokens,
 		 b->seconds, tps);
 	env_info(v, "bench: training math %.1f GFLOP/s (%.2f MFLOP per token)",
-		 tps * b->flop_per_token * 1e-9, b->flop_per_token * 1e-6);
+		 train_gflops(b), math_per_token(b) * 1e-6);
 	if (b->sgemm > 0.0) {
 		env_info(v, "bench: one-thread sgemm %.1f GFLOP/s (%d x %d x %d; median of %d trials "
 			 "around the windows, range %.1f-%.1f); training reaches %.0f%% of %s "
@@ -416,10 +452,12 @@ static void report_main(const struct env *v, const struct bench_result *b)
 			 b->gemm.k, b->ref.trials, b->sgemm_lo, b->sgemm_hi, 100.0 * of_sgemm(b),
 			 lanes_text(b), 100.0 * of_rate(b, b->sgemm_hi), 100.0 * of_rate(b, b->sgemm_lo));
 		env_info(v, "bench: per CPU-second: training %.1f GFLOP (%.2f CPU-s for %.3f s of "
-			 "windows), sgemm %.1f GFLOP: %.0f%%", b->tokens * b->flop_per_token * 1e-9 /
-			 b->cpu_seconds, b->cpu_seconds, b->seconds, b->sgemm_per_cpu,
+			 "windows), sgemm %.1f GFLOP: %.0f%%", math_flop(b) * 1e-9 / b->cpu_seconds, b->cpu_seconds, b->seconds, b->sgemm_per_cpu,
 			 100.0 * of_sgemm_cpu(b));
 	}
+	if (b->sgemm > 0.0 && openblas > 0.0)
+		env_info(v, "bench: the %s sgemm runs at %.2fx OpenBLAS as loaded", gemm_impl_name(
+				 gemm_chosen()), b->sgemm / openblas);
 	if (b->concurrent > 0.0)
 		env_info(v, "bench: %d one-thread sgemms at once: %.1f GFLOP/s each (median, range "
 			 "%.1f-%.1f); training reaches %.0f%% of their sum", b->ref.threads,
@@ -484,13 +522,14 @@ static json_t *report_gemm_factors(const struct env *v, const struct bench_resul
 						       rate * b->sgemm, "gemm_of_sgemm", rate,
 						       "gemm_share_of_window", share));
 	}
-	double math = (double)b->tokens * b->flop_per_token;
+	double math = math_flop(b);
 	env_info(v, "bench: GEMMs inside the window, rank by rank (their rate against the "
 		 "one-thread sgemm, and the share of window time they take; the rest is element "
 		 "operations, collectives and waiting): %s; the mean of the products is %.0f%% of "
-		 "%s, their FLOP %.1f%% of the training math's", line,
-		 100.0 * flop * 1e-9 / b->seconds / (b->lanes * b->sgemm), lanes_text(b),
-		 math > 0.0 ? 100.0 * flop / math : 0.0);
+		 "%s; the GEMMs computed %.2fx the training math's FLOP (above 1: products the "
+		 "math does not need, such as attention's masked half, its recomputation or "
+		 "padding rows)", line, 100.0 * flop * 1e-9 / b->seconds / (b->lanes * b->sgemm),
+		 lanes_text(b), math > 0.0 ? flop / math : 0.0);
 	return ranks;
 }
 
@@ -526,7 +565,7 @@ static int sweep_point(const struct env *v, const struct model_sweep *sweep, int
 			 100.0 * of_sgemm(&b), lanes_text(&b), 100.0 * of_rate(&b, b.sgemm_hi),
 			 100.0 * of_rate(&b, b.sgemm_lo), 100.0 * of_sgemm_cpu(&b));
 	env_info(v, "bench: sweep %s %4d vocab %4d: %8.0f tokens/s, %6.2f MFLOP per token%s",
-		 sweep->key, size, vocab, tokens_per_s(&b), b.flop_per_token * 1e-6, pct);
+		 sweep->key, size, vocab, tokens_per_s(&b), math_per_token(&b) * 1e-6, pct);
 	json_array_append_new(points, json_pack("{s:i, s:i, s:I, s:f, s:f, s:f, s:f, s:[iii]}",
 						sweep->key, size, "vocab", vocab, "tokens",
 						(json_int_t)b.tokens, "seconds", b.seconds,
@@ -710,8 +749,10 @@ int cmd_bench(struct app *a, struct err *e)
 	if ((rc = run_open(v, &r, e)) != ERR_OK)
 		return rc;
 	const char *backend = engine_backend_name(r.eng);
+	int r_cpu = r.eng->placement.backend == DEV_BACKEND_CPU;
+	double openblas = 0.0;
 	if (r.eng->placement.backend == DEV_BACKEND_CPU)
-		report_blas(v);
+		openblas = report_gemm(v, largest_gemm(s, &r.eng->shape));
 	env_info(v, "bench: %s backend, W = %d, plan %s, layout %s, %ld timed windows after %ld "
 		 "warm-up", backend, s->world, rank_split_name(s->rank_split),
 		 s->layout == LAYOUT_PADDED ? "padded" : "packed", windows, warmup);
@@ -724,7 +765,7 @@ int cmd_bench(struct app *a, struct err *e)
 	run_close(&r);
 	if (rc != ERR_OK)
 		return rc;
-	report_main(v, &b);
+	report_main(v, &b, openblas);
 	env_show_memory(v, "bench", &mem, corpus_bytes);
 	json_t *gemm_ranks = report_gemm_factors(v, &b);
 
@@ -742,13 +783,15 @@ int cmd_bench(struct app *a, struct err *e)
 		json_decref(exact);
 		return rc;
 	}
-	json_t *j = json_pack("{s:s, s:i, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
-			      "s:f, s:f, s:f, s:f, s:f, s:f, s:o*, s:o*, s:o*, s:o*}",
-			      "backend", backend, "world", s->world, "threads_per_rank", b.threads, "plan",
+	json_t *j = json_pack("{s:s, s:s*, s:f, s:i, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
+			      "s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o*, s:o*, s:o*, s:o*}",
+			      "backend", backend, "gemm", r_cpu ? gemm_impl_name(gemm_chosen()) : NULL,
+			      "openblas_as_loaded_gflops", openblas, "world", s->world,
+			      "threads_per_rank", b.threads, "plan",
 			      rank_split_name(s->rank_split), "tokens",
 			      (json_int_t)b.tokens, "seconds", b.seconds, "cpu_seconds", b.cpu_seconds,
 			      "tokens_per_s", tokens_per_s(&b), "train_gflops",
-			      tokens_per_s(&b) * b.flop_per_token * 1e-9, "sgemm_gflops_one_thread",
+			      train_gflops(&b), "sgemm_gflops_one_thread",
 			      b.sgemm, "sgemm_gflops_min", b.sgemm_lo, "sgemm_gflops_max", b.sgemm_hi,
 			      "sgemm_gflops_concurrent", b.concurrent, "fraction_of_concurrent_sgemm",
 			      of_rate(&b, b.concurrent), "fraction_of_w_sgemm",

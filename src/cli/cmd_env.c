@@ -15,6 +15,8 @@
 #include "devcheck.h"
 #include "engine.h"
 #include "fsx.h"
+#include "gemm.h"
+#include "model.h"
 #include "optim.h"
 #include "outputs.h"
 #include "placement.h"
@@ -22,6 +24,9 @@
 #if DDPTOK_HAVE_CUDA
 #include "gpu.h"
 #endif
+
+/* seconds of each one-thread GEMM rate env measures */
+#define GEMM_ENV_TRIAL_S 0.2
 
 static void print_placement(const struct settings *s, const struct placement *plan)
 {
@@ -35,20 +40,56 @@ static void print_placement(const struct settings *s, const struct placement *pl
 	printf("collective: %s\n", plan->coll_why);
 }
 
+/* The settings with the vocabulary a file source's prepared corpus records, when
+ * model.vocab leaves it to the files; 0 when it is still unknown (nothing prepared). */
+static int with_known_vocab(const struct settings *config, struct settings *s)
+{
+	char dir[FSX_PATH_MAX];
+	struct err ignore = {0};
+	*s = *config;
+	if (!s->vocab && fsx_join(dir, sizeof dir, s->outputs, output_name(OUT_CORPUS),
+				  &ignore) == ERR_OK)
+		s->vocab = corpus_store_vocab(dir, config);
+	return s->vocab != 0;
+}
+
+/* The cpu backend's GEMM: the implementation this configuration gets, its kernels, and
+ * one-thread rates at the model's microbatch GEMM, OpenBLAS's as loaded beside it. */
+static int print_gemm(const struct settings *config, struct err *e)
+{
+	char chosen[256], loaded[256], why[160];
+	ERR_TRY(gemm_select(config->gemm, why, sizeof why, e));
+	enum gemm_impl impl = gemm_chosen();
+	gemm_describe(impl, chosen, sizeof chosen);
+	gemm_describe(GEMM_OPENBLAS, loaded, sizeof loaded);
+	printf("cpu backend: gemm %s (%s)\n", chosen, why);
+	struct settings s;
+	struct model_shape m;
+	struct err ignore = {0};
+	if (!with_known_vocab(config, &s) || model_shape_init(&m, &s, &ignore) != ERR_OK) {
+		printf("cpu backend: gemm rate not measured: the model's shape is not known yet\n");
+		return ERR_OK;
+	}
+	struct model_gemm g = model_microbatch_gemm(&m, &s);
+	printf("cpu backend: gemm one thread at the model's microbatch GEMM %d x %d x %d: %s "
+	       "%.1f GFLOP/s", g.m, g.n, g.k, gemm_impl_name(impl),
+	       gemm_rate(impl, g.m, g.n, g.k, GEMM_ENV_TRIAL_S));
+	if (impl != GEMM_OPENBLAS)
+		printf(", OpenBLAS as loaded %.1f GFLOP/s",
+		       gemm_rate(GEMM_OPENBLAS, g.m, g.n, g.k, GEMM_ENV_TRIAL_S));
+	printf("\n");
+	return ERR_OK;
+}
+
 /* What one rank holds: the vocabulary's share shows (output layer and logits). A file
  * source without model.vocab has the vocabulary its prepared corpus records; the files
  * themselves are not read for it. */
 static void print_memory(const struct settings *config)
 {
 	struct engine_memory m;
-	struct settings with_vocab = *config, *s = &with_vocab;
-	char dir[FSX_PATH_MAX];
-	struct err ignore = {0};
+	struct settings with_vocab, *s = &with_vocab;
 	const double mib = 1024.0 * 1024.0;
-	if (!s->vocab && fsx_join(dir, sizeof dir, s->outputs, output_name(OUT_CORPUS),
-				  &ignore) == ERR_OK)
-		s->vocab = corpus_store_vocab(dir, config);
-	if (!s->vocab) {
+	if (!with_known_vocab(config, s)) {
 		printf("memory per rank: the vocabulary is the files' (model.vocab = 0) and no "
 		       "corpus is prepared from them yet: run prepare, or set model.vocab\n");
 		return;
@@ -97,6 +138,7 @@ int cmd_env(struct app *a, struct err *e)
 	       "and loops), %s build of the element loops\n", blas, dev_host_kernels_name());
 	if (slow)
 		printf("cpu backend: warning: %s\n", advice);
+	ERR_TRY(print_gemm(&a->s, e));
 #if DDPTOK_HAVE_CUDA
 	printf("cuda backend: built\n");
 	ERR_TRY(gpu_env_report(stdout, e));

@@ -42,6 +42,7 @@
 #include "ddptok_config.h"
 #include "dirlock.h"
 #include "fsx.h"
+#include "gemm.h"
 #include "pool.h"
 #include "world.h"
 
@@ -64,6 +65,7 @@ enum {
 	OPT_SWEEP = 1 << 14,
 	OPT_TOKENIZE = 1 << 15,
 	OPT_OPERAND = 1 << 16, /* a FILE after the command */
+	OPT_GEMM_CHANGE = 1 << 17,
 };
 
 struct option_row {
@@ -84,6 +86,9 @@ static const struct option_row options[] = {
 	 "train: continue `latest` (the latest run), a run or other\n"
 	 "directory of checkpoints (its newest valid one) or a checkpoint;\n"
 	 "inspect: continue from a checkpoint"},
+	{"allow-gemm-change", no_argument, 'G', OPT_GEMM_CHANGE, "--allow-gemm-change",
+	 "train --resume: go on under another GEMM implementation than the\n"
+	 "checkpoint's (refused without it; recorded as a change)"},
 	{"continuous", no_argument, 'c', OPT_CONTINUOUS, "--continuous",
 	 "train: run 0 -> updates, past a planned stop ([train] stop_at)"},
 	{"checkpoint", required_argument, 'k', OPT_CHECKPOINT, "--checkpoint DIR",
@@ -215,7 +220,8 @@ static const struct command commands[] = {
 	 "Rank 0 keeps [exercise] short supervised tokens while rank 1 goes from long_before\n"
 	 "to long_after: both means and both gradients on the model.",
 	 "exercise", 0, ONE_RESULT},
-	{"train", cmd_train, OPT_RESUME | OPT_CONTINUOUS | OPT_INJECT | OPT_DRIFT | OPT_HANG,
+	{"train", cmd_train, OPT_RESUME | OPT_CONTINUOUS | OPT_INJECT | OPT_DRIFT | OPT_HANG |
+	 OPT_GEMM_CHANGE,
 	 WRITES_OUTPUTS | WRITES_ARTIFACTS,
 	 "train to updates in a run directory [--continuous | --resume latest|DIR]",
 	 "Trains from step 0 to [train] updates (or to a planned stop, [train] stop_at) in\n"
@@ -495,6 +501,7 @@ static int take_option(struct cli *cli, int val, char *arg)
 	case 'd': o->dump_dir = arg; break;
 	case 'r': o->resume_dir = arg; break;
 	case 'c': o->continuous = 1; break;
+	case 'G': o->allow_gemm_change = 1; break;
 	case 'k': o->checkpoint = arg; break;
 	case 'L': o->llmc = arg; break;
 	case 'p': o->prompt = arg; break;
@@ -762,7 +769,11 @@ static int load_configuration(struct cli *cli, const struct command *cmd, struct
 		ERR_TRY(cfg_set(&a->cfg, cli->sets[i], e));
 	/* what depends on the data source, so that config.ini records what ran */
 	ERR_TRY(settings_for_source(&a->cfg, e));
+	ERR_TRY(settings_microbatch_shape(&a->cfg, e));
 	ERR_TRY(settings_from_cfg(&a->cfg, &a->s, e));
+	/* the process's one GEMM implementation, before any device computes (the steps that
+	 * make their own devices included) */
+	ERR_TRY(gemm_select(a->s.gemm, NULL, 0, e));
 	/* [model] kind names a known model and its keys agree (the gpt's heads divide its
 	 * width, its context holds data.max_len; model.init's form fits the model): the
 	 * registry sits above the settings, and a refusal here comes before any command has

@@ -10,6 +10,7 @@
 
 #include "corpus_core.h"
 #include "fsx.h"
+#include "gemm.h"
 #include "norm.h"
 
 /* ---- writing JSON ------------------------------------------------------------------- */
@@ -159,20 +160,31 @@ json_t *evaluate_json(const struct train_eval *ev, int source)
 
 /* ---- report.md ---------------------------------------------------------------------- */
 
+/* whether the training runs ran on the cpu backend, whose bits depend on the GEMM */
+static int report_on_cpu(const struct report *p)
+{
+	return strcmp(p->backend, "cpu") == 0;
+}
+
 static void md_header(FILE *f, const struct app *a, const struct report *p)
 {
 	const struct settings *s = &a->s;
 	fprintf(f, "# ddptok report\n\n");
 	fprintf(f, "Configuration `%s`: W = %d ranks, accumulation %d, batch %d sequences per rank "
 		"and microbatch, reduce %s, plan %s%s, layout %s, normalization %s, weighting unit %s, "
-		"backend %s.\n\n",
+		"backend %s%s%s.\n\n",
 		a->cfg.path, s->world, s->accumulation, s->batch_size,
 		s->reduce == COLL_AVG ? "avg" : "sum",
 		rank_split_name(s->rank_split),
 		s->sampling == SAMPLING_EPOCHS ? " (windows drawn in epochs)" : "",
 		s->layout == LAYOUT_PADDED ? "padded" : "packed", norm_mode_name(s->normalization),
 		s->unit == UNIT_SEQUENCE ? "sequence (every sequence weighs 1/S)" :
-		"token (every supervised token weighs 1/N)", p->backend[0] ? p->backend : "?");
+		"token (every supervised token weighs 1/N)", p->backend[0] ? p->backend : "?",
+		report_on_cpu(p) ? ", GEMM " : "", report_on_cpu(p) ? gemm_impl_name(gemm_chosen()) :
+		"");
+	if (report_on_cpu(p))
+		fprintf(f, "Every bitwise comparison below (resume, exact mode) held under that one "
+			"GEMM implementation (`devices.gemm`); the other one rounds differently.\n\n");
 	fprintf(f, "Overall: **%s** (%d failed check%s).\n\n", p->failed_checks ? "FAIL" : "PASS",
 		p->failed_checks, p->failed_checks == 1 ? "" : "s");
 }
@@ -465,6 +477,8 @@ static json_t *report_json(const struct app *a, const struct report *p)
 						    p->engines_replaced));
 	/* the backend that really ran (auto may have taken the CPU) */
 	json_object_set_new(j, "backend", p->backend[0] ? json_string(p->backend) : json_null());
+	json_object_set_new(j, "gemm", report_on_cpu(p) ? json_string(gemm_impl_name(
+					       gemm_chosen())) : json_null());
 	return j;
 }
 

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "gemm.h"
 
 /* Enum choices, in the order of the C enums they map to (index = enum value). */
 #define CHOICES_LOG "quiet|info|debug"
@@ -27,6 +28,7 @@
 #define CHOICES_BACKEND "auto|cpu|cuda"
 #define CHOICES_REDUCE "sum|avg"
 #define CHOICES_COLLECTIVE "auto|host|nccl"
+#define CHOICES_GEMM GEMM_CHOICES
 #define CHOICES_SHARD_ORDER "length|balanced"
 #define CHOICES_SOURCE DATA_SOURCE_CHOICES /* settings.h's DATA_SOURCES */
 #define CHOICES_UNIT "token|sequence"
@@ -195,10 +197,15 @@ const struct cfg_key settings_keys[] = {
 		"first run here, at updates / 2 when 0)"),
 	INT_KEY("train", "keep", "0", 0, 1000000, 0, AT(keep),
 		"checkpoints train keeps in its run directory: the newest this many (0: all)"),
-	INT_KEY("train", "accumulation", "2", 1, 64, MATH | KEY_ELASTIC, AT(accumulation),
+	INT_KEY("train", "accumulation", "2", 1, SETTINGS_MAX_ACCUMULATION, MATH | KEY_ELASTIC,
+		AT(accumulation),
 		"microbatches per rank per accumulation window"),
 	INT_KEY("train", "batch_size", "8", 1, 4096, MATH, AT(batch_size),
 		"sequences per rank per microbatch"),
+	INT_KEY("train", "tokens_per_update", "0", 0, 16777216, MATH, AT(tokens_per_update),
+		"given alone (without batch_size and accumulation): the tokens one update should "
+		"see, from which the microbatch shape is chosen (docs/performance.md, the "
+		"microbatch shape); 0: batch_size and accumulation as given"),
 	/* the optimizer and its schedule (docs/optimizers.md has the formulas); all but the
 	 * optimizer itself (whose state a checkpoint holds) may change on resume (OPTIM) */
 	ENUM_KEY("train", "optimizer", "sgd", CHOICES_OPTIMIZER, MATH, AT(optimizer),
@@ -298,6 +305,10 @@ const struct cfg_key settings_keys[] = {
 		 "gradient collective: sum or avg (the loss scale follows it)"),
 	ENUM_KEY("devices", "collective", "auto", CHOICES_COLLECTIVE, 0, AT(collective),
 		 "collective implementation: auto, host or nccl"),
+	ENUM_KEY("devices", "gemm", "auto", CHOICES_GEMM, 0, AT(gemm),
+		 "cpu backend: the sgemm of every GEMM, one per run: auto (oneDNN where built in "
+		 "and deterministic on this CPU, else OpenBLAS), onednn or openblas; a resume "
+		 "under another one than its checkpoint's is refused"),
 	STRING_KEY("devices", "ids", "", 0, NO_FIELD,
 		   "comma-separated GPU ordinals, one per rank (empty: the first `world`)"),
 	FLOAT_KEY("devices", "timeout", "120", 0, 86400, 0, 0, AT(timeout_s),
@@ -624,6 +635,52 @@ int settings_for_source(struct cfg *c, struct err *e)
 	     cfg_int(c, "train", "shards") > 0))
 		ERR_TRY(cfg_put(c, "train", "sampling", "epochs", SETTINGS_FILE_DEFAULT, e));
 	return ERR_OK;
+}
+
+/* The largest divisor of n that is at most cap (at least 1). */
+static int divisor_at_most(int n, int cap)
+{
+	for (int b = cap < n ? cap : n; b > 1; b--)
+		if (n % b == 0)
+			return b;
+	return 1;
+}
+
+int settings_microbatch_rule(int tokens, int world, int mean_len, int max_len, int *batch,
+			     int *accumulation)
+{
+	int per_rank = (tokens / (mean_len > 0 ? mean_len : 1) + world - 1) / world;
+	int rows = SETTINGS_MICROBATCH_POSITIONS / (max_len > 0 ? max_len : 1);
+	per_rank = per_rank < 1 ? 1 : per_rank;
+	*batch = divisor_at_most(per_rank, rows < 1 ? 1 : rows);
+	*accumulation = per_rank / *batch;
+	return *accumulation <= SETTINGS_MAX_ACCUMULATION;
+}
+
+int settings_microbatch_shape(struct cfg *c, struct err *e)
+{
+	char d[400], text[32];
+	int tokens = (int)cfg_int(c, "train", "tokens_per_update"), batch, acc;
+	if (tokens <= 0)
+		return ERR_OK;
+	describe(c, "train", "tokens_per_update", d, sizeof d);
+	if (key_given(c, "train", "batch_size") || key_given(c, "train", "accumulation") ||
+	    cfg_int(c, "train", "shards") > 0)
+		return ERR(e, ERR_CONFIG, "%s: %s chooses train.batch_size and train.accumulation "
+			   "itself: give it alone, or those two without it (exact mode, "
+			   "train.shards, sets the accumulation too)", cfg_where(c), d);
+	int min_len = (int)cfg_int(c, "data", "min_len"), max_len = (int)cfg_int(c, "data", "max_len");
+	int world = (int)cfg_int(c, "devices", "world");
+	if (!settings_microbatch_rule(tokens, world, (min_len + max_len) / 2, max_len, &batch,
+				      &acc))
+		return ERR(e, ERR_CONFIG, "%s: %d microbatches of %d sequences per rank on W = %d, "
+			   "more than train.accumulation allows (%d): lower it, or give "
+			   "train.batch_size and train.accumulation", cfg_where(c), acc, batch, world,
+			   SETTINGS_MAX_ACCUMULATION);
+	snprintf(text, sizeof text, "%d", batch);
+	ERR_TRY(cfg_put(c, "train", "batch_size", text, SETTINGS_SHAPE_RULE, e));
+	snprintf(text, sizeof text, "%d", acc);
+	return cfg_put(c, "train", "accumulation", text, SETTINGS_SHAPE_RULE, e);
 }
 
 int settings_sampling_fits(const struct settings *s, struct err *e)

@@ -145,6 +145,7 @@ struct settings {
 
 	/* [train] */
 	int updates, stop_at, accumulation, batch_size;
+	int tokens_per_update; /* 0: batch_size and accumulation as given */
 	int keep;          /* train: the newest checkpoints a run directory keeps (0: all) */
 	int optimizer;     /* enum optim_kind (optim.h) */
 	int shard_optimizer; /* 1: each rank holds and updates its slice of the state (ZeRO 1) */
@@ -173,6 +174,7 @@ struct settings {
 	int backend;    /* enum backend_choice */
 	int reduce;     /* enum coll_op */
 	int collective; /* enum collective_choice */
+	int gemm;       /* cpu backend: enum gemm_impl (runtime/gemm.h) */
 	int ids[MAX_WORLD]; /* GPU ordinals; n_ids == 0: the first `world` */
 	int n_ids;
 	double timeout_s;
@@ -199,6 +201,25 @@ extern const struct cfg_key settings_keys[];
  * every training document weighs what it weighs in the objective. The synthetic source
  * keeps the table's defaults. */
 int settings_for_source(struct cfg *c, struct err *e);
+/* The microbatch shape for `tokens` per update on `world` ranks with sequences of mean_len
+ * positions on average and max_len at most: the sequences per rank (tokens / mean_len over
+ * the ranks, rounded up, at least 1) as *accumulation microbatches of *batch sequences,
+ * *batch the largest divisor of them that keeps a microbatch within
+ * SETTINGS_MICROBATCH_POSITIONS positions of max_len each (at least one sequence):
+ * small microbatches keep a GEMM's operands and a layer's activations in the caches, and
+ * their number costs little. 0 when *accumulation exceeds SETTINGS_MAX_ACCUMULATION. */
+#define SETTINGS_MICROBATCH_POSITIONS 256
+#define SETTINGS_MAX_ACCUMULATION 64
+int settings_microbatch_rule(int tokens, int world, int mean_len, int max_len, int *batch,
+			     int *accumulation);
+/* The origin of train.batch_size and train.accumulation when train.tokens_per_update chose
+ * them */
+#define SETTINGS_SHAPE_RULE "chosen for train.tokens_per_update"
+/* train.tokens_per_update given (> 0): train.batch_size and train.accumulation by
+ * settings_microbatch_rule, origin SETTINGS_SHAPE_RULE (config.ini records them); ERR_CONFIG
+ * when either is given too, in exact mode, or when the rule needs more microbatches than
+ * the accumulation's range. */
+int settings_microbatch_shape(struct cfg *c, struct err *e);
 /* ERR_CONFIG when [train] sampling = epochs meets the length-band plan outside exact mode
  * (an epoch draws from one pool, the bands each from their own). */
 int settings_sampling_fits(const struct settings *s, struct err *e);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ddptok_config.h"
+#include "gemm.h"
 #include "procs.h"
 #include "world.h"
 #if DDPTOK_HAVE_CUDA
@@ -152,6 +153,8 @@ int placement_decide(const struct settings *s, const struct rank_hosts *hosts, i
 	p->threads = dev_host_threads(s->threads, ranks_on_this_host(hosts, w));
 
 	if (p->backend != DEV_BACKEND_CUDA) {
+		ERR_TRY(gemm_select(s->gemm, p->gemm_why, sizeof p->gemm_why, e));
+		p->gemm = gemm_chosen();
 		if (s->collective == COLLECTIVE_NCCL)
 			return ERR(e, ERR_CONFIG, "devices.collective = nccl needs the cuda backend, "
 				   "and this run uses %s", p->why);

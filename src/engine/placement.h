@@ -23,6 +23,8 @@ struct placement {
 	int threads;              /* threads of each rank (cpu backend; devices.threads resolved) */
 	char why[256];            /* how the backend was chosen, for the user */
 	char coll_why[160];       /* how the collective was chosen */
+	int gemm;                 /* cpu backend: enum gemm_impl, the process's sgemm */
+	char gemm_why[160];       /* how it was chosen */
 };
 
 /* Which ranks share a host, for numbering GPUs when a run spans several processes:

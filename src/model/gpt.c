@@ -64,6 +64,7 @@ const struct model_ops gpt_ops = {
 	.eval = gpt_eval,
 	.dev_needs = gpt_dev_needs,
 	.flop_per_token = gpt_flop_per_token,
+	.sequence_flop = gpt_sequence_flop,
 	.largest_gemm = gpt_largest_gemm,
 	.describe = gpt_describe,
 	.sweep = &sweep,

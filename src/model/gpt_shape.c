@@ -108,16 +108,23 @@ void gpt_describe(const struct model_shape *m, char *out, size_t cap)
 }
 
 /* Arithmetic per token, 2 FLOP per multiply-add: 6 N for the GEMMs of the weights (N
- * counts the matrices, wpe excepted: a table read), and the attention's over the full
- * T x T of a document of T = model.context positions (the mask saves no work here). */
+ * counts the matrices, wpe excepted: a table read). The attention's is per sequence
+ * (gpt_sequence_flop). */
 double gpt_flop_per_token(const struct model_shape *m)
 {
-	double C = GPT_C(m), L = GPT_L(m), T = GPT_T(m), V = m->vocab;
-	double weights = V * C + L * (3 * C * C + C * C + 4 * C * C + 4 * C * C);
-	/* per layer, forward QK^T and PV: 2 T C multiply-adds; backward dP, dV, dQ, dK and
-	 * QK^T recomputed: 5 T C */
-	double attention = L * 2.0 * (2 + 5) * T * C;
-	return 6.0 * weights + attention;
+	double C = GPT_C(m), L = GPT_L(m), V = m->vocab;
+	return 6.0 * (V * C + L * (3 * C * C + C * C + 4 * C * C + 4 * C * C));
+}
+
+/* The attention's arithmetic over a document of len positions, counting only the pairs
+ * that attend: position i sees positions 0..i of its own document, len (len + 1) / 2
+ * pairs. Per pair and layer C multiply-adds in each of QK^T and PV forward and of dP, dV,
+ * dQ and dK backward: 12 C FLOP. The work the implementation adds (the masked half of
+ * each product, P recomputed in the backward) is not training math. */
+double gpt_sequence_flop(const struct model_shape *m, int len)
+{
+	double C = GPT_C(m), L = GPT_L(m), pairs = 0.5 * len * (len + 1.0);
+	return L * 12.0 * C * pairs;
 }
 
 struct model_gemm gpt_largest_gemm(const struct model_shape *m, int rows)

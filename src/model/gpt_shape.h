@@ -45,6 +45,7 @@ void gpt_init_params(const struct model_shape *m, uint64_t seed, float *host_par
 double gpt_normal(struct prng *r);
 void gpt_describe(const struct model_shape *m, char *out, size_t cap);
 double gpt_flop_per_token(const struct model_shape *m);
+double gpt_sequence_flop(const struct model_shape *m, int len);
 struct model_gemm gpt_largest_gemm(const struct model_shape *m, int rows);
 
 #endif

@@ -191,7 +191,17 @@ double model_flop_per_token(const struct model_shape *m)
 	return m->ops->flop_per_token(m);
 }
 
+double model_sequence_flop(const struct model_shape *m, int len)
+{
+	return m->ops->sequence_flop ? m->ops->sequence_flop(m, len) : 0.0;
+}
+
 struct model_gemm model_largest_gemm(const struct model_shape *m, int rows)
 {
 	return m->ops->largest_gemm(m, rows);
+}
+
+struct model_gemm model_microbatch_gemm(const struct model_shape *m, const struct settings *s)
+{
+	return model_largest_gemm(m, s->batch_size * (s->min_len + s->max_len) / 2);
 }

@@ -66,6 +66,13 @@ int model_eval(struct model_ws *ws, const float *params, const struct model_batc
 	       double *loss_sum, int64_t *hits, struct err *e);
 void model_dev_needs(const struct model_shape *m, int max_rows, struct model_dev_needs *n);
 double model_flop_per_token(const struct model_shape *m);
+/* What a sequence of len positions costs beyond its tokens' arithmetic (0 for a model
+ * without such a term): the training math of a batch is its supervised tokens times
+ * model_flop_per_token plus this over its sequences. */
+double model_sequence_flop(const struct model_shape *m, int len);
 struct model_gemm model_largest_gemm(const struct model_shape *m, int rows);
+/* The largest GEMM of a microbatch of the configured size (batch_size sequences of the mean
+ * of min_len and max_len positions): the shape bench and env measure the sgemm at. */
+struct model_gemm model_microbatch_gemm(const struct model_shape *m, const struct settings *s);
 
 #endif

@@ -136,6 +136,9 @@ struct model_ops {
 	/* arithmetic of forward + backward per supervised token, and the largest GEMM of a
 	 * batch of `rows` positions (for bench) */
 	double (*flop_per_token)(const struct model_shape *m);
+	/* optional: the arithmetic a sequence of `len` positions adds beyond its tokens'
+	 * (the attention's over the pairs of positions that attend); NULL: none */
+	double (*sequence_flop)(const struct model_shape *m, int len);
 	struct model_gemm (*largest_gemm)(const struct model_shape *m, int rows);
 	/* its sizes in words, e.g. "vocab 128, context 8" */
 	void (*describe)(const struct model_shape *m, char *out, size_t cap);

@@ -754,12 +754,12 @@ static json_t *state_json(const struct checkpoint_source *t)
 	json_t *exact = elastic_state_json(t->v->s, t->shard_hist);
 	json_t *changes = t->changes ? train_changes_json(t->changes) : NULL;
 	return json_pack(
-		"{s:s, s:I, s:I, s:{s:o, s:I}, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:o, s:o*, "
-		"s:o*}",
+		"{s:s, s:I, s:I, s:{s:o, s:I}, s:s, s:s, s:s, s:s*, s:s, s:i, s:i, s:i, s:I, s:o, s:o, "
+		"s:o*, s:o*}",
 		"format", TRAIN_STATE_FORMAT, "step", (json_int_t)t->step, "updates_done",
 		(json_int_t)eng->updates_done, "sampler", "rng", rng, "window_index",
 		(json_int_t)ss.window_index, "normalization", norm_mode_name(t->run_mode), "backend",
-		engine_backend_name(eng), "machine", machine, "reduce", coll_op_name(v->s->reduce), "world", eng->world,
+		engine_backend_name(eng), "machine", machine, "gemm", elastic_gemm(eng), "reduce", coll_op_name(v->s->reduce), "world", eng->world,
 		"accumulation", v->s->accumulation, "batch_size", v->s->batch_size, "n_params",
 		(json_int_t)eng->shape.n_params, "layout", run_layout_json(&eng->shape), "last_loss",
 		t->step > 0 && isfinite(t->last_loss) ? json_real(t->last_loss) : json_null(),

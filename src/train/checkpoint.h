@@ -13,9 +13,10 @@
  *   config.ini                 the full resolved configuration
  *   data.lock                  the data lock of the corpus it was trained on (JSON)
  *   state.json                 step, updates_done, sampler rng (4 x 64-bit hex) and window
- *                              index, normalization, backend, machine (BLAS build and
- *                              core, or GPU model and library versions), world, parameter
- *                              layout; in exact mode "exact": shards, shard order and a
+ *                              index, normalization, backend, machine (the GEMM, its
+ *                              build and kernels, or GPU model and library versions), on
+ *                              the cpu backend "gemm" (gemm.h's implementation), world,
+ *                              parameter layout; in exact mode "exact": shards, shard order and a
  *                              history per shard (elastic.h); "changes" (only when
  *                              there are some): the optimizer settings resumes changed,
  *                              each with its step (train_history.h)

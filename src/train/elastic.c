@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ddptok_config.h"
+#include "gemm.h"
 #include "machine.h"
 #if DDPTOK_HAVE_CUDA
 #include "gpu.h"
@@ -76,6 +77,28 @@ void elastic_machine(const struct engine *eng, char *out, size_t cap)
 	snprintf(out, cap, "%s: %s", engine_backend_name(eng), what);
 }
 
+const char *elastic_gemm(const struct engine *eng)
+{
+	return eng->placement.backend == DEV_BACKEND_CPU ? gemm_impl_name(gemm_chosen()) : NULL;
+}
+
+int elastic_check_gemm(const char *dir, const char *recorded, const struct engine *eng,
+		       int allow, int *changed, struct err *e)
+{
+	const char *now = elastic_gemm(eng);
+	*changed = 0;
+	if (!now || !recorded[0] || strcmp(recorded, now) == 0)
+		return ERR_OK;
+	if (!allow)
+		return ERR(e, ERR_DATA, "checkpoint %s was trained with the %s GEMM and this run "
+			   "would use %s: a run keeps one GEMM implementation, whose rounding its "
+			   "bits hold; set devices.gemm = %s to resume it, or pass "
+			   "--allow-gemm-change to go on with %s (recorded as a change)", dir,
+			   recorded, now, recorded, now);
+	*changed = 1;
+	return ERR_OK;
+}
+
 void *elastic_state_json(const struct settings *s, const struct train_history *shard_hist)
 {
 	if (s->shards <= 0)
@@ -92,8 +115,10 @@ int elastic_state_parse(const char *dir, void *st, int64_t step, struct elastic_
 			struct err *e)
 {
 	json_t *m = json_object_get(st, "machine"), *x = json_object_get(st, "exact");
+	json_t *g = json_object_get(st, "gemm");
 	snprintf(rec->machine, sizeof rec->machine, "%s",
 		 json_is_string(m) ? json_string_value(m) : "unrecorded");
+	snprintf(rec->gemm, sizeof rec->gemm, "%s", json_is_string(g) ? json_string_value(g) : "");
 	rec->shards = 0;
 	if (!x)
 		return ERR_OK;

@@ -11,11 +11,14 @@
  * change, and only in exact mode.
  *
  * Identical bits are promised on one backend, machine type and set of library versions:
- * every checkpoint records them (state.json "machine": the BLAS build and core type, or
+ * every checkpoint records them (state.json "machine": the GEMM implementation, its build
+ * and kernels, or
  * the GPU model, count and SMs, the driver and the CUDA runtime, cuBLAS and NCCL
  * versions). An exact-mode resume on another backend is refused; any resume on another
  * machine type or library versions goes on, saying that bitwise continuation is not
- * promised there.
+ * promised there. The cpu backend's GEMM implementation (state.json "gemm") is stricter:
+ * one per run, so a resume under another one is refused unless allowed explicitly, and
+ * then recorded as a change of devices.gemm.
  */
 #ifndef DDPTOK_ELASTIC_H
 #define DDPTOK_ELASTIC_H
@@ -34,6 +37,7 @@
  * the history of every shard. */
 struct elastic_record {
 	char machine[512];   /* what the bits depended on (see above), or "unrecorded" */
+	char gemm[16];       /* cpu backend: the GEMM implementation (gemm.h), "" unrecorded */
 	int shards;          /* exact mode's K, 0 outside it */
 	struct train_history shard_hist[SHARD_MAX]; /* exact mode: per shard */
 };
@@ -52,6 +56,14 @@ int elastic_check_rank_totals(const char *dir, const struct elastic_record *rec,
 			      struct err *e);
 /* What the engine's bits depend on beyond the program, in words (see above). */
 void elastic_machine(const struct engine *eng, char *out, size_t cap);
+/* The GEMM implementation whose bits the engine's results hold (gemm.h's name), NULL
+ * off the cpu backend. */
+const char *elastic_gemm(const struct engine *eng);
+/* A resume from checkpoint dir whose GEMM was `recorded` ("" unrecorded: nothing to
+ * check) under this engine's: ERR_DATA naming both when they differ, unless `allow`;
+ * *changed is then 1 (else 0). */
+int elastic_check_gemm(const char *dir, const char *recorded, const struct engine *eng,
+		       int allow, int *changed, struct err *e);
 /* state.json's "exact" object (a json_t *; NULL outside exact mode): the shards and shard
  * order of s and the per-shard histories. */
 void *elastic_state_json(const struct settings *s, const struct train_history *shard_hist);

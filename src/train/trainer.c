@@ -111,6 +111,19 @@ static void adopt_resume(struct trainer *t, const struct checkpoint *ck)
 	adopt_changes(t, ck);
 }
 
+/* A resume allowed to go on under another GEMM implementation: recorded in the history of
+ * changes, as a changed setting would be. */
+static void adopt_gemm_change(struct trainer *t, const struct checkpoint *ck)
+{
+	const char *now = elastic_gemm(t->r.eng);
+	env_info(t->v, "train: devices.gemm: %s -> %s from step %" PRId64 " (--allow-gemm-change; "
+		 "recorded in the checkpoints' history): the run no longer follows its first "
+		 "GEMM's bits", ck->elastic.gemm, now, ck->step);
+	if (train_changes_add(&t->changes, ck->step, "devices.gemm", ck->elastic.gemm, now))
+		env_info(t->v, "train: note: the history holds %d changes, this one is not "
+			 "recorded", TRAIN_MAX_CHANGES);
+}
+
 /* The engine with the seeded or resumed state. */
 static int open_run(struct trainer *t, struct err *e)
 {
@@ -135,9 +148,15 @@ static int open_run(struct trainer *t, struct err *e)
 		    : run_open_corpus(t->v, &t->r, &c, e);
 	if (rc == ERR_OK) {
 		t->have_run = 1;
+		int gemm_changed = 0;
 		if (resume && (rc = elastic_check_machine(t->v, ck.dir, ck.backend, ck.elastic.machine,
-							  t->r.eng, e)) == ERR_OK)
+							  t->r.eng, e)) == ERR_OK &&
+		    (rc = elastic_check_gemm(ck.dir, ck.elastic.gemm, t->r.eng,
+					     t->o.allow_gemm_change, &gemm_changed, e)) == ERR_OK) {
 			adopt_resume(t, &ck);
+			if (gemm_changed)
+				adopt_gemm_change(t, &ck);
+		}
 	}
 	checkpoint_free(&ck);
 	return rc;

@@ -41,6 +41,8 @@ struct train_opts {
 	int run_dir;                /* ckpt_root is a run directory of train_runs.h: each
 				       checkpoint also points runs/latest to it */
 	int metrics_append;         /* append to metrics_path (a continued run) */
+	int allow_gemm_change;      /* a resume may go on under another GEMM implementation
+				       than its checkpoint's (recorded as a change) */
 	int mode;                   /* normalization (enum norm_mode); TRAIN_MODE_ANY: that of
 				       the resumed checkpoint (else the configured one) */
 	/* called after every window (may be NULL); a non-zero return stops the run with that
