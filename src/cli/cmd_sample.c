@@ -94,12 +94,14 @@ static int encode_prompt(struct tokenizer *t, const char *text, const char *what
 	int rc = tokenizer_worker_new(t, &w, e);
 	if (!rc && (rc = tokenizer_encode(w, text, strlen(text), &got, e)))
 		err_prefix(e, "sample: %s", what);
-	if (!rc && got.n > (size_t)cap)
-		rc = ERR(e, ERR_USAGE, "sample: %s is %zu tokens, more than model.context = %d",
-			 what, got.n, cap);
-	for (size_t i = 0; !rc && i < got.n; i++)
-		ids[i] = got.v[i] + shift;
-	*n = rc ? 0 : (int)got.n;
+	/* the window slides during generation too: a longer prompt keeps its last tokens */
+	size_t skip = !rc && got.n > (size_t)cap ? got.n - (size_t)cap : 0;
+	if (skip)
+		fprintf(stderr, "sample: %s is %zu tokens, more than model.context = %d: its last "
+			"%d are the prompt\n", what, got.n, cap, cap);
+	for (size_t i = skip; !rc && i < got.n; i++)
+		ids[i - skip] = got.v[i] + shift;
+	*n = rc ? 0 : (int)(got.n - skip);
 	tok_ids_free(&got);
 	tokenizer_worker_free(w);
 	return rc;
@@ -172,8 +174,8 @@ static json_t *user_ids(const int32_t *ids, int n, int shift)
 /* The text of the prompt and of the tokens generated up to the first end-of-text id
  * (*kept gets their count), printed; the generated part into *gen (to free). */
 static int print_text(struct app *a, struct tokenizer *t, const int32_t *prompt, int n,
-		      const int32_t *out, int tokens, int shift, int *kept, char **gen,
-		      struct err *e)
+		      const int32_t *out, int tokens, int ended, int shift, int *kept,
+		      char **gen, struct err *e)
 {
 	int32_t *ids = malloc(sizeof *ids * ((size_t)(n + tokens) + 1));
 	char *head = NULL;
@@ -191,7 +193,7 @@ static int print_text(struct app *a, struct tokenizer *t, const int32_t *prompt,
 		rc = tokenizer_decode(t, ids + n, (size_t)*kept, gen, &gen_len, e);
 	if (!rc) {
 		app_progress_close(a);
-		printf("%s%s%s\n", head, *gen, *kept < tokens ? TOKENIZER_EOT_TEXT : "");
+		printf("%s%s%s\n", head, *gen, *kept < tokens || ended ? TOKENIZER_EOT_TEXT : "");
 		fflush(stdout);
 	}
 	free(head);
@@ -208,7 +210,7 @@ static void print_speed(struct app *a, const struct sample_opts *o,
 		 res->produced, res->produced == 1 ? "" : "s", res->seconds, res->tokens_per_s,
 		 o->no_cache ? "no cache: the window run whole for each token" :
 			       "cache of keys and values",
-		 res->ended_at_eot ? "; ended at --stop-id" : "",
+		 res->ended_at_eot ? "; ended at the end-of-text id" : "",
 		 res->slides ? "; the window slid past model.context" : "");
 }
 
@@ -231,7 +233,8 @@ static int report(struct app *a, const struct checkpoint *ck, const struct sampl
 		 o->temperature, o->top_k, o->seed);
 	print_speed(a, o, res); /* before the output, which stays the last line */
 	if (t)
-		rc = print_text(a, t, prompt, n, out, res->produced, shift, &kept, &gen, e);
+		rc = print_text(a, t, prompt, n, out, res->produced, res->ended_at_eot, shift, &kept,
+				&gen, e);
 	else
 		env_info(&a->env, "sample: %s", line);
 	free(line);
@@ -289,6 +292,8 @@ int cmd_sample(struct app *a, struct err *e)
 	ERR_TRY_GOTO(rc, model_shape_init(&m, &s, e), done);
 	ERR_TRY_GOTO(rc, text_tokenizer(a, &s, m.vocab, shift, &t, e), done);
 	ERR_TRY_GOTO(rc, stop_id_of(&o, shift, m.vocab, e), done);
+	if (t && o.eot < 0) /* text ends at the tokenizer's end-of-text unless told otherwise */
+		o.eot = tokenizer_eot(t) + shift;
 	prompt = malloc(sizeof(int32_t) * (size_t)s.context);
 	out = malloc(sizeof(int32_t) * ((size_t)o.tokens + 1));
 	if (!prompt || !out) {

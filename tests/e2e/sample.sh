@@ -52,7 +52,7 @@ grep -q "^sample: generated 300 tokens in [0-9.]* s ([0-9.]* tokens/s, cache of 
 first=$(echo "$g1" | cut -d' ' -f3)
 # shellcheck disable=SC2086
 "$DDPTOK" "$G" sample $small --prompt "5 6 7" --tokens 12 --temperature 0 --stop-id "$first" > stop.txt
-grep -q "ended at --stop-id" stop.txt || { cat stop.txt; echo "FAIL: --stop-id"; exit 1; }
+grep -q "ended at the end-of-text id" stop.txt || { cat stop.txt; echo "FAIL: --stop-id"; exit 1; }
 # the message names the whole word and the range in whole numbers
 refused() { # refused PATTERN OPTION VALUE
 	rc=0

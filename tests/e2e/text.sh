@@ -117,6 +117,14 @@ grep -q "prompt of 12 tokens" s1.txt
 tail -n 1 s1.txt | grep -q "^And God said" || { cat s1.txt; echo "FAIL: no text after the prompt"; exit 1; }
 . "$E2E/json.sh"
 jcheck out-gpt/sample.json 'd["prompt"][:3] == [65, 110, 100] and isinstance(d["text"], str)'
+# a prompt longer than model.context (64 here) keeps its last 64 tokens, and says so
+python3 -c 'print("In the beginning God created the heaven and the earth. " * 3)' > long.txt
+# shellcheck disable=SC2086
+"$DDPTOK" text.ini $tiny sample --prompt-file long.txt --tokens 4 --temperature 0 > s3.txt 2> s3.err ||
+	{ cat s3.txt s3.err; echo "FAIL: a prompt longer than the context"; exit 1; }
+grep -q "is 166 tokens, more than model.context = 64: its last 64 are the prompt" s3.err ||
+	{ cat s3.err; echo "FAIL: the long prompt's cut is not said"; exit 1; }
+grep -q "prompt of 64 tokens" s3.txt || { cat s3.txt; echo "FAIL: the prompt kept"; exit 1; }
 # shellcheck disable=SC2086
 "$DDPTOK" text.ini $tiny sample --ids --prompt "65 110 100" --tokens 5 --temperature 0 > s2.txt
 grep -q "^sample: [0-9]* [0-9]* [0-9]* [0-9]* [0-9]*$" s2.txt
