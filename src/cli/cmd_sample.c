@@ -171,29 +171,67 @@ static json_t *user_ids(const int32_t *ids, int n, int shift)
 	return arr;
 }
 
-/* The text of the prompt and of the tokens generated up to the first end-of-text id
- * (*kept gets their count), printed; the generated part into *gen (to free). */
-static int print_text(struct app *a, struct tokenizer *t, const int32_t *prompt, int n,
-		      const int32_t *out, int tokens, int ended, int shift, int *kept,
-		      char **gen, struct err *e)
+/* The text of the tokens generated up to the first end-of-text id (*kept gets their count)
+ * into *gen (to free), for sample.json: the terminal got it as it was generated. */
+static int generated_text(struct tokenizer *t, const int32_t *out, int tokens, int shift,
+			  int *kept, char **gen, struct err *e)
 {
-	int32_t *ids = malloc(sizeof *ids * ((size_t)(n + tokens) + 1));
-	char *head = NULL;
-	size_t head_len, gen_len;
-	int rc;
+	int32_t *ids = malloc(sizeof *ids * ((size_t)tokens + 1));
+	size_t gen_len;
 	*gen = NULL;
+	if (!ids)
+		return ERR(e, ERR_NOMEM, "sample: out of memory");
+	for (*kept = 0; *kept < tokens && out[*kept] - shift != tokenizer_eot(t); (*kept)++)
+		ids[*kept] = out[*kept] - shift;
+	int rc = tokenizer_decode(t, ids, (size_t)*kept, gen, &gen_len, e);
+	free(ids);
+	return rc;
+}
+
+/* Text printed as it is generated: every generated id so far decoded again, and the
+ * bytes past those already printed written out (decoding a piece alone could lose what
+ * depends on its neighbours: a SentencePiece word's leading space, a UTF-8 character cut
+ * between byte tokens). */
+struct text_stream {
+	struct tokenizer *t;
+	int shift;
+	int32_t *ids; /* the user ids generated so far */
+	int n;
+	size_t printed;
+};
+
+static void stream_token(void *arg, int32_t id)
+{
+	struct text_stream *ts = arg;
+	char *text = NULL;
+	size_t len = 0;
+	if (id - ts->shift == tokenizer_eot(ts->t))
+		return; /* the end: printed as the marker once the generation is over */
+	ts->ids[ts->n++] = id - ts->shift;
+	if (tokenizer_decode(ts->t, ts->ids, (size_t)ts->n, &text, &len, NULL) == ERR_OK &&
+	    len > ts->printed) {
+		fwrite(text + ts->printed, 1, len - ts->printed, stdout);
+		ts->printed = len;
+		fflush(stdout);
+	}
+	free(text);
+}
+
+/* The prompt's text, printed with no end of line: the generated text follows it. */
+static int print_prompt(struct app *a, struct tokenizer *t, const int32_t *prompt, int n,
+			int shift, struct err *e)
+{
+	int32_t *ids = malloc(sizeof *ids * ((size_t)n + 1));
+	char *head = NULL;
+	size_t len;
 	if (!ids)
 		return ERR(e, ERR_NOMEM, "sample: out of memory");
 	for (int i = 0; i < n; i++)
 		ids[i] = prompt[i] - shift;
-	for (*kept = 0; *kept < tokens && out[*kept] - shift != tokenizer_eot(t); (*kept)++)
-		ids[n + *kept] = out[*kept] - shift;
-	rc = tokenizer_decode(t, ids, (size_t)n, &head, &head_len, e);
-	if (!rc)
-		rc = tokenizer_decode(t, ids + n, (size_t)*kept, gen, &gen_len, e);
+	int rc = tokenizer_decode(t, ids, (size_t)n, &head, &len, e);
 	if (!rc) {
 		app_progress_close(a);
-		printf("%s%s%s\n", head, *gen, *kept < tokens || ended ? TOKENIZER_EOT_TEXT : "");
+		fwrite(head, 1, len, stdout);
 		fflush(stdout);
 	}
 	free(head);
@@ -201,7 +239,6 @@ static int print_text(struct app *a, struct tokenizer *t, const int32_t *prompt,
 	return rc;
 }
 
-/* prints and writes what was generated: ids, or (t given) the text */
 /* The generation's pace, and how it ended. */
 static void print_speed(struct app *a, const struct sample_opts *o,
 			const struct sample_result *res)
@@ -214,6 +251,18 @@ static void print_speed(struct app *a, const struct sample_opts *o,
 		 res->slides ? "; the window slid past model.context" : "");
 }
 
+/* What is sampled from what: printed before the generation. */
+static void print_header(struct app *a, const struct checkpoint *ck, const struct sample_opts *o,
+			 int n, int text)
+{
+	env_info(&a->env, "sample: checkpoint %s (step %" PRId64 "), prompt of %d %s%s, %d "
+		 "token%s, temperature %g, top-k %d, seed %" PRIu64, ck->dir, ck->step, n,
+		 text ? "token" : "id", n == 1 ? "" : "s", o->tokens, o->tokens == 1 ? "" : "s",
+		 o->temperature, o->top_k, o->seed);
+}
+
+/* After the generation: the ids (the text was printed as it came, its end here), the pace,
+ * and sample.json. */
 static int report(struct app *a, const struct checkpoint *ck, const struct sample_opts *o,
 		  const int32_t *prompt, int n, const int32_t *out, const struct sample_result *res,
 		  int shift, struct tokenizer *t, struct err *e)
@@ -227,17 +276,15 @@ static int report(struct app *a, const struct checkpoint *ck, const struct sampl
 	line[0] = '\0';
 	for (int i = 0; i < res->produced; i++)
 		at += (size_t)snprintf(line + at, cap - at, "%s%d", i ? " " : "", out[i] - shift);
-	env_info(&a->env, "sample: checkpoint %s (step %" PRId64 "), prompt of %d %s%s, %d "
-		 "token%s, temperature %g, top-k %d, seed %" PRIu64, ck->dir, ck->step, n,
-		 t ? "token" : "id", n == 1 ? "" : "s", o->tokens, o->tokens == 1 ? "" : "s",
-		 o->temperature, o->top_k, o->seed);
-	print_speed(a, o, res); /* before the output, which stays the last line */
-	if (t)
-		rc = print_text(a, t, prompt, n, out, res->produced, res->ended_at_eot, shift, &kept,
-				&gen, e);
-	else
+	if (t) {
+		printf("%s\n", res->ended_at_eot ? TOKENIZER_EOT_TEXT : "");
+		fflush(stdout);
+		rc = generated_text(t, out, res->produced, shift, &kept, &gen, e);
+	} else {
 		env_info(&a->env, "sample: %s", line);
+	}
 	free(line);
+	print_speed(a, o, res);
 	json_t *j = json_pack("{s:s, s:I, s:o, s:o, s:f, s:i, s:I}", "checkpoint", ck->dir,
 			      "step", (json_int_t)ck->step, "prompt", user_ids(prompt, n, shift),
 			      "tokens", user_ids(out, kept, shift), "temperature",
@@ -295,12 +342,20 @@ int cmd_sample(struct app *a, struct err *e)
 	if (t && o.eot < 0) /* text ends at the tokenizer's end-of-text unless told otherwise */
 		o.eot = tokenizer_eot(t) + shift;
 	prompt = malloc(sizeof(int32_t) * (size_t)s.context);
-	out = malloc(sizeof(int32_t) * ((size_t)o.tokens + 1));
+	/* the generated ids, then the stream's copy of them as user ids */
+	out = malloc(sizeof(int32_t) * 2 * ((size_t)o.tokens + 1));
 	if (!prompt || !out) {
 		rc = ERR(e, ERR_NOMEM, "out of memory");
 		goto done;
 	}
 	ERR_TRY_GOTO(rc, read_prompt(a, t, shift, m.vocab, prompt, s.context, &n, e), done);
+	print_header(a, &ck, &o, n, t != NULL);
+	struct text_stream ts = {.t = t, .shift = shift, .ids = out + o.tokens + 1};
+	if (t) {
+		ERR_TRY_GOTO(rc, print_prompt(a, t, prompt, n, shift, e), done);
+		o.on_token = stream_token;
+		o.on_token_arg = &ts;
+	}
 	ERR_TRY_GOTO(rc, sample_generate(&m, ck.params, prompt, n, &o, out, &res, e), done);
 	rc = report(a, &ck, &o, prompt, n, out, &res, shift, t, e);
 done:
