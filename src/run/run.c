@@ -89,15 +89,15 @@ int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct
 	model_s.vocab = corpus_model_vocab(v->s, &r->corpus);
 	ERR_TRY_GOTO(rc, engine_keep_take(r->keep, &model_s, &r->corpus, &v->engine, &r->eng, e),
 		     fail);
-	r->init_params = malloc(r->eng->shape.n_params * sizeof(float));
-	if (!r->init_params) {
-		rc = ERR(e, ERR_NOMEM, "out of memory");
+	/* the ranks hold the first parameters from here on: the host copy goes (a model's
+	 * size of memory for the whole run), and run_init_params makes it again for the
+	 * commands that compare with it */
+	ERR_TRY_GOTO(rc, run_init_params(r, e) ? ERR_OK : e->code, fail);
+	rc = engine_set_state(r->eng, r->init_params, NULL, 0, e);
+	free(r->init_params);
+	r->init_params = NULL;
+	if (rc != ERR_OK)
 		goto fail;
-	}
-	model_init_params(&r->eng->shape, v->s->seed, r->init_params);
-	/* model.init = llmc:FILE replaces the seeded values it has rows for */
-	ERR_TRY_GOTO(rc, gpt_llmc_init(v->s, &r->eng->shape, r->init_params, e), fail);
-	ERR_TRY_GOTO(rc, engine_set_state(r->eng, r->init_params, NULL, 0, e), fail);
 	/* say once per process which backend runs; why (auto may fall back to the CPU) only
 	 * at log_level = debug or when a backend or collective was asked for */
 	static int told;
@@ -114,6 +114,24 @@ int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct
 fail:
 	run_close(r);
 	return rc;
+}
+
+const float *run_init_params(struct run *r, struct err *e)
+{
+	if (r->init_params)
+		return r->init_params;
+	if (!(r->init_params = malloc(r->eng->shape.n_params * sizeof(float)))) {
+		ERR(e, ERR_NOMEM, "out of memory for the first parameters (%zu floats)",
+		    r->eng->shape.n_params);
+		return NULL;
+	}
+	model_init_params(&r->eng->shape, r->eng->s.seed, r->init_params);
+	/* model.init = llmc:FILE replaces the seeded values it has rows for */
+	if (gpt_llmc_init(&r->eng->s, &r->eng->shape, r->init_params, e) != ERR_OK) {
+		free(r->init_params);
+		r->init_params = NULL;
+	}
+	return r->init_params;
 }
 
 void run_close(struct run *r)
