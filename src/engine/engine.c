@@ -529,16 +529,18 @@ static int get_range(struct engine *eng, struct replica *r, void *arg, struct er
 	if (a->vec == ENGINE_VEC_PARAMS || !eng->made.shard_optimizer) {
 		if (r->local != 0)
 			return ERR_OK;
-		src = a->vec == ENGINE_VEC_PARAMS ? r->params : r->opt_state + (size_t)a->vec * n;
+		src = (a->vec == ENGINE_VEC_PARAMS ? r->params : r->opt_state + (size_t)a->vec * n) +
+		      lo;
 	} else {
 		lo = lo > r->state_lo ? lo : r->state_lo;
 		hi = hi < r->state_hi ? hi : r->state_hi;
 		if (lo >= hi)
 			return ERR_OK;
 		/* a slice's vectors follow one another, each state_hi - state_lo long */
-		src = r->opt_state + (size_t)a->vec * (r->state_hi - r->state_lo) - r->state_lo;
+		src = r->opt_state + (size_t)a->vec * (r->state_hi - r->state_lo) +
+		      (lo - r->state_lo);
 	}
-	return r->dev->ops->download(r->dev, a->host + (lo - a->lo), src + lo,
+	return r->dev->ops->download(r->dev, a->host + (lo - a->lo), src,
 				     (hi - lo) * sizeof(float), e);
 }
 

@@ -864,10 +864,10 @@ static int pass_vector(struct vector_pass *p, int vec, const char *name, float *
 	for (size_t lo = 0; lo < n; lo += CHECKPOINT_CHUNK) {
 		size_t len = n - lo < CHECKPOINT_CHUNK ? n - lo : CHECKPOINT_CHUNK;
 		int got = engine_get_range(eng, vec, lo, len, buf, rc == ERR_OK ? e : &later);
-		if (got != ERR_OK) /* the engine failed: every process fails with it */
+		if (got != ERR_OK) { /* the engine failed: every process fails with it */
 			rc = rc == ERR_OK ? got : rc;
-		if (got != ERR_OK)
 			break;
+		}
 		if (rc == ERR_OK && !p->fetch_only)
 			rc = pass_chunk(p, buf, lo, len, e);
 	}
