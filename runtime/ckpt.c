@@ -202,29 +202,13 @@ int ckpt_add(struct ckpt_writer *w, const char *name, const void *data, size_t l
 	return ckpt_add_parts(w, name, &whole, 1, e);
 }
 
-/* The SHA-256 of the pieces taken in order: the digest of the file they make. */
-static int digest_parts(const struct fsx_part *parts, int n, char hex[DIGEST_HEX_SIZE],
-			struct err *e)
-{
-	struct digest *d = NULL;
-	int rc = digest_init(&d, e);
-	for (int i = 0; i < n && rc == 0; i++)
-		rc = digest_update(d, parts[i].data, parts[i].len, e);
-	if (rc) {
-		digest_free(d);
-		return rc;
-	}
-	return digest_final(d, hex, e);
-}
-
-int ckpt_add_parts(struct ckpt_writer *w, const char *name, const struct fsx_part *parts,
-		   int n, struct err *e)
+int ckpt_file_begin(struct ckpt_writer *w, const char *name, struct ckpt_file_writer *fw,
+		    struct err *e)
 {
 	char path[FSX_PATH_MAX];
-	struct ckpt_file *f;
-	size_t len = 0;
 	int rc;
-
+	memset(fw, 0, sizeof *fw);
+	fw->file.fd = -1;
 	if (!valid_file_name(name))
 		return ERR(e, ERR_DATA, "checkpoint %s: invalid file name '%s'", w->final, name);
 	if (find_file(w->files, w->n, name))
@@ -238,18 +222,65 @@ int ckpt_add_parts(struct ckpt_writer *w, const char *name, const struct fsx_par
 		w->cap = ncap;
 	}
 	if ((rc = fsx_join(path, sizeof path, w->tmp, name, e)) ||
-	    (rc = fsx_write_durable_parts(path, parts, n, e)))
+	    (rc = digest_init(&fw->digest, e)))
 		return rc;
-	for (int i = 0; i < n; i++)
-		len += parts[i].len;
-	f = &w->files[w->n];
+	if ((rc = fsx_writer_open(&fw->file, path, e))) {
+		ckpt_file_abort(fw);
+		return rc;
+	}
+	fw->w = w;
+	snprintf(fw->name, sizeof fw->name, "%s", name);
+	return 0;
+}
+
+int ckpt_file_write(struct ckpt_file_writer *fw, const void *data, size_t len, struct err *e)
+{
+	int rc = fsx_writer_write(&fw->file, data, len, e);
+	if (rc == 0)
+		rc = digest_update(fw->digest, data, len, e);
+	if (rc) {
+		ckpt_file_abort(fw);
+		return rc;
+	}
+	fw->size += len;
+	return 0;
+}
+
+int ckpt_file_end(struct ckpt_file_writer *fw, struct err *e)
+{
+	struct ckpt_writer *w = fw->w;
+	struct ckpt_file *f = &w->files[w->n];
+	int rc = fsx_writer_commit(&fw->file, e);
+	if (rc) {
+		ckpt_file_abort(fw);
+		return rc;
+	}
 	memset(f, 0, sizeof *f);
-	snprintf(f->name, sizeof f->name, "%s", name);
-	f->size = len;
-	if ((rc = digest_parts(parts, n, f->sha256, e)))
+	snprintf(f->name, sizeof f->name, "%s", fw->name);
+	f->size = fw->size;
+	rc = digest_final(fw->digest, f->sha256, e); /* frees the state, also on failure */
+	fw->digest = NULL;
+	if (rc)
 		return rc;
 	w->n++;
 	return 0;
+}
+
+void ckpt_file_abort(struct ckpt_file_writer *fw)
+{
+	fsx_writer_abort(&fw->file);
+	digest_free(fw->digest);
+	fw->digest = NULL;
+}
+
+int ckpt_add_parts(struct ckpt_writer *w, const char *name, const struct fsx_part *parts,
+		   int n, struct err *e)
+{
+	struct ckpt_file_writer fw;
+	int rc = ckpt_file_begin(w, name, &fw, e);
+	for (int i = 0; i < n && rc == 0; i++)
+		rc = ckpt_file_write(&fw, parts[i].data, parts[i].len, e);
+	return rc ? rc : ckpt_file_end(&fw, e);
 }
 
 static int write_manifest(struct ckpt_writer *w, struct err *e)

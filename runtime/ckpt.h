@@ -76,6 +76,23 @@ int ckpt_add(struct ckpt_writer *w, const char *name, const void *data, size_t l
  * digested one after the other without joining them in memory. */
 int ckpt_add_parts(struct ckpt_writer *w, const char *name, const struct fsx_part *parts,
 		   int n, struct err *e);
+/* One file written piece by piece (a vector fetched from the devices in chunks, say),
+ * durably and digested as it goes, so that it never needs to be whole in memory:
+ *     ckpt_file_begin(w, name, &fw, e);  ckpt_file_write(&fw, ...)*;  ckpt_file_end(&fw, e);
+ * A failed call has already released the file (ckpt_abort(w) removes what was written);
+ * ckpt_file_abort releases one the caller gives up on. */
+struct ckpt_file_writer {
+	struct ckpt_writer *w;
+	struct fsx_writer file;
+	struct digest *digest;
+	uint64_t size;
+	char name[CKPT_NAME_MAX];
+};
+int ckpt_file_begin(struct ckpt_writer *w, const char *name, struct ckpt_file_writer *fw,
+		    struct err *e);
+int ckpt_file_write(struct ckpt_file_writer *fw, const void *data, size_t len, struct err *e);
+int ckpt_file_end(struct ckpt_file_writer *fw, struct err *e);
+void ckpt_file_abort(struct ckpt_file_writer *fw);
 /* What ckpt_commit_ex did. */
 struct ckpt_commit_info {
 	char path[FSX_PATH_MAX];     /* the published step-NNNN */

@@ -27,12 +27,11 @@ static int bigram_shape(const struct settings *s, struct model_shape *m, struct 
 }
 
 /* table uniform in +-0.5, bias uniform in +-0.1 */
-static void bigram_init_params(const struct model_shape *m, uint64_t seed, float *p)
+static void bigram_init_values(const struct model_shape *m, int t, struct prng *r, float *p,
+			       size_t count)
 {
-	struct prng r;
-	prng_seed(&r, seed, BIGRAM_STREAM);
-	for (size_t i = 0; i < m->n_params; i++)
-		p[i] = (i < m->p[BIGRAM_BIAS].offset ? 0.5f : 0.1f) * (2.0f * prng_unit(&r) - 1.0f);
+	for (size_t i = 0; i < count; i++)
+		p[i] = (t < BIGRAM_BIAS ? 0.5f : 0.1f) * (2.0f * prng_unit(r) - 1.0f);
 }
 
 static void bigram_describe(const struct model_shape *m, char *out, size_t cap)
@@ -257,7 +256,8 @@ static struct model_gemm bigram_largest_gemm(const struct model_shape *m, int ro
 const struct model_ops bigram_ops = {
 	.name = "bigram",
 	.shape = bigram_shape,
-	.init_params = bigram_init_params,
+	.init_stream = BIGRAM_STREAM,
+	.init_values = bigram_init_values,
 	.max_rows = bigram_max_rows,
 	.batch_alloc = bigram_batch_alloc,
 	.batch_free = bigram_batch_free,

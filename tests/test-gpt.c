@@ -384,6 +384,31 @@ START_TEST(tensors_follow_llmc)
 }
 END_TEST
 
+/* model_init_next in pieces of any size, across tensors' boundaries, gives the values of
+ * the whole vector made at once: the first parameters can be uploaded a piece at a time. */
+START_TEST(initialization_in_pieces)
+{
+	struct model_shape m;
+	struct model_init it;
+	gpt_shape(&m, 64, 2, 4, 64, 32);
+	size_t n = m.n_params, sizes[] = {1, 7, 4096, 63, 100000};
+	float *whole = malloc(n * sizeof(float)), *pieces = malloc(n * sizeof(float));
+	ck_assert(whole && pieces);
+	gpt_init_params(&m, 3, whole);
+	model_init_begin(&it, &m, 3);
+	for (size_t lo = 0, k = 0; lo < n; k++) {
+		size_t len = sizes[k % 5] < n - lo ? sizes[k % 5] : n - lo;
+		model_init_next(&it, pieces + lo, len);
+		lo += len;
+	}
+	ck_assert(memcmp(whole, pieces, n * sizeof(float)) == 0);
+	model_init_params(&m, 4, pieces); /* another seed: other values */
+	ck_assert(memcmp(whole, pieces, n * sizeof(float)) != 0);
+	free(whole);
+	free(pieces);
+}
+END_TEST
+
 START_TEST(initialization_is_gpt2s)
 {
 	struct model_shape m;
@@ -460,6 +485,7 @@ int main(void)
 	tcase_add_test(tc, the_isolation_check_catches_a_shared_segment);
 	tcase_add_test(tc, tensors_follow_llmc);
 	tcase_add_test(tc, initialization_is_gpt2s);
+	tcase_add_test(tc, initialization_in_pieces);
 	tcase_add_test(tc, shapes_the_settings_refuse);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);

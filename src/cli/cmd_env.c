@@ -120,10 +120,13 @@ static void print_memory(const struct settings *config)
 	struct err no_mpi = {0};
 	if (procs_local_ranks(s, &local, &first, &no_mpi) != ERR_OK)
 		local = s->world;
-	printf("memory per process: host copies %.1f MiB (the first parameters, and the "
-	       "checkpoint snapshot of parameters and %s); with the cpu backend's %d rank%s "
-	       "%.1f MiB in all\n",
-	       m.host_bytes / mib, state,
+	/* the first parameters and checkpoints pass through one buffer a piece at a time;
+	 * model.init's file is read whole */
+	printf("memory per process: host buffer %.1f MiB (%s the checkpoints' parameters and "
+	       "%s pass through it a piece at a time); with the cpu backend's %d rank%s %.1f "
+	       "MiB in all\n",
+	       m.host_bytes / mib, s->model_init[0] ? "the first parameters, read whole from "
+	       "model.init's file;" : "the first parameters and", state,
 	       local, local == 1 ? "" : "s",
 	       (m.host_bytes + (double)local * (m.total - m.tree_bytes) +
 		(first == 0 ? (double)m.tree_bytes : 0.0)) / mib); /* rank 0 holds the tree */

@@ -163,6 +163,7 @@ int cmd_train(struct app *a, struct err *e)
 	if ((rc = train_opts_in_run(&a->env, kind, &plan, &o, e)))
 		return failed(a, &plan, rc);
 	app_train_hooks(a, &o);
+	o.no_final_state = 1; /* nothing here compares it: no host copy of the model */
 	announce(a, kind, &plan, &o);
 	/* held from the start: a signal while the corpus is loaded or the engine starts
 	 * stops the run before its first window, as one during a window does after it */

@@ -70,6 +70,7 @@ static int dump_reference(void *arg, const struct run *r, const float *ref, stru
 	if (rc == ERR_OK)
 		rc = report_json_file(path, lay, e);
 	json_decref(lay);
+	/* the first parameters: reference_run made them before this hook */
 	if (rc == ERR_OK && (rc = dump_vec(d->dir, OUTPUT_DUMP_PARAMS, r->init_params, n, e)) == ERR_OK &&
 	    (rc = dump_vec(d->dir, OUTPUT_DUMP_REFERENCE, ref, n, e)) == ERR_OK)
 		rc = dump_batches(d, r, e);

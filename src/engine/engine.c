@@ -3,6 +3,7 @@
  */
 #include "engine.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -47,8 +48,8 @@ void engine_memory_per_rank(const struct settings *s, struct engine_memory *m)
 	m->tree_bytes = (size_t)(levels > 0 ? levels : 0) * shape.n_params * sizeof(float);
 	m->workspace_bytes = model_ws_bytes(&shape, m->rows, &m->logits_bytes);
 	m->total = m->state_bytes + m->tree_bytes + m->workspace_bytes;
-	m->host_bytes = (size_t)(2 + optim_state_vectors(s->optimizer)) * shape.n_params *
-			sizeof(float);
+	size_t piece = shape.n_params < ENGINE_STATE_CHUNK ? shape.n_params : ENGINE_STATE_CHUNK;
+	m->host_bytes = (s->model_init[0] ? shape.n_params : piece) * sizeof(float);
 }
 
 /* ---- operations: one function run on the device threads ----
@@ -70,6 +71,14 @@ struct op_call {
 
 struct state_arg {
 	const float *params, *opt_state;
+};
+
+/* The floats [lo, hi) of one vector of the state (engine_get_range) to fill in host,
+ * which holds that range. */
+struct range_arg {
+	int vec;
+	size_t lo, hi;
+	float *host;
 };
 
 /* What each rank reports of a window, gathered from every process (by global rank). */
@@ -117,6 +126,7 @@ struct engine_args {
 	struct op_call call;
 	union {
 		struct state_arg state;
+		struct range_arg range;
 		struct window_shared window;
 		struct ref_arg ref;
 		struct eval_arg eval;
@@ -341,16 +351,6 @@ int engine_create(const struct settings *s, const struct corpus *c,
 	ERR_TRY_GOTO(rc, on_ranks(eng, replica_init, NULL, e), fail);
 	ERR_TRY_GOTO(rc, create_coll(eng, e), fail);
 	pool_set_coll(eng->pool, eng->coll);
-	size_t bytes = eng->shape.n_params * sizeof(float);
-	if (!(eng->host_reduced = malloc(bytes))) {
-		rc = ERR(e, ERR_NOMEM, "out of memory");
-		goto fail;
-	}
-	for (int r = 0; r < s->world; r++)
-		if (!(eng->host_local[r] = malloc(bytes))) {
-			rc = ERR(e, ERR_NOMEM, "out of memory");
-			goto fail;
-		}
 	/* zeroed, so that a reset engine (the same zeros) is this one in every bit */
 	ERR_TRY_GOTO(rc, engine_reset_parts(eng, s, c, opts,
 						  ENGINE_RESET_STATE | ENGINE_RESET_COUNTERS, e),
@@ -518,17 +518,30 @@ int engine_set_state(struct engine *eng, const float *params, const float *opt_s
 	return on_ranks(eng, set_state, &a->op.state, e);
 }
 
-/* Local rank 0's parameters (every replica holds them all) and the optimizer's state:
- * local rank 0's whole, or with the state sharded each local rank's slice. */
-static int get_state(struct engine *eng, struct replica *r, void *arg, struct err *e)
+/* Local rank 0's part of the range (every replica holds all the parameters, and without
+ * sharding the whole optimizer state), or with the state sharded each local rank's part
+ * of it, its slice cut to the range. */
+static int get_range(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
-	const struct state_arg *a = arg;
-	size_t bytes = eng->shape.n_params * sizeof(float);
-	if (a->params && r->local == 0)
-		ERR_TRY(r->dev->ops->download(r->dev, (float *)a->params, r->params, bytes, e));
-	if (a->opt_state && (r->local == 0 || eng->made.shard_optimizer))
-		ERR_TRY(state_slices(eng, r, (float *)a->opt_state, 1, e));
-	return ERR_OK;
+	const struct range_arg *a = arg;
+	size_t n = eng->shape.n_params, lo = a->lo, hi = a->hi;
+	const float *src;
+	if (a->vec == ENGINE_VEC_PARAMS || !eng->made.shard_optimizer) {
+		if (r->local != 0)
+			return ERR_OK;
+		src = (a->vec == ENGINE_VEC_PARAMS ? r->params : r->opt_state + (size_t)a->vec * n) +
+		      lo;
+	} else {
+		lo = lo > r->state_lo ? lo : r->state_lo;
+		hi = hi < r->state_hi ? hi : r->state_hi;
+		if (lo >= hi)
+			return ERR_OK;
+		/* a slice's vectors follow one another, each state_hi - state_lo long */
+		src = r->opt_state + (size_t)a->vec * (r->state_hi - r->state_lo) +
+		      (lo - r->state_lo);
+	}
+	return r->dev->ops->download(r->dev, a->host + (lo - a->lo), src,
+				     (hi - lo) * sizeof(float), e);
 }
 
 /* The parameters [*lo, *hi) whose sharded optimizer state process p's ranks hold: the
@@ -541,44 +554,72 @@ static void process_state_range(const struct engine *eng, int p, size_t *lo, siz
 			 &ignore, hi);
 }
 
-/* The other processes' slices of the sharded optimizer state into opt_state (the full
- * layout), each vector gathered from every process, sent padded to L full slices. */
-static int gather_state_processes(struct engine *eng, float *opt_state, struct err *e)
+/* The other processes' parts of a range of the sharded optimizer state into a->host:
+ * every process sends the whole range, its own part in place, and keeps the others'. */
+static int gather_range_processes(struct engine *eng, const struct range_arg *a,
+				  struct err *e)
 {
 	const struct world *wd = world_get();
-	size_t n = eng->shape.n_params, lo, hi;
-	coll_shard_range(n, eng->world, 0, &lo, &hi);
-	size_t per_proc = hi * (size_t)eng->local; /* hi: a full slice */
-	float *mine = calloc(per_proc, sizeof(float));
-	float *all = calloc(per_proc * (size_t)wd->procs, sizeof(float));
-	int rc = mine && all ? ERR_OK : ERR(e, ERR_NOMEM, "out of memory for the optimizer "
-					   "state's gather (%zu floats)", per_proc * (size_t)wd->procs);
-	for (int k = 0; rc == ERR_OK && k < optim_state_vectors(eng->s.optimizer); k++) {
-		float *vec = opt_state + (size_t)k * n;
-		process_state_range(eng, wd->proc, &lo, &hi);
-		memcpy(mine, vec + lo, (hi - lo) * sizeof(float));
-		rc = world_allgather(mine, per_proc * sizeof(float), all, eng->s.timeout_s,
-				     "the optimizer state's gather", e);
-		for (int p = 0; rc == ERR_OK && p < wd->procs; p++) {
-			process_state_range(eng, p, &lo, &hi);
-			if (p != wd->proc)
-				memcpy(vec + lo, all + (size_t)p * per_proc, (hi - lo) * sizeof(float));
-		}
+	size_t len = a->hi - a->lo, lo, hi;
+	float *all = calloc(len * (size_t)wd->procs, sizeof(float));
+	if (!all)
+		return ERR(e, ERR_NOMEM, "out of memory for the optimizer state's gather (%zu "
+			   "floats)", len * (size_t)wd->procs);
+	int rc = world_allgather(a->host, len * sizeof(float), all, eng->s.timeout_s,
+				 "the optimizer state's gather", e);
+	for (int p = 0; rc == ERR_OK && p < wd->procs; p++) {
+		process_state_range(eng, p, &lo, &hi);
+		lo = lo > a->lo ? lo : a->lo;
+		hi = hi < a->hi ? hi : a->hi;
+		if (p != wd->proc && lo < hi)
+			memcpy(a->host + (lo - a->lo), all + (size_t)p * len + (lo - a->lo),
+			       (hi - lo) * sizeof(float));
 	}
-	free(mine);
 	free(all);
 	return rc;
 }
 
-int engine_get_state(struct engine *eng, float *params, float *opt_state, struct err *e)
+int engine_get_range(struct engine *eng, int vec, size_t lo, size_t count, float *host,
+		     struct err *e)
 {
 	struct engine_args *a = engine_args(eng, e);
 	if (!a)
 		return e->code;
-	a->op.state = (struct state_arg){params, opt_state};
-	ERR_TRY(on_ranks(eng, get_state, &a->op.state, e));
-	if (opt_state && eng->made.shard_optimizer && world_get()->procs > 1)
-		return gather_state_processes(eng, opt_state, e);
+	assert(vec >= ENGINE_VEC_PARAMS && vec < optim_state_vectors(eng->s.optimizer));
+	assert(lo + count <= eng->shape.n_params);
+	a->op.range = (struct range_arg){vec, lo, lo + count, host};
+	ERR_TRY(on_ranks(eng, get_range, &a->op.range, e));
+	if (vec != ENGINE_VEC_PARAMS && eng->made.shard_optimizer && world_get()->procs > 1)
+		return gather_range_processes(eng, &a->op.range, e);
+	return ERR_OK;
+}
+
+static int set_params_range(struct engine *eng, struct replica *r, void *arg, struct err *e)
+{
+	const struct range_arg *a = arg;
+	ERR_TRY(r->dev->ops->upload(r->dev, r->params + a->lo, a->host,
+				    (a->hi - a->lo) * sizeof(float), e));
+	return r->dev->ops->sync(r->dev, e);
+}
+
+int engine_set_params_range(struct engine *eng, size_t lo, size_t count, const float *host,
+			    struct err *e)
+{
+	struct engine_args *a = engine_args(eng, e);
+	if (!a)
+		return e->code;
+	assert(lo + count <= eng->shape.n_params);
+	a->op.range = (struct range_arg){ENGINE_VEC_PARAMS, lo, lo + count, (float *)host};
+	return on_ranks(eng, set_params_range, &a->op.range, e);
+}
+
+int engine_get_state(struct engine *eng, float *params, float *opt_state, struct err *e)
+{
+	size_t n = eng->shape.n_params;
+	if (params)
+		ERR_TRY(engine_get_range(eng, ENGINE_VEC_PARAMS, 0, n, params, e));
+	for (int k = 0; opt_state && k < optim_state_vectors(eng->s.optimizer); k++)
+		ERR_TRY(engine_get_range(eng, k, 0, n, opt_state + (size_t)k * n, e));
 	return ERR_OK;
 }
 
@@ -925,11 +966,28 @@ static int window_finite(const struct engine *eng, const struct window *w,
 		   eng->updates_done, res->loss, where, have_norm ? res->grad_norm : NAN, res->lr);
 }
 
+/* The host copies of the gradients a window captures, allocated by the first window that
+ * captures them: a training process, which captures none, holds none (they are W + 1
+ * vectors of the model's size). */
+static int capture_buffers(struct engine *eng, int flags, struct err *e)
+{
+	size_t bytes = eng->shape.n_params * sizeof(float);
+	if ((flags & ENGINE_CAPTURE_REDUCED) && !eng->host_reduced &&
+	    !(eng->host_reduced = malloc(bytes)))
+		return ERR(e, ERR_NOMEM, "out of memory for the reduced gradient's host copy");
+	for (int r = 0; r < eng->world && (flags & ENGINE_CAPTURE_LOCAL); r++)
+		if (!eng->host_local[r] && !(eng->host_local[r] = malloc(bytes)))
+			return ERR(e, ERR_NOMEM, "out of memory for rank %d's gradient's host copy",
+				   r);
+	return ERR_OK;
+}
+
 int engine_window(struct engine *eng, const struct window *w, int mode, int flags,
 		  struct window_result *res, struct err *e)
 {
 	double t0 = clock_now_s();
 	memset(res, 0, sizeof *res);
+	ERR_TRY(capture_buffers(eng, flags, e));
 	if (w->world != eng->world)
 		return ERR(e, ERR_DEVICE, "window planned for %d ranks, engine has %d", w->world,
 			   eng->world);

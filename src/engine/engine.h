@@ -115,8 +115,9 @@ struct engine_memory {
 	/* the optimizer's state a rank holds (part of state_bytes), and the whole state:
 	 * the same unless train.shard_optimizer cuts it into devices.world slices */
 	size_t optim_bytes, optim_full_bytes;
-	/* host memory a training process holds beside its ranks': the first parameters and
-	 * the checkpoint snapshot (parameters and optimizer state) */
+	/* host memory a training process holds beside its ranks': the buffer the first
+	 * parameters are made in and checkpoints are written through (ENGINE_STATE_CHUNK
+	 * floats), or with model.init the whole first parameters, read from its file */
 	size_t host_bytes;
 	int rows;
 };
@@ -132,6 +133,22 @@ int engine_set_state(struct engine *eng, const float *params, const float *opt_s
  * rank 0's, or with the state sharded every rank's slice, from every process (every
  * process calls it). */
 int engine_get_state(struct engine *eng, float *params, float *opt_state, struct err *e);
+/* The vectors of the state engine_get_range reads: the parameters, or vector k =
+ * 0 .. optim_state_vectors - 1 of the optimizer's state. */
+#define ENGINE_VEC_PARAMS (-1)
+/* Copies floats [lo, lo + count) of one vector of the state to host (count floats):
+ * rank 0's, or with the state sharded the ranks' slices in the range, from every process
+ * (every process calls it, with the same range). A checkpoint reads the state range by
+ * range, so that no whole copy of it is needed on the host. */
+int engine_get_range(struct engine *eng, int vec, size_t lo, size_t count, float *host,
+		     struct err *e);
+/* Copies host (count floats) to parameters [lo, lo + count) of every replica: a model's
+ * first parameters are made and uploaded a piece at a time. */
+int engine_set_params_range(struct engine *eng, size_t lo, size_t count, const float *host,
+			    struct err *e);
+/* Floats a piece of the state read or written on the host (16 MiB): checkpoints and the
+ * first parameters go through a buffer of this size. */
+#define ENGINE_STATE_CHUNK ((size_t)1 << 22)
 /* The learning rate of the next update, number updates_done + 1 (optim.h). */
 double engine_next_lr(const struct engine *eng);
 /* Runs one window with normalization `mode` (see above). A loss or gradient norm that

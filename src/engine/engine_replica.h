@@ -68,7 +68,8 @@ struct engine {
 	int first_rank; /* the global rank of local rank 0 */
 	struct placement placement; /* backend, devices and collective actually used */
 	int64_t updates_done; /* optimizer steps taken (the next is number updates_done + 1) */
-	float *host_reduced;  /* n_params, filled with ENGINE_CAPTURE_REDUCED */
+	/* n_params each, allocated by the first window that captures them (NULL before) */
+	float *host_reduced;  /* filled with ENGINE_CAPTURE_REDUCED */
 	float *host_local[MAX_WORLD]; /* by global rank; this process's ranks only */
 	struct fault_injection fault; /* tests: what to inject (engine_opts) */
 	/* an operation failed on the device threads: the barrier or collective may be

@@ -11,7 +11,6 @@
 #include <math.h>
 #include <stdio.h>
 
-#define PRNG_STREAM_GPT_INIT 0x6e77ULL
 #define GPT_INIT_STD 0.02
 
 void gpt_shape_fill(struct model_shape *m, const struct model_ops *ops, int vocab, int layers,
@@ -86,19 +85,23 @@ double gpt_normal(struct prng *r)
 	}
 }
 
+void gpt_init_values(const struct model_shape *m, int t, struct prng *r, float *out,
+		     size_t count)
+{
+	double resid = GPT_INIT_STD / sqrt(2.0 * GPT_L(m));
+	int ln_weight = t == GPT_LN1W || t == GPT_LN2W || t == GPT_LNFW;
+	double std = t == GPT_ATTPROJW || t == GPT_FCPROJW ? resid : GPT_INIT_STD;
+	for (size_t k = 0; k < count; k++)
+		/* the tensors without decay are the biases and LayerNorms */
+		out[k] = ln_weight ? 1.0f : !m->p[t].decay ? 0.0f : (float)(std * gpt_normal(r));
+}
+
 void gpt_init_params(const struct model_shape *m, uint64_t seed, float *host_params)
 {
 	struct prng r;
-	double resid = GPT_INIT_STD / sqrt(2.0 * GPT_L(m));
-	prng_seed(&r, seed, PRNG_STREAM_GPT_INIT);
-	for (int t = 0; t < GPT_NTENSORS; t++) {
-		float *p = host_params + m->p[t].offset;
-		int ln_weight = t == GPT_LN1W || t == GPT_LN2W || t == GPT_LNFW;
-		double std = t == GPT_ATTPROJW || t == GPT_FCPROJW ? resid : GPT_INIT_STD;
-		for (size_t k = 0; k < m->p[t].count; k++)
-			/* the tensors without decay are the biases and LayerNorms */
-			p[k] = ln_weight ? 1.0f : !m->p[t].decay ? 0.0f : (float)(std * gpt_normal(&r));
-	}
+	prng_seed(&r, seed, GPT_INIT_STREAM);
+	for (int t = 0; t < GPT_NTENSORS; t++)
+		gpt_init_values(m, t, &r, host_params + m->p[t].offset, m->p[t].count);
 }
 
 void gpt_describe(const struct model_shape *m, char *out, size_t cap)

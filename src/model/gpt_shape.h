@@ -41,6 +41,11 @@ int gpt_shape_check(const struct model_shape *m, struct err *e);
  * projections (attprojw, fcprojw) normal(0, 0.02 / sqrt(2L)), biases 0, LayerNorm
  * weights 1; one generator stream over the tensors in order */
 void gpt_init_params(const struct model_shape *m, uint64_t seed, float *host_params);
+/* The generator's stream of the first parameters, and the next count values of tensor t
+ * (model_ops' init_values). */
+#define GPT_INIT_STREAM 0x6e77ULL
+void gpt_init_values(const struct model_shape *m, int t, struct prng *r, float *out,
+		     size_t count);
 /* one normal(0, 1) draw of the generator behind gpt_init_params, for tests */
 double gpt_normal(struct prng *r);
 void gpt_describe(const struct model_shape *m, char *out, size_t cap);

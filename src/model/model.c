@@ -38,7 +38,7 @@ static const char *missing_op(const struct model_ops *ops)
 		const char *name;
 		int present;
 	} need[] = {
-		{"shape", !!ops->shape}, {"init_params", !!ops->init_params},
+		{"shape", !!ops->shape}, {"init_values", !!ops->init_values},
 		{"max_rows", !!ops->max_rows}, {"batch_alloc", !!ops->batch_alloc},
 		{"batch_free", !!ops->batch_free}, {"batch_build", !!ops->batch_build},
 		{"batch_arrays", !!ops->batch_arrays}, {"upload_bytes", !!ops->upload_bytes},
@@ -106,7 +106,32 @@ int model_shape_init(struct model_shape *m, const struct settings *s, struct err
 
 void model_init_params(const struct model_shape *m, uint64_t seed, float *host_params)
 {
-	m->ops->init_params(m, seed, host_params);
+	struct model_init it;
+	model_init_begin(&it, m, seed);
+	model_init_next(&it, host_params, m->n_params);
+}
+
+void model_init_begin(struct model_init *it, const struct model_shape *m, uint64_t seed)
+{
+	it->m = m;
+	it->next = 0;
+	prng_seed(&it->r, seed, m->ops->init_stream);
+}
+
+void model_init_next(struct model_init *it, float *out, size_t count)
+{
+	const struct model_shape *m = it->m;
+	/* the tensors lie one after the other in the flat vector */
+	for (int t = 0; t < m->n_tensors && count > 0; t++) {
+		size_t end = m->p[t].offset + m->p[t].count;
+		if (it->next < m->p[t].offset || it->next >= end)
+			continue;
+		size_t len = end - it->next < count ? end - it->next : count;
+		m->ops->init_values(m, t, &it->r, out, len);
+		out += len;
+		it->next += len;
+		count -= len;
+	}
 }
 
 int model_max_rows(const struct model_shape *m, int n, int max_len)

@@ -45,6 +45,16 @@ int model_shape_init(struct model_shape *m, const struct settings *s, struct err
 /* ---- operations, through the shape's (or batch's, workspace's) model ---- */
 
 void model_init_params(const struct model_shape *m, uint64_t seed, float *host_params);
+/* The same values a piece at a time, in order: model_init_begin, then model_init_next for
+ * consecutive pieces (a large model's first parameters need never be whole on the host). */
+struct model_init {
+	const struct model_shape *m;
+	struct prng r;
+	size_t next; /* the index of the next value */
+};
+void model_init_begin(struct model_init *it, const struct model_shape *m, uint64_t seed);
+/* The next count values (at most what remains of the vector). */
+void model_init_next(struct model_init *it, float *out, size_t count);
 int model_max_rows(const struct model_shape *m, int n, int max_len);
 int model_batch_alloc(const struct model_shape *m, int max_rows, struct model_batch **out,
 		      struct err *e);

@@ -56,16 +56,21 @@ void tensor_label(const struct model_shape *m, size_t i, char *out, size_t cap)
 		snprintf(out, cap, "%s[%d, %d]", m->p[t].name, row, col);
 }
 
+void model_nonfinite_text(const struct model_shape *m, const struct finite_report *rep,
+			  float first, char *what, size_t cap)
+{
+	char label[120];
+	tensor_label(m, rep->first, label, sizeof label);
+	snprintf(what, cap, "%zu non-finite value%s, the first in tensor %s = %g", rep->bad,
+		 rep->bad == 1 ? "" : "s", label, (double)first);
+}
+
 size_t model_nonfinite(const struct model_shape *m, const float *x, char *what, size_t cap)
 {
 	struct finite_report rep;
-	char label[120];
 	finite_scan(x, m->n_params, &rep);
-	if (rep.bad == 0)
-		return 0;
-	tensor_label(m, rep.first, label, sizeof label);
-	snprintf(what, cap, "%zu non-finite value%s, the first in tensor %s = %g", rep.bad,
-		 rep.bad == 1 ? "" : "s", label, (double)x[rep.first]);
+	if (rep.bad > 0)
+		model_nonfinite_text(m, &rep, x[rep.first], what, cap);
 	return rep.bad;
 }
 

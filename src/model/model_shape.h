@@ -15,6 +15,8 @@
 #include "corpus.h"
 #include "dev.h"
 #include "err.h"
+#include "finite.h"
+#include "prng.h"
 #include "settings.h"
 
 #define MODEL_MAX_TENSORS 32
@@ -101,8 +103,13 @@ struct model_ops {
 	const char *name; /* [model] kind */
 	/* m->vocab, m->dim[] and the tensors (model_shape_add) from the settings */
 	int (*shape)(const struct settings *s, struct model_shape *m, struct err *e);
-	/* seeded, deterministic on every platform */
-	void (*init_params)(const struct model_shape *m, uint64_t seed, float *host_params);
+	/* the first parameters, seeded, deterministic on every platform: one generator,
+	 * seeded with run.seed on stream init_stream, drawn in the order of the flat vector;
+	 * init_values writes the next count values of tensor t, drawing them from r (so the
+	 * vector can be made a piece at a time: model_init_next) */
+	uint64_t init_stream;
+	void (*init_values)(const struct model_shape *m, int t, struct prng *r, float *out,
+			    size_t count);
 	/* positions a batch of n sequences of up to max_len tokens may lay out */
 	int (*max_rows)(const struct model_shape *m, int n, int max_len);
 	int (*batch_alloc)(const struct model_shape *m, int max_rows, struct model_batch **out,
@@ -158,6 +165,10 @@ void tensor_label(const struct model_shape *m, size_t i, char *out, size_t cap);
  * when it holds none, else their count, with `what` set to "N non-finite value(s), the
  * first in tensor NAME[row, col] = VALUE". */
 size_t model_nonfinite(const struct model_shape *m, const float *x, char *what, size_t cap);
+/* The same text for a report of such a scan (bad > 0) made piece by piece, first being
+ * the value at rep->first. */
+void model_nonfinite_text(const struct model_shape *m, const struct finite_report *rep,
+			  float first, char *what, size_t cap);
 /* 1 when a and b are the same kind with the same tensors; otherwise 0 and `why` names the
  * kind and the first tensor that differs (a: this configuration, b: the other one). */
 int model_shape_same(const struct model_shape *a, const struct model_shape *b, char *why,

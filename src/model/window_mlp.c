@@ -53,10 +53,9 @@ static int shape_of_settings(const struct settings *s, struct model_shape *m, st
 
 /* Uniform +-1/sqrt(fan_in) for weights, like PyTorch's Linear default; biases zero;
  * embedding uniform +-1. */
-static void init_params(const struct model_shape *m, uint64_t seed, float *host_params)
+static void init_values(const struct model_shape *m, int t, struct prng *r, float *out,
+			size_t count)
 {
-	struct prng r;
-	prng_seed(&r, seed, PRNG_STREAM_INIT);
 	float bound[WINDOW_MLP_NTENSORS] = {
 		1.0f,
 		1.0f / sqrtf((float)(CONTEXT(m) * EMBED(m))),
@@ -64,11 +63,8 @@ static void init_params(const struct model_shape *m, uint64_t seed, float *host_
 		1.0f / sqrtf((float)HIDDEN(m)),
 		0.0f,
 	};
-	for (int i = 0; i < WINDOW_MLP_NTENSORS; i++) {
-		float *p = host_params + m->p[i].offset;
-		for (size_t k = 0; k < m->p[i].count; k++)
-			p[k] = bound[i] == 0.0f ? 0.0f : bound[i] * (2.0f * prng_unit(&r) - 1.0f);
-	}
+	for (size_t k = 0; k < count; k++)
+		out[k] = bound[t] == 0.0f ? 0.0f : bound[t] * (2.0f * prng_unit(r) - 1.0f);
 }
 
 static void describe(const struct model_shape *m, char *out, size_t cap)
@@ -409,7 +405,8 @@ static const struct model_sweep sweep = {
 const struct model_ops window_mlp_ops = {
 	.name = "window_mlp",
 	.shape = shape_of_settings,
-	.init_params = init_params,
+	.init_stream = PRNG_STREAM_INIT,
+	.init_values = init_values,
 	.max_rows = max_rows,
 	.batch_alloc = batch_alloc,
 	.batch_free = batch_free,

@@ -186,6 +186,10 @@ int reference_run(struct run *r, struct reference_result *res, struct err *e)
 	memset(res, 0, sizeof *res);
 	res->n = r->eng->shape.n_params;
 	snprintf(res->backend, sizeof res->backend, "%s", engine_backend_name(r->eng));
+	/* made here, before parity's hooks (the dump of --dump) and modes read them */
+	const float *first = run_init_params(r, e);
+	if (!first)
+		return e->code;
 	if (!(res->grad = malloc(res->n * sizeof(float))))
 		return ERR(e, ERR_NOMEM, "out of memory");
 	if ((rc = sampler_next(&r->sampler, &r->w, e)) != ERR_OK ||
@@ -196,7 +200,7 @@ int reference_run(struct run *r, struct reference_result *res, struct err *e)
 	if (r->eng->s.z_loss > 0 && (rc = z_loss_share(r, res, e)) != ERR_OK)
 		return rc;
 	/* the l2 term at the window's parameters, the initial ones, computed on the host */
-	double norm = r->eng->s.l2 > 0 ? l2(r->init_params, res->n) : 0.0;
+	double norm = r->eng->s.l2 > 0 ? l2(first, res->n) : 0.0;
 	res->l2_grad_l2 = r->eng->s.l2 * norm;
 	res->loss_l2 = 0.5 * res->l2_grad_l2 * norm;
 	return ERR_OK;
@@ -268,7 +272,10 @@ static int parity_mode(struct run *r, const struct settings *s, int mode, const 
 	memset(m, 0, sizeof *m);
 	m->mode = mode;
 	m->present = 1;
-	if ((rc = engine_set_state(r->eng, r->init_params, NULL, 0, e)) != ERR_OK ||
+	const float *first = run_init_params(r, e);
+	if (!first)
+		return e->code;
+	if ((rc = engine_set_state(r->eng, first, NULL, 0, e)) != ERR_OK ||
 	    (rc = engine_window(r->eng, w, mode, ENGINE_CAPTURE_LOCAL | ENGINE_CAPTURE_REDUCED,
 				&res, e)) != ERR_OK)
 		return rc;
@@ -381,10 +388,13 @@ static int empty_rank(struct run *r, const struct settings *s, struct empty_wind
 		rc = window_pack_tokens(&r->w, &r->corpus, s->micro_tokens, e);
 	if (rc != ERR_OK)
 		return rc;
+	const float *first = run_init_params(r, e);
+	if (!first)
+		return e->code;
 	float *ref = malloc(n * sizeof(float));
 	if (!ref)
 		return ERR(e, ERR_NOMEM, "out of memory");
-	if ((rc = engine_set_state(r->eng, r->init_params, NULL, 0, e)) == ERR_OK &&
+	if ((rc = engine_set_state(r->eng, first, NULL, 0, e)) == ERR_OK &&
 	    (rc = engine_reference(r->eng, &r->w, ref, &loss, e)) == ERR_OK &&
 	    (rc = engine_window(r->eng, &r->w, NORM_GLOBAL_TOKEN, ENGINE_CAPTURE_REDUCED, &wr,
 				e)) == ERR_OK) {

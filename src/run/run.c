@@ -66,6 +66,37 @@ static void tell_sampling(const struct env *v, const struct sampler *sp)
 			 rank_split_name(s->rank_split), SETTINGS_FILE_DEFAULT);
 }
 
+/* The first parameters into every replica (the engine's optimizer state is zero, as
+ * engine_keep_take gives it), made and uploaded a piece at a time: no copy of the model
+ * on the host beside its ranks'. model.init = llmc:FILE replaces the seeded values it
+ * has rows for, on the whole vector, which is then freed: run_init_params makes it
+ * again for the commands that compare with it. */
+static int upload_init_params(struct run *r, struct err *e)
+{
+	size_t n = r->eng->shape.n_params;
+	if (r->eng->s.model_init[0]) {
+		if (!run_init_params(r, e))
+			return e->code;
+		int rc = engine_set_state(r->eng, r->init_params, NULL, 0, e);
+		free(r->init_params);
+		r->init_params = NULL;
+		return rc;
+	}
+	float *piece = malloc((n < ENGINE_STATE_CHUNK ? n : ENGINE_STATE_CHUNK) * sizeof(float));
+	if (!piece)
+		return ERR(e, ERR_NOMEM, "out of memory for the first parameters");
+	struct model_init it;
+	int rc = ERR_OK;
+	model_init_begin(&it, &r->eng->shape, r->eng->s.seed);
+	for (size_t lo = 0; lo < n && rc == ERR_OK; lo += ENGINE_STATE_CHUNK) {
+		size_t len = n - lo < ENGINE_STATE_CHUNK ? n - lo : ENGINE_STATE_CHUNK;
+		model_init_next(&it, piece, len);
+		rc = engine_set_params_range(r->eng, lo, len, piece, e);
+	}
+	free(piece);
+	return rc;
+}
+
 int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct err *e)
 {
 	int rc;
@@ -89,19 +120,10 @@ int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct
 	model_s.vocab = corpus_model_vocab(v->s, &r->corpus);
 	ERR_TRY_GOTO(rc, engine_keep_take(r->keep, &model_s, &r->corpus, &v->engine, &r->eng, e),
 		     fail);
-	r->init_params = malloc(r->eng->shape.n_params * sizeof(float));
-	if (!r->init_params) {
-		rc = ERR(e, ERR_NOMEM, "out of memory");
-		goto fail;
-	}
-	model_init_params(&r->eng->shape, v->s->seed, r->init_params);
-	/* model.init = llmc:FILE replaces the seeded values it has rows for */
-	const char *converted;
-	ERR_TRY_GOTO(rc, gpt_init_load(v->s, &r->eng->shape, r->init_params, &converted, e), fail);
-	if (converted)
+	ERR_TRY_GOTO(rc, upload_init_params(r, e), fail);
+	if (r->init_converted)
 		env_info(v, "model.init: %s holds %s weights: converted to float32", v->s->model_init,
-			 converted);
-	ERR_TRY_GOTO(rc, engine_set_state(r->eng, r->init_params, NULL, 0, e), fail);
+			 r->init_converted);
 	/* say once per process which backend runs; why (auto may fall back to the CPU) only
 	 * at log_level = debug or when a backend or collective was asked for */
 	static int told;
@@ -118,6 +140,25 @@ int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct
 fail:
 	run_close(r);
 	return rc;
+}
+
+const float *run_init_params(struct run *r, struct err *e)
+{
+	if (r->init_params)
+		return r->init_params;
+	if (!(r->init_params = malloc(r->eng->shape.n_params * sizeof(float)))) {
+		ERR(e, ERR_NOMEM, "out of memory for the first parameters (%zu floats)",
+		    r->eng->shape.n_params);
+		return NULL;
+	}
+	model_init_params(&r->eng->shape, r->eng->s.seed, r->init_params);
+	/* model.init (llmc:FILE, hf:DIR) replaces the seeded values it has rows for */
+	if (gpt_init_load(&r->eng->s, &r->eng->shape, r->init_params, &r->init_converted, e) !=
+	    ERR_OK) {
+		free(r->init_params);
+		r->init_params = NULL;
+	}
+	return r->init_params;
 }
 
 void run_close(struct run *r)

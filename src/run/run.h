@@ -21,7 +21,10 @@ struct run {
 	struct engine *eng;
 	struct engine_keep *keep; /* where eng came from (NULL: its own) */
 	struct window w;
-	float *init_params; /* host, the seeded initial parameters */
+	float *init_params; /* host, the seeded initial parameters: NULL until
+			       run_init_params makes them */
+	const char *init_converted; /* the dtype model.init's weights were converted to
+				       float32 from ("BF16", "F16"), or NULL */
 	int have_corpus, have_sampler, have_window;
 };
 
@@ -30,6 +33,9 @@ int run_open(const struct env *v, struct run *r, struct err *e);
  * run (and zeroed), which frees it in run_close, also when opening fails. */
 int run_open_corpus(const struct env *v, struct run *r, struct corpus *c, struct err *e);
 void run_close(struct run *r);
+/* The run's first parameters (seeded, and model.init's), made on the first call and kept
+ * until run_close; NULL with e set when they cannot be made. */
+const float *run_init_params(struct run *r, struct err *e);
 /* What a command needs of the prepared corpus, and what it may write. */
 enum corpus_use {
 	CORPUS_TRAIN,  /* a new run: built and saved when missing, rebuilt when it was built

@@ -19,9 +19,11 @@
 #include "corpus.h"
 #include "corpus_files.h"
 #include "elastic.h"
+#include "finite.h"
 #include "npy.h"
 #include "optim.h"
 #include "sources.h"
+#include "world.h"
 
 /* jansson value -> canonical text with a final newline; consumes j */
 static int json_text(json_t *j, char **out, size_t *len, const char *what, struct err *e)
@@ -676,20 +678,6 @@ static int add_json(struct ckpt_writer *w, const char *name, json_t *j, struct e
 	return add_buffer(w, name, buf, len, e);
 }
 
-/* An npy file of n floats, its header and the values written straight from x: a copy of
- * the values would be one more vector of the model's size in memory at every checkpoint. */
-static int add_vector(struct ckpt_writer *w, const char *name, const float *x, size_t n,
-		      struct err *e)
-{
-	char hdr[256];
-	size_t hlen, nbytes, shape[1] = {n};
-	int rc = npy_header(NPY_F32, shape, 1, name, hdr, sizeof hdr, &hlen, &nbytes, e);
-	if (rc)
-		return rc;
-	struct fsx_part parts[2] = {{hdr, hlen}, {x, nbytes}};
-	return ckpt_add_parts(w, name, parts, 2, e);
-}
-
 /* The resolved configuration, with [train] normalization set to the one the trainer's
  * windows were trained with (an interactive session may have switched modes) and, in exact
  * mode, [train] accumulation to the one it derived: config.ini and state.json of a
@@ -788,16 +776,122 @@ static json_t *rank_json(const struct checkpoint_source *t, int r)
 			 "history", train_history_json(&t->hist[r]));
 }
 
-/* Every file of the checkpoint, into the open writer w. */
+/* Floats of a vector fetched from the ranks and scanned or written at a time: the host
+ * never holds a whole copy of the parameters or of the optimizer's state. */
+#define CHECKPOINT_CHUNK ENGINE_STATE_CHUNK
+
+/* What is done with the chunks of the state's vectors: the gate's scan (w NULL), or the
+ * writing of each vector as an npy file into w. */
+struct vector_pass {
+	const struct checkpoint_source *t;
+	struct ckpt_writer *w;
+	int fetch_only;           /* a process that does not write: it only takes part */
+	struct ckpt_file_writer file;
+	int open;                 /* file is being written */
+	struct finite_report bad; /* the gate: NaN and infinity seen, the first's index */
+	float first_bad;          /* the value at bad.first */
+};
+
+/* Vector `name` of n floats begins: the gate's count at zero, or its file with the npy
+ * header. */
+static int pass_begin(struct vector_pass *p, const char *name, size_t n, struct err *e)
+{
+	char hdr[256];
+	size_t hlen, nbytes, shape[1] = {n};
+	memset(&p->bad, 0, sizeof p->bad);
+	if (!p->w)
+		return ERR_OK;
+	ERR_TRY(npy_header(NPY_F32, shape, 1, name, hdr, sizeof hdr, &hlen, &nbytes, e));
+	ERR_TRY(ckpt_file_begin(p->w, name, &p->file, e));
+	int rc = ckpt_file_write(&p->file, hdr, hlen, e);
+	p->open = rc == ERR_OK; /* a failed write has released the file */
+	return rc;
+}
+
+/* Floats x[0, len), at lo in the vector: scanned, or written. */
+static int pass_chunk(struct vector_pass *p, const float *x, size_t lo, size_t len,
+		      struct err *e)
+{
+	struct finite_report rep;
+	if (p->w) {
+		int rc = ckpt_file_write(&p->file, x, len * sizeof(float), e);
+		p->open = rc == ERR_OK;
+		return rc;
+	}
+	finite_scan(x, len, &rep);
+	if (rep.bad > 0 && p->bad.bad == 0) {
+		p->bad.first = lo + rep.first;
+		p->first_bad = x[rep.first];
+	}
+	p->bad.bad += rep.bad;
+	return ERR_OK;
+}
+
+/* The publication gate: a checkpoint is what a run resumes from and what runs/latest
+ * points to, so parameters or optimizer state holding NaN or infinity (a diverged run)
+ * are never written; the caller's newest checkpoint stays the newest. The replicas are
+ * equal (checked before every checkpoint), so the rank where the values went bad is not
+ * known here; the loss and gradient norm checked at every window (trainer_step) usually
+ * stop the run first. Writing: the file is complete. */
+static int pass_end(struct vector_pass *p, const char *name, struct err *e)
+{
+	const struct engine *eng = p->t->r->eng;
+	char what[300];
+	if (p->w) {
+		p->open = 0;
+		return ckpt_file_end(&p->file, e);
+	}
+	if (p->bad.bad == 0)
+		return ERR_OK;
+	model_nonfinite_text(&eng->shape, &p->bad, p->first_bad, what, sizeof what);
+	return ERR(e, ERR_NONFINITE, "non-finite state after window %" PRId64 " (update %"
+		   PRId64 "): %s would hold %s; no checkpoint of step %" PRId64 " is written",
+		   p->t->step, eng->updates_done, name, what, p->t->step);
+}
+
+/* Vector vec of the engine's state (engine_get_range) fetched chunk by chunk through buf
+ * (CHECKPOINT_CHUNK floats) and passed to p while rc, the pass's result so far, is
+ * ERR_OK. Every chunk is fetched whatever rc is: the sharded state's chunks are gathered
+ * from every process, which all fetch the same ones. */
+static int pass_vector(struct vector_pass *p, int vec, const char *name, float *buf, int rc,
+		       struct err *e)
+{
+	struct engine *eng = p->t->r->eng;
+	size_t n = eng->shape.n_params;
+	struct err later;
+	if (rc == ERR_OK && !p->fetch_only)
+		rc = pass_begin(p, name, n, e);
+	for (size_t lo = 0; lo < n; lo += CHECKPOINT_CHUNK) {
+		size_t len = n - lo < CHECKPOINT_CHUNK ? n - lo : CHECKPOINT_CHUNK;
+		int got = engine_get_range(eng, vec, lo, len, buf, rc == ERR_OK ? e : &later);
+		if (got != ERR_OK) { /* the engine failed: every process fails with it */
+			rc = rc == ERR_OK ? got : rc;
+			break;
+		}
+		if (rc == ERR_OK && !p->fetch_only)
+			rc = pass_chunk(p, buf, lo, len, e);
+	}
+	if (rc == ERR_OK)
+		return p->fetch_only ? ERR_OK : pass_end(p, name, e);
+	if (p->open)
+		ckpt_file_abort(&p->file);
+	p->open = 0;
+	return rc;
+}
+
+/* The state's vectors, params.npy then the optimizer's, through p. */
+static int pass_vectors(struct vector_pass *p, float *buf, int rc, struct err *e)
+{
+	int optimizer = p->t->r->eng->s.optimizer;
+	for (int k = ENGINE_VEC_PARAMS; k < optim_state_vectors(optimizer); k++)
+		rc = pass_vector(p, k, k < 0 ? "params.npy" : state_files(optimizer)[k], buf, rc, e);
+	return rc;
+}
+
+/* The other files of the checkpoint, into the open writer w. */
 static int add_files(struct ckpt_writer *w, const struct checkpoint_source *t, struct err *e)
 {
 	const struct engine *eng = t->r->eng;
-	size_t n = eng->shape.n_params;
-	int optimizer = eng->s.optimizer;
-	ERR_TRY(add_vector(w, "params.npy", t->params, n, e));
-	for (int k = 0; k < optim_state_vectors(optimizer); k++)
-		ERR_TRY(add_vector(w, state_files(optimizer)[k], t->opt_state + (size_t)k * n, n,
-				   e));
 	ERR_TRY(add_config(w, t->v->cfg, t->run_mode, t->v->s, e));
 	ERR_TRY(add_json(w, "data.lock", lock_json(&t->r->corpus), e));
 	ERR_TRY(add_json(w, "state.json", state_json(t), e));
@@ -809,42 +903,32 @@ static int add_files(struct ckpt_writer *w, const struct checkpoint_source *t, s
 	return ERR_OK;
 }
 
-/* The publication gate: a checkpoint is what a run resumes from and what runs/latest
- * points to, so parameters or optimizer state holding NaN or infinity (a diverged run)
- * are never written; the caller's newest checkpoint stays the newest. The replicas are
- * equal (checked before every checkpoint), so the rank where the values went bad is not
- * known here; the loss and gradient norm checked at every window (trainer_step) usually
- * stop the run first. */
-static int check_publishable(const struct checkpoint_source *t, struct err *e)
-{
-	const struct engine *eng = t->r->eng;
-	size_t n = eng->shape.n_params;
-	int vectors = optim_state_vectors(eng->s.optimizer);
-	for (int k = -1; k < vectors; k++) {
-		const float *x = k < 0 ? t->params : t->opt_state + (size_t)k * n;
-		const char *name = k < 0 ? "params.npy" : state_files(eng->s.optimizer)[k];
-		char what[300];
-		if (model_nonfinite(&eng->shape, x, what, sizeof what))
-			return ERR(e, ERR_NONFINITE, "non-finite state after window %" PRId64
-				   " (update %" PRId64 "): %s would hold %s; no checkpoint of step %"
-				   PRId64 " is written", t->step, eng->updates_done, name, what,
-				   t->step);
-	}
-	return ERR_OK;
-}
-
+/* The gate's pass over the state, then its files'; process 0 writes, the others take
+ * part in both passes' gathers. */
 int checkpoint_write(const struct checkpoint_source *t, const char *root, char *out,
 		     size_t cap, struct err *e)
 {
 	const struct env *v = t->v;
 	struct ckpt_writer *w = NULL;
 	struct ckpt_commit_info ci;
-	int rc;
-
-	ERR_TRY(check_publishable(t, e));
-	ERR_TRY(ckpt_begin(root, (uint64_t)t->step, &w, e));
-	if ((rc = add_files(w, t, e)) != ERR_OK) {
-		ckpt_abort(w);
+	int fetch_only = world_get()->proc != 0;
+	float *buf = malloc(CHECKPOINT_CHUNK * sizeof(float));
+	if (!buf)
+		return ERR(e, ERR_NOMEM, "out of memory for a checkpoint's buffer (%zu floats)",
+			   (size_t)CHECKPOINT_CHUNK);
+	struct vector_pass gate = {.t = t, .fetch_only = fetch_only};
+	int rc = pass_vectors(&gate, buf, ERR_OK, e);
+	/* nothing is written before the gate passed every value */
+	if (rc == ERR_OK && !fetch_only)
+		rc = ckpt_begin(root, (uint64_t)t->step, &w, e);
+	struct vector_pass write = {.t = t, .w = w, .fetch_only = fetch_only};
+	rc = pass_vectors(&write, buf, rc, e);
+	free(buf);
+	if (rc == ERR_OK && w)
+		rc = add_files(w, t, e);
+	if (rc != ERR_OK || !w) {
+		if (w)
+			ckpt_abort(w);
 		return rc;
 	}
 	ERR_TRY(ckpt_commit_ex(w, &ci, e));

@@ -145,8 +145,6 @@ struct checkpoint_source {
 	int64_t step;              /* steps done, rejected windows included */
 	int run_mode;              /* the normalization every window so far used */
 	double last_loss;          /* global token mean of the last accepted window (NaN: none) */
-	const float *params;       /* the engine's state: n_params */
-	const float *opt_state;    /* engine_state_floats */
 	const struct train_history *hist;       /* per rank, the engine's world of them */
 	const struct train_history *shard_hist; /* exact mode: per shard */
 	const struct train_changes *changes;    /* the run's changed settings (may be NULL) */
@@ -155,7 +153,11 @@ struct checkpoint_source {
 /* Writes checkpoint <root>/step-NNNN (NNNN = t->step) of t through the atomic store; its
  * directory goes to out. Parameters or optimizer state holding NaN or infinity are
  * refused first (ERR_NONFINITE naming the step, the update, the file and the first bad
- * tensor), with nothing written: a checkpoint is always one a run can train on. */
+ * tensor), with nothing written: a checkpoint is always one a run can train on. The
+ * parameters and the optimizer's state are read from the engine a chunk at a time
+ * (engine_get_range), once for that scan and once to write them, so the host never holds
+ * a copy of them. Every process calls it (the sharded state is gathered from all);
+ * process 0 writes, the others return ERR_OK, or the engine's failure. */
 int checkpoint_write(const struct checkpoint_source *t, const char *root, char *out,
 		     size_t cap, struct err *e);
 

@@ -149,9 +149,7 @@ static int interrupted(const struct trainer *t, struct err *e)
 		   " (no checkpoint root configured)", why, t->step, o->stop_at);
 }
 
-/* The result takes the trainer's checkpoint buffers for the final state rather than
- * allocating its own: a second host copy of the parameters and the optimizer's state
- * would be the largest allocation of a large model's run. */
+/* The result, with a host copy of the final state unless o.no_final_state. */
 static int fill_result(struct trainer *t, struct train_result *res, struct err *e)
 {
 	res->start_step = t->start_step;
@@ -170,10 +168,14 @@ static int fill_result(struct trainer *t, struct train_result *res, struct err *
 	res->changes = t->changes;
 	memcpy(res->rank_seconds_coll, t->rank_seconds_coll, sizeof t->rank_seconds_coll);
 	snprintf(res->backend, sizeof res->backend, "%s", engine_backend_name(t->r.eng));
-	res->params = t->params;
-	res->momentum = t->opt_state;
-	t->params = t->opt_state = NULL;
 	res->state_n = engine_state_floats(t->r.eng);
+	if (t->o.no_final_state)
+		return ERR_OK;
+	res->params = malloc(res->n * sizeof(float));
+	res->momentum = malloc(res->state_n * sizeof(float));
+	if (!res->params || !res->momentum)
+		return ERR(e, ERR_NOMEM, "out of memory for the final state (%zu floats)",
+			   res->n + res->state_n);
 	return engine_get_state(t->r.eng, res->params, res->momentum, e);
 }
 

@@ -175,11 +175,6 @@ int trainer_open(struct trainer *t, const struct env *v, const struct train_opts
 	t->last_loss = t->first_loss = NAN;
 	if ((rc = open_run(t, e)))
 		return rc;
-	size_t n = t->r.eng->shape.n_params;
-	t->params = malloc(n * sizeof(float));
-	t->opt_state = malloc(engine_state_floats(t->r.eng) * sizeof(float));
-	if (!t->params || !t->opt_state)
-		return ERR(e, ERR_NOMEM, "out of memory");
 	/* the checkpoint root must be usable before any window is spent: a bad
 	 * run.artifacts found at the first checkpoint would lose the work done so far */
 	if (o->ckpt_root[0] && (rc = env_dir_ready(o->ckpt_root, "[run] artifacts", e)))
@@ -196,9 +191,6 @@ int trainer_close(struct trainer *t, struct err *e)
 	if (t->metrics && fclose(t->metrics) != 0 && e)
 		rc = ERR_ERRNO(e, "cannot write %s", t->o.metrics_path);
 	t->metrics = NULL;
-	free(t->params);
-	free(t->opt_state);
-	t->params = t->opt_state = NULL;
 	if (t->have_run)
 		run_close(&t->r);
 	t->have_run = 0;
@@ -412,15 +404,14 @@ int trainer_checkpoint(struct trainer *t, const char *root, char *out, size_t ca
 		return ERR(e, ERR_USAGE, "%s: a checkpoint records one normalization",
 			   t->run_mode == -1 ? "no window was run" : "the windows used several");
 	/* process 0 writes the one checkpoint (the replicas are identical); the others take
-	 * its result, so that a failed write fails every process */
+	 * part in gathering the sharded state, then take its result, so that a failed write
+	 * fails every process */
 	struct checkpoint_source src = {
 		.v = t->v, .r = &t->r, .step = t->step, .run_mode = t->run_mode,
-		.last_loss = t->last_loss, .params = t->params, .opt_state = t->opt_state,
-		.hist = t->hist, .shard_hist = t->shard_hist, .changes = &t->changes,
+		.last_loss = t->last_loss, .hist = t->hist, .shard_hist = t->shard_hist,
+		.changes = &t->changes,
 	};
-	rc = engine_get_state(t->r.eng, t->params, t->opt_state, e);
-	if (rc == ERR_OK && world_get()->proc == 0)
-		rc = checkpoint_write(&src, root, t->checkpoint, sizeof t->checkpoint, e);
+	rc = checkpoint_write(&src, root, t->checkpoint, sizeof t->checkpoint, e);
 	/* the run directory's upkeep (keep, latest) is process 0's too, and its failure must
 	 * reach the others with the write's: they would wait for process 0 in the next window */
 	if (rc == ERR_OK && world_get()->proc == 0)

@@ -53,6 +53,9 @@ struct train_opts {
 	 * NULL; a testing aid alters it there) */
 	void (*on_resume)(void *arg, struct checkpoint *ck);
 	void *on_resume_arg;
+	/* train_run's result leaves params and momentum NULL: no host copy of the final
+	 * state, which only the comparisons of resumed runs read (train sets it) */
+	int no_final_state;
 };
 
 struct trainer {
@@ -84,8 +87,6 @@ struct trainer {
 	double seconds;            /* wall time inside the windows */
 	double first_loss;         /* loss of the first accepted window (NaN: none) */
 	double opened_at;          /* clock_now_s() when it was opened */
-	float *params;             /* host scratch for checkpoints: n_params */
-	float *opt_state;          /* and the optimizer's state (engine_state_floats) */
 	FILE *metrics;             /* o.metrics_path, while steps remain before o.stop_at */
 };
 
