@@ -23,8 +23,8 @@ jcheck $r '[c["tokens"] for c in d["exercise"]["cases"]] == [[3, 3], [3, 9]]'
 jcheck $r 'd["check_loss"]["mean_of_means"] == 2 and d["check_loss"]["global_mean"] == 2.5'
 # on the cpu backend the GEMM the bitwise checks held under, named in both reports
 jcheck $r '(d["backend"] == "cpu") == (d["gemm"] in ("onednn", "openblas"))'
-gemm=$(python3 -c 'import json; print(json.load(open("outputs/report.json"))["gemm"] or "")')
-[ -z "$gemm" ] || grep -q "backend cpu, GEMM $gemm\.$" outputs/report.md ||
+gemm=$(python3 -c 'import json; print(json.load(open("outputs/tiny/report.json"))["gemm"] or "")')
+[ -z "$gemm" ] || grep -q "backend cpu, GEMM $gemm\.$" outputs/tiny/report.md ||
 	{ echo "FAIL: report.md names no GEMM"; exit 1; }
 # one engine for every step on the two devices, the exercise's two ranks included: made by
 # the reference, reset and handed out again to the 8 later steps and exercise cases

@@ -6,7 +6,7 @@ set -eu
 fail() { echo "FAIL: $*"; exit 1; }
 T="$CONF/tiny.ini"
 run() { "$DDPTOK" "$T" "$@" --set devices.backend=cpu; }
-latest() { echo "artifacts/runs/$(readlink artifacts/runs/latest)"; }
+latest() { echo "artifacts/tiny/runs/$(readlink artifacts/tiny/runs/latest)"; }
 run env > env.out || fail "env: $(cat env.out)"
 if grep -q "oneDNN is not built in" env.out; then
 	echo "SKIP: this build has no oneDNN"
