@@ -80,9 +80,11 @@ struct block_run {
 
 thread_local block_run *t_run;
 thread_local fiber *t_fiber;
-thread_local std::vector<fiber *> t_pool;
 
 std::mutex g_kernel_mu; /* one block at a time: shared memory is one section */
+/* The fibers, every stream worker's in turn (under g_kernel_mu): an idle fiber waits at
+ * the top of its loop and runs on whichever thread resumes it. */
+std::vector<fiber *> t_pool;
 uint32_t g_epoch;       /* barrier intervals, under g_kernel_mu */
 std::vector<shadow> g_shadow;
 
