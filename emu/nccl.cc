@@ -578,8 +578,6 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *async_error)
 	}
 	if (c->failed.load())
 		comm->async = ncclInvalidUsage;
-	else if (c->aborted.load() && comm->async.load() == ncclSuccess)
-		comm->async = ncclRemoteError;
 	*async_error = (ncclResult_t)comm->async.load();
 	return ncclSuccess;
 }

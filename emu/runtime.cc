@@ -158,13 +158,18 @@ where locate(const void *p, block *b)
 	return where::unknown;
 }
 
-static const char *kind(int device)
+struct kind_text {
+	char text[32];
+};
+
+static kind_text kind(int device)
 {
-	static thread_local char text[32];
+	kind_text k;
 	if (device < 0)
-		return "pinned host memory";
-	snprintf(text, sizeof text, "memory of device %d", device);
-	return text;
+		snprintf(k.text, sizeof k.text, "pinned host memory");
+	else
+		snprintf(k.text, sizeof k.text, "memory of device %d", device);
+	return k;
 }
 
 cudaError_t check_range(const char *call, const char *what, const void *p, size_t bytes,
@@ -179,7 +184,7 @@ cudaError_t check_range(const char *call, const char *what, const void *p, size_
 	}
 	if (w == where::freed) {
 		report("%s: %s %p lies in %s freed before (%zu bytes at %p)", call, what, p,
-		       kind(b.device), b.size, (void *)b.base);
+		       kind(b.device).text, b.size, (void *)b.base);
 		return cudaErrorInvalidValue;
 	}
 	if (w != where::inside) {
@@ -189,13 +194,14 @@ cudaError_t check_range(const char *call, const char *what, const void *p, size_
 	}
 	bool device_ok = device == -2 || b.device == device;
 	if (!device_ok) {
-		report("%s: %s %p is %s, not %s", call, what, p, kind(b.device), kind(device));
+		report("%s: %s %p is %s, not %s", call, what, p, kind(b.device).text,
+		       kind(device).text);
 		return cudaErrorInvalidValue;
 	}
 	if (bytes > (size_t)(b.base + b.size - c)) {
 		report("%s: %s %p + %zu bytes runs %zu bytes past the end of its allocation (%zu "
 		       "bytes at %p, %s)", call, what, p, bytes, (size_t)(c + bytes - b.base - b.size),
-		       b.size, (void *)b.base, kind(b.device));
+		       b.size, (void *)b.base, kind(b.device).text);
 		return cudaErrorInvalidValue;
 	}
 	return cudaSuccess;
