@@ -5,9 +5,8 @@
  * z, grid limits, dynamic shared memory within the default 48 KiB, the stream on the
  * current device) and, stricter, every pointer argument must be device memory of the
  * stream's device or pinned host memory. The kernel then runs on the stream's worker,
- * block after block (one block at a time in the process: __shared__ variables live in
- * one section; the racecheck below also reports a read of one no thread of the block
- * wrote). A block's threads are fibers on the worker's
+ * block after block (one block at a time in the process: __shared__ variables are
+ * statics). A block's threads are fibers on the worker's
  * stack-switching loop: each runs until it reaches __syncthreads or returns; when every
  * live thread waits at the barrier, all go on. Fibers are created once per worker
  * (makecontext) and switched with _setjmp/_longjmp, without system calls.
@@ -34,7 +33,9 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "cuda_runtime.h"
@@ -43,11 +44,6 @@
 #define FIBER_STACK (256u << 10)
 #define DEFAULT_SHMEM (48u << 10)
 
-extern "C" {
-/* the bounds of every __shared__ variable of the program (the linker's) */
-extern char __start_emu_shared[] __attribute__((weak));
-extern char __stop_emu_shared[] __attribute__((weak));
-}
 
 namespace {
 
@@ -81,12 +77,31 @@ struct block_run {
 thread_local block_run *t_run;
 thread_local fiber *t_fiber;
 
-std::mutex g_kernel_mu; /* one block at a time: shared memory is one section */
+std::mutex g_kernel_mu; /* one block at a time: __shared__ variables are statics */
 /* The fibers, every stream worker's in turn (under g_kernel_mu): an idle fiber waits at
  * the top of its loop and runs on whichever thread resumes it. */
 std::vector<fiber *> t_pool;
 uint32_t g_epoch;       /* barrier intervals, under g_kernel_mu */
-std::vector<shadow> g_shadow;
+
+/* The shadow of the memory a kernel touches outside device memory and its stacks: its
+ * __shared__ variables (statics of the kernels' files), page by page. */
+enum { PAGE = 4096 };
+std::unordered_map<uintptr_t, std::unique_ptr<shadow[]>> g_shadow;
+uintptr_t g_shadow_page = ~(uintptr_t)0;
+shadow *g_shadow_last;
+
+shadow &shadow_of(const char *a)
+{
+	uintptr_t page = (uintptr_t)a / PAGE;
+	if (page != g_shadow_page) {
+		auto &p = g_shadow[page];
+		if (!p)
+			p.reset(new shadow[PAGE]());
+		g_shadow_page = page;
+		g_shadow_last = p.get();
+	}
+	return g_shadow_last[(uintptr_t)a % PAGE];
+}
 
 void fiber_main()
 {
@@ -162,8 +177,6 @@ void run_block(block_run &r)
 void run_grid(block_run &r)
 {
 	std::lock_guard<std::mutex> lock(g_kernel_mu);
-	if (__start_emu_shared && g_shadow.size() < (size_t)(__stop_emu_shared - __start_emu_shared))
-		g_shadow.resize(__stop_emu_shared - __start_emu_shared);
 	t_run = &r;
 	for (unsigned z = 0; z < r.gdim.z; z++)
 		for (unsigned y = 0; y < r.gdim.y; y++)
@@ -189,9 +202,8 @@ void kernel_fault(cudaError_t st, const char *what, const void *addr, const char
 void race(const void *addr, const char *how, unsigned other)
 {
 	char detail[200];
-	snprintf(detail, sizeof detail, "(shared memory, offset %zu) %s thread %u of the block "
-		 "between the same two barriers: a missing __syncthreads?",
-		 (size_t)((const char *)addr - __start_emu_shared), how, other);
+	snprintf(detail, sizeof detail, "(shared memory) %s thread %u of the block between the "
+		 "same two barriers: a missing __syncthreads?", how, other);
 	kernel_fault(cudaErrorLaunchFailure, "racecheck: shared-memory race", addr, detail);
 }
 
@@ -200,7 +212,7 @@ void shared_access(const char *a, size_t size, bool write)
 	block_run &r = *t_run;
 	uint16_t me = (uint16_t)t_fiber->flat;
 	for (size_t i = 0; i < size && !r.faulted; i++) {
-		shadow &s = g_shadow[(size_t)(a + i - __start_emu_shared)];
+		shadow &s = shadow_of(a + i);
 		if (write) {
 			if (s.w_epoch == r.epoch && s.w_tid != me)
 				return race(a + i, "was written before by", s.w_tid);
@@ -246,9 +258,10 @@ bool cached(const char *a, size_t size)
 
 void kernel_access(const char *a, size_t size, bool write)
 {
-	if (a >= __start_emu_shared && a < __stop_emu_shared)
-		return shared_access(a, size, write);
 	if (a >= t_fiber->stack && a < t_fiber->stack + FIBER_STACK)
+		return;
+	const char *pk = (const char *)t_run->pk;
+	if (a >= pk && a < pk + t_run->pk->bytes)
 		return;
 	if (cached(a, size))
 		return;
@@ -271,8 +284,8 @@ void kernel_access(const char *a, size_t size, bool write)
 		snprintf(detail, sizeof detail, "lies in %zu bytes at %p freed before", b.size,
 			 (void *)b.base);
 		return kernel_fault(cudaErrorIllegalAddress, "memcheck: use after free", a, detail);
-	case emu::where::unknown:
-		return;
+	case emu::where::unknown: /* neither device memory nor a stack: __shared__ */
+		return shared_access(a, size, write);
 	}
 	long off = a < b.base ? -(long)(b.base - a) : (long)(a - (b.base + b.size));
 	snprintf(detail, sizeof detail, "%s %zu bytes %ld bytes %s the end of an allocation of "

@@ -2,8 +2,8 @@
  * The emulated device's cuda_runtime.h (emu/): the runtime API (cuda_runtime_api.h) and,
  * for C++, the kernel language gpu/'s .cu files use, on the host:
  *   __global__, __device__, __host__, __forceinline__   plain (inline) functions
- *   __shared__    a static in the section emu_shared: one block runs at a time in the
- *                 process, its shared memory watched by the race check (emu/kernel.cc)
+ *   __shared__    a static: one block runs at a time in the process, its shared memory
+ *                 watched by the race check (emu/kernel.cc)
  *   threadIdx, blockIdx, blockDim, gridDim   the running fiber's (emu/kernel.cc)
  *   __syncthreads, atomicAdd, min, max
  *   CUDA_LAUNCH   validates the launch and queues every block of the kernel on the stream
@@ -26,7 +26,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
-#define __shared__ __attribute__((section("emu_shared"))) static
+#define __shared__ static
 
 struct uint3 {
 	unsigned int x, y, z;
@@ -71,6 +71,7 @@ namespace emu {
 /* A launched kernel: its arguments, converted to the parameters' types at the launch as
  * CUDA does, run once per thread. */
 struct kernel_packet {
+	size_t bytes = 0; /* of the whole object: its argument copies are not the kernel's memory */
 	virtual ~kernel_packet() {}
 	virtual void run_thread() = 0;
 };
@@ -78,12 +79,11 @@ struct kernel_packet {
 template <typename... P> struct kernel_call : kernel_packet {
 	void (*kernel)(P...);
 	std::tuple<P...> args;
-	kernel_call(void (*k)(P...), std::tuple<P...> a) : kernel(k), args(a) {}
-	/* the arguments' copies are the emulator's, not the kernel's accesses */
-	__attribute__((no_sanitize("thread"))) void run_thread() override
+	kernel_call(void (*k)(P...), std::tuple<P...> a) : kernel(k), args(a)
 	{
-		std::apply(kernel, args);
+		bytes = sizeof *this;
 	}
+	void run_thread() override { std::apply(kernel, args); }
 };
 
 template <typename T> static inline const void *pointer_arg(const T &v)
