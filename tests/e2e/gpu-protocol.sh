@@ -40,6 +40,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rs
 # shellcheck disable=SC2086
 timeout 300 mpirun --oversubscribe -np 2 "$DDPTOK" "$CONF/minimum.ini" train $SHORT \
 	--set devices.backend=cuda --set devices.world=4 --set devices.collective=nccl \
+	--set train.plan=balanced \
 	--set run.outputs=mpi/o --set run.artifacts=mpi/a > mpi.log 2>&1 ||
 	{ tail -30 mpi.log; fail "2 processes x 2 devices"; }
 grep -q "collective nccl" mpi.log || fail "2 x 2 not over NCCL: $(head -5 mpi.log)"
