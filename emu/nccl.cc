@@ -243,6 +243,15 @@ int mismatch(ncclComm_t comm)
 	return -1;
 }
 
+/* Whether every rank's counter `field` reached v. */
+bool all_reached(ncclComm_t comm, std::atomic<uint64_t> rank_slot::*field, uint64_t v)
+{
+	for (int q = 0; q < comm->nranks; q++)
+		if ((comm->c->slot[q].*field).load() < v)
+			return false;
+	return true;
+}
+
 /* A collective on the stream's worker (see the top). */
 void run_collective(ncclComm_t comm, uint64_t seq, posted_call k, const void *send, void *recv)
 {
@@ -252,12 +261,7 @@ void run_collective(ncclComm_t comm, uint64_t seq, posted_call k, const void *se
 	memcpy(area(comm, comm->rank), send, in * es);
 	c->slot[comm->rank].call = k;
 	c->slot[comm->rank].posted.store(seq + 1);
-	if (!wait_for(comm, [&] {
-		    for (size_t q = 0; q < w; q++)
-			    if (c->slot[q].posted.load() < seq + 1)
-				    return false;
-		    return true;
-	    }))
+	if (!wait_for(comm, [&] { return all_reached(comm, &rank_slot::posted, seq + 1); }))
 		return hang_until_abort(comm);
 	int q = mismatch(comm);
 	if (q >= 0) {
@@ -275,12 +279,7 @@ void run_collective(ncclComm_t comm, uint64_t seq, posted_call k, const void *se
 	}
 	c->slot[comm->rank].done.store(seq + 1);
 	/* nobody posts the next call's data over this one's before every rank read it */
-	if (!wait_for(comm, [&] {
-		    for (size_t r = 0; r < w; r++)
-			    if (c->slot[r].done.load() < seq + 1)
-				    return false;
-		    return true;
-	    }))
+	if (!wait_for(comm, [&] { return all_reached(comm, &rank_slot::done, seq + 1); }))
 		return hang_until_abort(comm);
 }
 
