@@ -145,7 +145,7 @@ static int launch_ew(struct cuda_dev *cd, const char *name, const char *file, in
 		     size_t n, void (*kernel)(Params...), struct err *e, Args... args)
 {
 	ENTER_UNLESS(cd, n == 0, e);
-	kernel<<<ew_blocks(n), EW_THREADS, 0, cd->stream>>>(args...);
+	CUDA_LAUNCH(kernel, ew_blocks(n), EW_THREADS, 0, cd->stream, args...);
 	return launch_check(cd, name, file, line, e);
 }
 
@@ -283,7 +283,8 @@ static int cu_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int k,
 	struct cuda_dev *cd = cdev(d);
 	ENTER_UNLESS(cd, m <= 0 || n <= 0, e);
 	if (k <= 0) {
-		k_gemm_beta<<<ew_blocks((size_t)m * n), EW_THREADS, 0, cd->stream>>>(m, n, beta, c, ldc);
+		CUDA_LAUNCH(k_gemm_beta, ew_blocks((size_t)m * n), EW_THREADS, 0, cd->stream, m, n,
+			    beta, c, ldc);
 		LAUNCH_TRY(cd, "k_gemm_beta", e);
 		return ERR_OK;
 	}
@@ -318,8 +319,8 @@ static int cu_xent(struct dev *d, int rows, int cols, const float *bias, const i
 {
 	struct cuda_dev *cd = cdev(d);
 	ENTER_UNLESS(cd, rows <= 0 || cols <= 0, e);
-	k_xent<<<rows, ROW_THREADS, 0, cd->stream>>>(cols, bias, target, scale, zc, class_w,
-						     logits, loss);
+	CUDA_LAUNCH(k_xent, rows, ROW_THREADS, 0, cd->stream, cols, bias, target, scale, zc,
+		    class_w, logits, loss);
 	LAUNCH_TRY(cd, "k_xent", e);
 	return ERR_OK;
 }
@@ -425,16 +426,16 @@ static int cu_col_sum_acc(struct dev *d, int rows, int cols, const float *x, flo
 	struct cuda_dev *cd = cdev(d);
 	ENTER_UNLESS(cd, rows <= 0 || cols <= 0, e);
 	if (rows <= COLSUM_MIN_CHUNK) {
-		k_col_sum_acc<<<ew_blocks((size_t)cols), EW_THREADS, 0, cd->stream>>>(rows, cols, x,
-										      out);
+		CUDA_LAUNCH(k_col_sum_acc, ew_blocks((size_t)cols), EW_THREADS, 0, cd->stream, rows,
+			    cols, x, out);
 		LAUNCH_TRY(cd, "k_col_sum_acc", e);
 		return ERR_OK;
 	}
 	int chunk = (rows + COLSUM_GROUPS - 1) / COLSUM_GROUPS;
 	chunk = chunk < COLSUM_MIN_CHUNK ? COLSUM_MIN_CHUNK : chunk;
 	unsigned int blocks = (unsigned int)(((size_t)cols + COLSUM_COLS - 1) / COLSUM_COLS);
-	k_col_sum_acc_chunks<<<blocks, dim3(COLSUM_COLS, COLSUM_GROUPS), 0, cd->stream>>>(
-		rows, cols, chunk, x, out);
+	CUDA_LAUNCH(k_col_sum_acc_chunks, blocks, dim3(COLSUM_COLS, COLSUM_GROUPS), 0, cd->stream,
+		    rows, cols, chunk, x, out);
 	LAUNCH_TRY(cd, "k_col_sum_acc_chunks", e);
 	return ERR_OK;
 }
@@ -506,16 +507,14 @@ static int queue_embed_sums(struct cuda_dev *cd, int slots, int dim, int32_t *co
 			    const float *dx, float *table_grad, struct err *e)
 {
 	unsigned int per_slot = ew_blocks((size_t)slots), per_elem = ew_blocks((size_t)slots * dim);
-	k_embed_plan<<<per_slot, EW_THREADS, 0, cd->stream>>>(slots, ws[WS_KEYS], ws[WS_CHUNK_END],
-								ws[WS_DEST_ROW], ws[WS_FOLD]);
+	CUDA_LAUNCH(k_embed_plan, per_slot, EW_THREADS, 0, cd->stream, slots, ws[WS_KEYS],
+		    ws[WS_CHUNK_END], ws[WS_DEST_ROW], ws[WS_FOLD]);
 	LAUNCH_TRY(cd, "k_embed_plan", e);
-	k_embed_chunks<<<per_elem, EW_THREADS, 0, cd->stream>>>(
-		slots, dim, ws[WS_KEYS], ws[WS_IDX], ws[WS_CHUNK_END], ws[WS_DEST_ROW], dx,
-		table_grad, cd->part);
+	CUDA_LAUNCH(k_embed_chunks, per_elem, EW_THREADS, 0, cd->stream, slots, dim, ws[WS_KEYS],
+		    ws[WS_IDX], ws[WS_CHUNK_END], ws[WS_DEST_ROW], dx, table_grad, cd->part);
 	LAUNCH_TRY(cd, "k_embed_chunks", e);
-	k_embed_fold<<<per_elem, EW_THREADS, 0, cd->stream>>>(slots, dim, ws[WS_KEYS],
-								ws[WS_DEST_ROW], ws[WS_FOLD],
-								cd->part, table_grad);
+	CUDA_LAUNCH(k_embed_fold, per_elem, EW_THREADS, 0, cd->stream, slots, dim, ws[WS_KEYS],
+		    ws[WS_DEST_ROW], ws[WS_FOLD], cd->part, table_grad);
 	LAUNCH_TRY(cd, "k_embed_fold", e);
 	return ERR_OK;
 }
@@ -544,7 +543,8 @@ static int cu_embed_backward(struct dev *d, int rows, int width, int dim, const 
 	for (int a = 0; a < WS_ARRAYS; a++)
 		ws[a] = (int32_t *)((char *)cd->sort_ws + a * arr);
 	void *temp = (char *)cd->sort_ws + WS_ARRAYS * arr;
-	k_iota<<<ew_blocks((size_t)slots), EW_THREADS, 0, cd->stream>>>(slots, ws[WS_IDX_IN]);
+	CUDA_LAUNCH(k_iota, ew_blocks((size_t)slots), EW_THREADS, 0, cd->stream, slots,
+		    ws[WS_IDX_IN]);
 	LAUNCH_TRY(cd, "k_iota", e);
 	/* stable: slots of one id stay in ascending order */
 	CU_TRY(cd,
@@ -592,7 +592,8 @@ static int cu_argmax_hits(struct dev *d, int rows, int cols, const float *bias,
 	ENTER_UNLESS(cd, rows <= 0 || cols <= 0, e);
 	unsigned long long *counter = (unsigned long long *)cd->red + RED_BLOCKS;
 	COPY_TRY(cd, cudaMemsetAsync(counter, 0, sizeof *counter, cd->stream), e);
-	k_argmax_hits<<<rows, ROW_THREADS, 0, cd->stream>>>(cols, bias, logits, target, counter);
+	CUDA_LAUNCH(k_argmax_hits, rows, ROW_THREADS, 0, cd->stream, cols, bias, logits, target,
+		    counter);
 	LAUNCH_TRY(cd, "k_argmax_hits", e);
 	if ((rc = fetch_result(cd, RED_BLOCKS, &hits, sizeof hits, e)) != ERR_OK)
 		return rc;

@@ -387,20 +387,20 @@ template <class R>
 void launch_reduce_partial(unsigned int blocks, cudaStream_t stream, size_t n, const float *x,
 			   uint32_t first, typename R::acc *part)
 {
-	k_reduce_partial<R><<<blocks, RED_THREADS, 0, stream>>>(n, x, first, part);
+	CUDA_LAUNCH(k_reduce_partial<R>, blocks, RED_THREADS, 0, stream, n, x, first, part);
 }
 
 template <typename T>
 void launch_reduce_final(cudaStream_t stream, int parts, const T *part, T *out, T divisor)
 {
-	k_reduce_final<T><<<1, RED_THREADS, 0, stream>>>(parts, part, out, divisor);
+	CUDA_LAUNCH(k_reduce_final<T>, 1, RED_THREADS, 0, stream, parts, part, out, divisor);
 }
 
 template <typename T>
 void launch_divide(unsigned int blocks, unsigned int threads, cudaStream_t stream, size_t n,
 		   T divisor, T *x)
 {
-	k_divide<T><<<blocks, threads, 0, stream>>>(n, divisor, x);
+	CUDA_LAUNCH(k_divide<T>, blocks, threads, 0, stream, n, divisor, x);
 }
 
 /* the instances the backend launches (declared extern in the header) */

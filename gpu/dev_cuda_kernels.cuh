@@ -15,6 +15,8 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda_launch.cuh"
+
 /* Block shapes the kernels' shared arrays and trees are sized for: launch with these. */
 #define ROW_THREADS 128       /* k_xent / k_argmax_hits: one block of this many per row */
 #define RED_THREADS 256       /* k_reduce_partial / k_reduce_final */

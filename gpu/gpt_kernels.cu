@@ -15,6 +15,7 @@
 extern "C" {
 #include "gpu.h"
 }
+#include "cuda_launch.cuh"
 #include "dev_cuda.h"
 #include "kmath.h"
 
@@ -57,7 +58,8 @@ static int gpt_launched(struct dev *d, const char *what, struct err *e)
 		int rc_ = gpt_enter((d), (e));                                               \
 		if (rc_ != ERR_OK)                                                           \
 			return rc_;                                                          \
-		kernel<<<blocks_for(n_threads), GPT_THREADS, 0, cuda_dev_of(d)->stream>>>(__VA_ARGS__); \
+		CUDA_LAUNCH(kernel, blocks_for(n_threads), GPT_THREADS, 0,                   \
+			    cuda_dev_of(d)->stream, __VA_ARGS__);                            \
 		return gpt_launched((d), "launch of " #kernel, (e));                         \
 	} while (0)
 
@@ -184,8 +186,8 @@ int gpt_cu_layernorm_backward(struct dev *d, int rows, int cols, const float *x,
 	int rc = gpt_enter(d, e);
 	if (rc != ERR_OK)
 		return rc;
-	k_layernorm_back_dx<<<blocks_for((size_t)rows), GPT_THREADS, 0, cuda_dev_of(d)->stream>>>(
-		rows, cols, x, w, mean, rstd, dout, dx);
+	CUDA_LAUNCH(k_layernorm_back_dx, blocks_for((size_t)rows), GPT_THREADS, 0,
+		    cuda_dev_of(d)->stream, rows, cols, x, w, mean, rstd, dout, dx);
 	if ((rc = gpt_launched(d, "launch of k_layernorm_back_dx", e)) != ERR_OK)
 		return rc;
 	GPT_LAUNCH(d, e, k_layernorm_back_dw, (size_t)cols, rows, cols, x, mean, rstd, dout, dw,

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # gpu-check: build ddptok with the CUDA backend and check it on this GPU machine.
 #
-#   tools/gpu-check.sh [--builddir DIR] [--windows N]
+#   tools/gpu-check.sh [--builddir DIR] [--windows N] [--emulated]
+#
+# --emulated runs every step on the emulated device instead (emu/: meson -Dgpu_emulator=true,
+# DDPTOK_EMULATED_GPUS GPUs, 4 unless set; default DIR build-gpu-emu), on any machine:
+# it proves the backend's use of CUDA, cuBLAS and NCCL and its kernels' logic, not speed.
 #
 # Run from anywhere; it works in the repository it belongs to. Steps, each reported
 # PASS, FAIL or SKIP in the summary table at the end:
@@ -26,21 +30,31 @@
 # passed.
 set -uo pipefail
 
-builddir=build-gpu
+builddir=
 windows=20
+emulated=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--builddir) builddir=$2; shift 2 ;;
 	--builddir=*) builddir=${1#*=}; shift ;;
 	--windows) windows=$2; shift 2 ;;
 	--windows=*) windows=${1#*=}; shift ;;
-	-h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+	--emulated) emulated=1; shift ;;
+	-h|--help) sed -n '2,33p' "$0"; exit 0 ;;
 	*) echo "gpu-check: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
 
 cd "$(dirname "$0")/.." || exit 2
 root=$(pwd)
+backend_opts=(-Dcuda=enabled)
+if [ "$emulated" -eq 1 ]; then
+	builddir=${builddir:-build-gpu-emu}
+	backend_opts=(-Dgpu_emulator=true -Dcuda=disabled)
+	export DDPTOK_EMULATED_GPUS=${DDPTOK_EMULATED_GPUS:-4}
+	echo "gpu-check: on the EMULATED device ($DDPTOK_EMULATED_GPUS emulated GPUs, no real one)"
+fi
+builddir=${builddir:-build-gpu}
 case "$builddir" in /*) ;; *) builddir="$root/$builddir" ;; esac
 logs="$builddir/gpu-check"
 
@@ -100,9 +114,9 @@ mkdir -p "$logs" 2>/dev/null || { echo "gpu-check: cannot create $logs" >&2; exi
 
 # 1. configure
 if [ -f "$builddir/build.ninja" ]; then
-	cfg=(meson configure "$builddir" -Dcuda=enabled)
+	cfg=(meson configure "$builddir" "${backend_opts[@]}")
 else
-	cfg=(meson setup "$builddir" -Dcuda=enabled)
+	cfg=(meson setup "$builddir" "${backend_opts[@]}")
 fi
 if run_step configure "$logs/configure.log" "${cfg[@]}"; then
 	record configure PASS "$(grep -m1 -o 'CUDA backend: .*' "$logs/configure.log")"

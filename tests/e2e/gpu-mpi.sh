@@ -42,19 +42,20 @@ EX="--set train.shards=8 --set train.accumulation=4"
 "$DDPTOK" "$T" parity $C --set run.outputs=one > one.out
 # shellcheck disable=SC2086
 mpi parity $C --set run.outputs=two > two.out || { cat two.out; fail "parity P = 2"; }
-[ "$(grep -c 'collective nccl' two.out)" -eq 2 ] || fail "not over NCCL: $(cat two.out)"
+# process 1 writes its lines to its own log
+both() { cat two.out two/process-1/log.txt; }
+[ "$(both | grep -c 'collective nccl')" -eq 2 ] || fail "not over NCCL: $(both)"
 caught=$(grep -c 'fail (caught)' one.out)
 [ "$caught" -gt 0 ] || fail "no negative control caught in one process: $(cat one.out)"
-[ "$(grep -c 'fail (caught)' two.out)" -eq $((2 * caught)) ] ||
-	fail "negative controls: $(cat two.out)"
+[ "$(both | grep -c 'fail (caught)')" -eq $((2 * caught)) ] || fail "negative controls: $(both)"
 
 # exact mode: parity's bitwise line at 0, and the very bits of one process with W = 2
 # shellcheck disable=SC2086
 "$DDPTOK" "$T" parity $C $EX --set run.outputs=one-ex > one-ex.out
 # shellcheck disable=SC2086
 mpi parity $C $EX --set run.outputs=two-ex > two-ex.out || { cat two-ex.out; fail "exact"; }
-[ "$(grep -c 'bitwise: 0 of .* components differ' two-ex.out)" -eq 2 ] ||
-	fail "exact parity P = 2: $(cat two-ex.out)"
+[ "$(cat two-ex.out two-ex/process-1/log.txt | grep -c 'bitwise: 0 of .* components differ')" \
+	-eq 2 ] || fail "exact parity P = 2: $(cat two-ex.out two-ex/process-1/log.txt)"
 cmp one-ex/parity.json two-ex/parity.json || fail "exact parity.json differs from P = 1's"
 # shellcheck disable=SC2086
 "$DDPTOK" "$T" train --continuous $C $EX --set run.artifacts=p1 > p1.out
