@@ -24,8 +24,8 @@ struct batch {
 
 struct runner {
 	struct batch *b;
-	int report; /* the calling thread */
-	tok_progress_fn progress;
+	int reports; /* the calling thread */
+	tok_progress_fn on_done;
 	void *arg;
 	pthread_t th;
 };
@@ -40,7 +40,7 @@ static void note_failure(struct batch *b, size_t i, const struct err *e)
 	pthread_mutex_unlock(&b->lock);
 }
 
-static void *run(void *p)
+static void *encode_share(void *p)
 {
 	struct runner *r = p;
 	struct batch *b = r->b;
@@ -58,8 +58,8 @@ static void *run(void *p)
 		if (tokenizer_encode(w, d->text, d->len, &d->ids, &e))
 			note_failure(b, i, &e);
 		size_t done = atomic_fetch_add(&b->done, d->len) + d->len;
-		if (r->report && r->progress && (i & 63) == 0)
-			r->progress(r->arg, done, b->total);
+		if (r->reports && r->on_done && (i & 63) == 0)
+			r->on_done(r->arg, done, b->total);
 	}
 	tokenizer_worker_free(w);
 	return NULL;
@@ -73,7 +73,7 @@ int tok_batch_threads(int threads)
 }
 
 int tok_batch_encode(struct tokenizer *t, struct tok_doc *docs, size_t n, int threads,
-		     tok_progress_fn progress, void *arg, size_t *failed, struct err *e)
+		     tok_progress_fn on_done, void *arg, size_t *failed, struct err *e)
 {
 	struct batch b = { .t = t, .docs = docs, .n = n, .first_bad = n };
 	struct runner r[MAX_THREADS];
@@ -84,17 +84,17 @@ int tok_batch_encode(struct tokenizer *t, struct tok_doc *docs, size_t n, int th
 	atomic_init(&b.done, 0);
 	pthread_mutex_init(&b.lock, NULL);
 	for (int i = 0; i < k; i++)
-		r[i] = (struct runner){ &b, i == 0, progress, arg, 0 };
+		r[i] = (struct runner){ &b, i == 0, on_done, arg, 0 };
 	/* a thread that cannot start leaves its share to the others */
 	for (int i = 1; i < k && (size_t)i < n; i++)
-		joined[i] = pthread_create(&r[i].th, NULL, run, &r[i]) == 0;
-	run(&r[0]);
+		joined[i] = pthread_create(&r[i].th, NULL, encode_share, &r[i]) == 0;
+	encode_share(&r[0]);
 	for (int i = 1; i < k && (size_t)i < n; i++)
 		if (joined[i])
 			pthread_join(r[i].th, NULL);
 	pthread_mutex_destroy(&b.lock);
-	if (progress)
-		progress(arg, b.total, b.total);
+	if (on_done)
+		on_done(arg, b.total, b.total);
 	/* documents left over: no thread could make its worker */
 	if (b.first_bad == n && atomic_load(&b.next) < n) {
 		if (e)

@@ -28,7 +28,7 @@ typedef void (*tok_progress_fn)(void *arg, size_t done, size_t total);
  * message is the one of the first failing document, prefixed by its index ("document
  * K: ..."), and *failed (when not NULL) gets K. */
 int tok_batch_encode(struct tokenizer *t, struct tok_doc *docs, size_t n, int threads,
-		     tok_progress_fn progress, void *arg, size_t *failed, struct err *e);
+		     tok_progress_fn on_done, void *arg, size_t *failed, struct err *e);
 
 /* The threads tok_batch_encode uses for `threads` (0: the CPUs of this host). */
 int tok_batch_threads(int threads);
