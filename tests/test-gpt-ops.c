@@ -24,13 +24,7 @@
 
 static struct dev *cand, *ref; /* the operations tested, the reference */
 
-#define OK(call)                                                                             \
-	do {                                                                                 \
-		struct err e_;                                                               \
-		err_clear(&e_);                                                              \
-		ck_assert_msg((call) == ERR_OK, "%s", e_.msg);                               \
-	} while (0)
-#define E (&e_)
+static struct err E;
 
 /* n floats uniform in +-amp, from seed */
 static float *randoms(size_t n, float amp, uint64_t seed)
@@ -47,9 +41,9 @@ static float *randoms(size_t n, float amp, uint64_t seed)
 static void *put(struct dev *d, const void *host, size_t bytes)
 {
 	void *p;
-	OK(d->ops->alloc(d, bytes ? bytes : 4, &p, E));
-	OK(d->ops->upload(d, p, host, bytes, E));
-	OK(d->ops->sync(d, E));
+	OK(d->ops->alloc(d, bytes ? bytes : 4, &p, &E));
+	OK(d->ops->upload(d, p, host, bytes, &E));
+	OK(d->ops->sync(d, &E));
 	return p;
 }
 
@@ -57,7 +51,7 @@ static void *put(struct dev *d, const void *host, size_t bytes)
 static float *take(struct dev *d, float *p, size_t n)
 {
 	float *h = malloc(sizeof(float) * (n ? n : 1));
-	OK(d->ops->download(d, h, p, sizeof(float) * n, E));
+	OK(d->ops->download(d, h, p, sizeof(float) * n, &E));
 	d->ops->release(d, p);
 	return h;
 }
@@ -98,10 +92,10 @@ START_TEST(embed_pos_and_bias_add)
 	struct pair b = both(bias, dim), x = both(zero, (size_t)rows * dim);
 	int32_t *ic = put(cand, ids, sizeof ids), *ir = put(ref, ids, sizeof ids);
 	int32_t *pc = put(cand, pos, sizeof pos), *pr = put(ref, pos, sizeof pos);
-	OK(cand->ops->embed_pos(cand, rows, dim, ic, pc, w.c, q.c, x.c, E));
-	OK(ref->ops->embed_pos(ref, rows, dim, ir, pr, w.r, q.r, x.r, E));
-	OK(cand->ops->bias_add(cand, rows, dim, b.c, x.c, E));
-	OK(ref->ops->bias_add(ref, rows, dim, b.r, x.r, E));
+	OK(cand->ops->embed_pos(cand, rows, dim, ic, pc, w.c, q.c, x.c, &E));
+	OK(ref->ops->embed_pos(ref, rows, dim, ir, pr, w.r, q.r, x.r, &E));
+	OK(cand->ops->bias_add(cand, rows, dim, b.c, x.c, &E));
+	OK(ref->ops->bias_add(ref, rows, dim, b.r, x.r, &E));
 	float *out = same_bits(x, "x");
 	for (int p = 0; p < rows; p++)
 		for (int j = 0; j < dim; j++)
@@ -144,12 +138,12 @@ START_TEST(layernorm_forward_and_backward)
 	struct pair X = both(x, n), W = both(w, cols), B = both(b, cols), O = both(zero, n);
 	struct pair M = both(zero, rows), R = both(zero, rows), G = both(g, n), DX = both(dx0, n);
 	struct pair DW = both(dw0, cols), DB = both(db0, cols);
-	OK(cand->ops->layernorm(cand, rows, cols, X.c, W.c, B.c, O.c, M.c, R.c, E));
-	OK(ref->ops->layernorm(ref, rows, cols, X.r, W.r, B.r, O.r, M.r, R.r, E));
+	OK(cand->ops->layernorm(cand, rows, cols, X.c, W.c, B.c, O.c, M.c, R.c, &E));
+	OK(ref->ops->layernorm(ref, rows, cols, X.r, W.r, B.r, O.r, M.r, R.r, &E));
 	OK(cand->ops->layernorm_backward(cand, rows, cols, X.c, W.c, M.c, R.c, G.c, DX.c, DW.c,
-					 DB.c, E));
+					 DB.c, &E));
 	OK(ref->ops->layernorm_backward(ref, rows, cols, X.r, W.r, M.r, R.r, G.r, DX.r, DW.r,
-					DB.r, E));
+					DB.r, &E));
 	float *out = same_bits(O, "out");
 	for (int p = 0; p < rows; p++)
 		for (int j = 0; j < cols; j++)
@@ -179,10 +173,10 @@ START_TEST(gelu_forward_and_backward)
 	int n = 1501;
 	float *x = randoms(n, 7, 11), *g = randoms(n, 1, 12);
 	struct pair X = both(x, n), Y = both(x, n), G = both(g, n);
-	OK(cand->ops->gelu(cand, n, X.c, Y.c, E));
-	OK(ref->ops->gelu(ref, n, X.r, Y.r, E));
-	OK(cand->ops->gelu_backward(cand, n, X.c, G.c, E));
-	OK(ref->ops->gelu_backward(ref, n, X.r, G.r, E));
+	OK(cand->ops->gelu(cand, n, X.c, Y.c, &E));
+	OK(ref->ops->gelu(ref, n, X.r, Y.r, &E));
+	OK(cand->ops->gelu_backward(cand, n, X.c, G.c, &E));
+	OK(ref->ops->gelu_backward(ref, n, X.r, G.r, &E));
 	float *y = same_bits(Y, "gelu"), *dg = same_bits(G, "gelu_backward");
 	for (int i = 0; i < n; i++) {
 		double v = x[i], u = sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v), t = tanh(u);
@@ -202,10 +196,10 @@ START_TEST(causal_softmax_forward_and_backward)
 	size_t nn = (size_t)n * n;
 	float scale = 0.35f, *s = randoms(nn, 4, 13), *g = randoms(nn, 1, 14);
 	struct pair S = both(s, nn), G = both(g, nn);
-	OK(cand->ops->causal_softmax(cand, n, scale, S.c, E));
-	OK(ref->ops->causal_softmax(ref, n, scale, S.r, E));
-	OK(cand->ops->causal_softmax_backward(cand, n, scale, S.c, G.c, E));
-	OK(ref->ops->causal_softmax_backward(ref, n, scale, S.r, G.r, E));
+	OK(cand->ops->causal_softmax(cand, n, scale, S.c, &E));
+	OK(ref->ops->causal_softmax(ref, n, scale, S.r, &E));
+	OK(cand->ops->causal_softmax_backward(cand, n, scale, S.c, G.c, &E));
+	OK(ref->ops->causal_softmax_backward(ref, n, scale, S.r, G.r, &E));
 	float *p = same_bits(S, "p"), *ds = same_bits(G, "ds");
 	for (int i = 0; i < n; i++) {
 		double mx = -INFINITY, sum = 0.0, dot = 0.0, q[64];
@@ -230,8 +224,8 @@ END_TEST
 static void setup(void)
 {
 	struct cuda_dev_sizes sizes = {1 << 20, 0, 0, 0};
-	OK(cuda_dev_create(0, 0, &sizes, &cand, E));
-	OK(dev_host_create(0, &ref, E));
+	OK(cuda_dev_create(0, 0, &sizes, &cand, &E));
+	OK(dev_host_create(0, &ref, &E));
 }
 
 static void teardown(void)
@@ -246,7 +240,7 @@ static struct dev scalar_dev;
 /* the loops this CPU runs, against the same loops built without vectorization */
 static void setup(void)
 {
-	OK(dev_host_create(0, &cand, E));
+	OK(dev_host_create(0, &cand, &E));
 	scalar_ops = *cand->ops;
 	host_kernels_fill_scalar(&scalar_ops);
 	scalar_dev = *cand;

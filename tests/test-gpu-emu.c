@@ -26,18 +26,12 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "check-run.h"
 #include "dev.h"
 #include "err.h"
 #include "gpu.h"
 
 static struct err E;
-
-#define OK(expr)                                                                             \
-	do {                                                                                 \
-		err_clear(&E);                                                               \
-		int rc_ = (expr);                                                            \
-		ck_assert_msg(rc_ == ERR_OK, "%s -> %d: %s", #expr, rc_, E.msg);             \
-	} while (0)
 
 static struct dev *new_dev(int id)
 {

@@ -34,13 +34,6 @@
 
 static struct err E;
 
-#define OK(expr)                                                                             \
-	do {                                                                                 \
-		err_clear(&E);                                                               \
-		int rc_ = (expr);                                                            \
-		ck_assert_msg(rc_ == ERR_OK, "%s -> %d: %s", #expr, rc_, E.msg);             \
-	} while (0)
-
 /* ---- buffers ---- */
 
 static float *frand(uint64_t seed, size_t n, float amp)

@@ -52,13 +52,6 @@ static struct dev *H; /* host backend */
 static int n_gpus;
 static struct err E;
 
-#define OK(expr)                                                                             \
-	do {                                                                                 \
-		err_clear(&E);                                                               \
-		int rc_ = (expr);                                                            \
-		ck_assert_msg(rc_ == ERR_OK, "%s -> %d: %s", #expr, rc_, E.msg);             \
-	} while (0)
-
 /* ---- buffers on a device ---- */
 
 static void *dalloc(struct dev *d, size_t bytes)
