@@ -108,6 +108,14 @@ struct dev_ops {
 	 * result */
 	int (*sum_squares)(struct dev *d, int n, const float *x, double *host_out,
 			   struct err *e);
+	/* Where sum_squares is block sums added in block order (the host's, squares_block
+	 * elements a block, the last one shorter): host_out[b - b_lo] = block b's sum of
+	 * squares, in sum_squares' order, for b_lo <= b < b_hi. Several ranks may each sum
+	 * some of the blocks and add all the sums in block order: the bits of sum_squares.
+	 * NULL (and squares_block 0) where the backend has no such blocks (CUDA). Waits. */
+	int (*sum_squares_blocks)(struct dev *d, int n, const float *x, int b_lo, int b_hi,
+				  double *host_out, struct err *e);
+	int squares_block;
 	/* out[j] += sum over p < rows of x[p*cols + j] in a fixed order: p ascending on the
 	 * host (and on CUDA up to 64 rows); above that CUDA adds fixed chunks of rows, then
 	 * the chunk sums in order (the same bits every call, not the host's) */

@@ -227,6 +227,7 @@ struct loop_args {
 	const int32_t *target;
 	float *x, *y, *z, *w;
 	double *sums;   /* sum_squares: one per block */
+	size_t block0;  /* sum_squares_blocks: the first block's index */
 	int64_t *count; /* count_nonfinite: one per part */
 };
 
@@ -396,17 +397,28 @@ static int split_layernorm(struct dev *d, int rows, int cols, const float *x, co
 	return l.loops->layernorm(d, rows, cols, x, w, b, out, mean, rstd, e);
 }
 
-/* blocks [lo, hi) of sum_squares' order, each block's sum into l->sums */
+/* blocks [lo, hi) of the part, of the blocks from l->block0 on: each block's sum into
+ * l->sums */
 static void squares_part(void *arg, int p, int parts)
 {
 	const struct loop_args *l = arg;
-	size_t lo, hi;
+	size_t lo, hi, b0 = l->block0;
 	part_range(p, parts, l->step, l->n, &lo, &hi);
-	for (size_t b = lo; b < hi; b++) { /* l->first: the vector's length */
-		size_t first = b * HOST_SQUARES_BLOCK, len = (size_t)l->first - first;
-		len = len < HOST_SQUARES_BLOCK ? len : HOST_SQUARES_BLOCK;
-		l->loops->sum_squares(NULL, (int)len, l->in + first, &l->sums[b], NULL);
-	}
+	if (hi > lo) /* l->first: the vector's length */
+		l->loops->sum_squares_blocks(NULL, l->first, l->in, (int)(b0 + lo),
+					     (int)(b0 + hi), l->sums + lo, NULL);
+}
+
+/* Blocks [b_lo, b_hi) on the team, each part's blocks on one thread. */
+static int split_sum_squares_blocks(struct dev *d, int n, const float *x, int b_lo, int b_hi,
+				    double *host_out, struct err *e)
+{
+	struct loop_args l = {.loops = hdev(d)->loops, .n = b_hi > b_lo ? (size_t)(b_hi - b_lo) : 0,
+			      .first = n, .in = x, .sums = host_out, .block0 = (size_t)b_lo};
+	if (!run_cut(d, &l, 1, 0, squares_part))
+		return l.loops->sum_squares_blocks(d, n, x, b_lo, b_hi, host_out, e);
+	dev_count(d, 0, 0, 1);
+	return ERR_OK;
 }
 
 /* The blocks on the team, their sums added in block order on this thread: the bits of
@@ -470,6 +482,7 @@ static void host_split_fill(struct dev_ops *o)
 	o->gelu_backward = split_gelu_backward;
 	o->layernorm = split_layernorm;
 	o->sum_squares = split_sum_squares;
+	o->sum_squares_blocks = split_sum_squares_blocks;
 	o->count_nonfinite = split_count_nonfinite;
 }
 

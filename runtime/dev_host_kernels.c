@@ -178,16 +178,31 @@ static double block_squares(int n, const float *x)
 	return s;
 }
 
+/* block b of sum_squares' order over x[0..n) (n > b HOST_SQUARES_BLOCK) */
+static double square_block(int n, const float *x, int b)
+{
+	size_t first = (size_t)b * HOST_SQUARES_BLOCK, len = (size_t)n - first;
+	return block_squares(len < HOST_SQUARES_BLOCK ? (int)len : HOST_SQUARES_BLOCK, x + first);
+}
+
 /* the blocks' sums added in block order: the host's order of sum_squares */
 static int host_sum_squares(struct dev *d, int n, const float *x, double *host_out,
 			    struct err *e)
 {
 	double s = 0.0;
 	dev_count(d, 1, 0, 1);
-	for (int lo = 0; lo < n; lo += HOST_SQUARES_BLOCK)
-		s += block_squares(n - lo < HOST_SQUARES_BLOCK ? n - lo : HOST_SQUARES_BLOCK,
-				   x + lo);
+	for (int b = 0; (size_t)b * HOST_SQUARES_BLOCK < (size_t)(n > 0 ? n : 0); b++)
+		s += square_block(n, x, b);
 	*host_out = s;
+	return ERR_OK;
+}
+
+static int host_sum_squares_blocks(struct dev *d, int n, const float *x, int b_lo, int b_hi,
+				   double *host_out, struct err *e)
+{
+	dev_count(d, 1, 0, 1);
+	for (int b = b_lo; b < b_hi; b++)
+		host_out[b - b_lo] = square_block(n, x, b);
 	return ERR_OK;
 }
 
@@ -420,6 +435,8 @@ void HK_JOIN(host_kernels_fill, HOST_KERNELS_VARIANT)(struct dev_ops *o)
 	o->sum = host_sum;
 	o->sum_acc = host_sum_acc;
 	o->sum_squares = host_sum_squares;
+	o->sum_squares_blocks = host_sum_squares_blocks;
+	o->squares_block = HOST_SQUARES_BLOCK;
 	o->col_sum_acc = host_col_sum_acc;
 	o->tanh_backward_col_sum = host_tanh_backward_col_sum;
 	o->embed_backward = host_embed_backward;

@@ -7,11 +7,14 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check-run.h"
 #include "corpus.h"
 #include "engine.h"
+#include "engine_replica.h"
 #include "kmath.h"
 #include "model.h"
 #include "optim.h"
@@ -155,24 +158,47 @@ static double max_gap(const float *x, const double *y, size_t n)
 	return worst;
 }
 
+/* An engine on the tiny configuration with overrides, its corpus, sampler and window. */
+struct rig {
+	struct settings s;
+	struct corpus c;
+	struct sampler sp;
+	struct window w;
+	struct engine *eng;
+};
+
+static void rig_up(struct rig *g, const char *sets)
+{
+	struct err e;
+	err_clear(&e);
+	testutil_settings(&g->s, "%s", sets);
+	ck_assert_int_eq(corpus_build(&g->s, &g->c, &e), ERR_OK);
+	ck_assert_msg(sampler_init(&g->sp, &g->c, &g->s, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(window_init(&g->w, g->s.world, g->s.accumulation, g->s.batch_size, &e),
+			 ERR_OK);
+	ck_assert_msg(engine_create(&g->s, &g->c, NULL, &g->eng, &e) == ERR_OK, "%s", e.msg);
+}
+
+static void rig_down(struct rig *g)
+{
+	engine_destroy(g->eng);
+	window_free(&g->w);
+	sampler_free(&g->sp);
+	corpus_free(&g->c);
+}
+
 /* Three updates of a W = 2 engine under `sets`, each recomputed in double from the
  * engine's own reduced gradient: the parameters and state agree within float rounding
  * (1e-6), the slip does not (by more than 1e-5) unless it is SLIP_NONE. *clipped: the
  * updates whose gradient was clipped. */
 static void engine_against_double(const char *sets, enum doc_slip slip, int *clipped)
 {
-	struct settings s;
-	struct corpus c;
-	struct sampler sp;
-	struct window w;
-	struct engine *eng;
+	struct rig g;
 	struct err e;
 	err_clear(&e);
-	testutil_settings(&s, "%s", sets);
-	ck_assert_int_eq(corpus_build(&s, &c, &e), ERR_OK);
-	ck_assert_msg(sampler_init(&sp, &c, &s, &e) == ERR_OK, "%s", e.msg);
-	ck_assert_int_eq(window_init(&w, s.world, s.accumulation, s.batch_size, &e), ERR_OK);
-	ck_assert_msg(engine_create(&s, &c, NULL, &eng, &e) == ERR_OK, "%s", e.msg);
+	rig_up(&g, sets);
+	const struct settings s = g.s;
+	struct engine *eng = g.eng;
 	size_t n = eng->shape.n_params, ns = engine_state_floats(eng);
 	float *p = malloc(n * sizeof(float)), *st = malloc(ns * sizeof(float));
 	double *pd = malloc(n * sizeof(double)), *sd = calloc(ns, sizeof(double));
@@ -184,8 +210,8 @@ static void engine_against_double(const char *sets, enum doc_slip slip, int *cli
 	*clipped = 0;
 	for (int64_t t = 1; t <= 3; t++) {
 		struct window_result res;
-		ck_assert_int_eq(sampler_next(&sp, &w, &e), ERR_OK);
-		ck_assert_msg(engine_window(eng, &w, NORM_GLOBAL_TOKEN,
+		ck_assert_int_eq(sampler_next(&g.sp, &g.w, &e), ERR_OK);
+		ck_assert_msg(engine_window(eng, &g.w, NORM_GLOBAL_TOKEN,
 					    ENGINE_UPDATE | ENGINE_CAPTURE_REDUCED | ENGINE_GRAD_NORM, &res, &e) == ERR_OK,
 			      "%s", e.msg);
 		double norm = doc_step(&s, &eng->shape, t, eng->host_reduced, pd, sd, slip);
@@ -206,10 +232,7 @@ static void engine_against_double(const char *sets, enum doc_slip slip, int *cli
 	free(st);
 	free(pd);
 	free(sd);
-	engine_destroy(eng);
-	window_free(&w);
-	sampler_free(&sp);
-	corpus_free(&c);
+	rig_down(&g);
 }
 
 static const char adamw_sets[] = "train.optimizer=adamw train.lr=0.01 train.schedule=cosine "
@@ -240,6 +263,41 @@ START_TEST(sgd_steps_are_the_documented_ones)
 }
 END_TEST
 
+/* The ranks share the gradient norm's blocks (engine.c reduced_grad_norm): the norm they
+ * report is still the device's one sum over the reduced gradient, bit for bit, at W = 2,
+ * 3 (a rank with no block) and 4, on a model of four sum_squares blocks. */
+START_TEST(shared_norm_is_the_one_rank_sum)
+{
+	for (int world = 2; world <= 4; world++) {
+		struct rig g;
+		struct window_result res;
+		struct err e;
+		err_clear(&e);
+		char sets[64];
+		snprintf(sets, sizeof sets, "devices.world=%d model.hidden=8192", world);
+		rig_up(&g, sets);
+		struct dev *d = g.eng->rep[0].dev;
+		size_t n = g.eng->shape.n_params;
+		ck_assert_uint_gt(n, 3 * (size_t)d->ops->squares_block);
+		ck_assert_ptr_nonnull(g.eng->rep[0].norm_parts);
+		ck_assert_int_eq(sampler_next(&g.sp, &g.w, &e), ERR_OK);
+		ck_assert_msg(engine_window(g.eng, &g.w, NORM_GLOBAL_TOKEN,
+					    ENGINE_UPDATE | ENGINE_CAPTURE_REDUCED |
+						    ENGINE_GRAD_NORM,
+					    &res, &e) == ERR_OK,
+			      "%s", e.msg);
+		double squares, want;
+		ck_assert_int_eq(d->ops->sum_squares(d, (int)n, g.eng->host_reduced, &squares, &e),
+				 ERR_OK);
+		want = sqrt(squares);
+		ck_assert_msg(memcmp(&want, &res.grad_norm, sizeof want) == 0,
+			      "W = %d: the shared norm %.17g, one rank's sum %.17g", world,
+			      res.grad_norm, want);
+		rig_down(&g);
+	}
+}
+END_TEST
+
 static Suite *optim_suite(void)
 {
 	Suite *s = suite_create("optim");
@@ -251,9 +309,11 @@ static Suite *optim_suite(void)
 	tcase_add_test(tc, test_adamw_against_double);
 	tcase_add_test(tc, adamw_steps_are_the_documented_ones);
 	tcase_add_test(tc, sgd_steps_are_the_documented_ones);
+	tcase_add_test(tc, shared_norm_is_the_one_rank_sum);
 	suite_add_tcase(s, tc);
 	return s;
 }
+
 
 int main(void)
 {

@@ -271,6 +271,30 @@ START_TEST(loop_bits_do_not_depend_on_threads)
 }
 END_TEST
 
+/* sum_squares_blocks over two ranks' ranges of the blocks of v (big elements, six
+ * blocks): each block's sum is the documented one, and the sums added in block order
+ * give sum_squares' bits (*squares), as the ranks' shared gradient norm adds them. */
+static void blocks_add_up(struct dev *d, size_t big, const float *v, const double *squares)
+{
+	struct err e;
+	double parts[6], whole = 0.0;
+	err_clear(&e);
+	ck_assert_uint_eq((big + HOST_SQUARES_BLOCK - 1) / HOST_SQUARES_BLOCK, 6);
+	ck_assert_int_eq(d->ops->sum_squares_blocks(d, (int)big, v, 0, 2, parts, &e), ERR_OK);
+	ck_assert_int_eq(d->ops->sum_squares_blocks(d, (int)big, v, 2, 6, parts + 2, &e), ERR_OK);
+	for (int b = 0; b < 6; b++) {
+		double block = 0.0;
+		for (size_t i = (size_t)b * HOST_SQUARES_BLOCK;
+		     i < big && i < (size_t)(b + 1) * HOST_SQUARES_BLOCK; i++)
+			block += (double)v[i] * (double)v[i];
+		ck_assert_msg(memcmp(&block, &parts[b], sizeof block) == 0,
+			      "block %d: %.17g, its order gives %.17g", b, parts[b], block);
+		whole += parts[b];
+	}
+	ck_assert_msg(memcmp(&whole, squares, sizeof whole) == 0,
+		      "the blocks add up to %.17g, sum_squares gave %.17g", whole, *squares);
+}
+
 /* The optimizer's and the GPT's split operations, and the split reductions, with
  * `threads`: out[0..7) = adamw's parameters, first and second moments, gelu, gelu's
  * backward, layernorm's output and its row statistics (mean then rstd); *squares and
@@ -314,6 +338,7 @@ static void more_loops_on(int threads, int rows, int cols, float **out, double *
 		      "order gives %.17g", *squares, in_order);
 	ck_assert_int_eq(d->counts.launches, 6);
 	ck_assert_int_eq(d->counts.syncs, 2);
+	blocks_add_up(d, big, v, squares);
 	free(v);
 	free(g);
 	free(w);

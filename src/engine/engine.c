@@ -228,6 +228,21 @@ static size_t state_bytes(const struct replica *r, int kind)
 	return (size_t)optim_state_vectors(kind) * (r->state_hi - r->state_lo) * sizeof(float);
 }
 
+/* The host doubles reduced_grad_norm exchanges the block sums in, where the ranks share
+ * the norm (several ranks, a device that sums by blocks); none otherwise. Allocated
+ * once: the collective may write into them after a failed call (coll.h). */
+static int norm_parts_alloc(struct engine *eng, struct replica *r, struct err *e)
+{
+	size_t per = (size_t)r->dev->ops->squares_block, n = eng->shape.n_params;
+	if (eng->world < 2 || !r->dev->ops->sum_squares_blocks || per == 0)
+		return ERR_OK;
+	r->norm_blocks = (n + per - 1) / per;
+	if (!(r->norm_parts = calloc(r->norm_blocks, sizeof *r->norm_parts)))
+		return ERR(e, ERR_NOMEM, "rank %d: out of memory for %zu block sums of the norm",
+			   r->rank, r->norm_blocks);
+	return ERR_OK;
+}
+
 static int replica_init(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	const struct model_shape *m = &eng->shape;
@@ -257,6 +272,7 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	r->ws->z_loss = (float)eng->s.z_loss; /* train.z_loss, in every model step */
 	ERR_TRY(class_table(eng, r, NULL, e));
 	ERR_TRY(model_batch_alloc(m, rows, &r->batch, e));
+	ERR_TRY(norm_parts_alloc(eng, r, e));
 	return tree_replica_alloc(eng, r, e);
 }
 
@@ -270,6 +286,9 @@ static int replica_destroy(struct engine *eng, struct replica *r, void *arg, str
 	r->ws = NULL;
 	r->batch = NULL;
 	tree_replica_release(r);
+	free(r->norm_parts);
+	r->norm_parts = NULL;
+	r->norm_blocks = 0;
 	void *bufs[] = {r->params, r->grads, r->opt_state, r->loss_slots, r->terms, r->class_w};
 	for (int i = 0; i < 6; i++)
 		if (bufs[i])
@@ -784,13 +803,34 @@ static int window_wants_norm(const struct engine *eng, int flags)
 }
 
 /* The reduced gradient's L2 norm: its squares added in the device's fixed order, the
- * same bits on every replica; the one rule for clipping and for the reported norm. */
+ * same bits on every replica; the one rule for clipping and for the reported norm. Where
+ * that order is block sums added in block order (dev.h sum_squares_blocks) and there are
+ * several ranks, the ranks share the work: rank g sums its range of the blocks (cut as
+ * coll_shard_range cuts), a collective of doubles gives every rank every block's sum
+ * (exact: each element is one rank's sum plus the others' zeros) and each adds them in
+ * block order, so the bits are those of one rank summing the whole. */
 static int reduced_grad_norm(struct engine *eng, struct replica *r, double *norm,
 			     struct err *e)
 {
-	double squares;
-	ERR_TRY(r->dev->ops->sum_squares(r->dev, (int)eng->shape.n_params, r->grads, &squares,
-					 e));
+	const struct dev_ops *o = r->dev->ops;
+	int n = (int)eng->shape.n_params;
+	double squares = 0.0;
+	if (!r->norm_blocks) {
+		ERR_TRY(o->sum_squares(r->dev, n, r->grads, &squares, e));
+		*norm = sqrt(squares);
+		return ERR_OK;
+	}
+	size_t lo, hi, blocks = r->norm_blocks;
+	coll_shard_range(blocks, eng->world, r->rank, &lo, &hi);
+	memset(r->norm_parts, 0, sizeof *r->norm_parts * blocks);
+	if (hi > lo)
+		ERR_TRY(o->sum_squares_blocks(r->dev, n, r->grads, (int)lo, (int)hi,
+					      r->norm_parts + lo, e));
+	ERR_TRY(pool_mark_wait(eng->pool, r->local, "the gradient norm's block sums", e));
+	ERR_TRY(eng->coll->ops->allreduce(eng->coll, r->local, r->dev, r->norm_parts, blocks,
+					  COLL_F64, COLL_SUM, 1, e));
+	for (size_t b = 0; b < blocks; b++)
+		squares += r->norm_parts[b];
 	*norm = sqrt(squares);
 	return ERR_OK;
 }

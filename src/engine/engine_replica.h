@@ -53,6 +53,10 @@ struct replica {
 	/* the window's counts and loss sum in their collective (host memory that outlives a
 	 * failed call, as coll.h asks) */
 	double totals[4];
+	/* the gradient norm's block sums when the ranks share it (engine.c reduced_grad_norm;
+	 * host memory, as totals), norm_blocks of them; NULL and 0 when they do not */
+	double *norm_parts;
+	size_t norm_blocks;
 };
 
 struct engine {
