@@ -3,14 +3,16 @@
 # threads, in one run on one machine.
 #
 #   tools/bench-peers.sh [--llmc LLMC_CHECKOUT] [--ddptok DDPTOK_RUN] [--steps N]
-#                        [--shapes tiny,124m]
+#                        [--shapes tiny,124m] [--unsharded]
 #
 # Shapes (both B = 4 sequences of T = 64 tokens per update, AdamW, 2 threads in all):
 #   tiny  L 4, H 4, width 256, vocab 512
 #   124m  L 12, H 12, width 768, vocab 50257 (GPT-2 124M)
 # Peers, each optional and skipped with a message when absent:
 #   ddptok   W = 2 ranks of 2 sequences, devices.threads = 1, `train --continuous`
-#            (DDPTOK_RUN, default ./ddptok-run), its default build and GEMM;
+#            (DDPTOK_RUN, default ./ddptok-run), its default build and GEMM, AdamW's
+#            state sharded over the ranks (train.shard_optimizer = true; --unsharded:
+#            every rank holds all of it);
 #   llm.c    train_gpt2.c of LLMC_CHECKOUT (nothing is downloaded) built with its
 #            Makefile's flags (-Ofast -march=native -fopenmp -DOMP), OMP_NUM_THREADS = 2,
 #            B = 4, on the same model exported by `export --llmc`;
@@ -20,13 +22,14 @@
 # tokens per second and the peak resident memory (MiB) of all its processes together,
 # then ddptok's rate over each peer's. On a shared machine repeat it and take medians.
 set -eu
-llmc="" run=./ddptok-run steps=10 shapes=tiny,124m
+llmc="" run=./ddptok-run steps=10 shapes=tiny,124m shard=true
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--llmc) llmc=$(cd "$2" && pwd); shift 2 ;;
 	--ddptok) run=$2; shift 2 ;;
 	--steps) steps=$2; shift 2 ;;
 	--shapes) shapes=$2; shift 2 ;;
+	--unsharded) shard=false; shift ;;
 	-h|--help) sed -n '2,23p' "$0"; exit 0 ;;
 	*) echo "bench-peers: unknown argument '$1'" >&2; exit 2 ;;
 	esac
@@ -72,6 +75,7 @@ batch_size = 2
 optimizer = adamw
 lr = 0.0001
 plan = balanced
+shard_optimizer = $shard
 [devices]
 backend = cpu
 world = 2
