@@ -594,23 +594,45 @@ int engine_get_range(struct engine *eng, int vec, size_t lo, size_t count, float
 	return ERR_OK;
 }
 
-static int set_params_range(struct engine *eng, struct replica *r, void *arg, struct err *e)
+/* The parameters of the range (every replica holds them all), or the part of the range
+ * of a state vector that replica r holds: all of it, or with the state sharded its
+ * slice's. */
+static int set_range(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	const struct range_arg *a = arg;
-	ERR_TRY(r->dev->ops->upload(r->dev, r->params + a->lo, a->host,
-				    (a->hi - a->lo) * sizeof(float), e));
+	size_t lo = a->lo, hi = a->hi;
+	float *dst;
+	if (a->vec == ENGINE_VEC_PARAMS) {
+		dst = r->params + lo;
+	} else {
+		lo = lo > r->state_lo ? lo : r->state_lo;
+		hi = hi < r->state_hi ? hi : r->state_hi;
+		if (lo >= hi)
+			return ERR_OK;
+		/* a slice's vectors follow one another, each state_hi - state_lo long */
+		dst = r->opt_state + (size_t)a->vec * (r->state_hi - r->state_lo) +
+		      (lo - r->state_lo);
+	}
+	ERR_TRY(r->dev->ops->upload(r->dev, dst, a->host + (lo - a->lo),
+				    (hi - lo) * sizeof(float), e));
 	return r->dev->ops->sync(r->dev, e);
 }
 
-int engine_set_params_range(struct engine *eng, size_t lo, size_t count, const float *host,
-			    struct err *e)
+int engine_set_range(struct engine *eng, int vec, size_t lo, size_t count, const float *host,
+		     struct err *e)
 {
 	struct engine_args *a = engine_args(eng, e);
 	if (!a)
 		return e->code;
+	assert(vec >= ENGINE_VEC_PARAMS && vec < optim_state_vectors(eng->s.optimizer));
 	assert(lo + count <= eng->shape.n_params);
-	a->op.range = (struct range_arg){ENGINE_VEC_PARAMS, lo, lo + count, (float *)host};
-	return on_ranks(eng, set_params_range, &a->op.range, e);
+	a->op.range = (struct range_arg){vec, lo, lo + count, (float *)host};
+	return on_ranks(eng, set_range, &a->op.range, e);
+}
+
+void engine_set_updates(struct engine *eng, int64_t updates_done)
+{
+	eng->updates_done = updates_done;
 }
 
 int engine_get_state(struct engine *eng, float *params, float *opt_state, struct err *e)
