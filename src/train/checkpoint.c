@@ -5,7 +5,6 @@
  */
 #include "checkpoint.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>

@@ -49,11 +49,12 @@ struct checkpoint_tensors {
 	struct tensor_file f[TENSOR_FILES];
 };
 
-static struct tensor_file *find(struct checkpoint_tensors *t, const char *name)
+/* The record of file `name` (as strchr does, the caller knows whether it may change it) */
+static struct tensor_file *find(const struct checkpoint_tensors *t, const char *name)
 {
 	for (int i = 0; i < TENSOR_FILES; i++)
 		if (!strcmp(t->f[i].name, name))
-			return &t->f[i];
+			return (struct tensor_file *)&t->f[i];
 	return NULL;
 }
 
@@ -199,19 +200,18 @@ static int check_second_moment(const struct tensor_file *tf, const char *dir,
 int checkpoint_tensors_check(const struct checkpoint_tensors *t, const char *dir, int optimizer,
 			     const struct model_shape *m, size_t n, struct err *e)
 {
-	struct checkpoint_tensors *all = (struct checkpoint_tensors *)t;
 	assert(m->n_params == n); /* the messages label indices of m's tensors */
 	for (int k = ENGINE_VEC_PARAMS; k < optim_state_vectors(optimizer); k++)
-		ERR_TRY(check_vector(find(all, checkpoint_vector_file(optimizer, k)), dir, m, n, e));
+		ERR_TRY(check_vector(find(t, checkpoint_vector_file(optimizer, k)), dir, m, n, e));
 	if (optimizer == OPTIM_ADAMW)
-		ERR_TRY(check_second_moment(find(all, SECOND_MOMENT_FILE), dir, m, e));
+		ERR_TRY(check_second_moment(find(t, SECOND_MOMENT_FILE), dir, m, e));
 	return ERR_OK;
 }
 
 int checkpoint_tensors_stream(const struct checkpoint_tensors *t, const char *dir,
 			      const char *name, checkpoint_chunk_fn to, void *arg, struct err *e)
 {
-	const struct tensor_file *tf = find((struct checkpoint_tensors *)t, name);
+	const struct tensor_file *tf = find(t, name);
 	struct ckpt_reread rr;
 	struct err later;
 	assert(tf && tf->listed && tf->rc == ERR_OK);
