@@ -77,8 +77,10 @@ static int read_head(struct tensor_file *tf, struct ckpt_stream *s, struct err *
 		return ERR(e, ERR_NOMEM, "out of memory for the header of %s", tf->name);
 	memcpy(buf, pre, got);
 	int rc = have > got ? ckpt_stream_read(s, buf + got, have - got, &more, e) : ERR_OK;
-	if (rc == ERR_OK) {
-		err_clear(&tf->err);
+	err_clear(&tf->err);
+	if (rc == ERR_OK && got + more < have) /* it shrank: the store's size check fails */
+		tf->rc = ERR(&tf->err, ERR_DATA, "%s: shorter than its size", tf->name);
+	else if (rc == ERR_OK) {
 		tf->rc = npy_parse_head(buf, got + more, (size_t)len, tf->name, &tf->dt, shape,
 					&tf->ndim, &tf->offset, &tf->err);
 		/* a header holds at least its three keys: the values start past the preamble */
