@@ -332,7 +332,7 @@ out:
 }
 
 static int verify_dir(const char *dir, struct ckpt_report *r_out, int look_inside,
-		      struct err *e);
+		      const struct ckpt_scan *scan, struct err *e);
 
 /* Whether the step-NNNN in the way (dir) may be deleted once replaced: only a directory
  * (not a link) that verifies and holds nothing but the files its manifest lists, i.e.
@@ -348,7 +348,7 @@ int ckpt_removable(const char *dir, char *why, size_t cap)
 		return 0;
 	}
 	err_clear(&ve);
-	ok = verify_dir(dir, &r, 0, &ve) == 0;
+	ok = verify_dir(dir, &r, 0, NULL, &ve) == 0;
 	if (!ok)
 		snprintf(why, cap, "%s", ve.msg);
 	else if (r.nextra) {
@@ -661,9 +661,70 @@ static void base_name(const char *dir, char *out, size_t cap)
 	out[n] = '\0';
 }
 
-/* Checks one listed file on disk (size, then digest). */
-static int check_file(const char *dir, const struct ckpt_file *f, struct ckpt_report *r,
-		      struct err *e)
+struct ckpt_stream {
+	int fd;
+	const char *path;
+	struct digest *digest;
+	uint64_t at;
+};
+
+int ckpt_stream_read(struct ckpt_stream *s, void *buf, size_t len, size_t *got, struct err *e)
+{
+	char *to = buf;
+	*got = 0;
+	while (*got < len) {
+		ssize_t n = read(s->fd, to + *got, len - *got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return ERR_ERRNO(e, "cannot read %s", s->path);
+		if (n == 0)
+			break;
+		ERR_TRY(digest_update(s->digest, to + *got, (size_t)n, e));
+		*got += (size_t)n;
+	}
+	s->at += *got;
+	return ERR_OK;
+}
+
+static void file_id(const struct stat *st, struct ckpt_file_id *id)
+{
+	*id = (struct ckpt_file_id){(uint64_t)st->st_dev, (uint64_t)st->st_ino,
+				    (int64_t)st->st_ctim.tv_sec, (int64_t)st->st_ctim.tv_nsec};
+}
+
+/* The digest of listed file f at path, its bytes shown to scan->read on the way. */
+static int digest_scanned(const char *path, struct ckpt_file *f, const struct ckpt_scan *scan,
+			  char hex[DIGEST_HEX_SIZE], uint64_t *size, struct err *e)
+{
+	char rest[1 << 16];
+	struct ckpt_stream s = {.fd = open(path, O_RDONLY | O_CLOEXEC), .path = path};
+	struct stat st;
+	size_t got = 1;
+	int rc;
+	if (s.fd < 0)
+		return ERR_ERRNO(e, "cannot open %s", path);
+	if (fstat(s.fd, &st) != 0) {
+		rc = ERR_ERRNO(e, "cannot stat %s", path);
+		goto out;
+	}
+	file_id(&st, &f->id);
+	ERR_TRY_GOTO(rc, digest_init(&s.digest, e), out);
+	ERR_TRY_GOTO(rc, scan->read(scan->arg, f, &s, e), out);
+	while (got > 0)
+		ERR_TRY_GOTO(rc, ckpt_stream_read(&s, rest, sizeof rest, &got, e), out);
+	rc = digest_final(s.digest, hex, e);
+	s.digest = NULL;
+	*size = s.at;
+out:
+	digest_free(s.digest);
+	close(s.fd);
+	return rc;
+}
+
+/* Checks one listed file on disk (size, then digest; scan: see ckpt_verify_scan). */
+static int check_file(const char *dir, struct ckpt_file *f, struct ckpt_report *r,
+		      const struct ckpt_scan *scan, struct err *e)
 {
 	char path[FSX_PATH_MAX], hex[DIGEST_HEX_SIZE];
 	struct stat st;
@@ -686,7 +747,11 @@ static int check_file(const char *dir, const struct ckpt_file *f, struct ckpt_re
 	}
 	if ((uint64_t)st.st_size != f->size)
 		goto size_mismatch;
-	if ((rc = digest_file(path, hex, &size, e)))
+	if (scan && scan->wants(scan->arg, f->name))
+		rc = digest_scanned(path, f, scan, hex, &size, e);
+	else
+		rc = digest_file(path, hex, &size, e);
+	if (rc)
 		return rc;
 	if (size != f->size) {
 		st.st_size = (off_t)size;
@@ -706,7 +771,7 @@ size_mismatch:
 }
 
 static int verify_dir(const char *dir, struct ckpt_report *r_out, int look_inside,
-		      struct err *e)
+		      const struct ckpt_scan *scan, struct err *e)
 {
 	struct ckpt_report local, *r = r_out ? r_out : &local;
 	char base[256];
@@ -724,7 +789,7 @@ static int verify_dir(const char *dir, struct ckpt_report *r_out, int look_insid
 		goto out;
 	}
 	for (size_t i = 0; i < r->nfiles; i++)
-		ERR_TRY_GOTO(rc, check_file(dir, &r->files[i], r, e), out);
+		ERR_TRY_GOTO(rc, check_file(dir, &r->files[i], r, scan, e), out);
 
 	ERR_TRY_GOTO(rc, fsx_list_dir(dir, &names, &count, e), out);
 	r->extra = calloc(count ? count : 1, sizeof *r->extra);
@@ -756,7 +821,71 @@ out:
 
 int ckpt_verify(const char *dir, struct ckpt_report *r, struct err *e)
 {
-	return verify_dir(dir, r, 1, e);
+	return verify_dir(dir, r, 1, NULL, e);
+}
+
+int ckpt_verify_scan(const char *dir, struct ckpt_report *r, const struct ckpt_scan *scan,
+		     struct err *e)
+{
+	return verify_dir(dir, r, 1, scan, e);
+}
+
+/* Whether r's open file is still the one verified, with its size. */
+static int reread_same(struct ckpt_reread *r, struct err *e)
+{
+	struct stat st;
+	struct ckpt_file_id now;
+	if (fstat(r->fd, &st) != 0)
+		return ERR_ERRNO(e, "cannot stat %s/%s", r->dir, r->file.name);
+	file_id(&st, &now);
+	if (memcmp(&now, &r->file.id, sizeof now) == 0 && (uint64_t)st.st_size == r->file.size)
+		return ERR_OK;
+	return ERR(e, ERR_DATA, "checkpoint %s: %s changed after it was verified (another file "
+		   "or new content under its name): load the checkpoint again", r->dir, r->file.name);
+}
+
+int ckpt_reopen(const char *dir, const struct ckpt_file *f, struct ckpt_reread *r,
+		struct err *e)
+{
+	char path[FSX_PATH_MAX];
+	r->fd = -1;
+	r->file = *f;
+	snprintf(r->dir, sizeof r->dir, "%s", dir);
+	ERR_TRY(fsx_join(path, sizeof path, dir, f->name, e));
+	if ((r->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return ERR_ERRNO(e, "cannot open %s", path);
+	int rc = reread_same(r, e);
+	if (rc) {
+		close(r->fd);
+		r->fd = -1;
+	}
+	return rc;
+}
+
+int ckpt_reread_at(struct ckpt_reread *r, void *buf, size_t len, uint64_t at, struct err *e)
+{
+	char *to = buf;
+	for (size_t done = 0; done < len;) {
+		ssize_t n = pread(r->fd, to + done, len - done, (off_t)(at + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return ERR_ERRNO(e, "cannot read %s/%s", r->dir, r->file.name);
+		if (n == 0)
+			return ERR(e, ERR_DATA, "checkpoint %s: %s ends at byte %" PRIu64 ", shorter "
+				   "than when it was verified", r->dir, r->file.name, at + done);
+		done += (size_t)n;
+	}
+	return ERR_OK;
+}
+
+int ckpt_reread_end(struct ckpt_reread *r, struct err *e)
+{
+	int rc = r->fd < 0 ? ERR_OK : reread_same(r, e);
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+	return rc;
 }
 
 int ckpt_read(const char *dir, const char *name, char **buf, size_t *len, struct err *e)
@@ -882,7 +1011,7 @@ int ckpt_latest_valid(const char *root, char *path_out, size_t cap, uint64_t *st
 		if (l.v[i].kind != CKPT_STEP)
 			continue;
 		err_clear(&one);
-		if (verify_dir(l.v[i].path, NULL, 0, &one) == 0) {
+		if (verify_dir(l.v[i].path, NULL, 0, NULL, &one) == 0) {
 			if (path_out && cap)
 				snprintf(path_out, cap, "%s", l.v[i].path);
 			if (step_out)

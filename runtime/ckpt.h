@@ -55,10 +55,18 @@
  * not CKPT_MANIFEST. No subdirectories. */
 #define CKPT_NAME_MAX 128
 
+/* Which file ckpt_verify_scan digested (its device, inode and change time): a reader that
+ * opens it again knows it has the same bytes unless these changed (ckpt_reopen). */
+struct ckpt_file_id {
+	uint64_t dev, ino;
+	int64_t ctime_s, ctime_ns;
+};
+
 struct ckpt_file {
 	char name[CKPT_NAME_MAX];
 	uint64_t size;
 	char sha256[DIGEST_HEX_SIZE];
+	struct ckpt_file_id id; /* set for the files a scan reads (ckpt_verify_scan) */
 };
 
 /* --- writing --- */
@@ -153,6 +161,37 @@ struct ckpt_report {
  * with ckpt_report_free whatever the result) and r->problem classifies a failure. */
 int ckpt_verify(const char *dir, struct ckpt_report *r, struct err *e);
 void ckpt_report_free(struct ckpt_report *r);
+
+/* ckpt_verify that shows its caller the content of the files it picks as it digests them,
+ * so that a large file is read and digested once: for each listed file `wants` accepts,
+ * `read` is called with its manifest entry (its id set) and pulls its bytes in order
+ * through ckpt_stream_read; what it leaves unread is digested after it returns. read's
+ * error (reading, memory) stops the verification; what it makes of the content is its
+ * own, and counts only if the verification succeeds. */
+struct ckpt_stream;
+struct ckpt_scan {
+	int (*wants)(void *arg, const char *name);
+	int (*read)(void *arg, const struct ckpt_file *f, struct ckpt_stream *s, struct err *e);
+	void *arg;
+};
+int ckpt_verify_scan(const char *dir, struct ckpt_report *r, const struct ckpt_scan *scan,
+		     struct err *e);
+/* The next bytes of the file, up to len (fewer only at its end): *got of them. */
+int ckpt_stream_read(struct ckpt_stream *s, void *buf, size_t len, size_t *got, struct err *e);
+
+/* A file ckpt_verify_scan read, opened again to be read without a second digest: refused
+ * (ERR_DATA) unless it is the very file verified (f->id) and unchanged since. */
+struct ckpt_reread {
+	int fd;
+	char dir[FSX_PATH_MAX];
+	struct ckpt_file file;
+};
+int ckpt_reopen(const char *dir, const struct ckpt_file *f, struct ckpt_reread *r,
+		struct err *e);
+/* Exactly len bytes at offset at (a short file is one that changed: ERR_DATA). */
+int ckpt_reread_at(struct ckpt_reread *r, void *buf, size_t len, uint64_t at, struct err *e);
+/* Closes it: ERR_DATA if the file changed while it was read (nothing read from it counts). */
+int ckpt_reread_end(struct ckpt_reread *r, struct err *e);
 
 /* Reads file `name` of the checkpoint `dir` into a malloc'd, NUL-terminated buffer, after
  * checking it against the manifest (listed, same size, same SHA-256). Other files are

@@ -6,6 +6,7 @@
  */
 #include "npy.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,8 +320,28 @@ static int parse_header(const char *h, size_t len, const char *name, enum npy_dt
 	return fortran ? fortran_same_bytes(shape, *ndim, name, e) : 0;
 }
 
+size_t npy_head_size(const void *buf, size_t have)
+{
+	const unsigned char *b = buf;
+	if (have < PREAMBLE || memcmp(b, npy_magic, 6) != 0 || b[7] != 0)
+		return 0;
+	if (b[6] == 1)
+		return PREAMBLE + ((size_t)b[8] | (size_t)b[9] << 8);
+	if ((b[6] == 2 || b[6] == 3) && have >= 12)
+		return 12 + ((size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 |
+			     (size_t)b[11] << 24);
+	return 0;
+}
+
 int npy_parse(const void *buf, size_t len, const char *name, enum npy_dtype *dt,
 	      size_t shape[NPY_MAX_DIMS], int *ndim, size_t *data_offset, struct err *e)
+{
+	return npy_parse_head(buf, len, len, name, dt, shape, ndim, data_offset, e);
+}
+
+int npy_parse_head(const void *buf, size_t have, size_t len, const char *name,
+		   enum npy_dtype *dt, size_t shape[NPY_MAX_DIMS], int *ndim,
+		   size_t *data_offset, struct err *e)
 {
 	const unsigned char *b = buf;
 	size_t hstart, hlen, count, nbytes;
@@ -330,13 +351,14 @@ int npy_parse(const void *buf, size_t len, const char *name, enum npy_dtype *dt,
 	*data_offset = 0;
 	if ((rc = check_host(name, e)))
 		return rc;
-	if (len < PREAMBLE || memcmp(b, npy_magic, 6) != 0)
+	assert(have <= len);
+	if (len < PREAMBLE || have < PREAMBLE || memcmp(b, npy_magic, 6) != 0)
 		return ERR(e, ERR_DATA, "%s: not a .npy file (bad magic)", name);
 	if (b[6] == 1 && b[7] == 0) {
 		hstart = PREAMBLE;
 		hlen = (size_t)b[8] | (size_t)b[9] << 8;
 	} else if ((b[6] == 2 || b[6] == 3) && b[7] == 0) {
-		if (len < 12)
+		if (len < 12 || have < 12)
 			return ERR(e, ERR_DATA, "%s: truncated .npy file (%zu bytes)", name, len);
 		hstart = 12;
 		hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
@@ -346,6 +368,8 @@ int npy_parse(const void *buf, size_t len, const char *name, enum npy_dtype *dt,
 	if (hlen > len - hstart)
 		return ERR(e, ERR_DATA, "%s: truncated .npy file (header of %zu bytes, file of %zu)", name,
 			   hlen, len);
+	/* the caller reads npy_head_size bytes (or the whole file) first */
+	assert(hlen <= have - hstart);
 	if (hlen == 0 || b[hstart + hlen - 1] != '\n')
 		return ERR(e, ERR_DATA, "%s: malformed .npy header (no final newline)", name);
 	if ((rc = parse_header((const char *)b + hstart, hlen, name, dt, shape, ndim, e)))
@@ -355,12 +379,12 @@ int npy_parse(const void *buf, size_t len, const char *name, enum npy_dtype *dt,
 	if (count > SIZE_MAX / npy_dtype_size(*dt))
 		return ERR(e, ERR_DATA, "%s: .npy shape too large", name);
 	nbytes = count * npy_dtype_size(*dt);
-	size_t have = len - hstart - hlen;
-	if (have < nbytes)
+	size_t data = len - hstart - hlen;
+	if (data < nbytes)
 		return ERR(e, ERR_DATA, "%s: truncated .npy file (%zu data bytes, %zu expected)", name,
-			   have, nbytes);
-	if (have > nbytes)
-		return ERR(e, ERR_DATA, "%s: %zu unexpected bytes after the .npy data", name, have - nbytes);
+			   data, nbytes);
+	if (data > nbytes)
+		return ERR(e, ERR_DATA, "%s: %zu unexpected bytes after the .npy data", name, data - nbytes);
 	*data_offset = hstart + hlen;
 	return 0;
 }

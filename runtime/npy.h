@@ -63,6 +63,16 @@ int npy_read_from_memory(const void *buf, size_t len, const char *name, enum npy
 int npy_parse(const void *buf, size_t len, const char *name, enum npy_dtype *dt,
 	      size_t shape[NPY_MAX_DIMS], int *ndim, size_t *data_offset, struct err *e);
 
+/* npy_parse of a file image of len bytes of which buf holds the first `have`: at least
+ * npy_head_size(buf, ...) of them (all of them when it is 0 or past len), so that a file
+ * read in pieces is checked from its head and its length. */
+int npy_parse_head(const void *buf, size_t have, size_t len, const char *name,
+		   enum npy_dtype *dt, size_t shape[NPY_MAX_DIMS], int *ndim,
+		   size_t *data_offset, struct err *e);
+/* The bytes before the values (preamble and header) as the first `have` bytes of a file
+ * say (12 suffice), or 0 when they are no .npy preamble (npy_parse_head says why). */
+size_t npy_head_size(const void *buf, size_t have);
+
 int npy_read(const char *path, enum npy_dtype *dt, size_t shape[NPY_MAX_DIMS], int *ndim,
 	     void **data, struct err *e);
 

@@ -5,8 +5,9 @@
  * step-NNNN in the way of a rewrite is deleted only when it is a valid checkpoint holding
  * nothing else, and kept aside (never deleted) otherwise; a replaced copy whose removal
  * does not complete is named as such; a directory of checkpoints given where one was
- * expected is called that; and a writer killed with SIGKILL at random moments never leaves
- * a step-NNNN directory that is accepted with content other than what was written for it.
+ * expected is called that; a writer killed with SIGKILL at random moments never leaves
+ * a step-NNNN directory that is accepted with content other than what was written for it;
+ * and a file a verification scanned reads again only while it is the file verified.
  */
 #include <check.h>
 #include <errno.h>
@@ -853,6 +854,80 @@ START_TEST(test_sigkill_never_invalid)
 }
 END_TEST
 
+/* What a scan of params.bin saw: its first bytes, pulled by the scan, and its entry. */
+struct seen {
+	char head[8];
+	size_t got;
+	struct ckpt_file file;
+	int files;
+};
+
+static int wants_params(void *arg, const char *name)
+{
+	return !strcmp(name, "params.bin");
+}
+
+static int read_head(void *arg, const struct ckpt_file *f, struct ckpt_stream *s, struct err *e)
+{
+	struct seen *sn = arg;
+	sn->files++;
+	sn->file = *f;
+	return ckpt_stream_read(s, sn->head, 5, &sn->got, e);
+}
+
+/* A scan sees a file's bytes as the store digests it (the rest digested after it), and the
+ * file it saw reads again without a digest, unless it was replaced or written since. */
+START_TEST(test_scan_and_reread)
+{
+	struct err e;
+	struct seen sn = {0};
+	struct ckpt_scan scan = {wants_params, read_head, &sn};
+	struct ckpt_reread rr;
+	char *t = tmpdir_make("test-ckpt"), root[FSX_PATH_MAX], dir[FSX_PATH_MAX], p[FSX_PATH_MAX];
+	char buf[16] = {0};
+	err_clear(&e);
+	path2(root, t, "checkpoints");
+	write_ckpt(root, 7, "parameters-7", dir);
+	ck_assert_msg(ckpt_verify_scan(dir, NULL, &scan, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(sn.files, 1);
+	ck_assert_uint_eq(sn.got, 5);
+	ck_assert(memcmp(sn.head, "param", 5) == 0);
+	ck_assert_uint_eq(sn.file.size, 12);
+	ck_assert_msg(ckpt_reopen(dir, &sn.file, &rr, &e) == ERR_OK, "%s", e.msg);
+	ck_assert_int_eq(ckpt_reread_at(&rr, buf, 7, 5, &e), ERR_OK);
+	ck_assert_str_eq(buf, "eters-7");
+	ck_assert_int_eq(ckpt_reread_at(&rr, buf, 8, 5, &e), ERR_DATA); /* past its end */
+	err_clear(&e);
+	ck_assert_int_eq(ckpt_reread_end(&rr, &e), ERR_OK);
+
+	/* a damaged file fails the scan's verification as it fails ckpt_verify's */
+	path2(p, dir, "params.bin");
+	ck_assert_int_eq(fsx_write_atomic(p, "parameterz-7", 12, &e), ERR_OK);
+	ck_assert_int_eq(ckpt_verify_scan(dir, NULL, &scan, &e), ERR_DATA);
+	ck_assert_ptr_nonnull(strstr(e.msg, "digest mismatch for params.bin"));
+	err_clear(&e);
+	/* the file verified, replaced by another of the same size and content (a rewritten
+	 * step): not the file verified */
+	ck_assert_int_eq(fsx_write_atomic(p, "parameters-7", 12, &e), ERR_OK);
+	ck_assert_int_eq(ckpt_reopen(dir, &sn.file, &rr, &e), ERR_DATA);
+	ck_assert_msg(strstr(e.msg, "params.bin changed after it was verified") &&
+		      strstr(e.msg, dir), "%s", e.msg);
+	err_clear(&e);
+	/* verified again, then written in place while it is read */
+	ck_assert_int_eq(ckpt_verify_scan(dir, NULL, &scan, &e), ERR_OK);
+	ck_assert_int_eq(ckpt_reopen(dir, &sn.file, &rr, &e), ERR_OK);
+	struct timespec pause = {0, 20 * 1000 * 1000}; /* past the change time's granularity */
+	nanosleep(&pause, NULL);
+	FILE *f = fopen(p, "r+");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fputc('P', f), 'P');
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(ckpt_reread_end(&rr, &e), ERR_DATA);
+	ck_assert_ptr_nonnull(strstr(e.msg, "params.bin changed after it was verified"));
+	tmpdir_drop(t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ckpt");
@@ -868,6 +943,7 @@ int main(void)
 	tcase_add_test(tc, test_replaced_copy_named_old);
 	tcase_add_test(tc, test_root_given);
 	tcase_add_test(tc, test_sigkill_never_invalid);
+	tcase_add_test(tc, test_scan_and_reread);
 	suite_add_tcase(s, tc);
 	return check_run(s, 0);
 }

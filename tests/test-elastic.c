@@ -79,8 +79,8 @@ static void run_cfg(struct run_cfg *r, int world, int shards)
 
 /* Trains to `stop` (from `resume` when not NULL) into root/<name>. */
 static int train_into(struct run_cfg *r, int stop, const char *resume, const char *name,
-		      void (*on_resume)(void *, struct checkpoint *), struct train_result *res,
-		      struct err *e)
+		      void (*on_resume)(void *, struct checkpoint *, struct engine *),
+		      struct train_result *res, struct err *e)
 {
 	struct train_opts o;
 	memset(&o, 0, sizeof o);
@@ -225,12 +225,12 @@ START_TEST(default_mode_keeps_its_world)
 }
 END_TEST
 
-static void other_backend(void *arg, struct checkpoint *ck)
+static void other_backend(void *arg, struct checkpoint *ck, struct engine *eng)
 {
 	snprintf(ck->backend, sizeof ck->backend, "cuda");
 }
 
-static void other_machine(void *arg, struct checkpoint *ck)
+static void other_machine(void *arg, struct checkpoint *ck, struct engine *eng)
 {
 	snprintf(ck->elastic.machine, sizeof ck->elastic.machine, "cpu: another BLAS core");
 }

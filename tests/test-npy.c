@@ -244,7 +244,20 @@ START_TEST(test_numpy_loads_it)
 }
 END_TEST
 
-/* Writes a valid file, lets `mutate` damage the image, and expects ERR_DATA naming it. */
+/* npy_parse_head of image b (len bytes) given its head only, as a file read in pieces is
+ * parsed: the first 12 bytes, or as many as npy_head_size says. */
+static int parse_from_head(const char *b, size_t len, const char *name, size_t *shape,
+			   size_t *offset, struct err *e)
+{
+	enum npy_dtype dt;
+	int ndim;
+	size_t pre = len < 12 ? len : 12, head = npy_head_size(b, pre);
+	size_t have = head > pre && head <= len ? head : pre;
+	return npy_parse_head(b, have, len, name, &dt, shape, &ndim, offset, e);
+}
+
+/* Writes a valid file, lets `mutate` damage the image, and expects ERR_DATA naming it,
+ * from the whole image and from its head. */
 static void expect_refused(const char *dir, const char *tag, const char *needle,
 			   void (*mutate)(char *b, size_t *len))
 {
@@ -263,9 +276,17 @@ static void expect_refused(const char *dir, const char *tag, const char *needle,
 	snprintf(p, sizeof p, "%s/%s.npy", dir, tag);
 	ck_assert_int_eq(npy_write(p, NPY_F32, s4, 1, f, &e), 0);
 	slurp(p, &b, &len);
+	size_t offset;
+	ck_assert_int_eq(parse_from_head(b, len, tag, shape, &offset, &e), ERR_OK);
+	ck_assert_uint_eq(shape[0], 4);
+	ck_assert_uint_eq(offset, len - sizeof f);
 	b = realloc(b, len + 64);
 	mutate(b, &len);
 	spit(p, b, len);
+	ck_assert_int_eq(parse_from_head(b, len, tag, shape, &offset, &e), ERR_DATA);
+	ck_assert_msg(strstr(e.msg, needle) != NULL, "%s from its head: expected '%s' in: %s", tag,
+		      needle, e.msg);
+	err_clear(&e);
 	free(b);
 	ck_assert_int_eq(npy_read(p, &dt, shape, &ndim, &data, &e), ERR_DATA);
 	ck_assert_ptr_null(data);

@@ -47,17 +47,27 @@ void app_env_init(struct app *a, int tty, int lines, const char *command)
 
 /* --inject-drift: the smallest change there is, which the protocol's resume check must
  * see */
-static void inject_drift(void *arg, struct checkpoint *ck)
+static void inject_drift(void *arg, struct checkpoint *ck, struct engine *eng)
 {
 	struct app *a = arg;
+	struct err e;
 	uint32_t bits;
+	float first;
+	err_clear(&e);
 	if (ck->n == 0)
 		return;
-	memcpy(&bits, &ck->params[0], 4);
-	bits ^= 1u;
-	memcpy(&ck->params[0], &bits, 4);
-	env_info(&a->env, "train: --inject-drift: parameter 0 of the resumed state has its last "
-		 "bit flipped");
+	/* parameter 0 of every replica: the parameters are replicated, nothing is gathered */
+	if (engine_get_range(eng, ENGINE_VEC_PARAMS, 0, 1, &first, &e) == ERR_OK) {
+		memcpy(&bits, &first, 4);
+		bits ^= 1u;
+		memcpy(&first, &bits, 4);
+		engine_set_range(eng, ENGINE_VEC_PARAMS, 0, 1, &first, &e);
+	}
+	if (e.code)
+		env_info(&a->env, "train: --inject-drift: %s", e.msg);
+	else
+		env_info(&a->env, "train: --inject-drift: parameter 0 of the resumed state has its "
+			 "last bit flipped");
 }
 
 void app_train_hooks(struct app *a, struct train_opts *o)

@@ -537,6 +537,19 @@ int engine_set_state(struct engine *eng, const float *params, const float *opt_s
 	return on_ranks(eng, set_state, &a->op.state, e);
 }
 
+/* The part [*lo, *hi) of a range of state vector vec that replica r holds (all of it
+ * without sharding, whose slice is the whole vector), and where it starts on r; NULL when
+ * r holds none of it. */
+static float *slice_part(const struct replica *r, int vec, size_t *lo, size_t *hi)
+{
+	*lo = *lo > r->state_lo ? *lo : r->state_lo;
+	*hi = *hi < r->state_hi ? *hi : r->state_hi;
+	if (*lo >= *hi)
+		return NULL;
+	/* a slice's vectors follow one another, each state_hi - state_lo long */
+	return r->opt_state + (size_t)vec * (r->state_hi - r->state_lo) + (*lo - r->state_lo);
+}
+
 /* Local rank 0's part of the range (every replica holds all the parameters, and without
  * sharding the whole optimizer state), or with the state sharded each local rank's part
  * of it, its slice cut to the range. */
@@ -550,14 +563,8 @@ static int get_range(struct engine *eng, struct replica *r, void *arg, struct er
 			return ERR_OK;
 		src = (a->vec == ENGINE_VEC_PARAMS ? r->params : r->opt_state + (size_t)a->vec * n) +
 		      lo;
-	} else {
-		lo = lo > r->state_lo ? lo : r->state_lo;
-		hi = hi < r->state_hi ? hi : r->state_hi;
-		if (lo >= hi)
-			return ERR_OK;
-		/* a slice's vectors follow one another, each state_hi - state_lo long */
-		src = r->opt_state + (size_t)a->vec * (r->state_hi - r->state_lo) +
-		      (lo - r->state_lo);
+	} else if (!(src = slice_part(r, a->vec, &lo, &hi))) {
+		return ERR_OK;
 	}
 	return r->dev->ops->download(r->dev, a->host + (lo - a->lo), src,
 				     (hi - lo) * sizeof(float), e);
@@ -613,23 +620,38 @@ int engine_get_range(struct engine *eng, int vec, size_t lo, size_t count, float
 	return ERR_OK;
 }
 
-static int set_params_range(struct engine *eng, struct replica *r, void *arg, struct err *e)
+/* The parameters of the range (every replica holds them all), or the part of the range
+ * of a state vector that replica r holds: all of it, or with the state sharded its
+ * slice's. */
+static int set_range(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	const struct range_arg *a = arg;
-	ERR_TRY(r->dev->ops->upload(r->dev, r->params + a->lo, a->host,
-				    (a->hi - a->lo) * sizeof(float), e));
+	size_t lo = a->lo, hi = a->hi;
+	float *dst;
+	if (a->vec == ENGINE_VEC_PARAMS)
+		dst = r->params + lo;
+	else if (!(dst = slice_part(r, a->vec, &lo, &hi)))
+		return ERR_OK;
+	ERR_TRY(r->dev->ops->upload(r->dev, dst, a->host + (lo - a->lo),
+				    (hi - lo) * sizeof(float), e));
 	return r->dev->ops->sync(r->dev, e);
 }
 
-int engine_set_params_range(struct engine *eng, size_t lo, size_t count, const float *host,
-			    struct err *e)
+int engine_set_range(struct engine *eng, int vec, size_t lo, size_t count, const float *host,
+		     struct err *e)
 {
 	struct engine_args *a = engine_args(eng, e);
 	if (!a)
 		return e->code;
+	assert(vec >= ENGINE_VEC_PARAMS && vec < optim_state_vectors(eng->s.optimizer));
 	assert(lo + count <= eng->shape.n_params);
-	a->op.range = (struct range_arg){ENGINE_VEC_PARAMS, lo, lo + count, (float *)host};
-	return on_ranks(eng, set_params_range, &a->op.range, e);
+	a->op.range = (struct range_arg){vec, lo, lo + count, (float *)host};
+	return on_ranks(eng, set_range, &a->op.range, e);
+}
+
+void engine_set_updates(struct engine *eng, int64_t updates_done)
+{
+	eng->updates_done = updates_done;
 }
 
 int engine_get_state(struct engine *eng, float *params, float *opt_state, struct err *e)

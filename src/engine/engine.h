@@ -142,10 +142,16 @@ int engine_get_state(struct engine *eng, float *params, float *opt_state, struct
  * range, so that no whole copy of it is needed on the host. */
 int engine_get_range(struct engine *eng, int vec, size_t lo, size_t count, float *host,
 		     struct err *e);
-/* Copies host (count floats) to parameters [lo, lo + count) of every replica: a model's
- * first parameters are made and uploaded a piece at a time. */
-int engine_set_params_range(struct engine *eng, size_t lo, size_t count, const float *host,
-			    struct err *e);
+/* Copies host (count floats) to floats [lo, lo + count) of one vector of the state on
+ * every replica (the optimizer's state: to each rank's slice of it, with the state
+ * sharded, its part of the range): a model's first parameters are made, and a
+ * checkpoint's state is loaded, a piece at a time. Every process calls it with its own
+ * copy of the range (nothing is exchanged). */
+int engine_set_range(struct engine *eng, int vec, size_t lo, size_t count, const float *host,
+		     struct err *e);
+/* The updates done so far, as a state set range by range had them (engine_set_state sets
+ * them with the whole state): the schedule's next rate and AdamW's bias corrections. */
+void engine_set_updates(struct engine *eng, int64_t updates_done);
 /* Floats a piece of the state read or written on the host (16 MiB): checkpoints and the
  * first parameters go through a buffer of this size. */
 #define ENGINE_STATE_CHUNK ((size_t)1 << 22)

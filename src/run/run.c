@@ -91,7 +91,7 @@ static int upload_init_params(struct run *r, struct err *e)
 	for (size_t lo = 0; lo < n && rc == ERR_OK; lo += ENGINE_STATE_CHUNK) {
 		size_t len = n - lo < ENGINE_STATE_CHUNK ? n - lo : ENGINE_STATE_CHUNK;
 		model_init_next(&it, piece, len);
-		rc = engine_set_params_range(r->eng, lo, len, piece, e);
+		rc = engine_set_range(r->eng, ENGINE_VEC_PARAMS, lo, len, piece, e);
 	}
 	free(piece);
 	return rc;

@@ -5,7 +5,6 @@
  */
 #include "checkpoint.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -14,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint_tensors.h"
 #include "ckpt.h"
 #include "coll.h"
 #include "corpus.h"
@@ -40,8 +40,9 @@ void checkpoint_free(struct checkpoint *ck)
 	if (!ck)
 		return;
 	free(ck->params);
-	free(ck->opt_state);
-	ck->params = ck->opt_state = NULL;
+	checkpoint_tensors_free(ck->tensors);
+	ck->params = NULL;
+	ck->tensors = NULL;
 }
 
 /* Reads a listed file of the checkpoint and parses it as JSON. */
@@ -72,36 +73,6 @@ static int get_int(json_t *obj, const char *key, int64_t lo, int64_t *out)
 		return -1;
 	*out = json_integer_value(v);
 	return 0;
-}
-
-static int read_vector(const char *dir, const char *name, size_t n, float **out, struct err *e)
-{
-	char *buf = NULL;
-	size_t len, shape[NPY_MAX_DIMS], count;
-	enum npy_dtype dt;
-	int ndim;
-	void *data = NULL;
-	int rc = ckpt_read(dir, name, &buf, &len, e);
-	if (rc)
-		return rc;
-	rc = npy_read_from_memory(buf, len, name, &dt, shape, &ndim, &data, e);
-	free(buf);
-	if (rc) {
-		err_prefix(e, "checkpoint %s", dir);
-		return rc;
-	}
-	if (dt != NPY_F32 || ndim != 1) {
-		free(data);
-		return ERR(e, ERR_DATA, "checkpoint %s: %s is not a float32 vector", dir, name);
-	}
-	count = shape[0];
-	if (count != n) {
-		free(data);
-		return ERR(e, ERR_DATA, "checkpoint %s: %s holds %zu values, state.json announces "
-			   "%zu parameters", dir, name, count, n);
-	}
-	*out = data;
-	return ERR_OK;
 }
 
 static int parse_state(const char *dir, json_t *st, struct checkpoint *ck, struct err *e)
@@ -419,70 +390,6 @@ static int check_shape(const char *dir, const struct cfg *cur, const struct sett
 	return ERR_OK;
 }
 
-/* The files of an optimizer's state, in the order of its state vectors. */
-static const char *const sgd_files[] = {"momentum.npy"};
-static const char *const adamw_files[] = {"exp_avg.npy", "exp_avg_sq.npy"};
-
-static const char *const *state_files(int optimizer)
-{
-	return optimizer == OPTIM_ADAMW ? adamw_files : sgd_files;
-}
-
-/* A vector read from `name` must be finite. A run stops at its first non-finite loss or
- * gradient norm and checks what it checkpoints (checkpoint_write), so only damage or an
- * edit with a recomputed manifest brings NaN or infinity here, and a resume from it
- * would train on nothing but NaN. */
-static int check_finite(const char *dir, const char *name, const struct model_shape *m,
-			const float *x, struct err *e)
-{
-	char what[300];
-	if (model_nonfinite(m, x, what, sizeof what) == 0)
-		return ERR_OK;
-	return ERR(e, ERR_DATA, "checkpoint %s: %s holds %s", dir, name, what);
-}
-
-/* AdamW's second moment is an average of squares: a negative one (an edit, or the first
- * moment in its place) would make the update's square root NaN. */
-static int check_second_moment(const char *dir, const struct model_shape *m, const float *v,
-			       struct err *e)
-{
-	size_t bad = 0, first = 0;
-	char label[120];
-	for (size_t i = 0; i < m->n_params; i++)
-		if (v[i] < 0.0f && bad++ == 0)
-			first = i;
-	if (bad == 0)
-		return ERR_OK;
-	tensor_label(m, first, label, sizeof label);
-	return ERR(e, ERR_DATA, "checkpoint %s: exp_avg_sq.npy holds %zu negative value%s (a "
-		   "second moment is an average of squares; the first at index %zu, tensor %s = "
-		   "%g)", dir, bad, bad == 1 ? "" : "s", first, label, (double)v[first]);
-}
-
-/* 7. params.npy and the optimizer's state files, the largest, read last; the state's
- * vectors one after the other into ck->opt_state. m: the model they hold (4b.). */
-static int read_tensors(const char *dir, const struct model_shape *m, struct checkpoint *ck,
-			struct err *e)
-{
-	int vectors = optim_state_vectors(ck->optimizer);
-	assert(m->n_params == ck->n); /* check_own_shape: the scans below read m's count */
-	ERR_TRY(read_vector(dir, "params.npy", ck->n, &ck->params, e));
-	ERR_TRY(check_finite(dir, "params.npy", m, ck->params, e));
-	if (!(ck->opt_state = malloc((size_t)vectors * ck->n * sizeof(float))))
-		return ERR(e, ERR_NOMEM, "out of memory");
-	for (int k = 0; k < vectors; k++) {
-		const char *name = state_files(ck->optimizer)[k];
-		float *x = NULL, *state = ck->opt_state + (size_t)k * ck->n;
-		ERR_TRY(read_vector(dir, name, ck->n, &x, e));
-		memcpy(state, x, ck->n * sizeof(float));
-		free(x);
-		ERR_TRY(check_finite(dir, name, m, state, e));
-	}
-	if (ck->optimizer == OPTIM_ADAMW)
-		ERR_TRY(check_second_moment(dir, m, ck->opt_state + ck->n, e));
-	return ERR_OK;
-}
-
 /* 2b. The optimizer whose state it holds (train.optimizer of its config.ini, sgd for a
  * checkpoint older than the key) must be this run's: SGD's momentum is not AdamW's
  * moments, and the other way round, so a change is refused rather than started afresh. */
@@ -579,6 +486,12 @@ int checkpoint_load_model(const struct env *v, const char *dir, struct checkpoin
 	struct err sub;
 	err_clear(&sub);
 	int rc = checkpoint_load(v, dir, NULL, 0, ck, e);
+	/* these commands compute with the parameters on the host */
+	if (rc == ERR_OK && !(ck->params = malloc(ck->n * sizeof(float))))
+		rc = ERR(e, ERR_NOMEM, "out of memory for the parameters of %s (%zu floats)", dir,
+			 ck->n);
+	if (rc == ERR_OK)
+		rc = checkpoint_read_vector(ck, ENGINE_VEC_PARAMS, ck->params, e);
 	if (rc == ERR_OK && (rc = load_config(dir, &stored, e)) == ERR_OK &&
 	    settings_from_cfg(&stored, s, &sub) != ERR_OK)
 		rc = ERR(e, ERR_DATA, "checkpoint %s: its config.ini describes no model this "
@@ -601,15 +514,19 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 
 	memset(ck, 0, sizeof *ck);
 	snprintf(ck->dir, sizeof ck->dir, "%s", dir);
-	/* 1. the store: manifest, every file's size and digest */
-	rc = ckpt_verify(dir, &rep, e);
+	/* 1. the store: manifest, every file's size and digest; the tensors' content is
+	 * scanned as it is digested, and judged in 7. */
+	struct ckpt_scan scan;
+	if ((rc = checkpoint_tensors_scan(&ck->tensors, &scan, e)))
+		goto out;
+	rc = ckpt_verify_scan(dir, &rep, &scan, e);
 	uint64_t manifest_step = rep.step;
 	ckpt_report_free(&rep);
 	if (rc)
-		return rc;
+		goto out;
 	/* 2. the configuration, 3. the data, 4. the state, 5. the rank parts, 6. the updates,
 	 * then the tensors: the small files first, so that a checkpoint they refuse is refused
-	 * before its parameters and momentum are read and scanned */
+	 * for what they say before its parameters' and momentum's scan is judged */
 	if ((rc = load_config(dir, &stored, e)) ||
 	    (rc = check_optimizer(dir, v->s, &stored, checks, ck, e)) ||
 	    (rc = check_config(dir, v->cfg, &stored, checks, ck, e)) ||
@@ -623,8 +540,9 @@ int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c
 	if (rc == ERR_OK)
 		rc = check_updates(dir, &stored, ck, e);
 	ck->stored_next_lr = stored_next_lr(&stored, ck->updates_done);
+	/* 7. params.npy and the optimizer's state files, what step 1 found in them */
 	if (rc == ERR_OK)
-		rc = read_tensors(dir, &own, ck, e);
+		rc = checkpoint_tensors_check(ck->tensors, dir, ck->optimizer, &own, ck->n, e);
 	for (int i = 0; i < ck->changed.n; i++)
 		ck->changed.v[i].step = ck->step;
 out:
@@ -635,12 +553,51 @@ out:
 	return rc;
 }
 
+static int chunk_to_host(void *arg, size_t lo, size_t len, const float *x, struct err *e)
+{
+	(void)e;
+	memcpy((float *)arg + lo, x, len * sizeof(float));
+	return ERR_OK;
+}
+
+int checkpoint_read_vector(const struct checkpoint *ck, int vec, float *host, struct err *e)
+{
+	return checkpoint_tensors_stream(ck->tensors, ck->dir,
+					 checkpoint_vector_file(ck->optimizer, vec), chunk_to_host,
+					 host, e);
+}
+
+/* Where a chunk of a vector goes: the engine's ranks. */
+struct to_engine {
+	struct engine *eng;
+	int vec;
+};
+
+static int chunk_to_engine(void *arg, size_t lo, size_t len, const float *x, struct err *e)
+{
+	const struct to_engine *to = arg;
+	return engine_set_range(to->eng, to->vec, lo, len, x, e);
+}
+
+/* The parameters, and with_state the optimizer's state, into the ranks of eng a chunk at
+ * a time (without it the fresh engine's state stays zero), and the updates done. */
+static int state_to_engine(const struct checkpoint *ck, struct engine *eng, int with_state,
+			   struct err *e)
+{
+	int vectors = with_state ? optim_state_vectors(ck->optimizer) : 0;
+	for (int k = ENGINE_VEC_PARAMS; k < vectors; k++) {
+		struct to_engine to = {eng, k};
+		ERR_TRY(checkpoint_tensors_stream(ck->tensors, ck->dir,
+						  checkpoint_vector_file(ck->optimizer, k),
+						  chunk_to_engine, &to, e));
+	}
+	engine_set_updates(eng, ck->updates_done);
+	return ERR_OK;
+}
+
 int checkpoint_open_run(const struct env *v, const struct checkpoint *ck, struct run *r,
 			struct corpus *c, struct err *e)
 {
-	/* another optimizer's state passes only unchecked (CHECKPOINT_CHECK_CONFIG refuses
-	 * it), where nothing trains on: the engine's then starts at zero */
-	const float *state = ck->optimizer == v->s->optimizer ? ck->opt_state : NULL;
 	/* the checkpoint's parameters replace the initial ones: model.init's file, which
 	 * may be gone since, is not read */
 	struct settings no_init = *v->s;
@@ -650,7 +607,10 @@ int checkpoint_open_run(const struct env *v, const struct checkpoint *ck, struct
 	int rc = run_open_corpus(&v_no_init, r, c, e);
 	if (rc)
 		return rc;
-	if ((rc = engine_set_state(r->eng, ck->params, state, ck->updates_done, e))) {
+	/* another optimizer's state passes only unchecked (CHECKPOINT_CHECK_CONFIG refuses
+	 * it), where nothing trains on: the engine's then stays at zero. A failure (the
+	 * files changed since they were verified) closes the engine that took a part. */
+	if ((rc = state_to_engine(ck, r->eng, ck->optimizer == v->s->optimizer, e))) {
 		run_close(r);
 		return rc;
 	}
@@ -884,7 +844,7 @@ static int pass_vectors(struct vector_pass *p, float *buf, int rc, struct err *e
 {
 	int optimizer = p->t->r->eng->s.optimizer;
 	for (int k = ENGINE_VEC_PARAMS; k < optim_state_vectors(optimizer); k++)
-		rc = pass_vector(p, k, k < 0 ? "params.npy" : state_files(optimizer)[k], buf, rc, e);
+		rc = pass_vector(p, k, checkpoint_vector_file(optimizer, k), buf, rc, e);
 	return rc;
 }
 

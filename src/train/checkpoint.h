@@ -65,6 +65,8 @@
 #define TRAIN_MAX_STEP 1000000
 #define TRAIN_MAX_PARAMS (1LL << 31)
 
+struct checkpoint_tensors; /* checkpoint_tensors.h */
+
 /* A checkpoint as the trainer reads it back. */
 struct checkpoint {
 	char dir[FSX_PATH_MAX];
@@ -77,9 +79,11 @@ struct checkpoint {
 	double last_loss;
 	size_t n;
 	int optimizer;     /* enum optim_kind: train.optimizer of its config.ini */
-	float *params;     /* n */
-	float *opt_state;  /* optim_state_vectors(optimizer) x n: the momentum, or AdamW's
-			      first moments then its second */
+	float *params;     /* n, read by checkpoint_load_model only (else NULL): the other
+			      loads keep no host copy of the tensors */
+	struct checkpoint_tensors *tensors; /* what the tensor files hold, read from them
+					       again by checkpoint_open_run and
+					       checkpoint_read_vector */
 	struct train_history hist[MAX_WORLD];
 	struct elastic_record elastic; /* the machine, and exact mode's shards (elastic.h) */
 	struct train_changes changes;  /* the optimizer settings its run changed so far */
@@ -113,7 +117,8 @@ int checkpoint_check_model(const struct env *v, const char *dir, struct err *e);
 
 /* Verifies and reads checkpoint dir for a command that needs its parameters only (export,
  * sample), with the settings it was trained with (its config.ini) into *s, their vocab its
- * model's: no corpus, nothing of the current configuration. */
+ * model's: no corpus, nothing of the current configuration. The parameters are read
+ * into ck->params. */
 int checkpoint_load_model(const struct env *v, const char *dir, struct checkpoint *ck,
 			  struct settings *s, struct err *e);
 
@@ -125,15 +130,24 @@ int checkpoint_stored_int(const char *dir, const char *section, const char *name
  * digests) and the content (state.json, params and state shaped like a->s's model, one
  * rank file per rank); `checks` adds the comparisons above (c may be NULL without
  * CHECKPOINT_CHECK_DATA). Every refusal is ERR_DATA with a message naming the checkpoint and
- * what differs. Free with checkpoint_free (also after a failure). */
+ * what differs. The tensors are digested once and scanned on the way, a chunk at a time
+ * (checkpoint_tensors.h): the host holds no copy of them. Free with checkpoint_free (also
+ * after a failure). */
 int checkpoint_load(const struct env *v, const char *dir, const struct corpus *c,
 		    unsigned checks, struct checkpoint *ck, struct err *e);
 void checkpoint_free(struct checkpoint *ck);
 
+/* Vector vec (ENGINE_VEC_PARAMS, or the optimizer's state vector vec) of loaded checkpoint
+ * ck into host (ck->n floats), read again from its verified file (ERR_DATA if that changed
+ * since). */
+int checkpoint_read_vector(const struct checkpoint *ck, int vec, float *host, struct err *e);
+
 /* Opens a run on the prepared corpus c (taken, as run_open_corpus does) with the state ck
  * holds: params, optimizer state, updates_done and the sampler's (a checkpoint of another
  * optimizer, loaded without CHECKPOINT_CHECK_CONFIG to be evaluated, leaves the engine's
- * state at zero). On failure nothing is left open. */
+ * state at zero). The tensors go from their files to the ranks a chunk at a time
+ * (engine_set_range), read again from the files checkpoint_load verified; a file changed
+ * since is ERR_DATA. On failure nothing is left open. */
 int checkpoint_open_run(const struct env *v, const struct checkpoint *ck, struct run *r,
 			struct corpus *c, struct err *e);
 

@@ -39,7 +39,7 @@
 #endif
 
 /* Loads and checks the checkpoint to resume from (c: the corpus it must have been trained
- * on), and hands it to o->on_resume. */
+ * on). */
 static int load_resume(struct trainer *t, const struct corpus *c, struct checkpoint *ck,
 		       struct err *e)
 {
@@ -63,8 +63,6 @@ static int load_resume(struct trainer *t, const struct corpus *c, struct checkpo
 		return ERR(e, ERR_CONFIG, "checkpoint %s is at step %" PRId64 ", past step %" PRId64
 			   " where this run ends (raise [train] updates to continue it)",
 			   o->resume_dir, ck->step, o->stop_at);
-	if (o->on_resume)
-		o->on_resume(o->on_resume_arg, ck);
 	return ERR_OK;
 }
 
@@ -149,6 +147,8 @@ static int open_run(struct trainer *t, struct err *e)
 	if (rc == ERR_OK) {
 		t->have_run = 1;
 		int gemm_changed = 0;
+		if (resume && t->o.on_resume)
+			t->o.on_resume(t->o.on_resume_arg, &ck, t->r.eng);
 		if (resume && (rc = elastic_check_machine(t->v, ck.dir, ck.backend, ck.elastic.machine,
 							  t->r.eng, e)) == ERR_OK &&
 		    (rc = elastic_check_gemm(ck.dir, ck.elastic.gemm, t->r.eng,

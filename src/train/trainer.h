@@ -49,9 +49,10 @@ struct train_opts {
 	 * code after checkpointing, like a signal would (tests use it) */
 	int (*on_window)(void *arg, int64_t step, const struct window_result *wr);
 	void *on_window_arg;
-	/* called on the state loaded from resume_dir before the run starts from it (may be
-	 * NULL; a testing aid alters it there) */
-	void (*on_resume)(void *arg, struct checkpoint *ck);
+	/* called with the checkpoint loaded from resume_dir and the engine that holds its
+	 * state, before the run checks its machine and starts from it (may be NULL; a
+	 * testing aid alters them there) */
+	void (*on_resume)(void *arg, struct checkpoint *ck, struct engine *eng);
 	void *on_resume_arg;
 	/* train_run's result leaves params and momentum NULL: no host copy of the final
 	 * state, which only the comparisons of resumed runs read (train sets it) */
@@ -93,8 +94,8 @@ struct trainer {
 /* Opens the trainer: the prepared corpus (built when missing; when starting afresh also
  * rebuilt when it was prepared for other [data] settings), the checkpoint o->resume_dir
  * verified against this configuration and corpus (CHECKPOINT_CHECK_ALL; its normalization must
- * be o->mode unless that is TRAIN_MODE_ANY; its step not past a non-zero o->stop_at) and
- * handed to o->on_resume, the engine with that state (or the seeded one), the checkpoint
+ * be o->mode unless that is TRAIN_MODE_ANY; its step not past a non-zero o->stop_at), the
+ * engine with that state (or the seeded one), both handed to o->on_resume, the checkpoint
  * root made ready and the metrics file created (or appended to). The optimizer's keys
  * (KEY_OPTIM) may differ from the checkpoint's: each change is printed and added to
  * t->changes, which every later checkpoint records. Close it with trainer_close, also
