@@ -264,13 +264,33 @@ static int host_sgd(struct dev *d, int n, float lr, float momentum, float weight
 	return ERR_OK;
 }
 
-static int host_adamw(struct dev *d, int n, float lr, float beta1, float beta2, float eps,
-		      float wd, float bc1, float bc2, float *p, const float *g, float *m, float *v,
-		      struct err *e)
+/* AdamW on n elements that all decay by wd (0 for none) */
+static void adamw_piece(int n, const struct dev_adamw *a, float wd, float *p, const float *g,
+			float *m, float *v)
+{
+	for (int i = 0; i < n; i++) /* vectorized: adamw */
+		km_adamw(&p[i], g[i], &m[i], &v[i], a->lr, a->beta1, a->beta2, a->eps, wd, a->bc1,
+			 a->bc2);
+}
+
+/* The elements [first, first + n) of the whole vector, piece by piece: the gaps between
+ * the decay ranges without decay, the ranges with it. */
+static int host_adamw(struct dev *d, int n, int first, const struct dev_adamw *a, float *p,
+		      const float *g, float *m, float *v, struct err *e)
 {
 	dev_count(d, 1, 0, 0);
-	for (int i = 0; i < n; i++) /* vectorized: adamw */
-		km_adamw(&p[i], g[i], &m[i], &v[i], lr, beta1, beta2, eps, wd, bc1, bc2);
+	int k = 0, end = first + n;
+	while (k < a->n_decay && a->decay[2 * k + 1] <= first) /* ranges that end before */
+		k++;
+	for (int at = first; at < end;) {
+		int decays = k < a->n_decay && a->decay[2 * k] <= at;
+		int stop = decays ? a->decay[2 * k + 1] : k < a->n_decay ? a->decay[2 * k] : end;
+		stop = stop < end ? stop : end;
+		size_t i = (size_t)(at - first);
+		adamw_piece(stop - at, a, decays ? a->wd : 0.0f, p + i, g + i, m + i, v + i);
+		k += decays;
+		at = stop;
+	}
 	return ERR_OK;
 }
 
