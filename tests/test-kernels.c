@@ -333,6 +333,77 @@ START_TEST(adamw_fused_is_per_run)
 }
 END_TEST
 
+/* LayerNorm's backward by its documented order, row after row (kmath.h): the row's two
+ * means j in order, its dx, then dw and db each adding the rows in order */
+static void ln_backward_by_formula(int rows, int cols, const float *x, const float *w,
+				   const float *mean, const float *rstd, const float *dout,
+				   float *dx, float *dw, float *db)
+{
+	for (int p = 0; p < rows; p++) {
+		size_t at = (size_t)p * cols;
+		float a, b;
+		km_ln_back_means(x + at, w, dout + at, cols, mean[p], rstd[p], &a, &b);
+		for (int j = 0; j < cols; j++) {
+			dx[at + j] += km_ln_back_dx(x[at + j], w[j], dout[at + j], mean[p], rstd[p], a,
+						    b);
+			dw[j] += dout[at + j] * km_ln_hat(x[at + j], mean[p], rstd[p]);
+			db[j] += dout[at + j];
+		}
+	}
+}
+
+/* Every build's layernorm_backward (rows summed side by side in blocks) gives the bits of
+ * the row-after-row order, for row counts below, at and past a block and widths that are
+ * no multiple of a vector. */
+START_TEST(layernorm_backward_is_the_row_formula)
+{
+	const int shapes[][2] = {{5, 17}, {8, 33}, {19, 129}, {37, 80}};
+	for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+		int rows = shapes[sh][0], cols = shapes[sh][1];
+		size_t n = (size_t)rows * cols;
+		float *x = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
+		float *w = malloc(sizeof(float) * cols), *stats = malloc(sizeof(float) * 2 * rows);
+		float *want[3], *got[3], *init[3];
+		size_t lens[3] = {n, (size_t)cols, (size_t)cols};
+		static const char *const what[3] = {"layernorm dx by the rows' order",
+						   "layernorm dw by the rows' order",
+						   "layernorm db by the rows' order"};
+		struct err e;
+		fill_inputs(x, n, 80 + sh, 0);
+		fill_inputs(g, n, 90 + sh, 0);
+		fill_inputs(w, (size_t)cols, 100 + sh, 0);
+		for (int p = 0; p < rows; p++)
+			km_ln_stats(x + (size_t)p * cols, cols, &stats[p], &stats[rows + p]);
+		for (int k = 0; k < 3; k++) {
+			init[k] = malloc(sizeof(float) * lens[k]);
+			want[k] = malloc(sizeof(float) * lens[k]);
+			got[k] = malloc(sizeof(float) * lens[k]);
+			fill_inputs(init[k], lens[k], 110 + k, 0);
+			memcpy(want[k], init[k], sizeof(float) * lens[k]);
+		}
+		ln_backward_by_formula(rows, cols, x, w, stats, stats + rows, g, want[0], want[1],
+				       want[2]);
+		for (int v = -1; v < n_variants; v++) {
+			const struct dev_ops *o = v < 0 ? &scalar : &variants[v].ops;
+			for (int k = 0; k < 3; k++)
+				memcpy(got[k], init[k], sizeof(float) * lens[k]);
+			ck_assert_int_eq(o->layernorm_backward(NULL, rows, cols, x, w, stats,
+							       stats + rows, g, got[0], got[1],
+							       got[2], &e), ERR_OK);
+			for (int k = 0; k < 3; k++)
+				assert_same_bits(what[k], v < 0 ? "scalar" : variants[v].name, want[k],
+						 got[k], lens[k]);
+		}
+		for (int k = 0; k < 3; k++) {
+			free(init[k]);
+			free(want[k]);
+			free(got[k]);
+		}
+		free(x), free(g), free(w), free(stats);
+	}
+}
+END_TEST
+
 START_TEST(embedding_bits)
 {
 	const int rows = 9, width = 3, dim = 13, vocab = 5;
@@ -781,6 +852,7 @@ int main(void)
 	tcase_add_test(tc, tanh_backward_col_sum_is_the_two_passes);
 	tcase_add_test(tc, sgd_bits);
 	tcase_add_test(tc, adamw_fused_is_per_run);
+	tcase_add_test(tc, layernorm_backward_is_the_row_formula);
 	tcase_add_test(tc, embedding_bits);
 	tcase_add_test(tc, reductions_agree);
 	tcase_add_test(tc, fingerprint_sees_bits_and_places);
