@@ -8,10 +8,11 @@
  * branches (its selects are integer bit blends). Reductions are not reassociated: the
  * row sum of xent adds j = 0..cols-1 one after the other in every build, col_sum_acc
  * and tanh_backward_col_sum add rows in order into each column (columns are independent
- * lanes), and the double sum stays a scalar loop. xent's row sums and LayerNorm
- * backward's two row means run several rows side by side, each in its order, and xent's
- * row maximum compares columns in lanes, which finds the same maximum. The fingerprint's sum is of integers modulo 2^64, one value in any
- * order: its lanes may split it.
+ * lanes), and the double sum stays a scalar loop. xent's row sums and LayerNorm's
+ * row statistics and backward means run several rows side by side, each in its order,
+ * and xent's row maximum compares columns in lanes, which finds the same maximum. The
+ * fingerprint's sum is of integers modulo 2^64, one value in any order: its lanes may
+ * split it.
  */
 #include <string.h>
 
@@ -362,18 +363,48 @@ static int host_bias_add(struct dev *d, int rows, int cols, const float *bias, f
 	return ERR_OK;
 }
 
+/* km_ln_stats of `rows` rows (rows <= XENT_ROWS) from row p0 into mean and rstd: a full
+ * block of XENT_ROWS rows side by side, each row's two sums j = 0..cols-1 in order, a
+ * smaller one row after row */
+static void ln_stats_rows(int p0, int rows, int cols, const float *x, float *mean, float *rstd)
+{
+	const float *xb = x + (size_t)p0 * cols;
+	float s[XENT_ROWS] = {0}, v[XENT_ROWS] = {0}, m[XENT_ROWS];
+	if (rows < XENT_ROWS) {
+		for (int k = 0; k < rows; k++)
+			km_ln_stats(xb + (size_t)k * cols, cols, &mean[p0 + k], &rstd[p0 + k]);
+		return;
+	}
+	for (int j = 0; j < cols; j++)
+		for (int k = 0; k < XENT_ROWS; k++)
+			s[k] += xb[(size_t)k * cols + j];
+	for (int k = 0; k < XENT_ROWS; k++)
+		m[k] = s[k] / (float)cols;
+	for (int j = 0; j < cols; j++)
+		for (int k = 0; k < XENT_ROWS; k++) {
+			float c = xb[(size_t)k * cols + j] - m[k];
+			v[k] += c * c;
+		}
+	for (int k = 0; k < XENT_ROWS; k++) {
+		mean[p0 + k] = m[k];
+		rstd[p0 + k] = km_ln_rstd(v[k], cols);
+	}
+}
+
+/* each block's statistics (ln_stats_rows), then its rows normalized */
 static int host_layernorm(struct dev *d, int rows, int cols, const float *x, const float *w,
 			  const float *b, float *out, float *mean, float *rstd, struct err *e)
 {
 	dev_count(d, 1, 0, 0);
-	for (int p = 0; p < rows; p++) {
-		const float *xr = x + (size_t)p * cols;
-		float *o = out + (size_t)p * cols, m, r;
-		km_ln_stats(xr, cols, &m, &r);
-		mean[p] = m;
-		rstd[p] = r;
-		for (int j = 0; j < cols; j++) /* vectorized: layernorm */
-			o[j] = km_ln_hat(xr[j], m, r) * w[j] + b[j];
+	for (int p0 = 0; p0 < rows; p0 += XENT_ROWS) {
+		int block = rows - p0 < XENT_ROWS ? rows - p0 : XENT_ROWS;
+		ln_stats_rows(p0, block, cols, x, mean, rstd);
+		for (int p = p0; p < p0 + block; p++) {
+			const float *xr = x + (size_t)p * cols;
+			float *o = out + (size_t)p * cols, m = mean[p], r = rstd[p];
+			for (int j = 0; j < cols; j++) /* vectorized: layernorm */
+				o[j] = km_ln_hat(xr[j], m, r) * w[j] + b[j];
+		}
 	}
 	return ERR_OK;
 }

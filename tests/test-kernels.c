@@ -352,10 +352,42 @@ static void ln_backward_by_formula(int rows, int cols, const float *x, const flo
 	}
 }
 
-/* Every build's layernorm_backward (rows summed side by side in blocks) gives the bits of
- * the row-after-row order, for row counts below, at and past a block and widths that are
- * no multiple of a vector. */
-START_TEST(layernorm_backward_is_the_row_formula)
+/* Every build's layernorm forward (its statistics from km_ln_stats, the output from
+ * km_ln_hat) on rows whose statistics are summed side by side in blocks gives the bits of
+ * the row-after-row order; the forward's inputs in stats (mean then rstd) for the
+ * backward's. */
+static void layernorm_forward_is_the_row_formula(int rows, int cols, const float *x,
+						 const float *w, float *stats)
+{
+	size_t n = (size_t)rows * cols;
+	float *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+	float *got_stats = malloc(sizeof(float) * 2 * rows);
+	struct err e;
+	for (int p = 0; p < rows; p++) {
+		km_ln_stats(x + (size_t)p * cols, cols, &stats[p], &stats[rows + p]);
+		for (int j = 0; j < cols; j++) /* the bias: w reversed */
+			want[(size_t)p * cols + j] = km_ln_hat(x[(size_t)p * cols + j], stats[p],
+							       stats[rows + p]) * w[j] + w[cols - 1 - j];
+	}
+	float *b = malloc(sizeof(float) * cols);
+	for (int j = 0; j < cols; j++)
+		b[j] = w[cols - 1 - j];
+	for (int v = -1; v < n_variants; v++) {
+		const struct dev_ops *o = v < 0 ? &scalar : &variants[v].ops;
+		const char *name = v < 0 ? "scalar" : variants[v].name;
+		ck_assert_int_eq(o->layernorm(NULL, rows, cols, x, w, b, got, got_stats,
+					      got_stats + rows, &e), ERR_OK);
+		assert_same_bits("layernorm out by the rows' order", name, want, got, n);
+		assert_same_bits("layernorm mean and rstd by the rows' order", name, stats,
+				 got_stats, 2 * (size_t)rows);
+	}
+	free(want), free(got), free(got_stats), free(b);
+}
+
+/* Every build's layernorm and layernorm_backward (rows summed side by side in blocks)
+ * give the bits of the row-after-row order, for row counts below, at and past a block
+ * and widths that are no multiple of a vector. */
+START_TEST(layernorm_is_the_row_formula)
 {
 	const int shapes[][2] = {{5, 17}, {8, 33}, {19, 129}, {37, 80}};
 	for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
@@ -372,8 +404,7 @@ START_TEST(layernorm_backward_is_the_row_formula)
 		fill_inputs(x, n, 80 + sh, 0);
 		fill_inputs(g, n, 90 + sh, 0);
 		fill_inputs(w, (size_t)cols, 100 + sh, 0);
-		for (int p = 0; p < rows; p++)
-			km_ln_stats(x + (size_t)p * cols, cols, &stats[p], &stats[rows + p]);
+		layernorm_forward_is_the_row_formula(rows, cols, x, w, stats);
 		for (int k = 0; k < 3; k++) {
 			init[k] = malloc(sizeof(float) * lens[k]);
 			want[k] = malloc(sizeof(float) * lens[k]);
@@ -852,7 +883,7 @@ int main(void)
 	tcase_add_test(tc, tanh_backward_col_sum_is_the_two_passes);
 	tcase_add_test(tc, sgd_bits);
 	tcase_add_test(tc, adamw_fused_is_per_run);
-	tcase_add_test(tc, layernorm_backward_is_the_row_formula);
+	tcase_add_test(tc, layernorm_is_the_row_formula);
 	tcase_add_test(tc, embedding_bits);
 	tcase_add_test(tc, reductions_agree);
 	tcase_add_test(tc, fingerprint_sees_bits_and_places);
