@@ -229,15 +229,16 @@ static size_t state_bytes(const struct replica *r, int kind)
 }
 
 /* AdamW's decay ranges (optim_decay_ranges) on replica r's device, for any optimizer:
- * engine_reset may switch to AdamW on the same buffers. Uploaded, not waited for: the
- * sync after the replica's other uploads orders it. */
+ * engine_reset may switch to AdamW on the same buffers. Waited for, since the host copy
+ * lives on this stack. */
 static int decay_table(struct engine *eng, struct replica *r, struct err *e)
 {
 	int32_t ranges[2 * MODEL_MAX_TENSORS];
 	struct dev *d = r->dev;
 	r->n_decay = optim_decay_ranges(&eng->shape, ranges);
 	ERR_TRY(d->ops->alloc(d, sizeof ranges, (void **)&r->decay, e));
-	return d->ops->upload(d, r->decay, ranges, sizeof(int32_t) * 2 * (size_t)r->n_decay, e);
+	ERR_TRY(d->ops->upload(d, r->decay, ranges, sizeof(int32_t) * 2 * (size_t)r->n_decay, e));
+	return d->ops->sync(d, e);
 }
 
 static int replica_init(struct engine *eng, struct replica *r, void *arg, struct err *e)
