@@ -571,14 +571,12 @@ static int cu_sgd(struct dev *d, int n, float lr, float momentum, float weight_d
 			 p, g, buf);
 }
 
-static int cu_adamw(struct dev *d, int n, float lr, float beta1, float beta2, float eps,
-		    float wd, float bc1, float bc2, float *p, const float *g, float *m, float *v,
-		    struct err *e)
+static int cu_adamw(struct dev *d, int n, int first, const struct dev_adamw *a, float *p,
+		    const float *g, float *m, float *v, struct err *e)
 {
 	if (n <= 0)
 		return ERR_OK;
-	return LAUNCH_EW(cdev(d), k_adamw, (size_t)n, e, (size_t)n, lr, beta1, beta2, eps, wd, bc1,
-			 bc2, p, g, m, v);
+	return LAUNCH_EW(cdev(d), k_adamw, (size_t)n, e, (size_t)n, first, *a, p, g, m, v);
 }
 
 static int cu_argmax_hits(struct dev *d, int rows, int cols, const float *bias,

@@ -327,11 +327,27 @@ __global__ void k_sgd(size_t n, float lr, float momentum, float weight_decay, in
 	}
 }
 
-__global__ void k_adamw(size_t n, float lr, float beta1, float beta2, float eps, float wd,
-			float bc1, float bc2, float *p, const float *g, float *m, float *v)
+/* Whether element `at` of the whole vector lies in one of a's decay ranges: a binary
+ * search for the first range that ends after it (a table of a few ranges, in cache). */
+__device__ static int adamw_decays(const struct dev_adamw *a, int at)
+{
+	int lo = 0, hi = a->n_decay;
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		if (a->decay[2 * mid + 1] <= at)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < a->n_decay && a->decay[2 * lo] <= at;
+}
+
+__global__ void k_adamw(size_t n, int first, struct dev_adamw a, float *p, const float *g,
+			float *m, float *v)
 {
 	GRID_STRIDE(i, n) {
-		km_adamw(&p[i], g[i], &m[i], &v[i], lr, beta1, beta2, eps, wd, bc1, bc2);
+		float wd = adamw_decays(&a, first + (int)i) ? a.wd : 0.0f;
+		km_adamw(&p[i], g[i], &m[i], &v[i], a.lr, a.beta1, a.beta2, a.eps, wd, a.bc1, a.bc2);
 	}
 }
 

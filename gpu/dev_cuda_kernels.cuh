@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_launch.cuh"
+#include "dev.h" /* struct dev_adamw */
 
 /* Block shapes the kernels' shared arrays and trees are sized for: launch with these. */
 #define ROW_THREADS 128       /* k_xent / k_argmax_hits: one block of this many per row */
@@ -100,8 +101,9 @@ __global__ void k_embed_fold(int slots, int dim, const int32_t *keys, const int3
 __global__ void k_scale(size_t n, float alpha, float *x);
 __global__ void k_sgd(size_t n, float lr, float momentum, float weight_decay, int first, float *p,
 		      const float *g, float *buf);
-__global__ void k_adamw(size_t n, float lr, float beta1, float beta2, float eps, float wd,
-			float bc1, float bc2, float *p, const float *g, float *m, float *v);
+/* all of dev_ops.adamw's elements in one launch, their decay read from a's table */
+__global__ void k_adamw(size_t n, int first, struct dev_adamw a, float *p, const float *g,
+			float *m, float *v);
 /* grid: rows blocks of ROW_THREADS; *hits (zeroed by the caller) counts the hits */
 __global__ void k_argmax_hits(int cols, const float *bias, const float *logits,
 			      const int32_t *target, unsigned long long *hits);

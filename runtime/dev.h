@@ -34,6 +34,15 @@ enum dev_backend { DEV_BACKEND_CPU = 0, DEV_BACKEND_CUDA = 1 };
 
 struct dev;
 
+/* One AdamW update's settings (dev_ops.adamw): the rate, the moments' decays, eps, the
+ * weight decay and the bias corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t (computed
+ * by the caller for update t), and the table of the ranges the weight decay applies to. */
+struct dev_adamw {
+	float lr, beta1, beta2, eps, wd, bc1, bc2;
+	int n_decay;          /* ranges in the table */
+	const int32_t *decay; /* device: 2 * n_decay element indices, [lo, hi) pairs */
+};
+
 /* What a device has issued since it was created (differences give a window's). */
 struct dev_counts {
 	/* operations that made the host wait for the device: a drained stream, a result
@@ -138,13 +147,16 @@ struct dev_ops {
 	 *   p  -= lr * buf                                        */
 	int (*sgd)(struct dev *d, int n, float lr, float momentum, float weight_decay, int first,
 		   float *p, const float *g, float *buf, struct err *e);
-	/* AdamW, n elements, km_adamw (kmath.h) on each: decoupled decay p -= lr*wd*p, the
-	 * moments m and v, p -= (lr / bc1) * m / (sqrt(v / bc2) + eps). lr, wd and the bias
-	 * corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t come per call, so that a caller
-	 * may update tensors (or runs of them) with their own decay. */
-	int (*adamw)(struct dev *d, int n, float lr, float beta1, float beta2, float eps,
-		     float wd, float bc1, float bc2, float *p, const float *g, float *m, float *v,
-		     struct err *e);
+	/* AdamW over n elements, km_adamw (kmath.h) on each: decoupled decay p -= lr*wd*p, the
+	 * moments m and v, p -= (lr / bc1) * m / (sqrt(v / bc2) + eps), in one operation
+	 * whatever the mix of decaying and non-decaying tensors: a->decay (device memory)
+	 * lists the a->n_decay ranges [decay[2k], decay[2k+1]), ascending and disjoint, of the
+	 * elements that decay by a->wd, every other element by 0. The ranges count elements
+	 * of the whole vector, p[0] being its element `first`, so that a caller updating a
+	 * slice of it (a shard, a thread's part) passes the whole's table and the slice's
+	 * offset. Element-wise: a slice's bits are the whole's. */
+	int (*adamw)(struct dev *d, int n, int first, const struct dev_adamw *a, float *p,
+		     const float *g, float *m, float *v, struct err *e);
 	/* *host_hits = number of rows p with target[p] >= 0 whose argmax over j of
 	 * (logits[p,j] + bias[j]) equals target[p] (ties: the lowest j). Waits. */
 	int (*argmax_hits)(struct dev *d, int rows, int cols, const float *bias,

@@ -13,8 +13,9 @@
  * A device made with T > 1 threads (devices.threads) splits its larger operations over
  * its team (dev_host_team.h): a GEMM by rows of C, in parts of whole gemm_row_block()
  * rows, each part one single-threaded sgemm; bias_tanh, xent and layernorm by rows;
- * scale, sgd, adamw, gelu and its backward by elements. Every element of a result is
- * computed by the same operations as with one thread, so the bits do not depend on T
+ * scale, sgd, adamw (all its tensors in one operation), gelu and its backward by
+ * elements. Every element of a result is computed by the same operations as with one
+ * thread, so the bits do not depend on T
  * (for the GEMM gemm.h checks it on this CPU before it chooses oneDNN; for OpenBLAS it
  * holds for the kernels measured, see docs/threads.md; the unit tests check both on the
  * machine they run on). sum_squares is split by its fixed blocks, whose sums this thread
@@ -222,10 +223,11 @@ struct loop_args {
 	const struct dev_ops *loops;
 	size_t n, step;
 	int cols, first;
-	float f0, f1, f2, f3, f4, f5, f6;
+	float f0, f1, f2;
 	const float *bias, *in;
 	const int32_t *target;
 	float *x, *y, *z, *w;
+	const struct dev_adamw *adamw; /* adamw: its settings and decay table */
 	double *sums;   /* sum_squares: one per block */
 	size_t block0;  /* sum_squares_blocks: the first block's index */
 	int64_t *count; /* count_nonfinite: one per part */
@@ -325,25 +327,24 @@ static int split_sgd(struct dev *d, int n, float lr, float momentum, float weigh
 	return l.loops->sgd(d, n, lr, momentum, weight_decay, first, p, g, buf, e);
 }
 
+/* elements [lo, hi) of the update: the whole's table, the part's offset in the whole */
 static void adamw_part(void *arg, int p, int parts)
 {
 	const struct loop_args *l = arg;
 	size_t lo, hi;
 	part_range(p, parts, l->step, l->n, &lo, &hi);
-	l->loops->adamw(NULL, (int)(hi - lo), l->f0, l->f1, l->f2, l->f3, l->f4, l->f5, l->f6,
-			l->x + lo, l->in + lo, l->y + lo, l->z + lo, NULL);
+	l->loops->adamw(NULL, (int)(hi - lo), l->first + (int)lo, l->adamw, l->x + lo, l->in + lo,
+			l->y + lo, l->z + lo, NULL);
 }
 
-static int split_adamw(struct dev *d, int n, float lr, float beta1, float beta2, float eps,
-		       float wd, float bc1, float bc2, float *p, const float *g, float *m,
-		       float *v, struct err *e)
+static int split_adamw(struct dev *d, int n, int first, const struct dev_adamw *a, float *p,
+		       const float *g, float *m, float *v, struct err *e)
 {
-	struct loop_args l = {.loops = hdev(d)->loops, .n = n > 0 ? (size_t)n : 0, .f0 = lr,
-			      .f1 = beta1, .f2 = beta2, .f3 = eps, .f4 = wd, .f5 = bc1, .f6 = bc2,
-			      .x = p, .in = g, .y = m, .z = v};
+	struct loop_args l = {.loops = hdev(d)->loops, .n = n > 0 ? (size_t)n : 0, .first = first,
+			      .adamw = a, .x = p, .in = g, .y = m, .z = v};
 	if (run_cut(d, &l, LOOP_ELEM_ALIGN, 1, adamw_part))
 		return ERR_OK;
-	return l.loops->adamw(d, n, lr, beta1, beta2, eps, wd, bc1, bc2, p, g, m, v, e);
+	return l.loops->adamw(d, n, first, a, p, g, m, v, e);
 }
 
 static void gelu_part(void *arg, int p, int parts)

@@ -8,10 +8,11 @@
  * branches (its selects are integer bit blends). Reductions are not reassociated: the
  * row sum of xent adds j = 0..cols-1 one after the other in every build, col_sum_acc
  * and tanh_backward_col_sum add rows in order into each column (columns are independent
- * lanes), and the double sum stays a scalar loop. xent's row sums run several rows side
- * by side, each in its order, and its row maximum compares columns in lanes, which finds
- * the same maximum. The fingerprint's sum is of integers modulo 2^64, one value in any
- * order: its lanes may split it.
+ * lanes), and the double sum stays a scalar loop. xent's row sums and LayerNorm's
+ * row statistics and backward means run several rows side by side, each in its order,
+ * and xent's row maximum compares columns in lanes, which finds the same maximum. The
+ * fingerprint's sum is of integers modulo 2^64, one value in any order: its lanes may
+ * split it.
  */
 #include <string.h>
 
@@ -279,13 +280,33 @@ static int host_sgd(struct dev *d, int n, float lr, float momentum, float weight
 	return ERR_OK;
 }
 
-static int host_adamw(struct dev *d, int n, float lr, float beta1, float beta2, float eps,
-		      float wd, float bc1, float bc2, float *p, const float *g, float *m, float *v,
-		      struct err *e)
+/* AdamW on n elements that all decay by wd (0 for none) */
+static void adamw_piece(int n, const struct dev_adamw *a, float wd, float *p, const float *g,
+			float *m, float *v)
+{
+	for (int i = 0; i < n; i++) /* vectorized: adamw */
+		km_adamw(&p[i], g[i], &m[i], &v[i], a->lr, a->beta1, a->beta2, a->eps, wd, a->bc1,
+			 a->bc2);
+}
+
+/* The elements [first, first + n) of the whole vector, piece by piece: the gaps between
+ * the decay ranges without decay, the ranges with it. */
+static int host_adamw(struct dev *d, int n, int first, const struct dev_adamw *a, float *p,
+		      const float *g, float *m, float *v, struct err *e)
 {
 	dev_count(d, 1, 0, 0);
-	for (int i = 0; i < n; i++) /* vectorized: adamw */
-		km_adamw(&p[i], g[i], &m[i], &v[i], lr, beta1, beta2, eps, wd, bc1, bc2);
+	int k = 0, end = first + n;
+	while (k < a->n_decay && a->decay[2 * k + 1] <= first) /* ranges that end before */
+		k++;
+	for (int at = first; at < end;) {
+		int decays = k < a->n_decay && a->decay[2 * k] <= at;
+		int stop = decays ? a->decay[2 * k + 1] : k < a->n_decay ? a->decay[2 * k] : end;
+		stop = stop < end ? stop : end;
+		size_t i = (size_t)(at - first);
+		adamw_piece(stop - at, a, decays ? a->wd : 0.0f, p + i, g + i, m + i, v + i);
+		k += decays;
+		at = stop;
+	}
 	return ERR_OK;
 }
 
@@ -357,38 +378,105 @@ static int host_bias_add(struct dev *d, int rows, int cols, const float *bias, f
 	return ERR_OK;
 }
 
+/* km_ln_stats of `rows` rows (rows <= XENT_ROWS) from row p0 into mean and rstd: a full
+ * block of XENT_ROWS rows side by side, each row's two sums j = 0..cols-1 in order, a
+ * smaller one row after row */
+static void ln_stats_rows(int p0, int rows, int cols, const float *x, float *mean, float *rstd)
+{
+	const float *xb = x + (size_t)p0 * cols;
+	float s[XENT_ROWS] = {0}, v[XENT_ROWS] = {0}, m[XENT_ROWS];
+	if (rows < XENT_ROWS) {
+		for (int k = 0; k < rows; k++)
+			km_ln_stats(xb + (size_t)k * cols, cols, &mean[p0 + k], &rstd[p0 + k]);
+		return;
+	}
+	for (int j = 0; j < cols; j++)
+		for (int k = 0; k < XENT_ROWS; k++)
+			s[k] += xb[(size_t)k * cols + j];
+	for (int k = 0; k < XENT_ROWS; k++)
+		m[k] = s[k] / (float)cols;
+	for (int j = 0; j < cols; j++)
+		for (int k = 0; k < XENT_ROWS; k++) {
+			float c = xb[(size_t)k * cols + j] - m[k];
+			v[k] += c * c;
+		}
+	for (int k = 0; k < XENT_ROWS; k++) {
+		mean[p0 + k] = m[k];
+		rstd[p0 + k] = km_ln_rstd(v[k], cols);
+	}
+}
+
+/* each block's statistics (ln_stats_rows), then its rows normalized */
 static int host_layernorm(struct dev *d, int rows, int cols, const float *x, const float *w,
 			  const float *b, float *out, float *mean, float *rstd, struct err *e)
 {
 	dev_count(d, 1, 0, 0);
-	for (int p = 0; p < rows; p++) {
-		const float *xr = x + (size_t)p * cols;
-		float *o = out + (size_t)p * cols, m, r;
-		km_ln_stats(xr, cols, &m, &r);
-		mean[p] = m;
-		rstd[p] = r;
-		for (int j = 0; j < cols; j++) /* vectorized: layernorm */
-			o[j] = km_ln_hat(xr[j], m, r) * w[j] + b[j];
+	for (int p0 = 0; p0 < rows; p0 += XENT_ROWS) {
+		int block = rows - p0 < XENT_ROWS ? rows - p0 : XENT_ROWS;
+		ln_stats_rows(p0, block, cols, x, mean, rstd);
+		for (int p = p0; p < p0 + block; p++) {
+			const float *xr = x + (size_t)p * cols;
+			float *o = out + (size_t)p * cols, m = mean[p], r = rstd[p];
+			for (int j = 0; j < cols; j++) /* vectorized: layernorm */
+				o[j] = km_ln_hat(xr[j], m, r) * w[j] + b[j];
+		}
 	}
 	return ERR_OK;
 }
 
-/* dx rows, then dw and db: each column's sums over the rows in order */
+/* km_ln_back_means of `rows` rows (rows <= XENT_ROWS) from row p0: a full block of
+ * XENT_ROWS rows side by side, each row's two sums j = 0..cols-1 in order (the rows
+ * only give the CPU independent additions), a smaller one row after row */
+static void ln_back_means_rows(int p0, int rows, int cols, const float *x, const float *w,
+			       const float *mean, const float *rstd, const float *dout, float *a,
+			       float *b)
+{
+	const float *xb = x + (size_t)p0 * cols, *gb = dout + (size_t)p0 * cols;
+	float sa[XENT_ROWS] = {0}, sb[XENT_ROWS] = {0}, m[XENT_ROWS], r[XENT_ROWS];
+	if (rows < XENT_ROWS) {
+		for (int k = 0; k < rows; k++)
+			km_ln_back_means(xb + (size_t)k * cols, w, gb + (size_t)k * cols, cols,
+					 mean[p0 + k], rstd[p0 + k], &a[k], &b[k]);
+		return;
+	}
+	memcpy(m, mean + p0, sizeof m);
+	memcpy(r, rstd + p0, sizeof r);
+	for (int j = 0; j < cols; j++)
+		for (int k = 0; k < XENT_ROWS; k++) {
+			size_t at = (size_t)k * cols + j;
+			float dn = w[j] * gb[at];
+			sa[k] += dn;
+			sb[k] += dn * km_ln_hat(xb[at], m[k], r[k]);
+		}
+	for (int k = 0; k < XENT_ROWS; k++) {
+		a[k] = sa[k] / (float)cols;
+		b[k] = sb[k] / (float)cols;
+	}
+}
+
+/* dx rows, then dw and db: each column's sums over the rows in order. The rows' means
+ * come XENT_ROWS rows at a time (ln_back_means_rows), then each row's dx and its share
+ * of dw and db. */
 static int host_layernorm_backward(struct dev *d, int rows, int cols, const float *x,
 				   const float *w, const float *mean, const float *rstd,
 				   const float *dout, float *dx, float *dw, float *db,
 				   struct err *e)
 {
 	dev_count(d, 1, 0, 0);
-	for (int p = 0; p < rows; p++) {
-		const float *xr = x + (size_t)p * cols, *g = dout + (size_t)p * cols;
-		float *dxr = dx + (size_t)p * cols, a, b;
-		km_ln_back_means(xr, w, g, cols, mean[p], rstd[p], &a, &b);
-		for (int j = 0; j < cols; j++)
-			dxr[j] += km_ln_back_dx(xr[j], w[j], g[j], mean[p], rstd[p], a, b);
-		for (int j = 0; j < cols; j++) { /* vectorized: layernorm_backward_dw */
-			dw[j] += g[j] * km_ln_hat(xr[j], mean[p], rstd[p]);
-			db[j] += g[j];
+	for (int p0 = 0; p0 < rows; p0 += XENT_ROWS) {
+		int block = rows - p0 < XENT_ROWS ? rows - p0 : XENT_ROWS;
+		float a[XENT_ROWS], b[XENT_ROWS];
+		ln_back_means_rows(p0, block, cols, x, w, mean, rstd, dout, a, b);
+		for (int k = 0; k < block; k++) {
+			size_t at = (size_t)(p0 + k) * cols;
+			const float *xr = x + at, *g = dout + at;
+			float *dxr = dx + at, m = mean[p0 + k], r = rstd[p0 + k], ak = a[k], bk = b[k];
+			for (int j = 0; j < cols; j++) /* vectorized: layernorm_backward_dx */
+				dxr[j] += km_ln_back_dx(xr[j], w[j], g[j], m, r, ak, bk);
+			for (int j = 0; j < cols; j++) { /* vectorized: layernorm_backward_dw */
+				dw[j] += g[j] * km_ln_hat(xr[j], m, r);
+				db[j] += g[j];
+			}
 		}
 	}
 	return ERR_OK;

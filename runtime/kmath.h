@@ -246,6 +246,12 @@ KM_FN float km_gelu_backward(float x, float dout)
 /* LayerNorm's epsilon, added to the biased variance */
 #define KM_LN_EPS 1e-5f
 
+/* 1 / sqrt(variance + eps) from the sum of n squared deviations */
+KM_FN float km_ln_rstd(float squares, int n)
+{
+	return 1.0f / sqrtf(squares / (float)n + KM_LN_EPS);
+}
+
 /* mean and 1 / sqrt(variance + eps) of one row of n floats: the sum of x, then the sum
  * of (x - mean)^2, each j = 0..n-1 in order, in float */
 KM_FN void km_ln_stats(const float *x, int n, float *mean, float *rstd)
@@ -260,7 +266,7 @@ KM_FN void km_ln_stats(const float *x, int n, float *mean, float *rstd)
 		v += c * c;
 	}
 	*mean = m;
-	*rstd = 1.0f / sqrtf(v / (float)n + KM_LN_EPS);
+	*rstd = km_ln_rstd(v, n);
 }
 
 /* one normalized element */

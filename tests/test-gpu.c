@@ -337,18 +337,22 @@ START_TEST(test_elementwise)
 		dget(d, out[v][4], dbuf, sizeof(float) * n);
 		OK(d->ops->sgd(d, n, 0.1f, 0.0f, 0.0f, 0, dp, dg, dbuf, &E));
 		dget(d, out[v][5], dp, sizeof(float) * n);
-		/* two AdamW steps (decay, then none) on fresh moments: the host's bits */
+		/* two AdamW steps on fresh moments, the host's bits: elements 7.. of a longer
+		 * vector with decay ranges (adjacent ones, one from the slice's start, one past
+		 * its end), then the whole slice without decay */
+		const int32_t ranges[] = {0, 100, 500, 1200, 1200, 1300, 2000, 2400};
+		int32_t *dranges = dput(d, ranges, sizeof ranges);
+		struct dev_adamw a1 = {3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f, 4, dranges};
+		struct dev_adamw a2 = {2e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.19f, 0.0975f, 0, NULL};
 		float *dm = dalloc(d, sizeof(float) * n), *dv = dalloc(d, sizeof(float) * n);
 		OK(d->ops->zero(d, dm, sizeof(float) * n, &E));
 		OK(d->ops->zero(d, dv, sizeof(float) * n, &E));
-		OK(d->ops->adamw(d, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f, dp, dg, dm, dv,
-				 &E));
-		OK(d->ops->adamw(d, n, 2e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.19f, 0.0975f, dp, dz, dm,
-				 dv, &E));
+		OK(d->ops->adamw(d, n, 7, &a1, dp, dg, dm, dv, &E));
+		OK(d->ops->adamw(d, n, 7, &a2, dp, dz, dm, dv, &E));
 		dget(d, out[v][6], dp, sizeof(float) * n);
 		dget(d, out[v][7], dm, sizeof(float) * n);
 		dget(d, out[v][8], dv, sizeof(float) * n);
-		void *bufs[] = {dz, db, dhh, ddh, dsum, dp, dg, dbuf, dm, dv};
+		void *bufs[] = {dz, db, dhh, ddh, dsum, dp, dg, dbuf, dm, dv, dranges};
 		for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 			dfree(d, bufs[i]);
 	}

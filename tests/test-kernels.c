@@ -242,59 +242,196 @@ START_TEST(sgd_bits)
 }
 END_TEST
 
-/* AdamW's loop: every build gives the scalar build's bits (sqrtf and the divisions are
- * correctly rounded in both), with and without decay, from zero and from non-zero
- * moments. */
-START_TEST(adamw_bits)
+/* AdamW's decay table in these tests: ranges of a vector of ADAMW_N elements where a
+ * model's matrices could lie: one at the start, two adjacent ones, one at the end. */
+#define ADAMW_N 1001
+static const int32_t adamw_decay[] = {0, 37, 100, 350, 350, 420, 613, 640, 900, ADAMW_N};
+#define ADAMW_N_DECAY 5
+
+/* The update as one call per run of elements that share their decay would make it (the
+ * runs between the table's boundaries, each cut to the slice [lo, hi), p[0] being
+ * element lo): km_adamw on each element, wd in a range, 0 between them. */
+static void adamw_per_run(const struct dev_adamw *a, int lo, int hi, float *p, const float *g,
+			  float *m, float *v)
 {
-	const size_t n = 1001;
-	float *p0 = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
-	float *m0 = malloc(sizeof(float) * n), *v0 = malloc(sizeof(float) * n);
-	float *p[2], *m[2], *v[2];
+	for (int b = -1; b < 2 * a->n_decay; b++) { /* the run after boundary b */
+		int from = b < 0 ? 0 : a->decay[b];
+		int to = b + 1 < 2 * a->n_decay ? a->decay[b + 1] : hi;
+		float wd = b % 2 == 0 ? a->wd : 0.0f; /* after a range's start: in the range */
+		from = from > lo ? from : lo;
+		to = to < hi ? to : hi;
+		for (int i = from; i < to; i++)
+			km_adamw(&p[i - lo], g[i - lo], &m[i - lo], &v[i - lo], a->lr, a->beta1,
+				 a->beta2, a->eps, wd, a->bc1, a->bc2);
+	}
+}
+
+/* out[0..3) = p, m, v of elements [lo, hi) of in's after one update of them by `ops`
+ * (fused: one call with the table) or by adamw_per_run */
+static void adamw_slice(const struct dev_ops *ops, const struct dev_adamw *a, int lo, int hi,
+			float *const in[4], float *out[3])
+{
+	size_t n = (size_t)(hi - lo);
 	struct err e;
-	for (int k = 0; k < 2; k++) {
-		p[k] = malloc(sizeof(float) * n);
-		m[k] = malloc(sizeof(float) * n);
-		v[k] = malloc(sizeof(float) * n);
+	for (int k = 0; k < 3; k++)
+		memcpy(out[k], in[k == 0 ? 0 : k + 1] + lo, sizeof(float) * n);
+	if (!ops) {
+		adamw_per_run(a, lo, hi, out[0], in[1] + lo, out[1], out[2]);
+		return;
 	}
-	fill_inputs(p0, n, 71, 0);
-	fill_inputs(g, n, 72, 0);
-	fill_inputs(m0, n, 73, 0);
-	for (size_t i = 0; i < n; i++)
-		v0[i] = m0[i] * m0[i]; /* a second moment is never negative */
-	for (int fresh = 0; fresh <= 1; fresh++)
-		for (int wd = 0; wd <= 1; wd++)
-			for (int vi = 0; vi < n_variants; vi++) {
-				const struct dev_ops *ops[2] = {&scalar, &variants[vi].ops};
-				for (int k = 0; k < 2; k++) {
-					memcpy(p[k], p0, sizeof(float) * n);
-					if (fresh) {
-						memset(m[k], 0, sizeof(float) * n);
-						memset(v[k], 0, sizeof(float) * n);
-					} else {
-						memcpy(m[k], m0, sizeof(float) * n);
-						memcpy(v[k], v0, sizeof(float) * n);
-					}
-					ck_assert_int_eq(ops[k]->adamw(NULL, (int)n, 3e-3f, 0.9f, 0.95f,
-								       1e-8f, wd ? 0.1f : 0.0f,
-								       fresh ? 0.1f : 0.271f,
-								       fresh ? 0.05f : 0.142625f,
-								       p[k], g, m[k], v[k], &e),
-							 ERR_OK);
+	ck_assert_int_eq(ops->adamw(NULL, (int)n, lo, a, out[0], in[1] + lo, out[1], out[2], &e),
+			 ERR_OK);
+}
+
+/* AdamW's one call over the decay table gives, in every build (the scalar one included),
+ * the bits of one call per run: every decay boundary where it belongs, also in slices
+ * (a shard) that start and end inside a range or a gap, from zero and from non-zero
+ * moments; sqrtf and the divisions are correctly rounded in every build. */
+START_TEST(adamw_fused_is_per_run)
+{
+	static const int slices[][2] = {{0, ADAMW_N}, {20, 701}, {363, 905}, {37, 100}};
+	static const char *const what[3] = {"parameters", "first moment", "second moment"};
+	float *in[4], *want[3], *got[3];
+	for (int k = 0; k < 4; k++)
+		in[k] = malloc(sizeof(float) * ADAMW_N);
+	for (int k = 0; k < 3; k++) {
+		want[k] = malloc(sizeof(float) * ADAMW_N);
+		got[k] = malloc(sizeof(float) * ADAMW_N);
+	}
+	fill_inputs(in[0], ADAMW_N, 71, 0);
+	fill_inputs(in[1], ADAMW_N, 72, 0);
+	for (int fresh = 0; fresh <= 1; fresh++) {
+		fill_inputs(in[2], ADAMW_N, 73, 0);
+		for (size_t i = 0; i < ADAMW_N; i++) {
+			if (fresh)
+				in[2][i] = 0.0f;
+			in[3][i] = in[2][i] * in[2][i]; /* a second moment is never negative */
+		}
+		struct dev_adamw a = {3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, fresh ? 0.1f : 0.271f,
+				      fresh ? 0.05f : 0.142625f, ADAMW_N_DECAY, adamw_decay};
+		for (size_t sl = 0; sl < sizeof slices / sizeof slices[0]; sl++) {
+			int lo = slices[sl][0], hi = slices[sl][1];
+			adamw_slice(NULL, &a, lo, hi, in, want);
+			for (int vi = -1; vi < n_variants; vi++) {
+				adamw_slice(vi < 0 ? &scalar : &variants[vi].ops, &a, lo, hi, in, got);
+				for (int k = 0; k < 3; k++) {
+					long i = first_difference(want[k], got[k], (size_t)(hi - lo));
+					ck_assert_msg(i < 0, "adamw %s, %s build, slice [%d, %d): "
+						      "element %ld differs from the per-run update's",
+						      what[k], vi < 0 ? "scalar" : variants[vi].name,
+						      lo, hi, lo + i);
 				}
-				assert_same_bits("adamw parameters", variants[vi].name, p[0], p[1], n);
-				assert_same_bits("adamw first moment", variants[vi].name, m[0], m[1], n);
-				assert_same_bits("adamw second moment", variants[vi].name, v[0], v[1], n);
 			}
-	for (int k = 0; k < 2; k++) {
-		free(p[k]);
-		free(m[k]);
-		free(v[k]);
+		}
 	}
-	free(p0);
-	free(g);
-	free(m0);
-	free(v0);
+	for (int k = 0; k < 4; k++)
+		free(in[k]);
+	for (int k = 0; k < 3; k++) {
+		free(want[k]);
+		free(got[k]);
+	}
+}
+END_TEST
+
+/* LayerNorm's backward by its documented order, row after row (kmath.h): the row's two
+ * means j in order, its dx, then dw and db each adding the rows in order */
+static void ln_backward_by_formula(int rows, int cols, const float *x, const float *w,
+				   const float *mean, const float *rstd, const float *dout,
+				   float *dx, float *dw, float *db)
+{
+	for (int p = 0; p < rows; p++) {
+		size_t at = (size_t)p * cols;
+		float a, b;
+		km_ln_back_means(x + at, w, dout + at, cols, mean[p], rstd[p], &a, &b);
+		for (int j = 0; j < cols; j++) {
+			dx[at + j] += km_ln_back_dx(x[at + j], w[j], dout[at + j], mean[p], rstd[p], a,
+						    b);
+			dw[j] += dout[at + j] * km_ln_hat(x[at + j], mean[p], rstd[p]);
+			db[j] += dout[at + j];
+		}
+	}
+}
+
+/* Every build's layernorm forward (its statistics from km_ln_stats, the output from
+ * km_ln_hat) on rows whose statistics are summed side by side in blocks gives the bits of
+ * the row-after-row order; the forward's inputs in stats (mean then rstd) for the
+ * backward's. */
+static void layernorm_forward_is_the_row_formula(int rows, int cols, const float *x,
+						 const float *w, float *stats)
+{
+	size_t n = (size_t)rows * cols;
+	float *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+	float *got_stats = malloc(sizeof(float) * 2 * rows);
+	struct err e;
+	for (int p = 0; p < rows; p++) {
+		km_ln_stats(x + (size_t)p * cols, cols, &stats[p], &stats[rows + p]);
+		for (int j = 0; j < cols; j++) /* the bias: w reversed */
+			want[(size_t)p * cols + j] = km_ln_hat(x[(size_t)p * cols + j], stats[p],
+							       stats[rows + p]) * w[j] + w[cols - 1 - j];
+	}
+	float *b = malloc(sizeof(float) * cols);
+	for (int j = 0; j < cols; j++)
+		b[j] = w[cols - 1 - j];
+	for (int v = -1; v < n_variants; v++) {
+		const struct dev_ops *o = v < 0 ? &scalar : &variants[v].ops;
+		const char *name = v < 0 ? "scalar" : variants[v].name;
+		ck_assert_int_eq(o->layernorm(NULL, rows, cols, x, w, b, got, got_stats,
+					      got_stats + rows, &e), ERR_OK);
+		assert_same_bits("layernorm out by the rows' order", name, want, got, n);
+		assert_same_bits("layernorm mean and rstd by the rows' order", name, stats,
+				 got_stats, 2 * (size_t)rows);
+	}
+	free(want), free(got), free(got_stats), free(b);
+}
+
+/* Every build's layernorm and layernorm_backward (rows summed side by side in blocks)
+ * give the bits of the row-after-row order, for row counts below, at and past a block
+ * and widths that are no multiple of a vector. */
+START_TEST(layernorm_is_the_row_formula)
+{
+	const int shapes[][2] = {{5, 17}, {8, 33}, {19, 129}, {37, 80}};
+	for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+		int rows = shapes[sh][0], cols = shapes[sh][1];
+		size_t n = (size_t)rows * cols;
+		float *x = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
+		float *w = malloc(sizeof(float) * cols), *stats = malloc(sizeof(float) * 2 * rows);
+		float *want[3], *got[3], *init[3];
+		size_t lens[3] = {n, (size_t)cols, (size_t)cols};
+		static const char *const what[3] = {"layernorm dx by the rows' order",
+						   "layernorm dw by the rows' order",
+						   "layernorm db by the rows' order"};
+		struct err e;
+		fill_inputs(x, n, 80 + sh, 0);
+		fill_inputs(g, n, 90 + sh, 0);
+		fill_inputs(w, (size_t)cols, 100 + sh, 0);
+		layernorm_forward_is_the_row_formula(rows, cols, x, w, stats);
+		for (int k = 0; k < 3; k++) {
+			init[k] = malloc(sizeof(float) * lens[k]);
+			want[k] = malloc(sizeof(float) * lens[k]);
+			got[k] = malloc(sizeof(float) * lens[k]);
+			fill_inputs(init[k], lens[k], 110 + k, 0);
+			memcpy(want[k], init[k], sizeof(float) * lens[k]);
+		}
+		ln_backward_by_formula(rows, cols, x, w, stats, stats + rows, g, want[0], want[1],
+				       want[2]);
+		for (int v = -1; v < n_variants; v++) {
+			const struct dev_ops *o = v < 0 ? &scalar : &variants[v].ops;
+			for (int k = 0; k < 3; k++)
+				memcpy(got[k], init[k], sizeof(float) * lens[k]);
+			ck_assert_int_eq(o->layernorm_backward(NULL, rows, cols, x, w, stats,
+							       stats + rows, g, got[0], got[1],
+							       got[2], &e), ERR_OK);
+			for (int k = 0; k < 3; k++)
+				assert_same_bits(what[k], v < 0 ? "scalar" : variants[v].name, want[k],
+						 got[k], lens[k]);
+		}
+		for (int k = 0; k < 3; k++) {
+			free(init[k]);
+			free(want[k]);
+			free(got[k]);
+		}
+		free(x), free(g), free(w), free(stats);
+	}
 }
 END_TEST
 
@@ -745,7 +882,8 @@ int main(void)
 	tcase_add_test(tc, elementwise_bits);
 	tcase_add_test(tc, tanh_backward_col_sum_is_the_two_passes);
 	tcase_add_test(tc, sgd_bits);
-	tcase_add_test(tc, adamw_bits);
+	tcase_add_test(tc, adamw_fused_is_per_run);
+	tcase_add_test(tc, layernorm_is_the_row_formula);
 	tcase_add_test(tc, embedding_bits);
 	tcase_add_test(tc, reductions_agree);
 	tcase_add_test(tc, fingerprint_sees_bits_and_places);

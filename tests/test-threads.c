@@ -311,8 +311,11 @@ static void more_loops_on(int threads, int rows, int cols, float **out, double *
 	float *b = gemmutil_floats((size_t)cols, 33);
 	for (int i = 0; i < 3; i++)
 		out[i] = gemmutil_floats(n, 34 + (uint64_t)i);
-	ck_assert_int_eq(d->ops->adamw(d, (int)n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.25f,
-				       out[0], g, out[1], out[2], &e), ERR_OK);
+	/* the update of elements 5.. of a longer vector, decay boundaries inside the parts and
+	 * across their edges */
+	const int32_t decay[] = {0, 1000, 33000, 34999, 50000, 68001, 90017, (int32_t)n + 5};
+	struct dev_adamw a = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.25f, 4, decay};
+	ck_assert_int_eq(d->ops->adamw(d, (int)n, 5, &a, out[0], g, out[1], out[2], &e), ERR_OK);
 	out[3] = malloc(sizeof(float) * n);
 	ck_assert_int_eq(d->ops->gelu(d, (int)n, g, out[3], &e), ERR_OK);
 	out[4] = gemmutil_floats(n, 37);

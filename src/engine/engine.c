@@ -243,6 +243,19 @@ static int norm_parts_alloc(struct engine *eng, struct replica *r, struct err *e
 	return ERR_OK;
 }
 
+/* AdamW's decay ranges (optim_decay_ranges) on replica r's device, for any optimizer:
+ * engine_reset may switch to AdamW on the same buffers. Waited for, since the host copy
+ * lives on this stack. */
+static int decay_table(struct engine *eng, struct replica *r, struct err *e)
+{
+	int32_t ranges[2 * MODEL_MAX_TENSORS];
+	struct dev *d = r->dev;
+	r->n_decay = optim_decay_ranges(&eng->shape, ranges);
+	ERR_TRY(d->ops->alloc(d, sizeof ranges, (void **)&r->decay, e));
+	ERR_TRY(d->ops->upload(d, r->decay, ranges, sizeof(int32_t) * 2 * (size_t)r->n_decay, e));
+	return d->ops->sync(d, e);
+}
+
 static int replica_init(struct engine *eng, struct replica *r, void *arg, struct err *e)
 {
 	const struct model_shape *m = &eng->shape;
@@ -264,6 +277,7 @@ static int replica_init(struct engine *eng, struct replica *r, void *arg, struct
 	size_t state = state_bytes(r, eng->made.optimizer);
 	ERR_TRY(d->ops->alloc(d, state ? state : sizeof(float), (void **)&r->opt_state, e));
 	ERR_TRY(d->ops->alloc(d, sizeof(double) * ENGINE_LOSS_SLOTS, (void **)&r->loss_slots, e));
+	ERR_TRY(decay_table(eng, r, e));
 	const float unit[1] = {1.0f};
 	ERR_TRY(d->ops->alloc(d, sizeof unit, (void **)&r->terms, e));
 	ERR_TRY(d->ops->upload(d, r->terms, unit, sizeof unit, e));
@@ -289,8 +303,9 @@ static int replica_destroy(struct engine *eng, struct replica *r, void *arg, str
 	free(r->norm_parts);
 	r->norm_parts = NULL;
 	r->norm_blocks = 0;
-	void *bufs[] = {r->params, r->grads, r->opt_state, r->loss_slots, r->terms, r->class_w};
-	for (int i = 0; i < 6; i++)
+	void *bufs[] = {r->params, r->grads, r->opt_state, r->loss_slots, r->terms, r->class_w,
+			r->decay};
+	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		if (bufs[i])
 			r->dev->ops->release(r->dev, bufs[i]);
 	dev_destroy(r->dev);
@@ -787,34 +802,23 @@ double engine_next_lr(const struct engine *eng)
 }
 
 /* AdamW on replica r at rate lr over the parameters its state holds (state_lo ..
- * state_hi), one call per run of consecutive tensors that share their decay flag (the
- * tensors tile the flat vector in order), cut to that slice: the matrices decay by
- * lr * weight_decay, the others not; the first moments fill the state's first vector,
- * the second its second. Element-wise: a slice's bits are those of the whole's. */
+ * state_hi), in one operation: the matrices decay by lr * weight_decay (the replica's
+ * decay table, in the whole vector's elements), the others not; the first moments fill
+ * the state's first vector, the second its second. Element-wise: a slice's bits are
+ * those of the whole's. */
 static int adamw_step(struct engine *eng, struct replica *r, float lr, struct err *e)
 {
 	const struct settings *s = &eng->s;
-	const struct model_shape *m = &eng->shape;
-	struct dev *d = r->dev;
 	int64_t t = eng->updates_done + 1;
-	float bc1 = (float)optim_bias_correction(s->beta1, t);
-	float bc2 = (float)optim_bias_correction(s->beta2, t);
-	size_t first = r->state_lo, last = r->state_hi;
-	float *m1 = r->opt_state, *m2 = r->opt_state + (last - first);
-	for (int i = 0, j; i < m->n_tensors; i = j) {
-		for (j = i + 1; j < m->n_tensors && m->p[j].decay == m->p[i].decay; j++)
-			;
-		size_t lo = m->p[i].offset, hi = m->p[j - 1].offset + m->p[j - 1].count;
-		lo = lo > first ? lo : first;
-		hi = hi < last ? hi : last;
-		if (lo >= hi)
-			continue;
-		float wd = m->p[i].decay ? (float)s->weight_decay : 0.0f;
-		ERR_TRY(d->ops->adamw(d, (int)(hi - lo), lr, (float)s->beta1, (float)s->beta2,
-				      (float)s->eps, wd, bc1, bc2, r->params + lo, r->grads + lo,
-				      m1 + (lo - first), m2 + (lo - first), e));
-	}
-	return ERR_OK;
+	struct dev_adamw a = {lr, (float)s->beta1, (float)s->beta2, (float)s->eps,
+			      (float)s->weight_decay, (float)optim_bias_correction(s->beta1, t),
+			      (float)optim_bias_correction(s->beta2, t), r->n_decay, r->decay};
+	size_t first = r->state_lo, n = r->state_hi - first;
+	float *m1 = r->opt_state, *m2 = r->opt_state + n;
+	if (n == 0) /* an empty slice: more ranks than parameters */
+		return ERR_OK;
+	return r->dev->ops->adamw(r->dev, (int)n, (int)first, &a, r->params + first,
+				  r->grads + first, m1, m2, e);
 }
 
 /* Whether a window with these flags needs the reduced gradient's norm: asked for, or

@@ -46,6 +46,9 @@ struct replica {
 	 * GEMM that adds lambda theta */
 	float *terms;
 	float *class_w;                   /* train.class_weights per id on the device, or NULL */
+	/* AdamW's decay table on the device (optim_decay_ranges): n_decay [lo, hi) pairs */
+	int32_t *decay;
+	int n_decay;
 	struct model_ws *ws;              /* the model's, on the device */
 	struct model_batch *batch;        /* the model's, on the host */
 	/* per-window output */

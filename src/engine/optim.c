@@ -5,6 +5,8 @@
 
 #include <math.h>
 
+#include "model_shape.h"
+
 double optim_lr(const struct lr_plan *p, int64_t t)
 {
 	double q;
@@ -42,4 +44,19 @@ int optim_state_vectors(int kind)
 const char *optim_kind_name(int kind)
 {
 	return kind == OPTIM_ADAMW ? "adamw" : "sgd";
+}
+
+int optim_decay_ranges(const struct model_shape *m, int32_t *ranges)
+{
+	int n = 0;
+	for (int i = 0, j; i < m->n_tensors; i = j) {
+		for (j = i + 1; j < m->n_tensors && m->p[j].decay == m->p[i].decay; j++)
+			;
+		if (!m->p[i].decay)
+			continue;
+		ranges[2 * n] = (int32_t)m->p[i].offset;
+		ranges[2 * n + 1] = (int32_t)(m->p[j - 1].offset + m->p[j - 1].count);
+		n++;
+	}
+	return n;
 }

@@ -25,6 +25,8 @@
 
 #include "settings.h" /* enum optim_kind, enum optim_schedule */
 
+struct model_shape;
+
 /* What decides the learning rate of every update. */
 struct lr_plan {
 	int schedule;     /* enum optim_schedule */
@@ -43,6 +45,11 @@ double optim_bias_correction(double beta, int64_t t);
 /* The optimizer's state vectors of n_params floats each, one after the other in one
  * buffer: SGD's momentum (1), AdamW's first then second moment (2). */
 int optim_state_vectors(int kind);
+/* The ranges of the flat parameter vector that AdamW's weight decay applies to (the
+ * model's matrices), as dev_ops.adamw's table: each run of consecutive tensors with
+ * decay one [lo, hi) pair in ranges (room for MODEL_MAX_TENSORS pairs); returns the
+ * number of pairs. The tensors tile the vector in order, so the pairs ascend. */
+int optim_decay_ranges(const struct model_shape *m, int32_t *ranges);
 /* "sgd" or "adamw", as train.optimizer spells it. */
 const char *optim_kind_name(int kind);
 
