@@ -18,12 +18,18 @@ struct buffer {
 	size_t count;
 };
 
+int gpt_ws_heads_per_call(const struct model_shape *m)
+{
+	size_t T = (size_t)GPT_T(m), H = (size_t)GPT_H(m), fit = GPT_SCORE_FLOATS / (T * T);
+	return (int)(fit < 1 ? 1 : fit < H ? fit : H);
+}
+
 /* The float buffers of ws for R rows (into out, at most 32); returns how many. */
 static int ws_buffers(struct gpt_ws *ws, const struct model_shape *m, size_t R,
 		      struct buffer *out)
 {
 	size_t L = (size_t)GPT_L(m), C = (size_t)GPT_C(m), T = (size_t)GPT_T(m);
-	size_t V = (size_t)m->vocab;
+	size_t V = (size_t)m->vocab, G = (size_t)gpt_ws_heads_per_call(m);
 	const struct buffer b[] = {
 		{&ws->resid, (2 * L + 1) * R * C},
 		{&ws->ln1, L * R * C}, {&ws->ln1_mean, L * R}, {&ws->ln1_rstd, L * R},
@@ -33,7 +39,7 @@ static int ws_buffers(struct gpt_ws *ws, const struct model_shape *m, size_t R,
 		{&ws->lnf, R * C}, {&ws->lnf_mean, R}, {&ws->lnf_rstd, R},
 		{&ws->logits, R * V}, {&ws->loss, R}, {&ws->zero_bias, V},
 		{&ws->dres, R * C}, {&ws->dln, R * C}, {&ws->dbig, R * 4 * C},
-		{&ws->sc, T * T}, {&ws->dsc, T * T},
+		{&ws->sc, G * T * T}, {&ws->dsc, G * T * T},
 	};
 	int n = (int)(sizeof b / sizeof b[0]);
 	for (int i = 0; i < n; i++)
@@ -115,6 +121,7 @@ int gpt_ws_create(struct dev *d, const struct model_shape *m, int max_rows,
 	ws->dev = d;
 	ws->shape = *m;
 	ws->max_rows = max_rows;
+	ws->heads_per_call = gpt_ws_heads_per_call(m);
 	if ((rc = d->ops->alloc(d, 3 * R * sizeof(int32_t), (void **)&ws->ints, e)) ||
 	    (rc = d->ops->alloc(d, arena_floats(m, R) * sizeof(float), (void **)&ws->arena, e))) {
 		gpt_ws_destroy(&ws->head);
