@@ -74,11 +74,12 @@ struct dev_ops {
 	int (*gemm)(struct dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha,
 		    const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
 		    struct err *e);
-	/* `count` products of gemm's form at once, one call: item i is gemm's product on
-	 * a + i * stride_a, b + i * stride_b and c + i * stride_c (strides in floats), each
-	 * item with the bits of that gemm (the host runs every item through the same sgemm;
-	 * CUDA issues one cublasSgemmStridedBatched). The items' C must not overlap. Counted
-	 * as one launch and count products' FLOP. Attention's heads, one call per product. */
+	/* `count` products of gemm's form in one call: item i is gemm's product on
+	 * a + i * stride_a, b + i * stride_b and c + i * stride_c (strides in floats); the
+	 * items' C must not overlap. The host runs every item through gemm's sgemm, so an
+	 * item has the bits of that gemm call; CUDA issues one cublasSgemmStridedBatched
+	 * (the same bits every call, not necessarily cublasSgemm's). Counted as one launch
+	 * and count products' FLOP. The attention's heads: one call per product. */
 	int (*gemm_batched)(struct dev *d, int trans_a, int trans_b, int m, int n, int k,
 			    float alpha, const float *a, int lda, size_t stride_a, const float *b,
 			    int ldb, size_t stride_b, float beta, float *c, int ldc,

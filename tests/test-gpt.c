@@ -302,12 +302,14 @@ START_TEST(head_groups_give_the_bits_of_all_heads)
 }
 END_TEST
 
-/* the rule: every head where H x T x T fits GPT_SCORE_FLOATS, else as many as fit */
+/* the rule: every head where H x S x S fits GPT_SCORE_FLOATS (S: the shorter of the
+ * context and the batch's rows), else as many as fit */
 START_TEST(heads_per_call_fit_the_score_budget)
 {
 	const struct {
-		int heads, context, want;
-	} cases[] = {{12, 1024, 12}, {16, 1024, 16}, {8, 2048, 4}, {16, 2048, 4}, {12, 4096, 1}};
+		int heads, context, rows, want;
+	} cases[] = {{12, 1024, 4096, 12}, {16, 1024, 1024, 16}, {8, 2048, 2048, 4},
+		     {16, 2048, 8192, 4}, {12, 4096, 4096, 1}, {12, 4096, 256, 12}};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		struct settings s;
 		struct model_shape m;
@@ -317,9 +319,10 @@ START_TEST(heads_per_call_fit_the_score_budget)
 				  "model.context=%d data.max_len=%d", cases[i].heads,
 				  16 * cases[i].heads, cases[i].context, cases[i].context);
 		ck_assert_msg(model_shape_init(&m, &s, &e) == ERR_OK, "%s", e.msg);
-		ck_assert_int_eq(gpt_ws_heads_per_call(&m), cases[i].want);
-		ck_assert((size_t)cases[i].want * cases[i].context * cases[i].context <=
-			  GPT_SCORE_FLOATS || cases[i].want == 1);
+		size_t S = gpt_ws_segment_max(&m, cases[i].rows);
+		ck_assert_uint_eq(S, (size_t)(cases[i].rows < cases[i].context ? cases[i].rows
+									 : cases[i].context));
+		ck_assert_int_eq(gpt_ws_heads_per_call(&m, cases[i].rows), cases[i].want);
 	}
 }
 END_TEST

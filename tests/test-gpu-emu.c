@@ -191,6 +191,17 @@ START_TEST(test_cublas_validation)
 }
 END_TEST
 
+/* count 4 x 4 x 4 products C_i = op(A_i) A'_i, A_i at a + i sa (lda), A'_i at a + i sb
+ * (ld 4), C_i at c + i sc (ld 4) */
+static cublasStatus_t batch_4x4(cublasHandle_t h, cublasOperation_t ta, const float *a,
+				int lda, long long sa, long long sb, float *c, long long sc,
+				int count)
+{
+	static const float one = 1.0f, zero = 0.0f;
+	return cublasSgemmStridedBatched(h, ta, CUBLAS_OP_N, 4, 4, 4, &one, a, lda, sa, a, 4, sb,
+					 &zero, c, 4, sc, count);
+}
+
 /* cublasSgemmStridedBatched: cuBLAS's own checks (a negative count, a leading dimension
  * below the rows) and the emulator's stricter ones (items of C that overlap, a last item
  * past its allocation), then a valid batch gives each item's cublasSgemm bits. */
@@ -210,26 +221,18 @@ START_TEST(test_cublas_batched_validation)
 	ck_assert_int_eq(cudaMemcpyAsync(a, got, sizeof got, cudaMemcpyHostToDevice, s),
 			 cudaSuccess);
 	/* two 4 x 4 items, 16 floats apart, in buffers of 32 (A, B) and 48 floats (C) */
-	ck_assert_int_eq(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a,
-						   4, 16, a, 4, 16, &zero, c, 4, 16, -1),
+	ck_assert_int_eq(batch_4x4(h, CUBLAS_OP_N, a, 4, 16, 16, c, 16, -1),
 			 CUBLAS_STATUS_INVALID_VALUE);
-	ck_assert_int_eq(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a,
-						   3, 16, a, 4, 16, &zero, c, 4, 16, 2),
+	ck_assert_int_eq(batch_4x4(h, CUBLAS_OP_N, a, 3, 16, 16, c, 16, 2),
 			 CUBLAS_STATUS_INVALID_VALUE);
 	/* C's items 8 floats apart overlap (16 floats each) */
-	ck_assert_int_eq(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a,
-						   4, 16, a, 4, 16, &zero, c, 4, 8, 2),
+	ck_assert_int_eq(batch_4x4(h, CUBLAS_OP_N, a, 4, 16, 16, c, 8, 2),
 			 CUBLAS_STATUS_INVALID_VALUE);
 	/* three items: C's fit its 48 floats, A's third would end 48 floats into its 32 */
-	ck_assert_int_eq(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a,
-						   4, 8, a, 4, 0, &zero, c, 4, 16, 3),
-			 CUBLAS_STATUS_SUCCESS);
-	ck_assert_int_eq(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a,
-						   4, 16, a, 4, 0, &zero, c, 4, 16, 3),
+	ck_assert_int_eq(batch_4x4(h, CUBLAS_OP_N, a, 4, 8, 0, c, 16, 3), CUBLAS_STATUS_SUCCESS);
+	ck_assert_int_eq(batch_4x4(h, CUBLAS_OP_N, a, 4, 16, 0, c, 16, 3),
 			 CUBLAS_STATUS_INVALID_VALUE);
-	ck_assert_int_eq(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, 4, 4, 4, &one, a,
-						   4, 16, a, 4, 16, &zero, c, 4, 16, 2),
-			 CUBLAS_STATUS_SUCCESS);
+	ck_assert_int_eq(batch_4x4(h, CUBLAS_OP_T, a, 4, 16, 16, c, 16, 2), CUBLAS_STATUS_SUCCESS);
 	ck_assert_int_eq(cudaMemcpyAsync(got, c, sizeof got, cudaMemcpyDeviceToHost, s),
 			 cudaSuccess);
 	ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
