@@ -1,12 +1,15 @@
 /*
  * cublas: the emulated device's cuBLAS (see cublas_api.h). A handle belongs to the device
- * current when it was created; its stream and math mode are honoured. cublasSgemm
- * validates its arguments as cuBLAS does (CUBLAS_STATUS_INVALID_VALUE for a negative
- * size or a leading dimension below the rows of its operand), checks, stricter, that
- * every operand lies within one allocation of the handle's device, and queues the
- * column-major product on the stream, computed by the host BLAS. A wrong transpose or
- * leading dimension therefore gives the wrong product, or an error, as on a GPU. The
- * TF32 math mode rounds the operands to TF32 first, as tensor cores would.
+ * current when it was created; its stream and math mode are honoured. cublasSgemm and
+ * cublasSgemmStridedBatched validate their arguments as cuBLAS does
+ * (CUBLAS_STATUS_INVALID_VALUE for a negative size or count or a leading dimension below
+ * the rows of its operand), check, stricter, that every operand's items lie within one
+ * allocation of the handle's device, that no stride is negative and that the items of C
+ * lie stacked or side by side (valid_strides: overlapping ones would race on a GPU), and
+ * queue the column-major products on the stream, computed by the host BLAS item after
+ * item. A wrong transpose or leading dimension therefore gives the wrong product, or an
+ * error, as on a GPU. The TF32 math mode rounds the operands to TF32 first, as tensor
+ * cores would.
  */
 #include <stdint.h>
 #include <string.h>
@@ -135,34 +138,123 @@ static std::shared_ptr<std::vector<float>> rounded(const float *a, size_t floats
 	return v;
 }
 
-static cublasStatus_t gemm_args(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
-				int m, int n, int k, const float *alpha, const float *A, int lda,
-				const float *B, int ldb, const float *beta, const float *C, int ldc)
+/* A batch of column-major products (cublasSgemm's is the batch of one, strides 0). */
+struct gemm_batch {
+	cublasOperation_t ta, tb;
+	int m, n, k, lda, ldb, ldc, count;
+	long long sa, sb, sc; /* floats between items */
+};
+
+/* The bytes an operand's `count` items of `one` bytes each, `stride` floats apart, span. */
+static size_t batch_span(size_t one, long long stride, int count)
 {
-	int a_rows = ta == CUBLAS_OP_N ? m : k, a_cols = ta == CUBLAS_OP_N ? k : m;
-	int b_rows = tb == CUBLAS_OP_N ? k : n, b_cols = tb == CUBLAS_OP_N ? n : k;
+	if (one == 0 || count <= 0)
+		return 0;
+	return (size_t)(count - 1) * (size_t)stride * sizeof(float) + one;
+}
+
+/* cuBLAS's own checks: the operations, sizes, leading dimensions, scalars and count */
+static bool valid_sizes(const gemm_batch &g, const float *alpha, const float *beta)
+{
+	int a_rows = g.ta == CUBLAS_OP_N ? g.m : g.k, b_rows = g.tb == CUBLAS_OP_N ? g.k : g.n;
+	bool ops = (g.ta == CUBLAS_OP_N || g.ta == CUBLAS_OP_T || g.ta == CUBLAS_OP_C) &&
+		   (g.tb == CUBLAS_OP_N || g.tb == CUBLAS_OP_T || g.tb == CUBLAS_OP_C);
+	return ops && g.m >= 0 && g.n >= 0 && g.k >= 0 && g.count >= 0 &&
+	       g.lda >= (a_rows > 1 ? a_rows : 1) && g.ldb >= (b_rows > 1 ? b_rows : 1) &&
+	       g.ldc >= (g.m > 1 ? g.m : 1) && alpha && beta;
+}
+
+/* The emulator's own, stricter: strides that cuBLAS takes but ddptok never passes
+ * (negative), and items of C that may overlap (on a GPU they would race: the result is
+ * undefined). C's items are accepted stacked (each after the last element of the one
+ * before) or side by side (each m rows after the one before, all within ldc rows). */
+static bool valid_strides(const gemm_batch &g)
+{
+	if (g.sa < 0 || g.sb < 0 || g.sc < 0)
+		return false;
+	if (g.count <= 1 || g.m == 0 || g.n == 0)
+		return true;
+	bool stacked = (size_t)g.sc * sizeof(float) >= span(g.m, g.n, g.ldc);
+	bool side_by_side = g.sc >= g.m && (long long)(g.count - 1) * g.sc + g.m <= g.ldc;
+	return stacked || side_by_side;
+}
+
+static cublasStatus_t gemm_args(cublasHandle_t h, const char *call, const gemm_batch &g,
+				const float *alpha, const float *A, const float *B,
+				const float *beta, const float *C)
+{
+	int a_rows = g.ta == CUBLAS_OP_N ? g.m : g.k, a_cols = g.ta == CUBLAS_OP_N ? g.k : g.m;
+	int b_rows = g.tb == CUBLAS_OP_N ? g.k : g.n, b_cols = g.tb == CUBLAS_OP_N ? g.n : g.k;
 	if (!live(h))
 		return CUBLAS_STATUS_NOT_INITIALIZED;
-	if ((ta != CUBLAS_OP_N && ta != CUBLAS_OP_T && ta != CUBLAS_OP_C) ||
-	    (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T && tb != CUBLAS_OP_C) || m < 0 || n < 0 ||
-	    k < 0 || lda < (a_rows > 1 ? a_rows : 1) || ldb < (b_rows > 1 ? b_rows : 1) ||
-	    ldc < (m > 1 ? m : 1) || !alpha || !beta) {
-		emu::report("cublasSgemm(%c, %c, m %d, n %d, k %d, lda %d, ldb %d, ldc %d): invalid "
-			    "value (op(A) has %d rows, op(B) %d, C %d)", ta ? 'T' : 'N',
-			    tb ? 'T' : 'N', m, n, k, lda, ldb, ldc, a_rows, b_rows, m);
+	if (!valid_sizes(g, alpha, beta) || !valid_strides(g)) {
+		emu::report("%s(%c, %c, m %d, n %d, k %d, lda %d, ldb %d, ldc %d, strides "
+			    "%lld %lld %lld, count %d): invalid value (op(A) has %d rows, op(B) "
+			    "%d, C %d; items of C must not overlap)", call, g.ta ? 'T' : 'N',
+			    g.tb ? 'T' : 'N', g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.sa, g.sb, g.sc,
+			    g.count, a_rows, b_rows, g.m);
 		return CUBLAS_STATUS_INVALID_VALUE;
 	}
 	if (emu::current_device() != h->device) {
-		emu::report("cublasSgemm: the handle is device %d's, the thread's current device is "
-			    "%d", h->device, emu::current_device());
+		emu::report("%s: the handle is device %d's, the thread's current device is %d",
+			    call, h->device, emu::current_device());
 		return CUBLAS_STATUS_INVALID_VALUE;
 	}
-	if (m == 0 || n == 0)
+	if (g.m == 0 || g.n == 0 || g.count == 0)
 		return CUBLAS_STATUS_SUCCESS;
-	if ((k > 0 && (emu::check_range("cublasSgemm", "A", A, span(a_rows, a_cols, lda), h->device) ||
-		       emu::check_range("cublasSgemm", "B", B, span(b_rows, b_cols, ldb), h->device))) ||
-	    emu::check_range("cublasSgemm", "C", C, span(m, n, ldc), h->device))
+	size_t a = batch_span(span(a_rows, a_cols, g.lda), g.sa, g.count);
+	size_t b = batch_span(span(b_rows, b_cols, g.ldb), g.sb, g.count);
+	size_t c = batch_span(span(g.m, g.n, g.ldc), g.sc, g.count);
+	if ((g.k > 0 && (emu::check_range(call, "A", A, a, h->device) ||
+			 emu::check_range(call, "B", B, b, h->device))) ||
+	    emu::check_range(call, "C", C, c, h->device))
 		return CUBLAS_STATUS_INVALID_VALUE;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Item i of the batch, C = alpha op(A) op(B) + beta C on the host, as the stream runs it;
+ * with tf the operands rounded to TF32 first, read when the product runs, as the device
+ * does. */
+static void product(const gemm_batch &g, int i, bool tf, float alpha, const float *A,
+		    const float *B, float beta, float *C)
+{
+	A += i * g.sa, B += i * g.sb, C += i * g.sc;
+	int m = g.m, n = g.n, k = g.k;
+	if (k == 0) {
+		for (int j = 0; j < n; j++)
+			for (int r = 0; r < m; r++)
+				C[(size_t)j * g.ldc + r] =
+					beta == 0.0f ? 0.0f : beta * C[(size_t)j * g.ldc + r];
+		return;
+	}
+	bool an = g.ta == CUBLAS_OP_N, bn = g.tb == CUBLAS_OP_N;
+	std::shared_ptr<std::vector<float>> ra, rb;
+	if (tf) {
+		ra = rounded(A, span(an ? m : k, an ? k : m, g.lda) / 4);
+		rb = rounded(B, span(bn ? k : n, bn ? n : k, g.ldb) / 4);
+		A = ra->data();
+		B = rb->data();
+	}
+	cblas_sgemm(CblasColMajor, an ? CblasNoTrans : CblasTrans, bn ? CblasNoTrans : CblasTrans,
+		    m, n, k, alpha, A, g.lda, B, g.ldb, beta, C, g.ldc);
+}
+
+/* Checks the batch, then queues its products, items in order, on the handle's stream. */
+static cublasStatus_t batch(cublasHandle_t h, const char *call, const gemm_batch &g,
+			    const float *alpha, const float *A, const float *B,
+			    const float *beta, float *C)
+{
+	cublasStatus_t st = gemm_args(h, call, g, alpha, A, B, beta, C);
+	if (st != CUBLAS_STATUS_SUCCESS || g.m == 0 || g.n == 0 || g.count == 0)
+		return st;
+	if (emu::sticky(h->device) != cudaSuccess)
+		return CUBLAS_STATUS_EXECUTION_FAILED;
+	float a = *alpha, b = *beta; /* host pointer mode: read at the call */
+	bool tf = h->math == CUBLAS_TF32_TENSOR_OP_MATH || h->math == CUBLAS_TENSOR_OP_MATH;
+	emu::enqueue(h->stream, [=] {
+		for (int i = 0; i < g.count; i++)
+			product(g, i, tf, a, A, B, b, C);
+	});
 	return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -171,32 +263,18 @@ extern "C" cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta,
 				      const float *alpha, const float *A, int lda, const float *B,
 				      int ldb, const float *beta, float *C, int ldc)
 {
-	cublasStatus_t st = gemm_args(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
-	if (st != CUBLAS_STATUS_SUCCESS || m == 0 || n == 0)
-		return st;
-	if (emu::sticky(h->device) != cudaSuccess)
-		return CUBLAS_STATUS_EXECUTION_FAILED;
-	float a = *alpha, b = *beta; /* host pointer mode: read at the call */
-	bool tf = h->math == CUBLAS_TF32_TENSOR_OP_MATH || h->math == CUBLAS_TENSOR_OP_MATH;
-	int a_cols = ta == CUBLAS_OP_N ? k : m, b_cols = tb == CUBLAS_OP_N ? n : k;
-	emu::enqueue(h->stream, [=] {
-		const float *pa = A, *pb = B;
-		std::shared_ptr<std::vector<float>> ra, rb;
-		if (tf && k > 0) { /* read when the product runs, as the device does */
-			ra = rounded(A, span(ta == CUBLAS_OP_N ? m : k, a_cols, lda) / 4);
-			rb = rounded(B, span(tb == CUBLAS_OP_N ? k : n, b_cols, ldb) / 4);
-			pa = ra->data();
-			pb = rb->data();
-		}
-		if (k == 0) {
-			for (int j = 0; j < n; j++)
-				for (int i = 0; i < m; i++)
-					C[(size_t)j * ldc + i] = b == 0.0f ? 0.0f : b * C[(size_t)j * ldc + i];
-			return;
-		}
-		cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
-			    tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, a, pa, lda, pb,
-			    ldb, b, C, ldc);
-	});
-	return CUBLAS_STATUS_SUCCESS;
+	return batch(h, "cublasSgemm", gemm_batch{ta, tb, m, n, k, lda, ldb, ldc, 1, 0, 0, 0},
+		     alpha, A, B, beta, C);
+}
+
+extern "C" cublasStatus_t
+cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+			  int n, int k, const float *alpha, const float *A, int lda,
+			  long long strideA, const float *B, int ldb, long long strideB,
+			  const float *beta, float *C, int ldc, long long strideC, int batchCount)
+{
+	return batch(h, "cublasSgemmStridedBatched",
+		     gemm_batch{ta, tb, m, n, k, lda, ldb, ldc, batchCount, strideA, strideB,
+				strideC},
+		     alpha, A, B, beta, C);
 }

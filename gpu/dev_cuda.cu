@@ -298,6 +298,32 @@ static int cu_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int k,
 	return ERR_OK;
 }
 
+/* The batch as one cublasSgemmStridedBatched, operands swapped as in cu_gemm. k <= 0
+ * (no product, C = beta C) goes item by item through cu_gemm's kernel. */
+static int cu_gemm_batched(struct dev *d, int trans_a, int trans_b, int m, int n, int k,
+			   float alpha, const float *a, int lda, size_t stride_a, const float *b,
+			   int ldb, size_t stride_b, float beta, float *c, int ldc,
+			   size_t stride_c, int count, struct err *e)
+{
+	struct cuda_dev *cd = cdev(d);
+	if (k <= 0) {
+		for (int i = 0; i < count; i++)
+			ERR_TRY(cu_gemm(d, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
+					c + i * stride_c, ldc, e));
+		return ERR_OK;
+	}
+	ENTER_UNLESS(cd, m <= 0 || n <= 0 || count <= 0, e);
+	dev_count(d, 1, 0, 0);
+	dev_count_gemms(d, count, m, n, k, 0.0); /* queued: its time is the device's */
+	BLAS_TRY(cd,
+		 cublasSgemmStridedBatched(cd->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+					   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
+					   ldb, (long long)stride_b, a, lda, (long long)stride_a,
+					   &beta, c, ldc, (long long)stride_c, count),
+		 e);
+	return ERR_OK;
+}
+
 static int cu_embed_gather(struct dev *d, int rows, int width, int dim, const int32_t *ctx,
 			   const float *table, float *x, struct err *e)
 {
@@ -610,12 +636,16 @@ static const struct dev_ops cuda_ops = {
 	.zero = cu_zero,
 	.sync = cu_sync,
 	.gemm = cu_gemm,
+	.gemm_batched = cu_gemm_batched,
 	.embed_gather = cu_embed_gather,
 	.bias_tanh = cu_bias_tanh,
 	.xent = cu_xent,
 	.sum = cu_sum,
 	.sum_acc = cu_sum_acc,
 	.sum_squares = cu_sum_squares,
+	/* its sum is two passes, no blocks a rank could share (dev.h) */
+	.sum_squares_blocks = NULL,
+	.squares_block = 0,
 	.col_sum_acc = cu_col_sum_acc,
 	.tanh_backward_col_sum = cu_tanh_backward_col_sum,
 	.embed_backward = cu_embed_backward,

@@ -4,9 +4,9 @@
  * Every kernel gives the host's bits (compiled with --fmad=false, as the rest of the
  * backend): the element-wise ones apply the kmath.h formula to each element; the ones
  * that reduce keep the host's order by giving each sum to one thread: a thread per row
- * for LayerNorm's statistics and dx and for the softmax rows, a thread per column for
- * LayerNorm's dw and db (rows ascending, starting from the value already there). No
- * atomics. Each operation is queued on the device's stream and does not wait.
+ * for LayerNorm's statistics and dx and for the softmax rows (of every head), a thread
+ * per column for LayerNorm's dw and db (rows ascending, starting from the value already
+ * there). No atomics. Each operation is queued on the device's stream and does not wait.
  */
 #include "gpt_kernels.h"
 
@@ -137,17 +137,21 @@ __global__ void k_gelu_backward(int n, const float *x, float *dout)
 	}
 }
 
-__global__ void k_causal_softmax(int n, float scale, float *s)
+/* one thread per row of every head: row r is head r / n's row r % n */
+__global__ void k_causal_softmax(int heads, int n, size_t stride, float scale, float *s)
 {
-	GPT_STRIDE(i, (size_t)n) {
-		km_causal_softmax_row(s + i * n, (int)i, n, scale);
+	GPT_STRIDE(r, (size_t)heads * n) {
+		size_t h = r / n, i = r % n;
+		km_causal_softmax_row(s + h * stride + i * n, (int)i, n, scale);
 	}
 }
 
-__global__ void k_causal_softmax_backward(int n, float scale, const float *p, float *dp)
+__global__ void k_causal_softmax_backward(int heads, int n, size_t stride, float scale,
+					  const float *p, float *dp)
 {
-	GPT_STRIDE(i, (size_t)n) {
-		km_causal_softmax_back_row(p + i * n, dp + i * n, (int)i, n, scale);
+	GPT_STRIDE(r, (size_t)heads * n) {
+		size_t h = r / n, i = r % n, row = h * stride + i * n;
+		km_causal_softmax_back_row(p + row, dp + row, (int)i, n, scale);
 	}
 }
 
@@ -208,17 +212,19 @@ int gpt_cu_gelu_backward(struct dev *d, int n, const float *x, float *dout, stru
 	GPT_LAUNCH(d, e, k_gelu_backward, (size_t)n, n, x, dout);
 }
 
-int gpt_cu_causal_softmax(struct dev *d, int n, float scale, float *s, struct err *e)
+int gpt_cu_causal_softmax(struct dev *d, int heads, int n, size_t stride, float scale,
+			  float *s, struct err *e)
 {
-	if (n <= 0)
+	if (heads <= 0 || n <= 0)
 		return ERR_OK;
-	GPT_LAUNCH(d, e, k_causal_softmax, (size_t)n, n, scale, s);
+	GPT_LAUNCH(d, e, k_causal_softmax, (size_t)heads * n, heads, n, stride, scale, s);
 }
 
-int gpt_cu_causal_softmax_backward(struct dev *d, int n, float scale, const float *p,
-				   float *dp, struct err *e)
+int gpt_cu_causal_softmax_backward(struct dev *d, int heads, int n, size_t stride,
+				   float scale, const float *p, float *dp, struct err *e)
 {
-	if (n <= 0)
+	if (heads <= 0 || n <= 0)
 		return ERR_OK;
-	GPT_LAUNCH(d, e, k_causal_softmax_backward, (size_t)n, n, scale, p, dp);
+	GPT_LAUNCH(d, e, k_causal_softmax_backward, (size_t)heads * n, heads, n, stride, scale,
+		   p, dp);
 }

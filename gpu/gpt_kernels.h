@@ -26,8 +26,9 @@ int gpt_cu_layernorm_backward(struct dev *d, int rows, int cols, const float *x,
 			      const float *dout, float *dx, float *dw, float *db, struct err *e);
 int gpt_cu_gelu(struct dev *d, int n, const float *x, float *out, struct err *e);
 int gpt_cu_gelu_backward(struct dev *d, int n, const float *x, float *dout, struct err *e);
-int gpt_cu_causal_softmax(struct dev *d, int n, float scale, float *s, struct err *e);
-int gpt_cu_causal_softmax_backward(struct dev *d, int n, float scale, const float *p,
-				   float *dp, struct err *e);
+int gpt_cu_causal_softmax(struct dev *d, int heads, int n, size_t stride, float scale,
+			  float *s, struct err *e);
+int gpt_cu_causal_softmax_backward(struct dev *d, int heads, int n, size_t stride,
+				   float scale, const float *p, float *dp, struct err *e);
 
 #endif

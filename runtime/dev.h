@@ -83,6 +83,16 @@ struct dev_ops {
 	int (*gemm)(struct dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha,
 		    const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
 		    struct err *e);
+	/* `count` products of gemm's form in one call: item i is gemm's product on
+	 * a + i * stride_a, b + i * stride_b and c + i * stride_c (strides in floats); the
+	 * items' C must not overlap. The host runs every item through gemm's sgemm, so an
+	 * item has the bits of that gemm call; CUDA issues one cublasSgemmStridedBatched
+	 * (the same bits every call, not necessarily cublasSgemm's). Counted as one launch
+	 * and count products' FLOP. The attention's heads: one call per product. */
+	int (*gemm_batched)(struct dev *d, int trans_a, int trans_b, int m, int n, int k,
+			    float alpha, const float *a, int lda, size_t stride_a, const float *b,
+			    int ldb, size_t stride_b, float beta, float *c, int ldc,
+			    size_t stride_c, int count, struct err *e);
 
 	/* x[p, j*dim + t] = table[ctx[p*width + j]*dim + t] for p < rows, j < width, t < dim */
 	int (*embed_gather)(struct dev *d, int rows, int width, int dim, const int32_t *ctx,
@@ -194,13 +204,16 @@ struct dev_ops {
 	int (*gelu)(struct dev *d, int n, const float *x, float *out, struct err *e);
 	/* dout[i] = km_gelu_backward(x[i], dout[i]) in place */
 	int (*gelu_backward)(struct dev *d, int n, const float *x, float *dout, struct err *e);
-	/* every row i < n of the n x n matrix s (ld n) through km_causal_softmax_row, in
-	 * place: the attention probabilities of one head of one document */
-	int (*causal_softmax)(struct dev *d, int n, float scale, float *s, struct err *e);
-	/* every row through km_causal_softmax_back_row: dp (n x n) becomes the gradient of
-	 * the scores, given the probabilities p */
-	int (*causal_softmax_backward)(struct dev *d, int n, float scale, const float *p,
-				       float *dp, struct err *e);
+	/* `heads` n x n matrices, head h's at s + h * stride (ld n, stride >= n * n): every
+	 * row i < n of each through km_causal_softmax_row, in place, which scales, masks
+	 * (j > i becomes 0) and normalizes in the one pass: the attention probabilities of
+	 * the heads of one document, one launch */
+	int (*causal_softmax)(struct dev *d, int heads, int n, size_t stride, float scale,
+			      float *s, struct err *e);
+	/* every row of every head through km_causal_softmax_back_row: dp (the same layout)
+	 * becomes the gradient of the scores, given the probabilities p */
+	int (*causal_softmax_backward)(struct dev *d, int heads, int n, size_t stride,
+				       float scale, const float *p, float *dp, struct err *e);
 };
 
 struct dev {
@@ -223,13 +236,21 @@ static inline void dev_count(struct dev *d, unsigned launches, unsigned copies, 
 	}
 }
 
-/* Counts a GEMM of m x n x k that kept the host `seconds` (0 where it only queued). */
-static inline void dev_count_gemm(struct dev *d, int m, int n, int k, double seconds)
+/* Counts `count` GEMMs of m x n x k that kept the host `seconds` together (0 where they
+ * only queued). */
+static inline void dev_count_gemms(struct dev *d, int count, int m, int n, int k,
+				   double seconds)
 {
 	if (d) {
-		d->counts.gemm_flop += 2.0 * m * n * k;
+		d->counts.gemm_flop += 2.0 * m * n * k * count;
 		d->counts.gemm_seconds += seconds;
 	}
+}
+
+/* Counts one GEMM of m x n x k. */
+static inline void dev_count_gemm(struct dev *d, int m, int n, int k, double seconds)
+{
+	dev_count_gemms(d, 1, m, n, k, seconds);
 }
 
 /* what was counted between `before` and `now` */

@@ -12,10 +12,12 @@
  *
  * A device made with T > 1 threads (devices.threads) splits its larger operations over
  * its team (dev_host_team.h): a GEMM by rows of C, in parts of whole gemm_row_block()
- * rows, each part one single-threaded sgemm; bias_tanh, xent and layernorm by rows;
- * scale, sgd, adamw (all its tensors in one operation), gelu and its backward by
- * elements. Every element of a result is computed by the same operations as with one
- * thread, so the bits do not depend on T
+ * rows, each part one single-threaded sgemm; a batch of GEMMs (gemm_batched) by whole
+ * products, or each product by rows where that makes more parts; causal_softmax and its
+ * backward by whole heads; bias_tanh, xent and layernorm by rows; scale, sgd, adamw (all
+ * its tensors in one operation), gelu and its backward by elements. Every element of a
+ * result is computed by the same operations as with one thread, so the bits do not
+ * depend on T
  * (for the GEMM gemm.h checks it on this CPU before it chooses oneDNN; for OpenBLAS it
  * holds for the kernels measured, see docs/threads.md; the unit tests check both on the
  * machine they run on). sum_squares is split by its fixed blocks, whose sums this thread
@@ -110,42 +112,7 @@ static int host_sync(struct dev *d, struct err *e)
 	return ERR_OK;
 }
 
-static int host_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha,
-		     const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
-		     struct err *e)
-{
-	if (m <= 0 || n <= 0)
-		return ERR_OK;
-	dev_count(d, 1, 0, 0);
-	if (k <= 0) {
-		/* C = beta * C: BLAS implementations disagree on k == 0, do it here */
-		for (int i = 0; i < m; i++)
-			for (int j = 0; j < n; j++)
-				c[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(size_t)i * ldc + j];
-		return ERR_OK;
-	}
-	double t0 = clock_now_s();
-	gemm_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-	dev_count_gemm(d, m, n, k, clock_now_s() - t0);
-	return ERR_OK;
-}
-
-/* the memory operations and the GEMM, shared by every build of the loops */
-static void host_fill_common(struct dev_ops *o)
-{
-	o->name = "cpu";
-	o->destroy = host_destroy;
-	o->alloc = host_alloc;
-	o->release = host_release;
-	o->upload = host_upload;
-	o->download = host_download;
-	o->copy = host_upload;
-	o->zero = host_zero;
-	o->sync = host_sync;
-	o->gemm = host_gemm;
-}
-
-/* ---- operations split over a device's team ---- */
+/* ---- GEMMs: one product, or a batch of them, on this thread or on the team ---- */
 
 /* the least work worth handing to another thread: floating-point operations of a GEMM
  * part, elements of a loop's part */
@@ -177,44 +144,136 @@ static void part_range(int p, int parts, size_t step, size_t n, size_t *lo, size
 	*hi = p == parts - 1 ? n : *lo + step;
 }
 
+/* The operands of a batch of products (gemm_batched's arguments; a single product is
+ * the batch of one), m, n > 0. `step` is a part's items, or rows, on a team. */
 struct gemm_args {
-	int trans_a, trans_b, n, k, lda, ldb, ldc;
-	size_t m, step;
+	int trans_a, trans_b, m, n, k, lda, ldb, ldc;
+	size_t stride_a, stride_b, stride_c, count, step;
 	float alpha, beta;
 	const float *a, *b;
 	float *c;
 };
 
-/* rows [lo, hi) of C, by one single-threaded sgemm */
-static void gemm_part(void *arg, int p, int parts)
+/* Product i of the batch, whole, on this thread: the process's sgemm, or C = beta C for
+ * k <= 0 (BLAS implementations disagree on k == 0, so it is done here). */
+static void gemm_item(const struct gemm_args *g, size_t i)
+{
+	float *c = g->c + i * g->stride_c;
+	if (g->k > 0) {
+		gemm_sgemm(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, g->a + i * g->stride_a,
+			   g->lda, g->b + i * g->stride_b, g->ldb, g->beta, c, g->ldc);
+		return;
+	}
+	for (int r = 0; r < g->m; r++)
+		for (int j = 0; j < g->n; j++)
+			c[(size_t)r * g->ldc + j] =
+				g->beta == 0.0f ? 0.0f : g->beta * c[(size_t)r * g->ldc + j];
+}
+
+/* items [lo, hi) of part p */
+static void gemm_items_part(void *arg, int p, int parts)
 {
 	const struct gemm_args *g = arg;
 	size_t lo, hi;
-	part_range(p, parts, g->step, g->m, &lo, &hi);
+	part_range(p, parts, g->step, g->count, &lo, &hi);
+	for (size_t i = lo; i < hi; i++)
+		gemm_item(g, i);
+}
+
+/* rows [lo, hi) of C of the batch's only item (count 1), by one single-threaded sgemm */
+static void gemm_rows_part(void *arg, int p, int parts)
+{
+	const struct gemm_args *g = arg;
+	size_t lo, hi;
+	part_range(p, parts, g->step, (size_t)g->m, &lo, &hi);
 	const float *a = g->trans_a ? g->a + lo : g->a + lo * (size_t)g->lda;
 	gemm_sgemm(g->trans_a, g->trans_b, (int)(hi - lo), g->n, g->k, g->alpha, a, g->lda, g->b,
 		   g->ldb, g->beta, g->c + lo * (size_t)g->ldc, g->ldc);
 }
 
-static int split_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha,
-		      const float *a, int lda, const float *b, int ldb, float beta, float *c,
-		      int ldc, struct err *e)
+/* The parts `n` pieces of `flop` each are cut into over `threads` threads (1: not cut),
+ * in whole `align`-piece blocks; *step the pieces of a part. */
+static int gemm_parts(size_t n, size_t align, double flop, int threads, size_t *step)
 {
-	struct host_dev *hd = hdev(d);
-	struct gemm_args g = {trans_a, trans_b, n, k, lda, ldb, ldc, (size_t)m, 0, alpha, beta,
-			      a, b, c};
-	double row_flop = 2.0 * (n > 0 ? n : 0) * (k > 0 ? k : 0);
-	size_t min_rows = row_flop > 0 ? (size_t)(GEMM_PART_FLOP / row_flop) + 1 : 0;
-	int parts = m > 0 && row_flop > 0 ? cut_parts((size_t)m, (size_t)gemm_row_block(gemm_chosen()), min_rows,
-						       hd->team.threads, &g.step) : 1;
-	if (parts < 2)
-		return host_gemm(d, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-				 e);
+	*step = n;
+	if (flop <= 0 || threads < 2)
+		return 1;
+	return cut_parts(n, align, (size_t)(GEMM_PART_FLOP / flop) + 1, threads, step);
+}
+
+/* The batch on a team of `team->threads`: cut by whole items, or, where that gives fewer
+ * parts, item after item cut by whole gemm_row_block() rows. Every item has the bits of
+ * one sgemm either way (gemm.h's determinism check). */
+static void team_gemm(struct team *team, struct gemm_args *g)
+{
+	size_t item_step, row_step;
+	double row_flop = 2.0 * g->n * (g->k > 0 ? g->k : 0);
+	int items = gemm_parts(g->count, 1, row_flop * g->m, team->threads, &item_step);
+	int rows = gemm_parts((size_t)g->m, (size_t)gemm_row_block(gemm_chosen()), row_flop,
+			      team->threads, &row_step);
+	if (items >= rows) {
+		g->step = item_step;
+		team_run(team, gemm_items_part, g, items);
+		return;
+	}
+	for (size_t i = 0; i < g->count; i++) {
+		struct gemm_args one = *g;
+		one.a += i * g->stride_a;
+		one.b += i * g->stride_b;
+		one.c += i * g->stride_c;
+		one.count = 1;
+		one.step = row_step;
+		team_run(team, gemm_rows_part, &one, rows);
+	}
+}
+
+/* Runs and counts the batch: one launch, its products' FLOP and the time they kept the
+ * thread. A team of one runs it here (team_run's part 0 is this thread). */
+static int run_gemm(struct dev *d, struct gemm_args *g)
+{
+	if (g->m <= 0 || g->n <= 0 || g->count == 0)
+		return ERR_OK;
 	dev_count(d, 1, 0, 0);
 	double t0 = clock_now_s();
-	team_run(&hd->team, gemm_part, &g, parts);
-	dev_count_gemm(d, m, n, k, clock_now_s() - t0);
+	team_gemm(&hdev(d)->team, g);
+	if (g->k > 0)
+		dev_count_gemms(d, (int)g->count, g->m, g->n, g->k, clock_now_s() - t0);
 	return ERR_OK;
+}
+
+static int host_gemm(struct dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha,
+		     const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
+		     struct err *e)
+{
+	struct gemm_args g = {trans_a, trans_b, m, n, k, lda, ldb, ldc, 0, 0, 0, 1, 0, alpha,
+			      beta, a, b, c};
+	return run_gemm(d, &g);
+}
+
+static int host_gemm_batched(struct dev *d, int trans_a, int trans_b, int m, int n, int k,
+			     float alpha, const float *a, int lda, size_t stride_a, const float *b,
+			     int ldb, size_t stride_b, float beta, float *c, int ldc,
+			     size_t stride_c, int count, struct err *e)
+{
+	struct gemm_args g = {trans_a, trans_b, m, n, k, lda, ldb, ldc, stride_a, stride_b,
+			      stride_c, count > 0 ? (size_t)count : 0, 0, alpha, beta, a, b, c};
+	return run_gemm(d, &g);
+}
+
+/* the memory operations and the GEMMs, shared by every build of the loops */
+static void host_fill_common(struct dev_ops *o)
+{
+	o->name = "cpu";
+	o->destroy = host_destroy;
+	o->alloc = host_alloc;
+	o->release = host_release;
+	o->upload = host_upload;
+	o->download = host_download;
+	o->copy = host_upload;
+	o->zero = host_zero;
+	o->sync = host_sync;
+	o->gemm = host_gemm;
+	o->gemm_batched = host_gemm_batched;
 }
 
 /* The arguments of the split loops: the loops' table, the rows (or elements) and their
@@ -228,6 +287,7 @@ struct loop_args {
 	const int32_t *target;
 	float *x, *y, *z, *w;
 	const struct dev_adamw *adamw; /* adamw: its settings and decay table */
+	size_t stride;  /* causal_softmax: between heads */
 	double *sums;   /* sum_squares: one per block */
 	size_t block0;  /* sum_squares_blocks: the first block's index */
 	int64_t *count; /* count_nonfinite: one per part */
@@ -398,6 +458,43 @@ static int split_layernorm(struct dev *d, int rows, int cols, const float *x, co
 	return l.loops->layernorm(d, rows, cols, x, w, b, out, mean, rstd, e);
 }
 
+/* heads [lo, hi) of causal_softmax, or of its backward (l->first) */
+static void softmax_part(void *arg, int p, int parts)
+{
+	const struct loop_args *l = arg;
+	size_t lo, hi;
+	part_range(p, parts, l->step, l->n, &lo, &hi);
+	if (l->first)
+		l->loops->causal_softmax_backward(NULL, (int)(hi - lo), l->cols, l->stride, l->f0,
+						  l->in + lo * l->stride, l->x + lo * l->stride,
+						  NULL);
+	else
+		l->loops->causal_softmax(NULL, (int)(hi - lo), l->cols, l->stride, l->f0,
+					 l->x + lo * l->stride, NULL);
+}
+
+/* by whole heads: each row runs as on one thread */
+static int split_causal_softmax(struct dev *d, int heads, int n, size_t stride, float scale,
+				float *s, struct err *e)
+{
+	struct loop_args l = {.loops = hdev(d)->loops, .n = heads > 0 ? (size_t)heads : 0,
+			      .cols = n, .stride = stride, .f0 = scale, .x = s};
+	if (n > 0 && run_cut(d, &l, 1, (size_t)n * n, softmax_part))
+		return ERR_OK;
+	return l.loops->causal_softmax(d, heads, n, stride, scale, s, e);
+}
+
+static int split_causal_softmax_backward(struct dev *d, int heads, int n, size_t stride,
+					 float scale, const float *p, float *dp, struct err *e)
+{
+	struct loop_args l = {.loops = hdev(d)->loops, .n = heads > 0 ? (size_t)heads : 0,
+			      .cols = n, .first = 1, .stride = stride, .f0 = scale, .in = p,
+			      .x = dp};
+	if (n > 0 && run_cut(d, &l, 1, (size_t)n * n, softmax_part))
+		return ERR_OK;
+	return l.loops->causal_softmax_backward(d, heads, n, stride, scale, p, dp, e);
+}
+
 /* blocks [lo, hi) of the part, of the blocks from l->block0 on: each block's sum into
  * l->sums */
 static void squares_part(void *arg, int p, int parts)
@@ -473,7 +570,6 @@ static int split_count_nonfinite(struct dev *d, int n, const float *x, int64_t *
 /* the entries of a device with a team */
 static void host_split_fill(struct dev_ops *o)
 {
-	o->gemm = split_gemm;
 	o->bias_tanh = split_bias_tanh;
 	o->xent = split_xent;
 	o->scale = split_scale;
@@ -485,6 +581,8 @@ static void host_split_fill(struct dev_ops *o)
 	o->sum_squares = split_sum_squares;
 	o->sum_squares_blocks = split_sum_squares_blocks;
 	o->count_nonfinite = split_count_nonfinite;
+	o->causal_softmax = split_causal_softmax;
+	o->causal_softmax_backward = split_causal_softmax_backward;
 }
 
 /* one operation table per build of the loops, filled once */

@@ -498,20 +498,27 @@ static int host_gelu_backward(struct dev *d, int n, const float *x, float *dout,
 	return ERR_OK;
 }
 
-static int host_causal_softmax(struct dev *d, int n, float scale, float *s, struct err *e)
+/* head after head, rows in order within each: the rows are independent, so any order
+ * of heads gives the bits of one head at a time */
+static int host_causal_softmax(struct dev *d, int heads, int n, size_t stride, float scale,
+			       float *s, struct err *e)
 {
 	dev_count(d, 1, 0, 0);
-	for (int i = 0; i < n; i++)
-		km_causal_softmax_row(s + (size_t)i * n, i, n, scale);
+	for (int h = 0; h < heads; h++)
+		for (int i = 0; i < n; i++)
+			km_causal_softmax_row(s + h * stride + (size_t)i * n, i, n, scale);
 	return ERR_OK;
 }
 
-static int host_causal_softmax_backward(struct dev *d, int n, float scale, const float *p,
-					float *dp, struct err *e)
+static int host_causal_softmax_backward(struct dev *d, int heads, int n, size_t stride,
+					float scale, const float *p, float *dp, struct err *e)
 {
 	dev_count(d, 1, 0, 0);
-	for (int i = 0; i < n; i++)
-		km_causal_softmax_back_row(p + (size_t)i * n, dp + (size_t)i * n, i, n, scale);
+	for (int h = 0; h < heads; h++)
+		for (int i = 0; i < n; i++) {
+			size_t row = h * stride + (size_t)i * n;
+			km_causal_softmax_back_row(p + row, dp + row, i, n, scale);
+		}
 	return ERR_OK;
 }
 

@@ -5,8 +5,9 @@
  * document on its own, central differences of the float64 loss sum), on every tensor,
  * in both layouts; documents of one microbatch never see each other (a document's
  * logits keep their bits whatever its neighbour holds), and that check fails on a batch
- * whose documents share a segment; the tensor list, the initialization and the shapes
- * the settings refuse.
+ * whose documents share a segment; the attention's heads batched in groups of any size
+ * give the bits of all at once, and the groups fit the score buffers' budget; the tensor
+ * list, the initialization and the shapes the settings refuse.
  */
 #include <check.h>
 #include <math.h>
@@ -20,6 +21,7 @@
 #include "gpt_batch.h"
 #include "gpt_shape.h"
 #include "gpt_step.h"
+#include "gpt_ws.h"
 #include "model.h"
 #include "testutil.h"
 
@@ -259,6 +261,72 @@ START_TEST(gradient_matches_double_padded)
 }
 END_TEST
 
+/* ---- the attention's heads in groups ---- */
+
+/* loss and gradient of a step of three packed documents with the heads batched G at a
+ * time (G = 0: the workspace's own choice); the gradient in a new array */
+static float *step_in_groups(struct rig *r, int G, double *loss)
+{
+	struct err e;
+	int ids[3] = {0, 5, 9};
+	err_clear(&e);
+	if (G)
+		((struct gpt_ws *)r->ws)->heads_per_call = G;
+	ck_assert_int_eq(model_batch_build(r->b, &r->c, ids, 3, LAYOUT_PACKED, &e), ERR_OK);
+	float *g = calloc(r->m.n_params, sizeof(float));
+	*loss = 0.0;
+	ck_assert_int_eq(model_step(r->ws, r->p, g, r->b, 0.25f, 1.0, loss, &e), ERR_OK);
+	return g;
+}
+
+/* One call for all heads, one per head, or groups of 3 with a last one of 1: the same
+ * bits (every head's products and rows are the same operations in each). */
+START_TEST(head_groups_give_the_bits_of_all_heads)
+{
+	struct rig r;
+	double want_loss, loss;
+	rig_open(&r, "model.layers=2 model.heads=4 model.width=16 model.context=8 "
+		 "data.vocab=12 data.min_len=3 data.max_len=8 data.prefix_max=2", 3 * 8);
+	ck_assert_int_eq(((struct gpt_ws *)r.ws)->heads_per_call, 4);
+	float *want = step_in_groups(&r, 0, &want_loss);
+	for (int G = 1; G <= 3; G += 2) {
+		float *g = step_in_groups(&r, G, &loss);
+		ck_assert_msg(memcmp(&loss, &want_loss, sizeof loss) == 0, "loss in groups of %d: "
+			      "%.17g, all heads %.17g", G, loss, want_loss);
+		ck_assert_msg(memcmp(g, want, r.m.n_params * sizeof(float)) == 0,
+			      "gradient in groups of %d heads differs from all heads at once", G);
+		free(g);
+	}
+	free(want);
+	rig_close(&r);
+}
+END_TEST
+
+/* the rule: every head where H x S x S fits GPT_SCORE_FLOATS (S: the shorter of the
+ * context and the batch's rows), else as many as fit */
+START_TEST(heads_per_call_fit_the_score_budget)
+{
+	const struct {
+		int heads, context, rows, want;
+	} cases[] = {{12, 1024, 4096, 12}, {16, 1024, 1024, 16}, {8, 2048, 2048, 4},
+		     {16, 2048, 8192, 4}, {12, 4096, 4096, 1}, {12, 4096, 256, 12}};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct settings s;
+		struct model_shape m;
+		struct err e;
+		err_clear(&e);
+		testutil_settings(&s, "model.kind=gpt model.heads=%d model.width=%d "
+				  "model.context=%d data.max_len=%d", cases[i].heads,
+				  16 * cases[i].heads, cases[i].context, cases[i].context);
+		ck_assert_msg(model_shape_init(&m, &s, &e) == ERR_OK, "%s", e.msg);
+		size_t S = gpt_ws_segment_max(&m, cases[i].rows);
+		ck_assert_uint_eq(S, (size_t)(cases[i].rows < cases[i].context ? cases[i].rows
+									 : cases[i].context));
+		ck_assert_int_eq(gpt_ws_heads_per_call(&m, cases[i].rows), cases[i].want);
+	}
+}
+END_TEST
+
 /* ---- documents never see each other ---- */
 
 /* the logits of the corpus's sequences ids[0..n) laid out (rows x V), in a new array */
@@ -481,6 +549,8 @@ int main(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, gradient_matches_double_packed);
 	tcase_add_test(tc, gradient_matches_double_padded);
+	tcase_add_test(tc, head_groups_give_the_bits_of_all_heads);
+	tcase_add_test(tc, heads_per_call_fit_the_score_budget);
 	tcase_add_test(tc, documents_never_see_each_other);
 	tcase_add_test(tc, the_isolation_check_catches_a_shared_segment);
 	tcase_add_test(tc, tensors_follow_llmc);

@@ -3,14 +3,15 @@
  * than a GPU, and each of its checks can fail.
  *
  *   backend    the CUDA backend's own operations on small shapes with exact answers:
- *              GEMM in every transpose, an upload/download round trip, scale, sum. The
- *              planted faults (tests/emu-faults.sh: a transposed GEMM operand, a wrong
- *              leading dimension, a download read before its stream synchronized, a
- *              kernel writing one past its buffer, a reduction without its barrier) each
- *              make this case fail loudly
+ *              GEMM and a batch of two in every transpose, an upload/download round
+ *              trip, scale, sum. The planted faults (tests/emu-faults.sh: a transposed
+ *              GEMM operand, a wrong leading dimension, a download read before its
+ *              stream synchronized, a kernel writing one past its buffer, a reduction
+ *              without its barrier) each make this case fail loudly
  *   runtime    a host read before the stream's sync sees poison; pointers of another
  *              device, freed, past the end or on the host are refused; cuBLAS refuses a
- *              leading dimension below its operand's rows
+ *              leading dimension below its operand's rows, and its strided batch also a
+ *              negative count, items of C that overlap and a last item past its buffer
  *   nccl       two ranks issuing collectives in different orders both fail, naming both
  *              calls; a communicator used from another device's thread is refused
  * Check runs without fork: the emulator's stream workers are threads of this process.
@@ -49,30 +50,41 @@ static void *put(struct dev *d, const float *host, size_t n)
 	return p;
 }
 
-/* row-major C = op(A) op(B), m x n, k inner, small integers: every product exact */
+/* Row-major C = op(A) op(B), m x n, k inner, small integers: every product exact. Item 0
+ * by gemm, then items 0 and 1 (each operand's second item right after its first) by one
+ * gemm_batched. */
 static void check_gemm(struct dev *d, int ta, int tb)
 {
-	enum { M = 5, N = 7, K = 3 };
-	float a[M * K], b[K * N], c[M * N], want[M * N];
-	for (int i = 0; i < M * K; i++)
+	enum { M = 5, N = 7, K = 3, MK = M * K, KN = K * N, MN = M * N };
+	float a[2 * MK], b[2 * KN], c[2 * MN], want[2 * MN];
+	for (int i = 0; i < 2 * MK; i++)
 		a[i] = (float)(i % 7 - 3);
-	for (int i = 0; i < K * N; i++)
+	for (int i = 0; i < 2 * KN; i++)
 		b[i] = (float)(i % 5 - 2);
 	int lda = ta ? M : K, ldb = tb ? K : N;
-	for (int i = 0; i < M; i++)
-		for (int j = 0; j < N; j++) {
-			float s = 0.0f;
-			for (int p = 0; p < K; p++)
-				s += (ta ? a[p * lda + i] : a[i * lda + p]) *
-				     (tb ? b[j * ldb + p] : b[p * ldb + j]);
-			want[i * N + j] = s;
-		}
-	float *da = put(d, a, M * K), *db = put(d, b, K * N), *dc = put(d, want, M * N);
+	for (int t = 0; t < 2; t++)
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++) {
+				const float *at = a + t * MK, *bt = b + t * KN;
+				float s = 0.0f;
+				for (int p = 0; p < K; p++)
+					s += (ta ? at[p * lda + i] : at[i * lda + p]) *
+					     (tb ? bt[j * ldb + p] : bt[p * ldb + j]);
+				want[t * MN + i * N + j] = s;
+			}
+	float *da = put(d, a, 2 * MK), *db = put(d, b, 2 * KN), *dc = put(d, want, 2 * MN);
+	OK(d->ops->zero(d, dc, sizeof c, &E));
 	OK(d->ops->gemm(d, ta, tb, M, N, K, 1.0f, da, lda, db, ldb, 0.0f, dc, N, &E));
 	OK(d->ops->download(d, c, dc, sizeof c, &E));
-	for (int i = 0; i < M * N; i++)
+	for (int i = 0; i < MN; i++)
 		ck_assert_msg(c[i] == want[i], "gemm ta=%d tb=%d: C[%d] = %g, not %g", ta, tb, i,
 			      c[i], want[i]);
+	OK(d->ops->gemm_batched(d, ta, tb, M, N, K, 1.0f, da, lda, MK, db, ldb, KN, 0.0f, dc, N,
+				MN, 2, &E));
+	OK(d->ops->download(d, c, dc, sizeof c, &E));
+	for (int i = 0; i < 2 * MN; i++)
+		ck_assert_msg(c[i] == want[i], "gemm_batched ta=%d tb=%d: C[%d] = %g, not %g", ta,
+			      tb, i, c[i], want[i]);
 	d->ops->release(d, da);
 	d->ops->release(d, db);
 	d->ops->release(d, dc);
@@ -175,6 +187,66 @@ START_TEST(test_cublas_validation)
 	ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
 	cublasDestroy(h);
 	cudaFree(a);
+	cudaStreamDestroy(s);
+}
+END_TEST
+
+/* count 4 x 4 x 4 products C_i = op(A_i) A'_i, A_i at a + i sa (lda), A'_i at a + i sb
+ * (ld 4), C_i at c + i sc (ld 4) */
+static cublasStatus_t batch_4x4(cublasHandle_t h, cublasOperation_t ta, const float *a,
+				int lda, long long sa, long long sb, float *c, long long sc,
+				int count)
+{
+	static const float one = 1.0f, zero = 0.0f;
+	return cublasSgemmStridedBatched(h, ta, CUBLAS_OP_N, 4, 4, 4, &one, a, lda, sa, a, 4, sb,
+					 &zero, c, 4, sc, count);
+}
+
+/* cublasSgemmStridedBatched: cuBLAS's own checks (a negative count, a leading dimension
+ * below the rows) and the emulator's stricter ones (items of C that overlap, a last item
+ * past its allocation), then a valid batch gives each item's cublasSgemm bits. */
+START_TEST(test_cublas_batched_validation)
+{
+	cublasHandle_t h;
+	cudaStream_t s;
+	float *a = NULL, *c = NULL, one = 1.0f, zero = 0.0f, got[32], want[32];
+	ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
+	ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+	ck_assert_int_eq(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+	ck_assert_int_eq(cublasSetStream(h, s), CUBLAS_STATUS_SUCCESS);
+	ck_assert_int_eq(cudaMalloc((void **)&a, 32 * sizeof(float)), cudaSuccess);
+	ck_assert_int_eq(cudaMalloc((void **)&c, 48 * sizeof(float)), cudaSuccess);
+	for (int i = 0; i < 32; i++)
+		got[i] = (float)(i % 9 - 4);
+	ck_assert_int_eq(cudaMemcpyAsync(a, got, sizeof got, cudaMemcpyHostToDevice, s),
+			 cudaSuccess);
+	/* two 4 x 4 items, 16 floats apart, in buffers of 32 (A, B) and 48 floats (C) */
+	ck_assert_int_eq(batch_4x4(h, CUBLAS_OP_N, a, 4, 16, 16, c, 16, -1),
+			 CUBLAS_STATUS_INVALID_VALUE);
+	ck_assert_int_eq(batch_4x4(h, CUBLAS_OP_N, a, 3, 16, 16, c, 16, 2),
+			 CUBLAS_STATUS_INVALID_VALUE);
+	/* C's items 8 floats apart overlap (16 floats each) */
+	ck_assert_int_eq(batch_4x4(h, CUBLAS_OP_N, a, 4, 16, 16, c, 8, 2),
+			 CUBLAS_STATUS_INVALID_VALUE);
+	/* three items: C's fit its 48 floats, A's third would end 48 floats into its 32 */
+	ck_assert_int_eq(batch_4x4(h, CUBLAS_OP_N, a, 4, 8, 0, c, 16, 3), CUBLAS_STATUS_SUCCESS);
+	ck_assert_int_eq(batch_4x4(h, CUBLAS_OP_N, a, 4, 16, 0, c, 16, 3),
+			 CUBLAS_STATUS_INVALID_VALUE);
+	ck_assert_int_eq(batch_4x4(h, CUBLAS_OP_T, a, 4, 16, 16, c, 16, 2), CUBLAS_STATUS_SUCCESS);
+	ck_assert_int_eq(cudaMemcpyAsync(got, c, sizeof got, cudaMemcpyDeviceToHost, s),
+			 cudaSuccess);
+	ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, 4, 4, 4, &one, a + 16 * i,
+					     4, a + 16 * i, 4, &zero, c + 16 * i, 4),
+				 CUBLAS_STATUS_SUCCESS);
+	ck_assert_int_eq(cudaMemcpyAsync(want, c, sizeof want, cudaMemcpyDeviceToHost, s),
+			 cudaSuccess);
+	ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+	ck_assert_msg(memcmp(got, want, sizeof got) == 0, "the batch differs from its items");
+	cublasDestroy(h);
+	cudaFree(a);
+	cudaFree(c);
 	cudaStreamDestroy(s);
 }
 END_TEST
@@ -294,6 +366,7 @@ int main(void)
 	tcase_add_test(runtime, test_poison_before_sync);
 	tcase_add_test(runtime, test_pointer_provenance);
 	tcase_add_test(runtime, test_cublas_validation);
+	tcase_add_test(runtime, test_cublas_batched_validation);
 	suite_add_tcase(s, runtime);
 	TCase *nccl = tcase_create("nccl");
 	tcase_set_timeout(nccl, 60);

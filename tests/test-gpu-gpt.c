@@ -4,9 +4,9 @@
  * test-gpt-ops compares each GPT operation on small inputs that fit one block of
  * threads. This file runs them where the model runs them: every GPT operation at the
  * shapes of the shipped configurations and of GPT-2 small (LayerNorm over 1,100 rows of
- * width 768, so that the per-row kernels use several blocks; the causal softmax of a
- * 1,024-position segment; GELU, embed_pos and bias_add past one launch's grid of 16.7 M
- * elements, with GPT-2's 50,257 ids), bit for bit as docs/gpt.md promises. Then a whole
+ * width 768, so that the per-row kernels use several blocks; the causal softmax of two
+ * heads of a 1,024-position segment in one call; GELU, embed_pos and bias_add past one
+ * launch's grid of 16.7 M elements, with GPT-2's 50,257 ids), bit for bit as docs/gpt.md promises. Then a whole
  * training step and the logits of the model, packed and padded, with 4 and with 12 heads,
  * on the GPU and on the host from the same parameters: the loss, the logits and every
  * tensor's gradient within float rounding of the host's (their GEMMs add in other
@@ -139,19 +139,20 @@ START_TEST(layernorm_width_768_over_many_blocks)
 }
 END_TEST
 
+/* one position over 3 heads, and 2 heads of 1,024 positions in one call */
 START_TEST(causal_softmax_of_1024_positions)
 {
-	const int sizes[] = {1, 1024};
+	const int sizes[] = {1, 1024}, heads[] = {3, 2};
 	for (int k = 0; k < 2; k++) {
 		int n = sizes[k];
-		size_t nn = (size_t)n * n;
-		float *s = frand(10 + k, nn, 6), *dp = frand(20 + k, nn, 1);
-		struct pair S = both(G, H, s, nn), DP = both(G, H, dp, nn);
+		size_t nn = (size_t)n * n, len = nn * heads[k];
+		float *s = frand(10 + k, len, 6), *dp = frand(20 + k, len, 1);
+		struct pair S = both(G, H, s, len), DP = both(G, H, dp, len);
 		float scale = 1.0f / sqrtf(64.0f);
-		OK(G->ops->causal_softmax(G, n, scale, S.g, &E));
-		OK(H->ops->causal_softmax(H, n, scale, S.h, &E));
-		OK(G->ops->causal_softmax_backward(G, n, scale, S.g, DP.g, &E));
-		OK(H->ops->causal_softmax_backward(H, n, scale, S.h, DP.h, &E));
+		OK(G->ops->causal_softmax(G, heads[k], n, nn, scale, S.g, &E));
+		OK(H->ops->causal_softmax(H, heads[k], n, nn, scale, S.h, &E));
+		OK(G->ops->causal_softmax_backward(G, heads[k], n, nn, scale, S.g, DP.g, &E));
+		OK(H->ops->causal_softmax_backward(H, heads[k], n, nn, scale, S.h, DP.h, &E));
 		same_bits(G, H, S, n == 1 ? "causal_softmax n=1" : "causal_softmax n=1024");
 		same_bits(G, H, DP, n == 1 ? "causal_softmax_back n=1" : "causal_softmax_back n=1024");
 		free(s), free(dp);

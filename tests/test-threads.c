@@ -5,6 +5,8 @@
  * (at least 1) and reaches the device plan; a team runs each part once, on threads of its
  * own; and a host device with 2 or 3 threads gives the bits of a device with one thread
  * for every operation it splits (GEMMs of each transpose, bias_tanh, xent, scale, sgd).
+ * A batch of GEMMs (gemm_batched) and the causal softmax of several heads give the bits
+ * of their items called one by one, on one thread and on a team.
  * The negative control: the same comparison catches a GEMM whose inner sum is cut in two
  * (what a BLAS splitting k would do), so bit-identity is a claim the test can refute.
  * The GEMM tests run once under each implementation built in (gemm.h), each saying which.
@@ -218,6 +220,134 @@ START_TEST(a_k_split_is_caught)
 }
 END_TEST
 
+/* A batch of `count` products laid out as attention's heads: item i's A and B are
+ * columns [i a_cols, (i + 1) a_cols) of wider matrices (ld count x cols + 3), its C an
+ * m x n block of its own, C blocks m n + 5 floats apart (the gaps must stay as they were). */
+struct batch {
+	int ta, tb, m, n, k, count, lda, ldb;
+	size_t sa, sb, sc, a_len, b_len, c_len;
+};
+
+static struct batch batch_of(int ta, int tb, int m, int n, int k, int count)
+{
+	int a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+	struct batch g = {ta, tb, m, n, k, count, count * a_cols + 3, count * b_cols + 3,
+			  (size_t)a_cols, (size_t)b_cols, (size_t)m * n + 5, 0, 0, 0};
+	g.a_len = (size_t)a_rows * g.lda;
+	g.b_len = (size_t)b_rows * g.ldb;
+	g.c_len = g.sc * count;
+	return g;
+}
+
+/* the batch into c (from c0) on a device of `threads` threads: by one gemm_batched, or
+ * (one_by_one) by one gemm per item; checks what the device counted */
+static void batch_on(int threads, int one_by_one, const struct batch *g, const float *a,
+		     const float *b, const float *c0, float *c)
+{
+	struct dev *d;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(dev_host_create_threads(0, threads, &d, &e), ERR_OK);
+	memcpy(c, c0, sizeof *c * g->c_len);
+	if (one_by_one)
+		for (int i = 0; i < g->count; i++)
+			ck_assert_int_eq(d->ops->gemm(d, g->ta, g->tb, g->m, g->n, g->k, 0.7f,
+						      a + i * g->sa, g->lda, b + i * g->sb, g->ldb,
+						      0.3f, c + i * g->sc, g->n, &e), ERR_OK);
+	else
+		ck_assert_int_eq(d->ops->gemm_batched(d, g->ta, g->tb, g->m, g->n, g->k, 0.7f, a,
+						      g->lda, g->sa, b, g->ldb, g->sb, 0.3f, c, g->n,
+						      g->sc, g->count, &e), ERR_OK);
+	ck_assert_int_eq(d->counts.launches, one_by_one ? (uint64_t)g->count : 1);
+	ck_assert(d->counts.gemm_flop == 2.0 * g->m * g->n * g->k * g->count);
+	dev_destroy(d);
+}
+
+/* m, n, k, count: small items on one thread; items big enough to cut the batch by items;
+ * fewer items than threads, each big enough to cut by rows */
+static const int batch_shapes[][4] = {{64, 64, 16, 4}, {300, 200, 96, 3}, {1000, 77, 300, 2}};
+
+START_TEST(gemm_batched_gives_the_bits_of_its_items)
+{
+	if (!gemmutil_under(_i, "test-threads", 1))
+		return;
+	for (size_t s = 0; s < sizeof batch_shapes / sizeof batch_shapes[0]; s++)
+		for (int tr = 0; tr < 4; tr++) {
+			const int *sh = batch_shapes[s];
+			struct batch g = batch_of(tr & 1, tr >> 1, sh[0], sh[1], sh[2], sh[3]);
+			float *a = gemmutil_floats(g.a_len, 41 + s), *b = gemmutil_floats(g.b_len, 42);
+			float *c0 = gemmutil_floats(g.c_len, 43);
+			float *want = malloc(sizeof *want * g.c_len);
+			float *got = malloc(sizeof *got * g.c_len);
+			batch_on(1, 1, &g, a, b, c0, want);
+			for (int t = 1; t <= 3; t++) {
+				batch_on(t, 0, &g, a, b, c0, got);
+				ck_assert_msg(same_bits(want, got, g.c_len),
+					      "gemm_batched %dx%dx%d x %d trans %d%d on %d threads: "
+					      "not the bits of its items", g.m, g.n, g.k, g.count,
+					      g.ta, g.tb, t);
+			}
+			free(a);
+			free(b);
+			free(c0);
+			free(want);
+			free(got);
+		}
+}
+END_TEST
+
+/* The causal softmax and its backward of `heads` heads n x n, stride apart, on a device
+ * of `threads` threads: in one call each, or (one_by_one) head by head. */
+static void softmax_on(int threads, int one_by_one, int heads, int n, size_t stride,
+		       float *s, float *dp)
+{
+	struct dev *d;
+	struct err e;
+	err_clear(&e);
+	ck_assert_int_eq(dev_host_create_threads(0, threads, &d, &e), ERR_OK);
+	int calls = one_by_one ? heads : 1, per_call = one_by_one ? 1 : heads;
+	for (int h = 0; h < calls; h++)
+		ck_assert_int_eq(d->ops->causal_softmax(d, per_call, n, stride, 0.3f,
+							s + h * stride, &e), ERR_OK);
+	for (int h = 0; h < calls; h++)
+		ck_assert_int_eq(d->ops->causal_softmax_backward(d, per_call, n, stride, 0.3f,
+								 s + h * stride, dp + h * stride,
+								 &e), ERR_OK);
+	ck_assert_int_eq(d->counts.launches, 2 * (uint64_t)calls);
+	dev_destroy(d);
+}
+
+START_TEST(softmax_of_heads_gives_the_bits_of_each_head)
+{
+	const int heads = 5, n = 100;
+	const size_t stride = (size_t)n * n + 3, len = stride * heads;
+	float *s0 = gemmutil_floats(len, 51), *dp0 = gemmutil_floats(len, 52);
+	float *s[2], *dp[2];
+	for (int i = 0; i < 2; i++) {
+		s[i] = malloc(sizeof(float) * len);
+		dp[i] = malloc(sizeof(float) * len);
+	}
+	memcpy(s[0], s0, sizeof(float) * len);
+	memcpy(dp[0], dp0, sizeof(float) * len);
+	softmax_on(1, 1, heads, n, stride, s[0], dp[0]);
+	for (int t = 1; t <= 3; t++) {
+		memcpy(s[1], s0, sizeof(float) * len);
+		memcpy(dp[1], dp0, sizeof(float) * len);
+		softmax_on(t, 0, heads, n, stride, s[1], dp[1]);
+		ck_assert_msg(same_bits(s[0], s[1], len), "causal_softmax of %d heads on %d "
+			      "threads: not the bits of each head's", heads, t);
+		ck_assert_msg(same_bits(dp[0], dp[1], len), "causal_softmax_backward of %d heads "
+			      "on %d threads: not the bits of each head's", heads, t);
+	}
+	for (int i = 0; i < 2; i++) {
+		free(s[i]);
+		free(dp[i]);
+	}
+	free(s0);
+	free(dp0);
+}
+END_TEST
+
 /* The split loops against one thread: bias_tanh, xent, scale, sgd. */
 static void loops_on(int threads, int rows, int cols, float **out, size_t *lens)
 {
@@ -387,6 +517,9 @@ int main(void)
 	tcase_add_loop_test(tc, gemm_bits_do_not_depend_on_threads, GEMM_ONEDNN,
 			    GEMM_OPENBLAS + 1);
 	tcase_add_loop_test(tc, a_k_split_is_caught, GEMM_ONEDNN, GEMM_OPENBLAS + 1);
+	tcase_add_loop_test(tc, gemm_batched_gives_the_bits_of_its_items, GEMM_ONEDNN,
+			    GEMM_OPENBLAS + 1);
+	tcase_add_test(tc, softmax_of_heads_gives_the_bits_of_each_head);
 	tcase_add_test(tc, loop_bits_do_not_depend_on_threads);
 	tcase_add_test(tc, optimizer_gpt_loops_and_reductions_do_not_depend_on_threads);
 	suite_add_tcase(s, tc);

@@ -3,13 +3,13 @@
  * gpt_step.h and docs/gpt.md).
  *
  * Per layer l, on the residual stream x (rows x C):
- *   a = LN1(x); qkv = a qkvw^T + qkvb; per segment and head: P = causal_softmax(scale
- *   q k^T), o = P v; m = x + o attprojw^T + attprojb; c = LN2(m); h = c fcw^T + fcb;
- *   x' = m + gelu(h) fcprojw^T + fcprojb
+ *   a = LN1(x); qkv = a qkvw^T + qkvb; per segment, its heads batched:
+ *   P = causal_softmax(scale q k^T), o = P v; m = x + o attprojw^T + attprojb;
+ *   c = LN2(m); h = c fcw^T + fcb; x' = m + gelu(h) fcprojw^T + fcprojb
  * then logits = LNf(x_L) wte^T. The residual additions are GEMMs with beta = 1 onto a
  * copy of the stream. The backward runs the same steps in reverse with the gradients
- * added into the flat gradient buffer; the attention recomputes P one head of one
- * segment at a time instead of keeping it.
+ * added into the flat gradient buffer; the attention recomputes P one segment at a
+ * time, its heads batched (ws->heads_per_call at once), instead of keeping it.
  */
 #include "gpt_step.h"
 
@@ -72,59 +72,88 @@ static struct acts acts_of(const struct gpt_ws *ws, int l, size_t R)
 	};
 }
 
-/* ---- attention, one head of one segment at a time ---- */
+/* ---- attention, a group of heads of one segment per call ---- */
 
-/* ws->sc = the probabilities of head h over the n rows of qkv from row `first` */
-static int head_probs(struct gpt_ws *ws, const float *qkv, int first, int n, int h,
-		      struct err *e)
+/* Heads [h0, h0 + count) of one segment of n rows from row `first`. Head h0 + i's
+ * operands are head h0's moved by i strides (hd columns of qkv, n x n scores), so each
+ * product of the group is one gemm_batched (docs/gpt.md). */
+struct heads {
+	int first, n, h0, count;
+};
+
+/* ws->sc = the probabilities of the group's heads, n x n each, n x n apart */
+static int heads_probs(struct gpt_ws *ws, const float *qkv, struct heads g, struct err *e)
 {
 	struct dev *d = ws->dev;
-	int C = GPT_C(&ws->shape), hd = C / GPT_H(&ws->shape);
-	const float *q = qkv + (size_t)first * 3 * C + (size_t)h * hd;
-	ERR_TRY(d->ops->gemm(d, 0, 1, n, n, hd, 1.0f, q, 3 * C, q + C, 3 * C, 0.0f, ws->sc, n, e));
-	return d->ops->causal_softmax(d, n, 1.0f / sqrtf((float)hd), ws->sc, e);
+	int C = GPT_C(&ws->shape), hd = C / GPT_H(&ws->shape), n = g.n;
+	size_t nn = (size_t)n * n;
+	const float *q = qkv + (size_t)g.first * 3 * C + (size_t)g.h0 * hd;
+	ERR_TRY(d->ops->gemm_batched(d, 0, 1, n, n, hd, 1.0f, q, 3 * C, hd, q + C, 3 * C, hd,
+				     0.0f, ws->sc, n, nn, g.count, e));
+	return d->ops->causal_softmax(d, g.count, n, nn, 1.0f / sqrtf((float)hd), ws->sc, e);
+}
+
+/* The group of heads from h0 of segment s: ws->heads_per_call heads, fewer in a last
+ * group */
+static struct heads group_of(const struct gpt_ws *ws, const struct gpt_batch *b, int s, int h0)
+{
+	int H = GPT_H(&ws->shape), G = ws->heads_per_call;
+	return (struct heads){b->seg[2 * s], b->seg[2 * s + 1], h0, H - h0 < G ? H - h0 : G};
+}
+
+/* att = P v for the group's heads */
+static int heads_forward(struct gpt_ws *ws, struct heads g, const float *qkv, float *att,
+			 struct err *e)
+{
+	struct dev *d = ws->dev;
+	int C = GPT_C(&ws->shape), hd = C / GPT_H(&ws->shape), n = g.n;
+	const float *v = qkv + (size_t)g.first * 3 * C + 2 * C + (size_t)g.h0 * hd;
+	ERR_TRY(heads_probs(ws, qkv, g, e));
+	return d->ops->gemm_batched(d, 0, 0, n, hd, n, 1.0f, ws->sc, n, (size_t)n * n, v, 3 * C,
+				    hd, 0.0f, att + (size_t)g.first * C + (size_t)g.h0 * hd, C,
+				    hd, g.count, e);
 }
 
 static int attention_forward(struct gpt_ws *ws, const struct gpt_batch *b, const float *qkv,
 			     float *att, struct err *e)
 {
-	struct dev *d = ws->dev;
-	int C = GPT_C(&ws->shape), H = GPT_H(&ws->shape), hd = C / H;
-	for (int s = 0; s < b->n_seg; s++) {
-		int first = b->seg[2 * s], n = b->seg[2 * s + 1];
-		for (int h = 0; h < H; h++) {
-			const float *v = qkv + (size_t)first * 3 * C + 2 * C + (size_t)h * hd;
-			ERR_TRY(head_probs(ws, qkv, first, n, h, e));
-			ERR_TRY(d->ops->gemm(d, 0, 0, n, hd, n, 1.0f, ws->sc, n, v, 3 * C, 0.0f,
-					     att + (size_t)first * C + (size_t)h * hd, C, e));
-		}
-	}
+	for (int s = 0; s < b->n_seg; s++)
+		for (int h0 = 0; h0 < GPT_H(&ws->shape); h0 += ws->heads_per_call)
+			ERR_TRY(heads_forward(ws, group_of(ws, b, s, h0), qkv, att, e));
 	return ERR_OK;
+}
+
+/* the group's part of dqkv from datt: P recomputed, then dP, dV, dS, dQ, dK */
+static int heads_backward(struct gpt_ws *ws, struct heads g, const float *qkv,
+			  const float *datt, float *dqkv, struct err *e)
+{
+	struct dev *d = ws->dev;
+	const struct dev_ops *o = d->ops;
+	int C = GPT_C(&ws->shape), hd = C / GPT_H(&ws->shape), C3 = 3 * C, n = g.n, G = g.count;
+	size_t nn = (size_t)n * n, off3 = (size_t)g.first * C3 + (size_t)g.h0 * hd;
+	const float *q = qkv + off3, *k = q + C, *v = q + 2 * C;
+	const float *dout = datt + (size_t)g.first * C + (size_t)g.h0 * hd;
+	float *dq = dqkv + off3, *dk = dq + C, *dv = dq + 2 * C;
+	ERR_TRY(heads_probs(ws, qkv, g, e));
+	ERR_TRY(o->gemm_batched(d, 0, 1, n, n, hd, 1.0f, dout, C, hd, v, C3, hd, 0.0f, ws->dsc,
+				n, nn, G, e));
+	ERR_TRY(o->gemm_batched(d, 1, 0, n, hd, n, 1.0f, ws->sc, n, nn, dout, C, hd, 0.0f, dv,
+				C3, hd, G, e));
+	ERR_TRY(o->causal_softmax_backward(d, G, n, nn, 1.0f / sqrtf((float)hd), ws->sc,
+					   ws->dsc, e));
+	ERR_TRY(o->gemm_batched(d, 0, 0, n, hd, n, 1.0f, ws->dsc, n, nn, k, C3, hd, 0.0f, dq,
+				C3, hd, G, e));
+	return o->gemm_batched(d, 1, 0, n, hd, n, 1.0f, ws->dsc, n, nn, q, C3, hd, 0.0f, dk, C3,
+			       hd, G, e);
 }
 
 /* dqkv (rows x 3C, every element written) from the heads' output gradient datt */
 static int attention_backward(struct gpt_ws *ws, const struct gpt_batch *b, const float *qkv,
 			      const float *datt, float *dqkv, struct err *e)
 {
-	struct dev *d = ws->dev;
-	const struct dev_ops *o = d->ops;
-	int C = GPT_C(&ws->shape), H = GPT_H(&ws->shape), hd = C / H, C3 = 3 * C;
-	float scale = 1.0f / sqrtf((float)hd);
-	for (int s = 0; s < b->n_seg; s++) {
-		int first = b->seg[2 * s], n = b->seg[2 * s + 1];
-		for (int h = 0; h < H; h++) {
-			size_t off3 = (size_t)first * C3 + (size_t)h * hd;
-			const float *q = qkv + off3, *k = q + C, *v = q + 2 * C;
-			const float *dout = datt + (size_t)first * C + (size_t)h * hd;
-			float *dq = dqkv + off3, *dk = dq + C, *dv = dq + 2 * C;
-			ERR_TRY(head_probs(ws, qkv, first, n, h, e));
-			ERR_TRY(o->gemm(d, 0, 1, n, n, hd, 1.0f, dout, C, v, C3, 0.0f, ws->dsc, n, e));
-			ERR_TRY(o->gemm(d, 1, 0, n, hd, n, 1.0f, ws->sc, n, dout, C, 0.0f, dv, C3, e));
-			ERR_TRY(o->causal_softmax_backward(d, n, scale, ws->sc, ws->dsc, e));
-			ERR_TRY(o->gemm(d, 0, 0, n, hd, n, 1.0f, ws->dsc, n, k, C3, 0.0f, dq, C3, e));
-			ERR_TRY(o->gemm(d, 1, 0, n, hd, n, 1.0f, ws->dsc, n, q, C3, 0.0f, dk, C3, e));
-		}
-	}
+	for (int s = 0; s < b->n_seg; s++)
+		for (int h0 = 0; h0 < GPT_H(&ws->shape); h0 += ws->heads_per_call)
+			ERR_TRY(heads_backward(ws, group_of(ws, b, s, h0), qkv, datt, dqkv, e));
 	return ERR_OK;
 }
 

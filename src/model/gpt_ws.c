@@ -18,12 +18,30 @@ struct buffer {
 	size_t count;
 };
 
+static size_t rows_of(int max_rows)
+{
+	return (size_t)(max_rows > 0 ? max_rows : 1);
+}
+
+size_t gpt_ws_segment_max(const struct model_shape *m, int max_rows)
+{
+	size_t T = (size_t)GPT_T(m), R = rows_of(max_rows);
+	return T < R ? T : R;
+}
+
+int gpt_ws_heads_per_call(const struct model_shape *m, int max_rows)
+{
+	size_t S = gpt_ws_segment_max(m, max_rows), H = (size_t)GPT_H(m);
+	size_t fit = GPT_SCORE_FLOATS / (S * S);
+	return (int)(fit < 1 ? 1 : fit < H ? fit : H);
+}
+
 /* The float buffers of ws for R rows (into out, at most 32); returns how many. */
 static int ws_buffers(struct gpt_ws *ws, const struct model_shape *m, size_t R,
 		      struct buffer *out)
 {
-	size_t L = (size_t)GPT_L(m), C = (size_t)GPT_C(m), T = (size_t)GPT_T(m);
-	size_t V = (size_t)m->vocab;
+	size_t L = (size_t)GPT_L(m), C = (size_t)GPT_C(m), V = (size_t)m->vocab;
+	size_t S = gpt_ws_segment_max(m, (int)R), G = (size_t)gpt_ws_heads_per_call(m, (int)R);
 	const struct buffer b[] = {
 		{&ws->resid, (2 * L + 1) * R * C},
 		{&ws->ln1, L * R * C}, {&ws->ln1_mean, L * R}, {&ws->ln1_rstd, L * R},
@@ -33,7 +51,7 @@ static int ws_buffers(struct gpt_ws *ws, const struct model_shape *m, size_t R,
 		{&ws->lnf, R * C}, {&ws->lnf_mean, R}, {&ws->lnf_rstd, R},
 		{&ws->logits, R * V}, {&ws->loss, R}, {&ws->zero_bias, V},
 		{&ws->dres, R * C}, {&ws->dln, R * C}, {&ws->dbig, R * 4 * C},
-		{&ws->sc, T * T}, {&ws->dsc, T * T},
+		{&ws->sc, G * S * S}, {&ws->dsc, G * S * S},
 	};
 	int n = (int)(sizeof b / sizeof b[0]);
 	for (int i = 0; i < n; i++)
@@ -55,11 +73,6 @@ static size_t arena_floats(const struct model_shape *m, size_t R)
 	for (int i = 0; i < n; i++)
 		total += rounded(b[i].count);
 	return total;
-}
-
-static size_t rows_of(int max_rows)
-{
-	return (size_t)(max_rows > 0 ? max_rows : 1);
 }
 
 size_t gpt_ws_bytes(const struct model_shape *m, int max_rows, size_t *dominant)
@@ -115,6 +128,7 @@ int gpt_ws_create(struct dev *d, const struct model_shape *m, int max_rows,
 	ws->dev = d;
 	ws->shape = *m;
 	ws->max_rows = max_rows;
+	ws->heads_per_call = gpt_ws_heads_per_call(m, max_rows);
 	if ((rc = d->ops->alloc(d, 3 * R * sizeof(int32_t), (void **)&ws->ints, e)) ||
 	    (rc = d->ops->alloc(d, arena_floats(m, R) * sizeof(float), (void **)&ws->arena, e))) {
 		gpt_ws_destroy(&ws->head);

@@ -3,9 +3,9 @@
  * layer, and the buffers of the backward, allocated once per device for a batch of up to
  * max_rows positions (docs/gpt.md lists them).
  *
- * The attention keeps no probabilities: its backward recomputes them one head of one
- * segment at a time, so the only T x T buffers are the two of that head (scores and
- * their gradient).
+ * The attention keeps no probabilities: its backward recomputes them one segment at a
+ * time, for gpt_ws_heads_per_call() heads at once, so the only square buffers are the
+ * two (scores and their gradient) of those heads, sized for the longest segment.
  */
 #ifndef DDPTOK_GPT_WS_H
 #define DDPTOK_GPT_WS_H
@@ -17,6 +17,7 @@ struct gpt_ws {
 	struct dev *dev;
 	struct model_shape shape;
 	int max_rows;
+	int heads_per_call;       /* G: gpt_ws_heads_per_call(&shape, max_rows) */
 	int32_t *ints;            /* the allocation of the three below */
 	int32_t *input, *target, *pos;
 	float *arena;             /* the allocation of every float buffer below */
@@ -35,8 +36,20 @@ struct gpt_ws {
 	float *dres;              /* rows x C: the residual stream's gradient */
 	float *dln;               /* rows x C: a LayerNorm's output gradient, the heads' */
 	float *dbig;              /* rows x 4C: the MLP's, then the qkv gradient */
-	float *sc, *dsc;          /* T x T: one head's scores, their gradient */
+	float *sc, *dsc;          /* G x S x S (G = heads_per_call, S = gpt_ws_segment_max):
+				     the scores of G heads of a segment, n x n each at n x n
+				     apart for a segment of n rows, and their gradient */
 };
+
+/* The attention's score buffers hold at most this many floats each (64 MiB) when more
+ * than one head is batched: as many heads as fit are batched in one call. */
+#define GPT_SCORE_FLOATS ((size_t)1 << 24)
+
+/* S, the longest segment a batch of max_rows rows can hold: min(model.context, rows). */
+size_t gpt_ws_segment_max(const struct model_shape *m, int max_rows);
+/* G, the heads one batched attention call covers for batches of up to max_rows rows:
+ * all H where H x S x S fits GPT_SCORE_FLOATS, else as many as fit, at least 1. */
+int gpt_ws_heads_per_call(const struct model_shape *m, int max_rows);
 
 size_t gpt_ws_bytes(const struct model_shape *m, int max_rows, size_t *dominant);
 int gpt_ws_check_size(const struct model_shape *m, int max_rows, struct err *e);
