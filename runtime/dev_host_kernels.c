@@ -168,15 +168,42 @@ static int host_sum(struct dev *d, int n, const float *x, double *host_out, stru
 	return ERR_OK;
 }
 
-/* the squares of one block (at most HOST_SQUARES_BLOCK elements), i ascending. Sixteen
- * lanes added at the end were tried: GCC kept them in memory and the block ran 2-4 times
- * slower than this one chain on a CPU whose double add takes two cycles. */
+/* sum_squares' lanes (dev_host_kernels.h) in the widest double vectors of the build: 16
+ * / SQUARES_VEC accumulators, each independent, so that the additions do not wait on one
+ * another as a single chain does (a block ran 2-3 times faster); which vector holds a
+ * lane changes with the build, the lane's additions do not. */
+#if defined(__AVX512F__)
+#define SQUARES_VEC 8
+#elif defined(__AVX__)
+#define SQUARES_VEC 4
+#else
+#define SQUARES_VEC 2
+#endif
+typedef double squares_dvec __attribute__((vector_size(SQUARES_VEC * sizeof(double))));
+typedef float squares_fvec __attribute__((vector_size(SQUARES_VEC * sizeof(float))));
+
+/* the squares of one block (at most HOST_SQUARES_BLOCK elements) in sum_squares' lanes:
+ * element i into lane i mod HOST_SQUARES_LANES, in index order; then the lanes folded in
+ * halves */
 static double block_squares(int n, const float *x)
 {
-	double s = 0.0;
-	for (int i = 0; i < n; i++)
-		s += (double)x[i] * (double)x[i];
-	return s;
+	squares_dvec acc[HOST_SQUARES_LANES / SQUARES_VEC] = {{0}};
+	double lane[HOST_SQUARES_LANES];
+	int i = 0;
+	for (; i + HOST_SQUARES_LANES <= n; i += HOST_SQUARES_LANES)
+		for (int k = 0; k < HOST_SQUARES_LANES / SQUARES_VEC; k++) {
+			squares_fvec f;
+			memcpy(&f, x + i + k * SQUARES_VEC, sizeof f);
+			squares_dvec d = __builtin_convertvector(f, squares_dvec);
+			acc[k] += d * d;
+		}
+	memcpy(lane, acc, sizeof lane);
+	for (; i < n; i++)
+		lane[i % HOST_SQUARES_LANES] += (double)x[i] * (double)x[i];
+	for (int half = HOST_SQUARES_LANES / 2; half > 0; half /= 2)
+		for (int j = 0; j < half; j++)
+			lane[j] += lane[j + half];
+	return lane[0];
 }
 
 /* block b of sum_squares' order over x[0..n) (n > b HOST_SQUARES_BLOCK) */

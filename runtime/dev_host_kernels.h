@@ -17,9 +17,13 @@
 #include "dev.h"
 
 /* sum_squares' fixed order, the same in every build and for any thread count: the
- * vector is cut into blocks of HOST_SQUARES_BLOCK elements, each block's squares added
- * in index order, then the block sums in block order. A device with a team sums its
- * blocks on several threads and adds their sums in that order. */
+ * vector is cut into blocks of HOST_SQUARES_BLOCK elements; in a block, element i (from
+ * the block's start) goes to lane i mod HOST_SQUARES_LANES, each lane adding its squares
+ * in index order; the lanes fold in halves (lane j += lane j + 8 for j < 8, then + 4,
+ * + 2, + 1) into the block's sum; the block sums add in block order. A device with a
+ * team sums its blocks on several threads, ranks sharing a norm each sum some of the
+ * blocks (sum_squares_blocks), and the sums are added in that order. */
+#define HOST_SQUARES_LANES 16
 #define HOST_SQUARES_BLOCK 65536
 
 /* SSE2, the x86-64 baseline (or the target's default vectors elsewhere) */

@@ -16,6 +16,7 @@
 #include "dev_host_kernels.h"
 #include "kmath.h"
 #include "prng.h"
+#include "squares-order.h"
 
 struct variant {
 	const char *name;
@@ -474,10 +475,8 @@ START_TEST(reductions_agree)
 	double s_want, s_got;
 	int64_t bad_want, bad_got, hits_want, hits_got;
 	ck_assert_int_eq(scalar.sum(NULL, (int)n, x, &s_want, &e), ERR_OK);
-	/* sum_squares: each square in double, added in index order (one block here) */
-	double squares_want = 0.0, squares_scalar;
-	for (size_t i = 0; i < n; i++)
-		squares_want += (double)x[i] * (double)x[i];
+	/* sum_squares: each square in double, in its lanes (one block here) */
+	double squares_want = squares_in_order(n, x, NULL), squares_scalar;
 	ck_assert_int_eq(scalar.sum_squares(NULL, (int)n, x, &squares_scalar, &e), ERR_OK);
 	ck_assert(memcmp(&squares_scalar, &squares_want, sizeof squares_want) == 0);
 	ck_assert_int_eq(scalar.argmax_hits(NULL, rows, cols, bias, x, target, &hits_want, &e),

@@ -19,6 +19,7 @@
 #include "model.h"
 #include "optim.h"
 #include "sampler.h"
+#include "squares-order.h"
 #include "testutil.h"
 
 START_TEST(test_warmup_then_schedules)
@@ -121,10 +122,7 @@ static double doc_step(const struct settings *s, const struct model_shape *m, in
 		       const float *g, double *p, double *st, enum doc_slip slip)
 {
 	size_t n = m->n_params;
-	double sq = 0.0;
-	for (size_t i = 0; i < n; i++)
-		sq += (double)g[i] * g[i];
-	double norm = sqrt(sq), lr = doc_lr(s, t), f = 1.0;
+	double norm = sqrt(squares_in_order(n, g, NULL)), lr = doc_lr(s, t), f = 1.0;
 	if (s->clip > 0 && norm > s->clip && slip != SLIP_NO_CLIP)
 		f = s->clip / (norm + 1e-6);
 	double bc1 = 1.0 - pow(s->beta1, (double)t), bc2 = 1.0 - pow(s->beta2, (double)t);

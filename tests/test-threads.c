@@ -30,6 +30,7 @@
 #include "gemmutil.h"
 #include "prng.h"
 #include "settings.h"
+#include "squares-order.h"
 
 /* devices.threads after loading `text` (NULL: the defaults); its rc in *rc */
 static int threads_of(const char *text, int *rc)
@@ -407,18 +408,15 @@ END_TEST
 static void blocks_add_up(struct dev *d, size_t big, const float *v, const double *squares)
 {
 	struct err e;
-	double parts[6], whole = 0.0;
+	double parts[6], blocks[6], whole = 0.0;
 	err_clear(&e);
 	ck_assert_uint_eq((big + HOST_SQUARES_BLOCK - 1) / HOST_SQUARES_BLOCK, 6);
 	ck_assert_int_eq(d->ops->sum_squares_blocks(d, (int)big, v, 0, 2, parts, &e), ERR_OK);
 	ck_assert_int_eq(d->ops->sum_squares_blocks(d, (int)big, v, 2, 6, parts + 2, &e), ERR_OK);
+	squares_in_order(big, v, blocks);
 	for (int b = 0; b < 6; b++) {
-		double block = 0.0;
-		for (size_t i = (size_t)b * HOST_SQUARES_BLOCK;
-		     i < big && i < (size_t)(b + 1) * HOST_SQUARES_BLOCK; i++)
-			block += (double)v[i] * (double)v[i];
-		ck_assert_msg(memcmp(&block, &parts[b], sizeof block) == 0,
-			      "block %d: %.17g, its order gives %.17g", b, parts[b], block);
+		ck_assert_msg(memcmp(&blocks[b], &parts[b], sizeof parts[b]) == 0,
+			      "block %d: %.17g, its order gives %.17g", b, parts[b], blocks[b]);
 		whole += parts[b];
 	}
 	ck_assert_msg(memcmp(&whole, squares, sizeof whole) == 0,
@@ -460,13 +458,7 @@ static void more_loops_on(int threads, int rows, int cols, float **out, double *
 	ck_assert_int_eq(d->ops->count_nonfinite(d, (int)big, v, bad, &e), ERR_OK);
 	v[3] = v[big - 1] = v[2 * HOST_SQUARES_BLOCK] = 0.5f;
 	ck_assert_int_eq(d->ops->sum_squares(d, (int)big, v, squares, &e), ERR_OK);
-	double in_order = 0.0; /* the documented order: blocks in index order, then their sums */
-	for (size_t lo = 0; lo < big; lo += HOST_SQUARES_BLOCK) {
-		double block = 0.0;
-		for (size_t i = lo; i < big && i < lo + HOST_SQUARES_BLOCK; i++)
-			block += (double)v[i] * (double)v[i];
-		in_order += block;
-	}
+	double in_order = squares_in_order(big, v, NULL);
 	ck_assert_msg(memcmp(&in_order, squares, sizeof in_order) == 0, "sum_squares %.17g, its "
 		      "order gives %.17g", *squares, in_order);
 	ck_assert_int_eq(d->counts.launches, 6);
