@@ -67,7 +67,7 @@ static size_t rounded(size_t count)
 static size_t arena_floats(const struct model_shape *m, size_t R)
 {
 	struct gpt_ws probe;
-	struct buffer b[32];
+	struct buffer b[32] = {{0}}; /* ws_buffers fills n of them; GCC at -O3 cannot tell */
 	size_t total = 0;
 	int n = ws_buffers(&probe, m, R, b);
 	for (int i = 0; i < n; i++)
@@ -119,7 +119,7 @@ int gpt_ws_create(struct dev *d, const struct model_shape *m, int max_rows,
 		  struct model_ws **out, struct err *e)
 {
 	struct gpt_ws *ws = calloc(1, sizeof *ws);
-	struct buffer b[32];
+	struct buffer b[32] = {{0}}; /* ws_buffers fills n of them; GCC at -O3 cannot tell */
 	size_t R = rows_of(max_rows), at = 0;
 	int rc;
 	if (!ws)
