@@ -40,10 +40,13 @@ grep -q "^processes: P = 2 x L = 2 = W = 4 ranks; this is process 1, ranks 2..3;
 	fail "env: $(cat env.out)"
 
 # three processes for a configuration of two ranks: the process count is named, with the
-# counts that fit (not the devices.local = 0 that stands for "world / processes")
+# counts that fit (not the devices.local = 0 that stands for "world / processes"); every
+# process refuses alike and says so, none ends the others with an abort
 rc_of mpi 3 train $S --set run.artifacts=three --set run.outputs=three
 [ "$rc" -eq 3 ] && grep -q "devices.world = 2 ranks cannot be shared evenly by 3 processes .*start 1 or 2 processes" cmd.err ||
 	fail "3 processes for W = 2 gave exit $rc: $(cat cmd.err)"
+[ "$(grep -c "^ddptok-run: process [012] .*cannot be shared evenly" cmd.err)" -eq 3 ] &&
+	! grep -q MPI_ABORT cmd.err || fail "3 processes for W = 2: not each process's own refusal: $(cat cmd.err)"
 
 # parity with P = 2 x L = 1: the one-process verdicts and numbers, controls caught
 # shellcheck disable=SC2086
