@@ -373,7 +373,13 @@ int engine_create(const struct settings *s, const struct corpus *c,
 	eng->made = *s;
 	eng->world = s->world;
 	ERR_TRY_GOTO(rc, model_shape_init(&eng->shape, s, e), fail);
-	ERR_TRY_GOTO(rc, procs_local_ranks(s, &eng->local, &eng->first_rank, e), fail);
+	if ((rc = procs_local_ranks(s, &eng->local, &eng->first_rank, e)) != ERR_OK) {
+		/* every process computes this refusal from the same settings: each reports it
+		 * and exits with it, none ends the others (several processes' MPI_Abort at
+		 * once raced in Open MPI's teardown, and the run ended with SIGSEGV) */
+		world_failed_together();
+		goto fail;
+	}
 	ERR_TRY_GOTO(rc, choose_backend(eng, e), fail);
 	ERR_TRY_GOTO(rc, pool_create(eng->local, s->timeout_s, &eng->pool, e), fail);
 	pool_set_first_rank(eng->pool, eng->first_rank);

@@ -55,14 +55,7 @@ int procs_share(int world, int local_key, int procs, int *local, struct err *e)
 int procs_local_ranks(const struct settings *s, int *local, int *first, struct err *e)
 {
 	const struct world *wd = world_get();
-	int rc = procs_share(s->world, s->local, wd->procs, local, e);
-	if (rc) {
-		/* every process computes this refusal from the same settings: each reports it
-		 * and exits with it, none ends the others (several processes' MPI_Abort at
-		 * once raced in Open MPI's teardown, and the run ended with SIGSEGV) */
-		world_failed_together();
-		return rc;
-	}
+	ERR_TRY(procs_share(s->world, s->local, wd->procs, local, e));
 	*first = wd->proc * *local;
 	return ERR_OK;
 }
