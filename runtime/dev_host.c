@@ -525,23 +525,18 @@ static int split_sum_squares(struct dev *d, int n, const float *x, double *host_
 			     struct err *e)
 {
 	size_t blocks = n > 0 ? ((size_t)n + HOST_SQUARES_BLOCK - 1) / HOST_SQUARES_BLOCK : 0;
-	struct loop_args l = {.loops = hdev(d)->loops, .n = blocks, .first = n, .in = x};
+	double *sums, s = 0.0;
 	if (blocks < 2)
-		return l.loops->sum_squares(d, n, x, host_out, e);
-	if (!(l.sums = malloc(sizeof *l.sums * blocks)))
+		return hdev(d)->loops->sum_squares(d, n, x, host_out, e);
+	if (!(sums = malloc(sizeof *sums * blocks)))
 		return ERR(e, ERR_NOMEM, "rank %d: out of memory for %zu block sums", d->rank,
 			   blocks);
-	if (!run_cut(d, &l, 1, 0, squares_part)) {
-		free(l.sums);
-		return l.loops->sum_squares(d, n, x, host_out, e);
-	}
-	dev_count(d, 0, 0, 1);
-	double s = 0.0;
-	for (size_t b = 0; b < blocks; b++)
-		s += l.sums[b];
-	free(l.sums);
+	int rc = split_sum_squares_blocks(d, n, x, 0, (int)blocks, sums, e);
+	for (size_t b = 0; rc == ERR_OK && b < blocks; b++)
+		s += sums[b];
+	free(sums);
 	*host_out = s;
-	return ERR_OK;
+	return rc;
 }
 
 static void nonfinite_part(void *arg, int p, int parts)

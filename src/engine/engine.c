@@ -626,18 +626,29 @@ static int gather_range_processes(struct engine *eng, const struct range_arg *a,
 	return rc;
 }
 
-int engine_get_range(struct engine *eng, int vec, size_t lo, size_t count, float *host,
-		     struct err *e)
+/* The engine's argument of a range operation on vector vec, [lo, lo + count), or NULL
+ * (e says why). */
+static struct range_arg *range_of(struct engine *eng, int vec, size_t lo, size_t count,
+				  float *host, struct err *e)
 {
 	struct engine_args *a = engine_args(eng, e);
 	if (!a)
-		return e->code;
+		return NULL;
 	assert(vec >= ENGINE_VEC_PARAMS && vec < optim_state_vectors(eng->s.optimizer));
 	assert(lo + count <= eng->shape.n_params);
 	a->op.range = (struct range_arg){vec, lo, lo + count, host};
-	ERR_TRY(on_ranks(eng, get_range, &a->op.range, e));
+	return &a->op.range;
+}
+
+int engine_get_range(struct engine *eng, int vec, size_t lo, size_t count, float *host,
+		     struct err *e)
+{
+	struct range_arg *r = range_of(eng, vec, lo, count, host, e);
+	if (!r)
+		return e->code;
+	ERR_TRY(on_ranks(eng, get_range, r, e));
 	if (vec != ENGINE_VEC_PARAMS && eng->made.shard_optimizer && world_get()->procs > 1)
-		return gather_range_processes(eng, &a->op.range, e);
+		return gather_range_processes(eng, r, e);
 	return ERR_OK;
 }
 
@@ -661,13 +672,11 @@ static int set_range(struct engine *eng, struct replica *r, void *arg, struct er
 int engine_set_range(struct engine *eng, int vec, size_t lo, size_t count, const float *host,
 		     struct err *e)
 {
-	struct engine_args *a = engine_args(eng, e);
-	if (!a)
+	/* host is only read: the argument's pointer serves both directions */
+	struct range_arg *r = range_of(eng, vec, lo, count, (float *)host, e);
+	if (!r)
 		return e->code;
-	assert(vec >= ENGINE_VEC_PARAMS && vec < optim_state_vectors(eng->s.optimizer));
-	assert(lo + count <= eng->shape.n_params);
-	a->op.range = (struct range_arg){vec, lo, lo + count, (float *)host};
-	return on_ranks(eng, set_range, &a->op.range, e);
+	return on_ranks(eng, set_range, r, e);
 }
 
 void engine_set_updates(struct engine *eng, int64_t updates_done)
